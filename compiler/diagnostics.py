@@ -1,0 +1,90 @@
+"""User-facing errors: `file:line:col: error: message`, a source line and a caret.
+
+Every error a user can cause (bad syntax, a verifier rule, a missing file, an
+unknown pass) is a `FusecError`. The driver prints it and exits with code 1;
+anything else is a bug in fusec and is reported as an internal error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import ParseError
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """A position in a source file; lines and columns count from 1."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def to_attr(self) -> FileLineColLoc:
+        """As an xDSL location attribute, to attach to an op."""
+        return FileLineColLoc(StringAttr(self.file), IntAttr(self.line), IntAttr(self.col))
+
+
+class FusecError(Exception):
+    """An error in the user's input, with the place it was found (if any)."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None, context: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.context = context
+
+    def render(self, sources: dict[str, str] | None = None) -> str:
+        """`file:line:col: error: message`, then the source line and a caret."""
+        head = f"{self.loc}: error: {self.message}" if self.loc else f"error: {self.message}"
+        context = self.context or _source_context(self.loc, sources or {})
+        return head + ("\n" + context if context else "")
+
+
+def loc_of(op: Operation) -> SourceLoc | None:
+    """The source location the parser attached to `op`, if any."""
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return SourceLoc(loc.filename.data, loc.line.data, loc.column.data)
+    return None
+
+
+def op_error(op: Operation, message: str) -> FusecError:
+    """An error located at `op` (or at its closest located ancestor)."""
+    cur: Operation | None = op
+    while cur is not None:
+        if (loc := loc_of(cur)) is not None:
+            return FusecError(message, loc)
+        cur = cur.parent_op()
+    return FusecError(message)
+
+
+def from_parse_error(err: ParseError) -> FusecError:
+    """Turn xDSL's parse error into a located `FusecError` with a caret line."""
+    where = err.span.get_location()
+    message = err.msg.strip()
+    text = err.span.input.content
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    line_start = text.rfind("\n", 0, err.span.start) + 1
+    line_end = text.find("\n", err.span.start)
+    line = text[line_start : line_end if line_end >= 0 else len(text)]
+    width = max(1, min(err.span.end, line_start + len(line)) - err.span.start)
+    caret = " " * (err.span.start - line_start) + "^" * width
+    return FusecError(
+        message, SourceLoc(where.file, where.line, where.col), f"{line}\n{caret}"
+    )
+
+
+def _source_context(loc: SourceLoc | None, sources: dict[str, str]) -> str:
+    if loc is None or loc.file not in sources:
+        return ""
+    lines = sources[loc.file].split("\n")
+    if not 1 <= loc.line <= len(lines):
+        return ""
+    return lines[loc.line - 1] + "\n" + " " * (loc.col - 1) + "^"

@@ -1,0 +1,89 @@
+"""The `fusec MODEL.mlir -p PIPELINE` job, as in xdsl-opt: parse, verify, run
+passes (verifying after each) and print the IR."""
+
+from __future__ import annotations
+
+import io
+import sys
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.printer import Printer
+
+from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.outputs import write_text_atomically
+from fusec.compiler.parsing import (
+    SPLIT_MARKER,
+    make_context,
+    parse_module,
+    read_source,
+    split_input,
+)
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.compiler.registry import PassRegistry
+from fusec.compiler.verify import verify_module
+
+
+@dataclass
+class OptOptions:
+    """What the command line asked of a parse-passes-print run."""
+
+    input: str
+    pipeline: str
+    output: str | None = None
+    split_input_file: bool = False
+    verify_diagnostics: bool = False
+    print_ir_after_all: bool = False
+    print_op_generic: bool = False
+    plugins: list[str] = field(default_factory=list[str])
+
+
+def module_to_text(module: ModuleOp, generic: bool = False) -> str:
+    """Print a module the way fusec writes it everywhere."""
+    buf = io.StringIO()
+    Printer(stream=buf, print_generic_format=generic).print_op(module)
+    return buf.getvalue().rstrip("\n") + "\n"
+
+
+def make_registry(plugins: list[str]) -> PassRegistry:
+    """Built-in passes, installed entry points, then `--load-pass-plugin` files."""
+    registry = PassRegistry()
+    registry.load_entry_points()
+    for path in plugins:
+        registry.load_plugin(path)
+    return registry
+
+
+def run_opt(opts: OptOptions, sources: dict[str, str]) -> None:
+    """Run the job; raises `FusecError` on bad input (nothing is written then)."""
+    registry = make_registry(opts.plugins)
+    passes = parse_pipeline_spec(registry, opts.pipeline) if opts.pipeline else []
+    text = read_source(opts.input)
+    name = "<stdin>" if opts.input == "-" else opts.input
+    sources[name] = text
+    chunks = split_input(text) if opts.split_input_file else [text]
+    outputs = [_process(chunk, name, passes, opts) for chunk in chunks]
+    result = f"\n{SPLIT_MARKER}\n".join(o.rstrip("\n") for o in outputs) + "\n"
+    if opts.output is None:
+        sys.stdout.write(result)
+    else:
+        write_text_atomically(opts.output, result)
+
+
+def _process(chunk: str, name: str, passes: list[ModulePass], opts: OptOptions) -> str:
+    ctx = make_context()
+
+    def dump(p: ModulePass, module: ModuleOp) -> None:
+        sys.stderr.write(f"// -----// IR Dump After {p.name} //----- //\n")
+        sys.stderr.write(module_to_text(module, opts.print_op_generic))
+
+    try:
+        module = parse_module(ctx, chunk, name)
+        verify_module(module)
+        PipelineRunner(ctx, passes, dump if opts.print_ir_after_all else None).run(module)
+    except FusecError as err:
+        if not opts.verify_diagnostics:
+            raise
+        return err.render({name: chunk})
+    return module_to_text(module, opts.print_op_generic)

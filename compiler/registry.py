@@ -1,0 +1,112 @@
+"""The pass registry: names to lazily imported `ModulePass` classes.
+
+Built-in passes are listed by module path and imported only when used, so
+start-up stays fast. Users add passes two ways:
+
+- `fusec --load-pass-plugin my_passes.py`: every `ModulePass` subclass defined
+  in that file (with a `name`) is registered;
+- an installed package declares them in the entry-point group `fusec.passes`:
+
+  ```toml
+  [project.entry-points."fusec.passes"]
+  my-pass = "my_package.my_pass:MyPass"
+  ```
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from xdsl.passes import ModulePass
+
+from fusec.compiler.diagnostics import FusecError
+
+PassFactory = Callable[[], type[ModulePass]]
+
+# name -> "module:Class"; the file of each pass is its name in snake_case.
+BUILTIN_PASSES: dict[str, str] = {
+    "decompose": "fusec.passes.decompose:DecomposePass",
+}
+
+
+def _lazy(target: str) -> PassFactory:
+    module, cls = target.split(":")
+    return lambda: getattr(importlib.import_module(module), cls)
+
+
+class PassRegistry:
+    """Known passes by name; plugins and entry points add to it."""
+
+    def __init__(self) -> None:
+        self.factories: dict[str, PassFactory] = {
+            name: _lazy(target) for name, target in BUILTIN_PASSES.items()
+        }
+        self.origins: dict[str, str] = dict.fromkeys(BUILTIN_PASSES, "fusec")
+
+    def register(self, name: str, factory: PassFactory, origin: str) -> None:
+        """Add a pass; a name already taken is an error naming both owners."""
+        if name in self.factories:
+            raise FusecError(
+                f"pass '{name}' from {origin} clashes with the pass of the same name "
+                f"from {self.origins[name]}"
+            )
+        self.factories[name] = factory
+        self.origins[name] = origin
+
+    def load_entry_points(self) -> None:
+        """Register passes that installed packages declare under `fusec.passes`."""
+        for ep in entry_points(group="fusec.passes"):
+            self.register(ep.name, ep.load, f"package entry point '{ep.value}'")
+
+    def load_plugin(self, path: str) -> list[str]:
+        """Import a Python file and register the passes it defines."""
+        file = Path(path)
+        if not file.is_file():
+            raise FusecError(f"cannot load pass plugin '{path}': no such file")
+        module_name = f"fusec_plugin_{abs(hash(file.resolve()))}"
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # the plugin's own bug: report, don't crash
+            raise FusecError(
+                f"cannot load pass plugin '{path}': {type(err).__name__}: {err}"
+            ) from None
+        names: list[str] = []
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                issubclass(cls, ModulePass)
+                and cls.__module__ == module_name
+                and not inspect.isabstract(cls)
+                and isinstance(getattr(cls, "name", None), str)
+            ):
+                self.register(cls.name, lambda c=cls: c, f"plugin '{path}'")
+                names.append(cls.name)
+        if not names:
+            raise FusecError(f"pass plugin '{path}' defines no ModulePass subclass with a name")
+        return names
+
+    def get(self, name: str) -> type[ModulePass]:
+        """The pass class for `name`, or an error suggesting close names."""
+        if name not in self.factories:
+            close = difflib.get_close_matches(name, self.factories, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else "; see --list-passes"
+            raise FusecError(f"unknown pass '{name}'{hint}")
+        return self.factories[name]()
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(name, first docstring line) of every pass, sorted by name."""
+        rows: list[tuple[str, str]] = []
+        for name in sorted(self.factories):
+            doc = inspect.getdoc(self.get(name)) or ""
+            rows.append((name, doc.split("\n")[0]))
+        return rows

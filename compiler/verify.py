@@ -1,0 +1,138 @@
+"""Verification of a whole module, with source locations on every error.
+
+Runs each op's own verifier (the dialects' rules) and adds what xDSL does not
+check: every function signature is static and supported, and every use of a
+value is dominated by its definition, so use-before-definition and cycles are
+errors rather than silent miscompiles.
+
+```mlir
+%a = nn.exp %b : tensor<4xf32>   // error: 'nn.exp' op uses %b before it is defined
+%b = nn.exp %a : tensor<4xf32>
+```
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from fusec.compiler.diagnostics import FusecError, op_error
+from fusec.dialects.nn_base import check_static_tensor
+
+
+def verify_module(module: ModuleOp) -> None:
+    """Raise a located `FusecError` for the first rule the module breaks."""
+    for op in module.walk():
+        if op is module:
+            continue
+        if isinstance(op, FuncOp):
+            _verify_signature(op)
+        _verify_op(op)
+    for block in _blocks(module):
+        _verify_dominance(block)
+
+
+def _verify_signature(func: FuncOp) -> None:
+    name = func.sym_name.data
+    types = [*func.function_type.inputs.data, *func.function_type.outputs.data]
+    for i, t in enumerate(types):
+        n_in = len(func.function_type.inputs.data)
+        what = f"argument #{i}" if i < n_in else f"result #{i - n_in}"
+        try:
+            check_static_tensor(t, f"{what} of @{name}")
+        except VerifyException as err:
+            raise op_error(func, str(err)) from None
+
+
+def _verify_op(op: Operation) -> None:
+    try:
+        op.verify_()
+    except VerifyException as err:
+        raise op_error(op, _with_op_name(op, str(err))) from None
+    try:
+        op.verify(verify_nested_ops=False)
+    except VerifyException as err:
+        # Structural checks (terminators, parents); xDSL prints the module
+        # after its message, which we leave out.
+        first = str(err).strip().split("\n")[0]
+        raise op_error(op, _with_op_name(op, first)) from None
+
+
+def _with_op_name(op: Operation, message: str) -> str:
+    message = message.strip()
+    return message if message.startswith(f"'{op.name}'") else f"'{op.name}' op {message}"
+
+
+def _blocks(op: Operation) -> list[Block]:
+    return [b for o in op.walk() for r in o.regions for b in r.blocks]
+
+
+def _verify_dominance(block: Block) -> None:
+    """Each operand must be defined earlier in its block or in an enclosing one."""
+    position = {id(op): i for i, op in enumerate(block.ops)}
+    for user in block.ops:
+        for value in user.operands:
+            _check_use(value, user, block, position)
+
+
+def _check_use(value: SSAValue, user: Operation, block: Block, position: dict[int, int]) -> None:
+    if isinstance(value, BlockArgument):
+        if not _encloses(value.block, user):
+            raise op_error(user, f"'{user.name}' op uses {_name(value)}, an argument of "
+                           "a block that does not enclose it")
+        return
+    assert isinstance(value, OpResult)
+    definer = value.op
+    if definer.parent_block() is not block:
+        if definer.parent_block() is None or not _encloses(definer.parent_block(), user):
+            raise op_error(user, f"'{user.name}' op uses {_name(value)}, which is not "
+                           "visible here")
+        return
+    if position[id(definer)] < position[id(user)]:
+        return
+    if definer is user or _depends_on(definer, user):
+        raise op_error(user, f"'{user.name}' op uses {_name(value)}, which depends on "
+                       "this op's own result: the operands form a cycle")
+    raise op_error(user, f"'{user.name}' op uses {_name(value)} before it is defined")
+
+
+def _encloses(block: Block | None, op: Operation) -> bool:
+    cur: Operation | None = op
+    while cur is not None:
+        if cur.parent_block() is block:
+            return True
+        cur = cur.parent_op()
+    return False
+
+
+def _depends_on(op: Operation, target: Operation) -> bool:
+    """Whether `op` (transitively) reads a result of `target` in the same block."""
+    seen: set[int] = set()
+    stack = [op]
+    while stack:
+        cur = stack.pop()
+        for v in cur.operands:
+            if isinstance(v, OpResult) and id(v.op) not in seen:
+                if v.op is target:
+                    return True
+                seen.add(id(v.op))
+                stack.append(v.op)
+    return False
+
+
+def _name(value: SSAValue) -> str:
+    return f"%{value.name_hint}" if value.name_hint else "a value"
+
+
+def require_functions(module: ModuleOp) -> None:
+    """A program must hold at least one func.func, and nothing else at top level."""
+    funcs = 0
+    for op in module.ops:
+        if isinstance(op, FuncOp):
+            funcs += 1
+        else:
+            raise op_error(op, f"expected only func.func at the top level, found '{op.name}'")
+    if not funcs:
+        raise FusecError("the module holds no func.func: nothing to compile")

@@ -1,0 +1,1 @@
+"""The dialects fusec speaks: `nn` (input tensor programs) and `fusion` (kernels)."""

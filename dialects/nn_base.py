@@ -1,0 +1,395 @@
+"""The base of every `nn` op: shared surface syntax, typed attribute access,
+and the checks every op makes (static shapes, supported element types).
+
+Every `nn` op prints and parses in one of two forms (spec/nn-dialect.md):
+
+```mlir
+%y = nn.exp %x : tensor<4xf32>
+%s = nn.reduce_sum %x {axes = [1], keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+```
+
+Attributes live in the op's attribute dictionary (not properties) so that
+contracts such as `fusion = "never"` sit beside them; an omitted attribute
+takes the default its accessor names. The accessors raise `VerifyException`
+with a sentence naming the attribute and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Self
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, SSAValue
+from xdsl.traits import Pure
+from xdsl.irdl import IRDLOperation, traits_def
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from fusec.dialects.shapes import Shape, ShapeError, fmt
+
+
+class NNOperation(IRDLOperation):
+    """Base of every `nn` op: custom syntax plus attribute accessors.
+
+    Subclasses set `SAME_TYPE_SYNTAX` when operand and result share one type
+    and the short `: T` form is printed, and `ARITY` when the op takes a fixed
+    number of operands (checked while parsing, with a located message).
+    """
+
+    SAME_TYPE_SYNTAX: ClassVar[bool] = False
+    ARITY: ClassVar[int | None] = 1
+
+    # --- syntax -----------------------------------------------------------
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        start = parser.pos
+        operands = parser.parse_optional_undelimited_comma_separated_list(
+            parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand
+        ) or []
+        if cls.ARITY is not None and len(operands) != cls.ARITY:
+            parser.raise_error(
+                f"'{cls.name}' expects {cls.ARITY} operand{'s' * (cls.ARITY != 1)}, "
+                f"got {len(operands)}",
+                start,
+                parser.pos,
+            )
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":", f" before the type of '{cls.name}'")
+        type_pos = parser.pos
+        if parser.parse_optional_punctuation("(") is not None:
+            inputs = parser.parse_comma_separated_list(
+                parser.Delimiter.NONE, parser.parse_type
+            ) if parser.parse_optional_punctuation(")") is None else []
+            if inputs:
+                parser.parse_punctuation(")")
+            parser.parse_punctuation("->")
+            results = [parser.parse_type()]
+        else:
+            single = parser.parse_type()
+            inputs, results = [single] * len(operands), [single]
+        resolved = parser.resolve_operands(operands, inputs, type_pos)
+        return cls.create(operands=resolved, result_types=results, attributes=attributes)
+
+    def print(self, printer: Printer) -> None:
+        if self.operands:
+            printer.print_string(" ")
+            printer.print_list(self.operands, printer.print_operand)
+        print_attr_dict(printer, self.attributes)
+        printer.print_string(" : ")
+        types = [o.type for o in self.operands]
+        result = self.results[0].type
+        if self.SAME_TYPE_SYNTAX and len(types) == 1 and types[0] == result:
+            printer.print_attribute(result)
+            return
+        printer.print_string("(")
+        printer.print_list(types, printer.print_attribute)
+        printer.print_string(") -> ")
+        printer.print_attribute(result)
+
+    # --- typed views ------------------------------------------------------
+
+    def operand_shape(self, index: int = 0) -> Shape:
+        """Static shape of operand `index` (verified tensors only)."""
+        return tensor_shape(self.operands[index])
+
+    @property
+    def result_shape(self) -> Shape:
+        """Static shape of the single result."""
+        return tensor_shape(self.results[0])
+
+    # --- attribute accessors ------------------------------------------------
+
+    def _fail(self, message: str) -> VerifyException:
+        return VerifyException(f"'{self.name}' op {message}")
+
+    def int_list_attr(self, key: str, default: Sequence[int] | None = None) -> list[int]:
+        """An integer list written `[1, 2]` (or `array<i64: 1, 2>`)."""
+        attr = self.attributes.get(key)
+        if attr is None:
+            if default is None:
+                raise self._fail(f"requires attribute '{key}' (a list of integers)")
+            return list(default)
+        if isinstance(attr, DenseArrayBase) and isinstance(attr.elt_type, IntegerType):
+            return [int(v) for v in attr.get_values()]
+        if isinstance(attr, ArrayAttr) and all(
+            isinstance(a, IntegerAttr) and not _is_bool(a) for a in attr.data
+        ):
+            return [int(a.value.data) for a in attr.data]  # pyright: ignore
+        raise self._fail(f"attribute '{key}' must be a list of integers like [1, 2]")
+
+    def int_attr(self, key: str, default: int) -> int:
+        """An integer attribute such as `groups = 2`."""
+        attr = self.attributes.get(key)
+        if attr is None:
+            return default
+        if isinstance(attr, IntegerAttr) and not _is_bool(attr):
+            return int(attr.value.data)
+        raise self._fail(f"attribute '{key}' must be an integer")
+
+    def bool_attr(self, key: str, default: bool) -> bool:
+        """A boolean attribute written `true` or `false`."""
+        attr = self.attributes.get(key)
+        if attr is None:
+            return default
+        if isinstance(attr, IntegerAttr) and _is_bool(attr):
+            return attr.value.data != 0
+        raise self._fail(f"attribute '{key}' must be true or false")
+
+    def float_attr(self, key: str, default: float | None) -> float | None:
+        """A float attribute (`1.0e-05 : f32`, a bare float, or an integer)."""
+        attr = self.attributes.get(key)
+        if attr is None:
+            return default
+        if isinstance(attr, FloatAttr):
+            return float(attr.value.data)
+        if isinstance(attr, IntegerAttr) and not _is_bool(attr):
+            return float(attr.value.data)
+        raise self._fail(f"attribute '{key}' must be a number")
+
+    def str_attr(self, key: str, default: str) -> str:
+        """A string attribute such as `approximate = "tanh"`."""
+        attr = self.attributes.get(key)
+        if attr is None:
+            return default
+        if isinstance(attr, StringAttr):
+            return attr.data
+        raise self._fail(f"attribute '{key}' must be a string")
+
+
+def _is_bool(attr: IntegerAttr) -> bool:  # pyright: ignore[reportMissingTypeArgument]
+    return isinstance(attr.type, IntegerType) and attr.type.width.data == 1
+
+
+def tensor_shape(value: SSAValue) -> Shape:
+    """The static shape of a tensor-typed value."""
+    t = value.type
+    assert isinstance(t, TensorType)
+    return tuple(t.get_shape())
+
+
+def element_type(value: SSAValue) -> Attribute:
+    """The element type of a tensor-typed value."""
+    t = value.type
+    assert isinstance(t, TensorType)
+    return t.element_type
+
+
+# --- printing -----------------------------------------------------------------
+
+
+def format_float(value: float) -> str:
+    """A float literal that MLIR's lexer reads back exactly (`1.0e-05`)."""
+    text = repr(float(value))
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        if "." not in mantissa:
+            mantissa += ".0"
+        return f"{mantissa}e{exponent}"
+    return text
+
+
+def print_attr_dict(printer: Printer, attributes: dict[str, Attribute]) -> None:
+    """Print `{axes = [1], keepdims = true}` in the spec's plain spelling."""
+    if not attributes:
+        return
+    printer.print_string(" {")
+    for i, (key, attr) in enumerate(attributes.items()):
+        if i:
+            printer.print_string(", ")
+        printer.print_identifier_or_string_literal(key)
+        printer.print_string(" = ")
+        print_plain_attr(printer, attr)
+    printer.print_string("}")
+
+
+def print_plain_attr(printer: Printer, attr: Attribute) -> None:
+    """Integers, booleans, floats and lists without type suffixes where the
+    default type (i64, f64) makes them redundant."""
+    if isinstance(attr, IntegerAttr) and _is_bool(attr):
+        printer.print_string("true" if attr.value.data else "false")
+    elif isinstance(attr, IntegerAttr) and attr.type == IntegerType(64):
+        printer.print_string(str(attr.value.data))
+    elif isinstance(attr, FloatAttr) and np.isfinite(attr.value.data):
+        printer.print_string(format_float(attr.value.data))
+        if attr.type.name != "f64":  # pyright: ignore[reportUnknownMemberType]
+            printer.print_string(" : ")
+            printer.print_attribute(attr.type)
+    elif isinstance(attr, ArrayAttr):
+        printer.print_string("[")
+        printer.print_list(attr.data, lambda a: print_plain_attr(printer, a))
+        printer.print_string("]")
+    elif isinstance(attr, DenseIntOrFPElementsAttr):
+        print_dense(printer, attr)
+    else:
+        printer.print_attribute(attr)
+
+
+def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """The elements of a dense attribute as a NumPy array of its shape."""
+    t = attr.get_type()
+    assert isinstance(t, TensorType)
+    dtype = numpy_dtype(t.element_type)
+    raw = attr.data.data
+    if dtype == np.bool_:
+        flat = np.frombuffer(raw, dtype=np.uint8) != 0
+    else:
+        flat = np.frombuffer(raw, dtype=dtype)
+    shape = tuple(t.get_shape())
+    if flat.size == 1:
+        return np.broadcast_to(flat.reshape(()), shape).copy()
+    return flat.reshape(shape).copy()
+
+
+# Constants with more elements than this print as exact hex bytes.
+_MAX_LITERAL_ELEMENTS = 16
+
+
+def print_dense(printer: Printer, attr: DenseIntOrFPElementsAttr) -> None:
+    """Print a dense attribute exactly: short ones as shortest-round-trip
+    literals, long ones as the hex bytes MLIR also accepts."""
+    values = dense_to_numpy(attr)
+    t = attr.get_type()
+    flat = values.reshape(-1)
+    uniform = flat.size > 0 and bool(np.all(flat == flat[0])) and not np.isnan(flat[0])
+    if not np.all(np.isfinite(flat.astype(np.float64))):
+        printer.print_attribute(attr)
+        return
+    if uniform:
+        body = _literal(flat[0])
+    elif flat.size <= _MAX_LITERAL_ELEMENTS:
+        body = _nested(values)
+    else:
+        data = values.astype(values.dtype.newbyteorder("<"))
+        if data.dtype == np.bool_:
+            data = data.astype(np.uint8) * 0xFF
+        body = '"0x' + data.tobytes().hex().upper() + '"'
+    printer.print_string(f"dense<{body}> : ")
+    printer.print_attribute(t)
+
+
+def _literal(v: np.generic) -> str:
+    if isinstance(v, np.bool_):
+        return "true" if v else "false"
+    if isinstance(v, np.integer):
+        return str(int(v))
+    return format_float(float(str(v)))  # str(np.float32) is its shortest repr
+
+
+def _nested(values: np.ndarray) -> str:
+    if values.ndim == 0:
+        return _literal(values[()])
+    return "[" + ", ".join(_nested(v) for v in values) + "]"
+
+
+_NUMPY_DTYPES = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i1": np.bool_,
+    "i32": np.int32,
+    "i64": np.int64,
+}
+
+
+def numpy_dtype(element: Attribute) -> type[np.generic]:
+    """The NumPy dtype of a supported element type (bf16 has none)."""
+    key = element_type_name(element)
+    if key not in _NUMPY_DTYPES:
+        raise ValueError(f"element type {key} has no NumPy equivalent")
+    return _NUMPY_DTYPES[key]
+
+
+def element_type_name(element: Attribute) -> str:
+    """`f32`, `i1`, `bf16`, ... as written in a tensor type."""
+    if isinstance(element, IntegerType):
+        return f"i{element.width.data}"
+    return str(getattr(element, "name", element)).removeprefix("builtin.")
+
+
+# --- the base of concrete ops ---------------------------------------------------
+
+FLOAT_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
+INT_TYPES = frozenset({"i32", "i64"})
+SUPPORTED_TYPES = FLOAT_TYPES | INT_TYPES | {"i1"}
+FUSION_CONTRACTS = ("never", "must")
+
+
+def type_str(t: Attribute) -> str:
+    """A tensor type as the user wrote it: `tensor<4x8xf32>`."""
+    if isinstance(t, TensorType):
+        dims = [("?" if d < 0 else str(d)) for d in t.get_shape()]
+        return "tensor<" + "".join(d + "x" for d in dims) + element_type_name(t.element_type) + ">"
+    return str(t)
+
+
+def check_static_tensor(t: Attribute, what: str) -> None:
+    """Ranked, static shape, supported element type, or a clear error."""
+    if not isinstance(t, TensorType):
+        raise VerifyException(f"{what} must be a ranked tensor, got {t}")
+    if any(d < 0 for d in t.get_shape()):
+        raise VerifyException(
+            f"dynamic shapes are not supported: {what} has type {type_str(t)}"
+        )
+    name = element_type_name(t.element_type)
+    if name not in SUPPORTED_TYPES:
+        raise VerifyException(
+            f"element type {name} is not supported ({what} has type {type_str(t)}); "
+            "use one of " + ", ".join(sorted(SUPPORTED_TYPES))
+        )
+
+
+class NNOp(NNOperation):
+    """An `nn` op: checks every tensor, the fusion contract, then `check()`."""
+
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        for i, v in enumerate(self.operands):
+            check_static_tensor(v.type, f"'{self.name}' operand #{i}")
+        for r in self.results:
+            check_static_tensor(r.type, f"'{self.name}' result")
+        contract = self.attributes.get("fusion")
+        if contract is not None and self.str_attr("fusion", "") not in FUSION_CONTRACTS:
+            raise self._fail('attribute \'fusion\' must be "never" or "must"')
+        try:
+            self.check()
+        except ShapeError as err:
+            raise self._fail(str(err)) from None
+
+    def check(self) -> None:
+        """Op-specific rules; raise `ShapeError` or `self._fail(...)`."""
+
+    def expect_result_shape(self, expected: tuple[int, ...]) -> None:
+        if self.result_shape != expected:
+            raise self._fail(
+                f"result shape {fmt(self.result_shape)} does not match the "
+                f"expected {fmt(expected)}"
+            )
+
+    def expect_element(self, index: int, ALLOWED: frozenset[str], what: str) -> str:
+        name = element_type_name(element_type(self.operands[index]))
+        if name not in ALLOWED:
+            raise self._fail(f"operand #{index} must have {what} elements, got {name}")
+        return name
+
+    def expect_same_result_element(self, index: int = 0) -> None:
+        src = element_type(self.operands[index])
+        dst = element_type(self.results[0])
+        if src != dst:
+            raise self._fail(
+                f"result element type {element_type_name(dst)} differs from operand "
+                f"element type {element_type_name(src)}"
+            )
