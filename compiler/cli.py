@@ -22,6 +22,11 @@ from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.pipeline import DEFAULT_PIPELINE, InternalPassError
 
 
+# Subcommands, imported only when used: `fusec run ...`, `fusec import ...`.
+# Each target is a `main(argv: list[str]) -> int` function.
+SUBCOMMANDS: dict[str, str] = {}
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse that exits with code 1 (not 2) and fusec's error style."""
 
@@ -80,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str], sources: dict[str, str]) -> int:
+    if argv and argv[0] in SUBCOMMANDS:
+        module, func = SUBCOMMANDS[argv[0]].split(":")
+        import importlib
+
+        return int(getattr(importlib.import_module(module), func)(argv[1:]))
     args = build_parser().parse_args(argv)
     if args.list_passes:
         return _list_passes(args.load_pass_plugin)

@@ -5,7 +5,7 @@ import os
 import lit.formats
 
 config.name = "fusec"  # noqa: F821
-config.test_format = lit.formats.ShTest(True)  # noqa: F821
+config.test_format = lit.formats.ShTest(execute_external=False)  # noqa: F821
 config.suffixes = [".mlir", ".test"]  # noqa: F821
 config.test_source_root = os.path.dirname(__file__)  # noqa: F821
 config.excludes = ["lit.cfg.py", "Inputs"]  # noqa: F821

@@ -1,0 +1,1 @@
+"""Importers from other model formats into the `nn` dialect."""
