@@ -1,0 +1,219 @@
+"""The building blocks every kernel emitter shares.
+
+An emitter turns one `fusion.group` into one `KernelSource`: the text of a
+`@cuda.jit` function plus its launch shape. Its parameters refer to the
+group's operands (`role="input"`) and results (`role="output"`) by index, so
+the emitter never needs to know which buffers the runtime will bind.
+
+Group attributes the emitters read (set by the grouping passes):
+`name` (e.g. "g3", unique in the function) and `kind`
+("pointwise", "layout", "reduction", "contraction", "window").
+
+Generated code imports only `math`, `numba` (`cuda` and the scalar types) and
+`numpy`. Nothing from the model reaches it except through
+`sanitize_identifier` (names) and `float_literal`/`int_literal` (numbers).
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from xdsl.ir import Operation
+
+from fusec.dialects import nn
+
+# numpy dtype name -> (numba type name used in generated code, compute type name)
+# Half precision loads are widened to float32 and narrowed on store.
+NUMBA_TYPES: dict[str, tuple[str, str]] = {
+    "float32": ("float32", "float32"),
+    "float64": ("float64", "float64"),
+    "float16": ("float16", "float32"),
+    "int32": ("int32", "int32"),
+    "int64": ("int64", "int64"),
+    "bool": ("boolean", "boolean"),
+}
+
+KERNEL_PRELUDE = """\
+import math
+
+import numpy as np
+from numba import boolean, cuda, float16, float32, float64, int32, int64
+"""
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """A kernel parameter: group operand (`input`) or result (`output`) number
+    `index`, passed as a contiguous view of shape `view_shape`."""
+
+    role: Literal["input", "output"]
+    index: int
+    view_shape: tuple[int, ...]
+
+
+@dataclass
+class KernelSource:
+    """One generated kernel and how to launch it."""
+
+    name: str
+    text: str  # the function's source: header comment, @cuda.jit, def ...
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    params: list[KernelParam]
+    shared_bytes: int = 0
+    notes: list[str] = field(default_factory=list[str])  # schedule facts for the report
+
+
+_IDENT = re.compile(r"[^0-9A-Za-z_]")
+
+
+def sanitize_identifier(name: str, prefix: str = "k") -> str:
+    """A harmless Python identifier from an untrusted name: only
+    `[0-9A-Za-z_]`, never a keyword or dunder, at most 40 characters.
+
+    >>> sanitize_identifier('x(): import os')
+    'x____import_os'
+    """
+    ident = _IDENT.sub("_", name)[:40].strip("_") or prefix
+    if ident[0].isdigit() or keyword.iskeyword(ident) or ident.startswith("__"):
+        ident = f"{prefix}_{ident}"
+    return ident
+
+
+class NameTable:
+    """Hands out unique sanitized identifiers."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def fresh(self, name: str, prefix: str = "k") -> str:
+        base = sanitize_identifier(name, prefix)
+        ident, n = base, 1
+        while ident in self.used:
+            n += 1
+            ident = f"{base}_{n}"
+        self.used.add(ident)
+        return ident
+
+
+def float_literal(value: float, ctype: str = "float32") -> str:
+    """A typed numeric literal: bare Python floats would promote the whole
+    expression to float64, which is slow on most GPUs."""
+    v = float(value)
+    if math.isnan(v):
+        return f"{ctype}(math.nan)"
+    if math.isinf(v):
+        return f"{ctype}({'-' if v < 0 else ''}math.inf)"
+    return f"{ctype}({v!r})"
+
+
+def int_literal(value: int) -> str:
+    """An integer literal (only ever from an int, never from text)."""
+    return str(int(value))
+
+
+def _gelu(op: nn.GeluOp, a: str, t: str) -> str:
+    half, one = float_literal(0.5, t), float_literal(1.0, t)
+    if op.approximate == "tanh":
+        c, k = float_literal(math.sqrt(2.0 / math.pi), t), float_literal(0.044715, t)
+        return f"({half} * {a} * ({one} + math.tanh({c} * ({a} + {k} * {a} * {a} * {a}))))"
+    return f"({half} * {a} * ({one} + math.erf({a} * {float_literal(1 / math.sqrt(2.0), t)})))"
+
+
+def _clamp(op: nn.ClampOp, a: str, t: str) -> str:
+    expr = a
+    if op.min is not None:
+        expr = f"max({expr}, {float_literal(op.min, t)})"
+    if op.max is not None:
+        expr = f"min({expr}, {float_literal(op.max, t)})"
+    return expr
+
+
+_UNARY: dict[type[Operation], str] = {
+    nn.NegOp: "(-{a})",
+    nn.AbsOp: "abs({a})",
+    nn.ExpOp: "math.exp({a})",
+    nn.LogOp: "math.log({a})",
+    nn.SqrtOp: "math.sqrt({a})",
+    nn.RsqrtOp: "({one} / math.sqrt({a}))",
+    nn.ReciprocalOp: "({one} / {a})",
+    nn.TanhOp: "math.tanh({a})",
+    nn.ErfOp: "math.erf({a})",
+    nn.SigmoidOp: "({one} / ({one} + math.exp(-{a})))",
+    nn.ReluOp: "max({a}, {zero})",
+    nn.SiluOp: "({a} / ({one} + math.exp(-{a})))",
+}
+
+_BINARY: dict[type[Operation], str] = {
+    nn.AddOp: "({a} + {b})",
+    nn.SubOp: "({a} - {b})",
+    nn.MulOp: "({a} * {b})",
+    nn.DivOp: "({a} / {b})",
+    nn.MaxOp: "max({a}, {b})",
+    nn.MinOp: "min({a}, {b})",
+    nn.PowOp: "math.pow({a}, {b})",
+}
+
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
+    """The expression computing one element of elementwise `op`.
+
+    `args` must be plain variable names or literals (an argument may appear
+    several times in the result); `ctype` is the compute type name of the
+    result (`float32`, ...; for nn.cmp the operands' compute type).
+    """
+    one, zero = float_literal(1.0, ctype), float_literal(0.0, ctype)
+    if type(op) in _UNARY:
+        return _UNARY[type(op)].format(a=args[0], one=one, zero=zero)
+    if type(op) in _BINARY:
+        return _BINARY[type(op)].format(a=args[0], b=args[1])
+    if isinstance(op, nn.GeluOp):
+        return _gelu(op, args[0], ctype)
+    if isinstance(op, nn.ClampOp):
+        return _clamp(op, args[0], ctype)
+    if isinstance(op, nn.CmpOp):
+        return f"({args[0]} {_CMP[op.predicate]} {args[1]})"
+    if isinstance(op, nn.SelectOp):
+        return f"({args[1]} if {args[0]} else {args[2]})"
+    if isinstance(op, nn.CastOp):
+        return f"({args[0]} != 0)" if ctype == "boolean" else f"{ctype}({args[0]})"
+    raise NotImplementedError(f"{op.name} is not an elementwise op")
+
+
+def unravel(flat: str, shape: Sequence[int], prefix: str = "i") -> tuple[list[str], list[str]]:
+    """Lines that split flat index `flat` into coordinates of `shape`, and
+    the coordinate names (`i0`, `i1`, ...)."""
+    names = [f"{prefix}{d}" for d in range(len(shape))]
+    lines: list[str] = []
+    rest = flat
+    for d in range(len(shape) - 1, 0, -1):
+        lines.append(f"{names[d]} = {rest} % {int_literal(shape[d])}")
+        lines.append(f"{prefix}r{d} = {rest} // {int_literal(shape[d])}")
+        rest = f"{prefix}r{d}"
+    if shape:
+        lines.append(f"{names[0]} = {rest}")
+    return lines, names
+
+
+def broadcast_index(
+    in_shape: Sequence[int], out_shape: Sequence[int], coords: Sequence[str]
+) -> str:
+    """Flat row-major index into an operand of `in_shape` broadcast to
+    `out_shape`, given the output coordinates (right-aligned, size-1
+    dimensions contribute nothing)."""
+    offset = len(out_shape) - len(in_shape)
+    terms: list[str] = []
+    stride = 1
+    for d in range(len(in_shape) - 1, -1, -1):
+        if in_shape[d] != 1:
+            c = coords[d + offset]
+            terms.append(c if stride == 1 else f"{c} * {int_literal(stride)}")
+        stride *= in_shape[d]
+    return " + ".join(reversed(terms)) if terms else "0"
