@@ -14,3 +14,6 @@ for var in ("PYTHONPATH", "HOME", "NUMBA_ENABLE_CUDASIM", "NUMBA_CACHE_DIR"):
     if var in os.environ:
         config.environment[var] = os.environ[var]  # noqa: F821
 config.substitutions.append(("%inputs", os.path.join(os.path.dirname(__file__), "Inputs")))  # noqa: F821
+# %repo: the repository root, so tests can run files kept elsewhere (docs/examples).
+_repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+config.substitutions.append(("%repo", _repo))  # noqa: F821
