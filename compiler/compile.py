@@ -1,0 +1,326 @@
+"""The compile job: `fusec MODEL.mlir -o OUT` and `fusec.compile(...)`.
+
+parse → verify → `decompose` → `form-fusion-groups` (when fusion is on and
+the pass is registered) → `group-each-op` → code generation → memory plan →
+the artifacts of OUT:
+
+```
+OUT/model.mlir     the IR after the whole pipeline (fusec parses it again)
+OUT/kernels.py     the numba.cuda kernels, importable
+OUT/plan.json      the launch plan, below
+OUT/report.md      groups, launches and HBM bytes before/after, refused fusions
+OUT/constants.npz  the values of the program's nn.constant ops (always written,
+                   possibly empty), keyed "c0", "c1", ... as plan.json says
+```
+
+plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
+
+```json
+{"format": "fusec-plan", "version": 1, "source": "model.mlir", "target": "auto",
+ "fusion": true, "passes": ["decompose", "group-each-op"],
+ "kernels": "kernels.py", "constants_file": "constants.npz",
+ "functions": {"f": {
+   "inputs":  [{"name": "x", "value": "v0", "shape": [4, 8], "dtype": "float32"}],
+   "outputs": [{"name": "output_0", "value": "v3", "shape": [4, 8], "dtype": "float32"}],
+   "launches": [{"kernel": "f_g0_exp", "grid": [1, 1, 1], "block": [256, 1, 1],
+                 "shared_bytes": 0, "est_registers": 0, "ops": ["nn.exp"],
+                 "group": "g0", "est_time_us": 0.0, "hbm_bytes": 256,
+                 "args": [{"value": "v0", "view_shape": [32], "writes": false}, ...],
+                 "registers": 18, "spill_bytes": 0}],
+   "values": {"v0": {"shape": [4, 8], "dtype": "float32"}, ...},
+   "views": [{"value": "v5", "source": "v3"}],
+   "constants": {"v1": "c0"},
+   "memory": {"buffers": [{"id": 0, "bytes": 256}], "assignment": {"v2": 0},
+              "live": {"v2": [0, 1]}}}}}
+```
+
+`registers`/`spill_bytes` appear only when measured (`--ptx-info`).
+`program_from_plan` reads it back for `fusec run OUT`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from fusec.codegen.program import (
+    ArgSpec,
+    FunctionProgram,
+    KernelLaunch,
+    Program,
+    TensorSpec,
+    View,
+)
+from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.driver import make_registry, module_to_text
+from fusec.compiler.memory_plan import MemoryPlan, plan_memory
+from fusec.compiler.outputs import replace_directory
+from fusec.compiler.parsing import make_context, parse_module, read_source
+from fusec.compiler.pipeline import PipelineRunner
+from fusec.compiler.registry import PassRegistry
+from fusec.compiler.report import ReportInputs, render_report
+from fusec.compiler.verify import verify_module
+
+PLAN_FORMAT = "fusec-plan"
+PLAN_VERSION = 1
+FUSION_PASS = "form-fusion-groups"
+OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz")
+
+
+@dataclass
+class CompiledArtifacts:
+    """Everything a compile produces, in memory; `write_out` stores it."""
+
+    source_name: str
+    module: ModuleOp
+    program: Program
+    memory: dict[str, MemoryPlan]
+    model_mlir: str
+    kernels_py: str
+    plan: dict[str, Any]
+    report_md: str
+    constants: dict[str, np.ndarray] = field(default_factory=dict[str, np.ndarray])
+
+
+def _source_text(source: str | Path) -> tuple[str, str]:
+    """(text, name for messages): a Path or a one-line string naming a file is
+    read; anything else is the model's text."""
+    if isinstance(source, Path) or ("\n" not in source and "{" not in source):
+        return read_source(str(source)), "<stdin>" if str(source) == "-" else str(source)
+    return source, "<model>"
+
+
+def compile_model(
+    source: str | Path,
+    fusion: bool = True,
+    target: str = "auto",
+    ptx_info: bool = False,
+    plugins: list[str] | None = None,
+    sources: dict[str, str] | None = None,
+) -> CompiledArtifacts:
+    """Compile a model (its text or a path) into the artifacts of OUT; raises
+    `FusecError` for bad input. `sources` receives the text read, by file name,
+    so that errors can quote the offending line."""
+    text, name = _source_text(source)
+    if sources is not None:
+        sources[name] = text
+    _check_target(target)
+    ctx = make_context()
+    module = parse_module(ctx, text, name)
+    verify_module(module)
+    registry = make_registry(plugins or [])
+    passes = _pipeline(registry, fusion, target)
+    PipelineRunner(ctx, passes).run(module)
+    from fusec.codegen.generate import generate_program
+
+    program = generate_program(module)
+    memory = {fname: plan_memory(fp) for fname, fp in program.functions.items()}
+    registers = _measure_registers(program) if ptx_info else {}
+    pass_names = tuple(p.name for p in passes)
+    plan, constants = build_plan(program, memory, registers)
+    plan.update(source=name, target=target, fusion=fusion, passes=list(pass_names))
+    report = render_report(ReportInputs(
+        source_name=name, module=module, program=program, fusion=fusion,
+        fusion_pass_ran=FUSION_PASS in pass_names, target=target, passes=pass_names,
+        registers=registers,
+    ))
+    return CompiledArtifacts(
+        source_name=name, module=module, program=program, memory=memory,
+        model_mlir=module_to_text(module), kernels_py=program.kernels_source,
+        plan=plan, report_md=report, constants=constants,
+    )
+
+
+def _check_target(target: str) -> None:
+    """Reject unknown target names early. `auto` is only recorded here: probing
+    the device would import numba.cuda before the runtime chose GPU or
+    simulator."""
+    if target.strip().lower() == "auto":
+        return
+    from fusec.compiler.targets import resolve_target
+
+    resolve_target(target)
+
+
+def _pipeline(registry: PassRegistry, fusion: bool, target: str) -> list[ModulePass]:
+    """decompose, [form-fusion-groups], group-each-op."""
+    passes: list[ModulePass] = [registry.get("decompose")()]
+    if fusion and FUSION_PASS in registry.factories:
+        cls = registry.get(FUSION_PASS)
+        fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) \
+            else set[str]()
+        passes.append(cls(target=target) if "target" in fields else cls())  # type: ignore[call-arg]
+    passes.append(registry.get("group-each-op")())
+    return passes
+
+
+def _measure_registers(program: Program) -> dict[str, tuple[int, int]]:
+    """kernel -> (registers, spill bytes) from ptxas; slow, so only on request."""
+    from fusec.codegen.ptx import compile_program_ptx
+
+    out: dict[str, tuple[int, int]] = {}
+    for kernel, entry in compile_program_ptx(program).items():
+        regs = int(entry.get("registers", -1))
+        if regs >= 0:  # -1: ptxas is not installed, so nothing was measured
+            out[kernel] = (regs, max(0, int(entry.get("spill_bytes", 0))))
+    return out
+
+
+def build_plan(
+    program: Program,
+    memory: dict[str, MemoryPlan],
+    registers: dict[str, tuple[int, int]] | None = None,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """plan.json's dictionary and the constants (by npz key) it refers to."""
+    constants: dict[str, np.ndarray] = {}
+    functions: dict[str, Any] = {}
+    for name, fp in program.functions.items():
+        keys: dict[str, str] = {}
+        for value, array in fp.constants.items():
+            keys[value] = f"c{len(constants)}"
+            constants[keys[value]] = np.asarray(array)
+        functions[name] = _function_json(fp, memory[name], registers or {}, keys)
+    plan: dict[str, Any] = {
+        "format": PLAN_FORMAT, "version": PLAN_VERSION,
+        "kernels": "kernels.py", "constants_file": "constants.npz", "functions": functions,
+    }
+    return plan, constants
+
+
+def _tensor(spec: TensorSpec) -> dict[str, Any]:
+    return {"shape": list(spec.shape), "dtype": spec.dtype}
+
+
+def _function_json(fp: FunctionProgram, memory: MemoryPlan,
+                   registers: dict[str, tuple[int, int]], keys: dict[str, str]) -> dict[str, Any]:
+    names = fp.input_names or fp.inputs
+    return {
+        "inputs": [{"name": n, "value": v, **_tensor(fp.values[v])}
+                   for n, v in zip(names, fp.inputs, strict=True)],
+        "outputs": [{"name": f"output_{i}", "value": v, **_tensor(fp.values[v])}
+                    for i, v in enumerate(fp.outputs)],
+        "launches": [_launch_json(launch, registers) for launch in fp.launches],
+        "values": {v: _tensor(s) for v, s in fp.values.items()},
+        "views": [{"value": w.value, "source": w.source} for w in fp.views],
+        "constants": keys,
+        "memory": memory.to_json(),
+    }
+
+
+def _launch_json(launch: KernelLaunch, registers: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "kernel": launch.kernel, "grid": list(launch.grid), "block": list(launch.block),
+        "shared_bytes": launch.shared_bytes, "est_registers": launch.est_registers,
+        "ops": list(launch.ops), "group": launch.group, "est_time_us": launch.est_time_us,
+        "hbm_bytes": launch.hbm_bytes,
+        "args": [{"value": a.value, "view_shape": list(a.view_shape), "writes": a.writes}
+                 for a in launch.args],
+    }
+    if launch.kernel in registers:
+        entry["registers"], entry["spill_bytes"] = registers[launch.kernel]
+    return entry
+
+
+def program_from_plan(
+    plan: dict[str, Any], kernels_source: str, constants: dict[str, np.ndarray]
+) -> tuple[Program, dict[str, MemoryPlan]]:
+    """Rebuild the `Program` and memory plans plan.json describes; a malformed
+    plan is a `FusecError`."""
+    if plan.get("format") != PLAN_FORMAT or plan.get("version") != PLAN_VERSION:
+        raise FusecError(f"plan.json is not a {PLAN_FORMAT} version {PLAN_VERSION} plan")
+    functions: dict[str, FunctionProgram] = {}
+    memory: dict[str, MemoryPlan] = {}
+    try:
+        for name, f in plan["functions"].items():
+            functions[name] = _function_from_json(str(name), f, constants)
+            memory[name] = MemoryPlan.from_json(f["memory"])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise FusecError(
+            f"plan.json is malformed ({type(err).__name__}: {err}); compile the model again"
+        ) from None
+    return Program(kernels_source=kernels_source, functions=functions), memory
+
+
+def _function_from_json(name: str, f: dict[str, Any],
+                        constants: dict[str, np.ndarray]) -> FunctionProgram:
+    values = {str(v): TensorSpec(tuple(int(d) for d in s["shape"]), str(s["dtype"]))
+              for v, s in f["values"].items()}
+    for spec in values.values():
+        np.dtype(spec.dtype)  # an unknown dtype name is a malformed plan
+    consts: dict[str, np.ndarray] = {}
+    for value, key in f["constants"].items():
+        if key not in constants:
+            raise FusecError(f"constants.npz has no array '{key}' (constant {value} of @{name})")
+        consts[str(value)] = constants[key]
+    return FunctionProgram(
+        name=name,
+        inputs=[str(i["value"]) for i in f["inputs"]],
+        input_names=[str(i["name"]) for i in f["inputs"]],
+        outputs=[str(o["value"]) for o in f["outputs"]],
+        values=values,
+        launches=[_launch_from_json(entry) for entry in f["launches"]],
+        views=[View(str(w["value"]), str(w["source"])) for w in f["views"]],
+        constants=consts,
+    )
+
+
+def _triple(v: Any) -> tuple[int, int, int]:
+    a, b, c = (int(x) for x in v)
+    return (a, b, c)
+
+
+def _launch_from_json(e: dict[str, Any]) -> KernelLaunch:
+    return KernelLaunch(
+        kernel=str(e["kernel"]), grid=_triple(e["grid"]), block=_triple(e["block"]),
+        shared_bytes=int(e["shared_bytes"]),
+        args=[ArgSpec(str(a["value"]), tuple(int(d) for d in a["view_shape"]),
+                      bool(a["writes"])) for a in e["args"]],
+        ops=[str(o) for o in e["ops"]], group=str(e.get("group", "")),
+        est_registers=int(e.get("est_registers", 0)),
+        est_time_us=float(e.get("est_time_us", 0.0)), hbm_bytes=int(e.get("hbm_bytes", 0)),
+    )
+
+
+def write_out(artifacts: CompiledArtifacts, out_dir: str | Path) -> None:
+    """Write OUT whole or not at all: the files go into a temporary directory
+    beside OUT, which then replaces OUT in one rename."""
+    target = Path(out_dir)
+    _check_replaceable(target)
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    except OSError as err:
+        raise FusecError(f"cannot write '{out_dir}': {err.strerror}") from None
+    try:
+        (staging / "model.mlir").write_text(artifacts.model_mlir, encoding="utf-8")
+        (staging / "kernels.py").write_text(artifacts.kernels_py, encoding="utf-8")
+        (staging / "plan.json").write_text(
+            json.dumps(artifacts.plan, indent=1) + "\n", encoding="utf-8")
+        (staging / "report.md").write_text(artifacts.report_md, encoding="utf-8")
+        with (staging / "constants.npz").open("wb") as f:
+            np.savez(f, **artifacts.constants)  # pyright: ignore[reportArgumentType]
+        replace_directory(staging, target)
+    except OSError as err:
+        raise FusecError(f"cannot write '{out_dir}': {err.strerror or err}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_replaceable(target: Path) -> None:
+    """Refuse to replace a directory that is not an earlier fusec output: a
+    mistyped `-o` must never delete someone's files."""
+    if target.is_dir() and any(target.iterdir()) and not (target / "plan.json").is_file():
+        raise FusecError(
+            f"'{target}' exists and is not a fusec output directory (no plan.json); "
+            "refusing to replace it"
+        )

@@ -1,0 +1,202 @@
+"""`OUT/report.md`: what was fused, what it costs, and what was refused.
+
+For each function: its kernels (group, ops, launch shape, estimates) and the
+number of launches and HBM bytes before fusion (one kernel per op) and after.
+
+- *Before* counts every `nn` op of the final module except `nn.constant`
+  (data) and `nn.reshape` (a view): one launch each, moving its operands and
+  its result through HBM once.
+- *After* counts the program's launches; a launch's HBM bytes are the
+  estimate code generation recorded (`KernelLaunch.hbm_bytes`) or else the
+  bytes of every argument it reads or writes.
+
+Fusion decisions and refused fusions are rendered from the remarks the fusion
+pass stores on the module (`fusion.remarks`: `remark:`/`note:` lines, and
+`missed:` lines for refusals); when there are none the report says why
+(fusion off, or no decisions recorded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Operation
+
+from fusec.codegen.program import FunctionProgram, KernelLaunch, Program
+from fusec.compiler.remarks import collect_remarks
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+
+# Ops that never become kernels of their own.
+_NOT_KERNELS: tuple[type[Operation], ...] = (nn.ConstantOp, nn.ReshapeOp)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Kernel launches and the HBM bytes they move."""
+
+    launches: int
+    hbm_bytes: int
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """What the report is rendered from."""
+
+    source_name: str
+    module: ModuleOp
+    program: Program
+    fusion: bool  # asked for on the command line
+    fusion_pass_ran: bool  # form-fusion-groups was available and ran
+    target: str
+    passes: tuple[str, ...]
+    registers: dict[str, tuple[int, int]]  # kernel -> (registers, spill bytes), if measured
+
+
+def type_bytes(t: Attribute) -> int:
+    """Bytes of a statically shaped tensor type (i1 and bool as one byte)."""
+    if not isinstance(t, TensorType):
+        return 0
+    n = 1
+    for d in t.get_shape():
+        n *= max(int(d), 0)
+    element = t.element_type
+    if isinstance(element, IntegerType):
+        bits = element.width.data
+    else:
+        bits = int(getattr(element, "bitwidth", 32))
+    return n * max(1, bits // 8)
+
+
+def _nn_ops(op: Operation) -> Iterator[Operation]:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.ops:
+                if isinstance(inner, GroupOp):
+                    yield from _nn_ops(inner)
+                elif inner.name.startswith("nn.") and not isinstance(inner, YieldOp):
+                    yield inner
+
+
+def unfused_traffic(func: FuncOp) -> Traffic:
+    """Launches and HBM bytes if every op were its own kernel."""
+    launches = hbm = 0
+    for op in _nn_ops(func):
+        if isinstance(op, _NOT_KERNELS):
+            continue
+        launches += 1
+        hbm += sum(type_bytes(v.type) for v in (*op.operands, *op.results))
+    return Traffic(launches, hbm)
+
+
+def launch_bytes(fp: FunctionProgram, launch: KernelLaunch) -> int:
+    """HBM bytes of one launch: its recorded estimate, else its arguments' bytes."""
+    if launch.hbm_bytes:
+        return launch.hbm_bytes
+    return sum(fp.values[a.value].nbytes for a in launch.args if a.value in fp.values)
+
+
+def fused_traffic(fp: FunctionProgram) -> Traffic:
+    """Launches and HBM bytes of the compiled program."""
+    return Traffic(len(fp.launches), sum(launch_bytes(fp, launch) for launch in fp.launches))
+
+
+def remarks(module: ModuleOp) -> list[str]:
+    """The remark lines the fusion pass stored on `module` (`fusion.remarks`)."""
+    return collect_remarks(module)
+
+
+def _functions(module: ModuleOp) -> dict[str, FuncOp]:
+    return {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
+
+
+def render_report(r: ReportInputs) -> str:
+    """The text of report.md."""
+    funcs = _functions(r.module)
+    lines = [
+        f"# fusec report: {r.source_name}",
+        "",
+        f"- target: `{r.target}`",
+        f"- fusion: {'on' if r.fusion else 'off (--no-fusion)'}",
+        f"- passes: {', '.join(f'`{p}`' for p in r.passes)}",
+        "",
+        "## Summary",
+        "",
+        "| function | launches before | launches after | HBM bytes before | HBM bytes after |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, fp in r.program.functions.items():
+        before = unfused_traffic(funcs[name]) if name in funcs else Traffic(0, 0)
+        after = fused_traffic(fp)
+        lines.append(
+            f"| @{name} | {before.launches} | {after.launches} | "
+            f"{before.hbm_bytes:,} | {after.hbm_bytes:,} |"
+        )
+    lines.append("")
+    lines.append("Before: one kernel per op (constants and reshapes excluded). "
+                 "After: the launches of kernels.py.")
+    for fp in r.program.functions.values():
+        lines += ["", *_function_section(fp, r.registers)]
+    lines += ["", *_decisions(r)]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _function_section(fp: FunctionProgram, registers: dict[str, tuple[int, int]]) -> list[str]:
+    lines = [
+        f"## @{fp.name}",
+        "",
+        "| # | kernel | group | ops | grid | block | shared bytes | est. registers "
+        "| registers (ptxas) | spill bytes | HBM bytes | est. time (us) |",
+        "|---:|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for i, launch in enumerate(fp.launches):
+        measured = registers.get(launch.kernel)
+        regs, spill = (str(measured[0]), str(measured[1])) if measured else ("-", "-")
+        lines.append(
+            f"| {i} | `{launch.kernel}` | {launch.group} | {', '.join(launch.ops)} | "
+            f"{_dims(launch.grid)} | {_dims(launch.block)} | {launch.shared_bytes} | "
+            f"{launch.est_registers or '-'} | {regs} | {spill} | "
+            f"{launch_bytes(fp, launch):,} | {_time(launch.est_time_us)} |"
+        )
+    if not fp.launches:
+        lines.append("| - | (no kernels: the outputs are inputs, constants or views) "
+                     "| | | | | | | | | | |")
+    return lines
+
+
+def _dims(d: tuple[int, ...]) -> str:
+    return "×".join(str(x) for x in d)
+
+
+def _time(us: float) -> str:
+    return f"{us:.2f}" if us else "-"
+
+
+def _decisions(r: ReportInputs) -> list[str]:
+    """Accepted fusions and notes, then refused fusions, from the remarks."""
+    found = remarks(r.module)
+    accepted = [line for line in found if not line.startswith("missed:")]
+    refused = [line.removeprefix("missed:").strip() for line in found
+               if line.startswith("missed:")]
+    lines = ["## Fusion decisions", ""]
+    lines += [f"- {line}" for line in accepted] or [_no_decisions(r)]
+    lines += ["", "## Refused fusions", ""]
+    if refused:
+        lines += [f"- {line}" for line in refused]
+    elif found:
+        lines.append("None: every candidate fusion was accepted.")
+    else:
+        lines.append(_no_decisions(r))
+    return lines
+
+
+def _no_decisions(r: ReportInputs) -> str:
+    if not r.fusion:
+        return "Fusion off (`--no-fusion`): every op is its own kernel; no fusion was considered."
+    if not r.fusion_pass_ran:
+        return ("No fusion decisions recorded: the `form-fusion-groups` pass is not "
+                "available, so every op is its own kernel.")
+    return "No fusion decisions recorded."

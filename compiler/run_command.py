@@ -1,0 +1,239 @@
+"""`fusec run`: run a compiled model's kernels, optionally checked against the
+NumPy reference interpreter.
+
+```
+fusec run MODEL.mlir --check                 # compile in memory, random inputs, compare
+fusec run OUT --inputs in.npz --output out.npz --device gpu
+```
+
+- MODEL_OR_OUT: a `.mlir` file (compiled in memory; `--no-fusion`, `--target`
+  apply) or a directory `fusec MODEL -o OUT` wrote (plan.json, kernels.py,
+  constants.npz and model.mlir are read; nothing is recompiled).
+- Inputs come from `--inputs` (an .npz keyed by argument names: `x` for `%x`)
+  or are random (`random_inputs` of the reference, seeded by `--seed`).
+- Outputs are saved as `output_0`, `output_1`, ... with `--output`.
+- `--check` runs the reference in float64 and prints, per output, the largest
+  absolute error and that error relative to the largest |reference| value.
+  An output passes when `max|out - ref| <= tol * max|ref|` (1 instead of
+  max|ref| when the reference is all zeros), with `tol` from `TOLERANCES` by
+  the output's dtype; integer and boolean outputs must match exactly; NaN and
+  infinities must appear in the same places. Any failure exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+
+from fusec.compiler.diagnostics import FusecError
+
+# Relative tolerance (against max |reference|) per output dtype for --check:
+# float32 kernels may reorder sums and use fused multiply-adds, so they differ
+# from a float64 oracle by a few float32 ulps times the reduction depth.
+TOLERANCES: dict[str, float] = {
+    "float64": 1e-9,
+    "float32": 1e-4,
+    "float16": 1e-2,
+    "bfloat16": 2e-2,
+}
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse that exits with code 1 (not 2), like the main command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"fusec run: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments of `fusec run`."""
+    p = _ArgumentParser(prog="fusec run", description="Run a compiled model's kernels.")
+    p.add_argument("model", metavar="MODEL_OR_OUT", help="a .mlir model or an OUT directory")
+    p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed by argument name")
+    p.add_argument("--output", metavar="OUT.npz", help="save outputs as output_0, output_1, ...")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--check", action="store_true",
+                   help="compare with the reference interpreter; exit 1 over tolerance")
+    p.add_argument("--device", choices=["auto", "gpu", "sim"], default="auto",
+                   help="where kernels run (default auto: the GPU if any, else the simulator)")
+    p.add_argument("--function", metavar="NAME", help="the entry function (default: the first)")
+    p.add_argument("--no-fusion", action="store_true", help="one kernel per op (.mlir only)")
+    p.add_argument("--target", default="auto", metavar="NAME", help="GPU profile (.mlir only)")
+    p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+@dataclass
+class _Loaded:
+    """A model ready to run, and the IR its inputs and reference come from."""
+
+    model: object  # CompiledModel (imported lazily)
+    module: ModuleOp | None
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of `fusec run`; raises `FusecError` for bad input."""
+    args = build_parser().parse_args(argv)
+    from fusec.runtime.device import select_device
+
+    device = select_device(args.device)  # before anything imports numba.cuda
+    loaded = _load(args, device)
+    from fusec.runtime.compiled_model import CompiledModel
+
+    model = loaded.model
+    assert isinstance(model, CompiledModel)
+    func = _function_op(loaded.module, model.name) if loaded.module is not None else None
+    inputs = _inputs(args, model, func)
+    result = model(*inputs)
+    outputs = list(result) if isinstance(result, tuple) else [result]
+    print(f"ran @{model.name}: {model.launches} kernel launch(es) on {device}")
+    for i, out in enumerate(outputs):
+        print(f"output_{i}: {out.dtype} {tuple(out.shape)}")
+    if args.output:
+        _save(args.output, {f"output_{i}": o for i, o in enumerate(outputs)})
+    if not args.check:
+        return 0
+    if func is None:
+        raise FusecError(f"--check needs {Path(args.model) / 'model.mlir'}")
+    return 0 if check_outputs(func, inputs, outputs) else 1
+
+
+def _load(args: argparse.Namespace, device: str) -> _Loaded:
+    from fusec.runtime.compiled_model import CompiledModel, read_out
+
+    path = Path(args.model)
+    if path.is_dir():
+        if args.no_fusion or args.target != "auto":
+            print("fusec run: note: --no-fusion and --target apply to a .mlir model; "
+                  f"'{path}' is already compiled", file=sys.stderr)
+        program, memory, plan = read_out(path)
+        model = CompiledModel(program, memory, plan, device, args.function,
+                              path / "kernels.py")
+        mlir = path / "model.mlir"
+        return _Loaded(model, _parse(mlir) if mlir.is_file() else None)
+    if not path.exists():
+        raise FusecError(f"cannot read '{args.model}': no such file or directory")
+    from fusec.compiler.compile import compile_model
+
+    artifacts = compile_model(path, fusion=not args.no_fusion, target=args.target)
+    model = CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
+                          args.function)
+    # The reference runs the model as written, before any pass.
+    return _Loaded(model, _parse(path))
+
+
+def _parse(path: Path) -> ModuleOp:
+    from fusec.compiler.parsing import make_context, parse_module, read_source
+    from fusec.compiler.verify import verify_module
+
+    module = parse_module(make_context(), read_source(str(path)), str(path))
+    verify_module(module)
+    return module
+
+
+def _function_op(module: ModuleOp, name: str) -> FuncOp:
+    from fusec.runtime.reference import find_function
+
+    try:
+        return find_function(module, name)
+    except ValueError as err:
+        raise FusecError(str(err)) from None
+
+
+def _inputs(args: argparse.Namespace, model: object, func: FuncOp | None) -> list[np.ndarray]:
+    from fusec.runtime.compiled_model import CompiledModel
+
+    assert isinstance(model, CompiledModel)
+    if args.inputs:
+        return read_inputs(args.inputs, model.input_names, model.name)
+    if func is None:
+        raise FusecError(f"random inputs need {Path(args.model) / 'model.mlir'}; "
+                         "pass --inputs IN.npz")
+    from fusec.runtime.reference import random_inputs
+
+    return random_inputs(func, seed=args.seed)
+
+
+def read_inputs(path: str, names: list[str], function: str) -> list[np.ndarray]:
+    """The arrays of an .npz in argument order; a missing key is an error
+    naming it (shapes and dtypes are checked by the executor)."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: np.asarray(npz[k]) for k in npz.files}
+    except FileNotFoundError:
+        raise FusecError(f"cannot read '{path}': no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise FusecError(f"cannot read inputs '{path}': not a valid .npz ({err})") from None
+    for name in names:
+        if name not in arrays:
+            have = ", ".join(sorted(arrays)) or "no arrays"
+            raise FusecError(f"'{path}' has no array '{name}' (input of @{function}; "
+                             f"it has: {have})")
+    return [arrays[n] for n in names]
+
+
+def _save(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write the .npz whole or not at all."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
+    except OSError as err:
+        raise FusecError(f"cannot write '{path}': {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)  # pyright: ignore[reportArgumentType]
+        os.replace(tmp, target)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise FusecError(f"cannot write '{path}': {err.strerror}") from None
+
+
+def check_outputs(func: FuncOp, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> bool:
+    """Compare with the float64 reference; print one line per output."""
+    from fusec.runtime.reference import run_function
+
+    try:
+        refs = run_function(func, inputs, np.float64)
+    except ValueError as err:
+        raise FusecError(f"the reference interpreter rejected the inputs: {err}") from None
+    ok = True
+    for i, (out, ref) in enumerate(zip(outputs, refs, strict=True)):
+        passed, line = compare(np.asarray(out), np.asarray(ref))
+        ok &= passed
+        print(f"output_{i}: {line}")
+    print("check passed" if ok else "check FAILED: outputs differ from the reference")
+    return ok
+
+
+def compare(out: np.ndarray, ref: np.ndarray) -> tuple[bool, str]:
+    """(within tolerance, a sentence with the errors) for one output."""
+    if out.shape != ref.shape:
+        return False, f"shape {out.shape} but the reference has {ref.shape} FAIL"
+    if out.dtype.kind not in "fc":
+        bad = int(np.count_nonzero(out != ref.astype(out.dtype)))
+        return bad == 0, f"{bad} element(s) differ (exact match required) " + (
+            "ok" if bad == 0 else "FAIL")
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    special = ~np.isfinite(r) | ~np.isfinite(o)
+    mismatched = int(np.count_nonzero(special & ~((o == r) | (np.isnan(o) & np.isnan(r)))))
+    finite = ~special
+    err = float(np.max(np.abs(o[finite] - r[finite]), initial=0.0))
+    scale = float(np.max(np.abs(r[finite]), initial=0.0)) or 1.0
+    tol = TOLERANCES.get(out.dtype.name, TOLERANCES["float32"])
+    passed = err <= tol * scale and mismatched == 0
+    line = f"max abs err {err:.3g}, max rel err {err / scale:.3g} (tolerance {tol:g})"
+    if mismatched:
+        line += f", {mismatched} NaN/inf element(s) differ"
+    return passed, line + (" ok" if passed else " FAIL")

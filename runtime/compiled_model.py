@@ -1,0 +1,181 @@
+"""The Python API: `fusec.compile(...)` and the callable model it returns.
+
+```python
+import fusec
+model = fusec.compile("examples/chain16.mlir")      # or the model's text
+y = model(x)                # NumPy in, NumPy out; one output -> one array
+y = model(x=x)              # by argument name
+model.launches              # kernel launches per call
+model.plan                  # plan.json, as a dict
+model.function("other")     # another entry function of the module
+```
+
+`load_out(OUT)` gives the same object for a directory `fusec MODEL -o OUT`
+wrote (plan.json + kernels.py + constants.npz; nothing is recompiled).
+The device ("auto", "gpu", "sim") is chosen when the model is created, before
+numba.cuda is imported; kernels are loaded and compiled on the first call.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fusec.codegen.program import FunctionProgram, Program
+from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.memory_plan import MemoryPlan
+from fusec.runtime.device import select_device
+from fusec.runtime.executor import Executor
+
+
+class CompiledModel:
+    """A compiled module bound to one of its functions; call it like a function."""
+
+    def __init__(
+        self,
+        program: Program,
+        memory: dict[str, MemoryPlan],
+        plan: dict[str, Any],
+        device: str = "auto",
+        function: str | None = None,
+        kernels_path: Path | None = None,
+    ) -> None:
+        if not program.functions:
+            raise FusecError("the model has no function to run")
+        if function is not None and function not in program.functions:
+            known = ", ".join(f"@{n}" for n in program.functions)
+            raise FusecError(f"no function @{function} in the model (functions: {known})")
+        self.program = program
+        self.memory = memory
+        self.plan = plan
+        self.device = select_device(device)
+        self.name = function if function is not None else next(iter(program.functions))
+        self.kernels_path = kernels_path
+        self._executor: Executor | None = None
+        self._siblings: dict[str, CompiledModel] = {self.name: self}
+
+    @property
+    def functions(self) -> list[str]:
+        """The entry functions of the module."""
+        return list(self.program.functions)
+
+    @property
+    def signature(self) -> FunctionProgram:
+        """The bound function's program (inputs, outputs, launches)."""
+        return self.program.functions[self.name]
+
+    @property
+    def launches(self) -> int:
+        """Kernel launches per call of the bound function."""
+        return len(self.signature.launches)
+
+    @property
+    def input_names(self) -> list[str]:
+        """Argument names, in order: the keywords `model(**named)` takes."""
+        fp = self.signature
+        return list(fp.input_names or fp.inputs)
+
+    def function(self, name: str) -> CompiledModel:
+        """The model bound to entry function `name` (shares kernels and plan)."""
+        if name not in self._siblings:
+            sibling = CompiledModel(self.program, self.memory, self.plan, self.device, name,
+                                    self.kernels_path)
+            sibling._siblings = self._siblings
+            self._siblings[name] = sibling
+        return self._siblings[name]
+
+    def __call__(self, *arrays: Any, **named: Any) -> Any:
+        """Run once; a single output comes back as one array, several as a tuple."""
+        inputs = self._gather(arrays, named)
+        if self._executor is None:
+            self._executor = Executor(self.program, self.name, self.device,
+                                      self.memory.get(self.name), self.kernels_path)
+        outputs = self._executor(inputs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _gather(self, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
+        if not named:
+            return list(arrays)
+        if arrays:
+            raise FusecError(f"@{self.name}: pass inputs by position or by name, not both")
+        names = self.input_names
+        unknown = [k for k in named if k not in names]
+        if unknown:
+            raise FusecError(f"@{self.name} has no argument '{unknown[0]}' "
+                             f"(its arguments: {', '.join(names)})")
+        missing = [n for n in names if n not in named]
+        if missing:
+            raise FusecError(f"@{self.name}: missing input '{missing[0]}'")
+        return [named[n] for n in names]
+
+    def __repr__(self) -> str:
+        return (f"<fusec CompiledModel @{self.name}: {len(self.input_names)} input(s), "
+                f"{self.launches} launch(es), device {self.device}>")
+
+
+def compile(
+    source: str | Path,
+    target: str = "auto",
+    fusion: bool = True,
+    device: str = "auto",
+) -> CompiledModel:
+    """Compile a model (a path or its text) and return it ready to call."""
+    from fusec.compiler.compile import compile_model
+
+    select_device(device)  # before anything could import numba.cuda
+    artifacts = compile_model(source, fusion=fusion, target=target)
+    return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device)
+
+
+def read_out(out_dir: str | Path) -> tuple[Program, dict[str, MemoryPlan], dict[str, Any]]:
+    """The program, memory plans and plan.json of an OUT directory; a missing
+    or corrupt file is a `FusecError` naming it."""
+    from fusec.compiler.compile import program_from_plan
+
+    out = Path(out_dir)
+    if not out.is_dir():
+        raise FusecError(f"'{out_dir}' is not a directory written by 'fusec MODEL -o OUT'")
+    plan = _read_plan(out / "plan.json")
+    kernels = out / "kernels.py"
+    try:
+        source = kernels.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise FusecError(f"cannot read '{kernels}': {getattr(err, 'strerror', None) or err}") \
+            from None
+    constants = _read_constants(out / str(plan.get("constants_file", "constants.npz")))
+    program, memory = program_from_plan(plan, source, constants)
+    return program, memory, plan
+
+
+def load_out(out_dir: str | Path, device: str = "auto",
+             function: str | None = None) -> CompiledModel:
+    """A callable model from an OUT directory (nothing is recompiled)."""
+    select_device(device)
+    program, memory, plan = read_out(out_dir)
+    return CompiledModel(program, memory, plan, device, function, Path(out_dir) / "kernels.py")
+
+
+def _read_plan(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FusecError(f"'{path}' is missing; compile the model again") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise FusecError(f"'{path}' is corrupt ({err}); compile the model again") from None
+    if not isinstance(data, dict):
+        raise FusecError(f"'{path}' is corrupt (not a JSON object); compile the model again")
+    return data
+
+
+def _read_constants(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: np.asarray(npz[k]) for k in npz.files}
+    except FileNotFoundError:
+        raise FusecError(f"'{path}' is missing; compile the model again") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise FusecError(f"'{path}' is corrupt ({err}); compile the model again") from None

@@ -1,0 +1,140 @@
+"""Choosing where kernels run: a CUDA GPU or numba's CUDA simulator.
+
+numba decides once, when `numba.cuda` is first imported, whether it drives a
+GPU or simulates one (`NUMBA_ENABLE_CUDASIM=1`). So the choice is made here,
+before that import, and a GPU is detected without numba: by loading the CUDA
+driver library with ctypes and asking it for a device count.
+
+```python
+kind = select_device("auto")   # "gpu" or "sim"; prints a notice when it picks sim
+cuda = cuda_module()           # numba.cuda, imported in the chosen mode
+```
+
+- `auto`: the GPU when one exists, else the simulator, with a one-line notice
+  on stderr (once per process). If `NUMBA_ENABLE_CUDASIM=1` is already set,
+  the user chose the simulator and no notice is printed.
+- `gpu`: a clear error when there is no GPU (or when numba.cuda was already
+  loaded in simulator mode in this process).
+- `sim`: the simulator (an error if numba.cuda was already loaded for a GPU).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+import sys
+from types import ModuleType
+from typing import Literal
+
+from fusec.compiler.diagnostics import FusecError
+
+DeviceKind = Literal["gpu", "sim"]
+DEVICE_CHOICES: tuple[str, ...] = ("auto", "gpu", "sim")
+SIM_ENV = "NUMBA_ENABLE_CUDASIM"
+SIM_NOTICE = "fusec: no CUDA GPU found; running kernels in numba's CUDA simulator (slow)"
+
+_notice_printed = False
+
+
+@functools.cache
+def gpu_probe() -> tuple[bool, str]:
+    """(whether a CUDA GPU is usable, why not if it is not), asked of the
+    driver library directly so that numba.cuda stays unimported."""
+    names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
+    found = ctypes.util.find_library("cuda")
+    if found:
+        names.append(found)
+    lib = None
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return False, "the CUDA driver library (libcuda) is not installed"
+    if lib.cuInit(0) != 0:
+        return False, "the CUDA driver failed to initialize (cuInit)"
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+        return False, "the CUDA driver reports no devices"
+    return True, ""
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA GPU is usable, detected without importing numba.cuda."""
+    return gpu_probe()[0]
+
+
+def _loaded_mode() -> DeviceKind | None:
+    """The mode numba.cuda was imported in, or None if it is not loaded yet."""
+    if "numba.cuda" not in sys.modules:
+        return None
+    from numba.cuda.core import config
+
+    return "sim" if config.ENABLE_CUDASIM else "gpu"
+
+
+def _sim_env_set() -> bool:
+    return os.environ.get(SIM_ENV, "0").strip() not in ("", "0")
+
+
+def select_device(device: str = "auto") -> DeviceKind:
+    """Resolve `device` ("auto", "gpu" or "sim") to where kernels will run,
+    setting up numba for it; call before anything imports numba.cuda."""
+    if device not in DEVICE_CHOICES:
+        raise FusecError(
+            f"unknown device '{device}' (expected one of: {', '.join(DEVICE_CHOICES)})"
+        )
+    loaded = _loaded_mode()
+    if loaded is not None:
+        return _check_loaded(device, loaded)
+    if device == "sim" or (device == "auto" and _sim_env_set()):
+        os.environ[SIM_ENV] = "1"
+        return "sim"
+    ok, why = gpu_probe()
+    if device == "gpu":
+        if not ok:
+            raise FusecError(f"--device gpu: no usable CUDA GPU ({why}); use --device sim")
+        if _sim_env_set():
+            raise FusecError(f"--device gpu: {SIM_ENV} is set, which forces the simulator")
+        return "gpu"
+    if ok:
+        return "gpu"
+    os.environ[SIM_ENV] = "1"
+    _print_notice()
+    return "sim"
+
+
+def _check_loaded(device: str, loaded: DeviceKind) -> DeviceKind:
+    """numba.cuda is already imported: its mode cannot change any more."""
+    if device == "gpu" and loaded == "sim":
+        raise FusecError(
+            "--device gpu: numba.cuda is already running in simulator mode in this "
+            f"process ({SIM_ENV} was set before it was imported)"
+        )
+    if device == "sim" and loaded == "gpu":
+        raise FusecError(
+            "--device sim: numba.cuda was already loaded for the GPU in this process; "
+            f"set {SIM_ENV}=1 before it is imported"
+        )
+    if device == "auto" and loaded == "sim" and not _sim_env_set():
+        _print_notice()
+    return loaded
+
+
+def _print_notice() -> None:
+    global _notice_printed
+    if not _notice_printed:
+        print(SIM_NOTICE, file=sys.stderr)
+        _notice_printed = True
+
+
+def cuda_module(device: str = "auto") -> ModuleType:
+    """`numba.cuda`, imported in the mode `select_device(device)` chooses."""
+    select_device(device)
+    from numba import cuda
+
+    return cuda

@@ -1,0 +1,162 @@
+"""`fusec run`: compile-and-run and OUT directories, inputs from .npz or
+random, `--check` against the reference, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fusec.compiler import run_command
+from fusec.compiler.cli import main
+
+MODEL = """
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>) {
+  %0 = nn.mul %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %1 = nn.tanh %0 : tensor<2x8xf32>
+  %2 = nn.reduce_sum %1 {axes = [1], keepdims = true} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  func.return %1, %2 : tensor<2x8xf32>, tensor<2x1xf32>
+}
+"""
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    path = tmp_path / "model.mlir"
+    path.write_text(MODEL)
+    return path
+
+
+@pytest.fixture
+def out(model: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    assert main([str(model), "-o", str(out)]) == 0
+    return out
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["run", *argv])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.out, captured.err
+
+
+def inputs_npz(tmp_path: Path, **arrays: np.ndarray) -> str:
+    path = tmp_path / "in.npz"
+    np.savez(path, **arrays)  # pyright: ignore[reportArgumentType]
+    return str(path)
+
+
+def test_check_passes_on_a_model(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, _ = run(capsys, str(model), "--check", "--device", "sim")
+    assert code == 0
+    assert "output_0: float32 (2, 8)" in stdout and "output_1: float32 (2, 1)" in stdout
+    assert stdout.count(" ok\n") == 2 and "check passed" in stdout
+
+
+def test_out_directory_with_inputs_and_outputs(
+    out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+    w = np.full(8, 0.5, np.float32)
+    result = tmp_path / "result.npz"
+    code, _, _ = run(capsys, str(out), "--inputs", inputs_npz(tmp_path, x=x, w=w),
+                     "--output", str(result), "--check")
+    assert code == 0
+    with np.load(result) as npz:
+        assert npz.files == ["output_0", "output_1"]
+        np.testing.assert_allclose(npz["output_0"], np.tanh(x * w), rtol=1e-5)
+        np.testing.assert_allclose(npz["output_1"], np.tanh(x * w).sum(1, keepdims=True),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_check_fails_over_tolerance(model: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_command, "TOLERANCES", {"float32": -1.0})
+    code, stdout, _ = run(capsys, str(model), "--check")
+    assert code == 1
+    assert "FAIL" in stdout and "check FAILED" in stdout
+
+
+def test_compare() -> None:
+    ref = np.array([1.0, -2.0, np.nan, np.inf])
+    assert run_command.compare(ref.astype(np.float32), ref)[0]
+    assert not run_command.compare(np.array([1.0, -2.0, 0.0, np.inf], np.float32), ref)[0]
+    assert not run_command.compare(np.array([1.01, -2.0, np.nan, np.inf], np.float32), ref)[0]
+    assert run_command.compare(np.array([1, 2], np.int64), np.array([1, 2]))[0]
+    assert not run_command.compare(np.array([True]), np.array([False]))[0]
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"x": np.zeros((2, 8), np.float32)}, "has no array 'w' (input of @f; it has: x)"),
+        ({"x": np.zeros((2, 7), np.float32), "w": np.zeros(8, np.float32)},
+         "input 'x' of @f: expected shape (2, 8), got (2, 7)"),
+        ({"x": np.zeros((2, 8), np.float32), "w": np.zeros(8, np.int32)},
+         "input 'w' of @f: expected dtype float32, got int32"),
+    ],
+)
+def test_bad_npz_names_the_key(out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                               arrays: dict[str, np.ndarray], message: str) -> None:
+    code, _, err = run(capsys, str(out), "--inputs", inputs_npz(tmp_path, **arrays))
+    assert code == 1
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda out: (out / "plan.json").unlink(), "plan.json' is missing"),
+        (lambda out: (out / "plan.json").write_text("{not json"), "plan.json' is corrupt"),
+        (lambda out: (out / "plan.json").write_text('{"format": "fusec-plan", "version": 1, '
+                                                    '"functions": {"f": {}}}'),
+         "plan.json is malformed"),
+        (lambda out: (out / "constants.npz").write_bytes(b"garbage"), "constants.npz' is corrupt"),
+        (lambda out: (out / "kernels.py").unlink(), "cannot read"),
+        (lambda out: (out / "kernels.py").write_text("def (:"), "cannot load kernels"),
+    ],
+)
+def test_damaged_out_is_a_clear_error(out: Path, capsys: pytest.CaptureFixture[str],
+                                      damage: object, message: str) -> None:
+    damage(out)  # type: ignore[operator]
+    code, _, err = run(capsys, str(out))
+    assert code == 1
+    assert message in err
+
+
+def test_missing_model_and_unknown_function(model: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, str(tmp_path / "nope.mlir"))
+    assert code == 1 and "no such file or directory" in err
+    code, _, err = run(capsys, str(model), "--function", "g")
+    assert code == 1 and "no function @g" in err
+
+
+def test_plan_json_of_out_is_what_run_reads(out: Path) -> None:
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["format"] == "fusec-plan" and "memory" in plan["functions"]["f"]
+
+
+def _emitter_missing(module: str) -> bool:
+    return importlib.util.find_spec(module) is None
+
+
+@pytest.mark.parametrize(
+    "example",
+    [
+        "softmax.mlir",
+        "mlp.mlir",
+        pytest.param("inverted_residual.mlir", marks=pytest.mark.xfail(
+            _emitter_missing("fusec.codegen.window"), reason="window emitter not written yet")),
+    ],
+)
+def test_examples_check_in_the_simulator(example: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, err = run(capsys, str(EXAMPLES / example), "--check", "--device", "sim")
+    assert code == 0, stdout + err
+    assert "check passed" in stdout
