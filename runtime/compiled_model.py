@@ -88,13 +88,19 @@ class CompiledModel:
             self._siblings[name] = sibling
         return self._siblings[name]
 
-    def __call__(self, *arrays: Any, **named: Any) -> Any:
-        """Run once; a single output comes back as one array, several as a tuple."""
-        inputs = self._gather(arrays, named)
+    @property
+    def executor(self) -> Executor:
+        """The executor of the bound function (kernels loaded on first use);
+        `executor.launch(inputs, outputs)` enqueues one call without waiting."""
         if self._executor is None:
             self._executor = Executor(self.program, self.name, self.device,
                                       self.memory.get(self.name), self.kernels_path)
-        outputs = self._executor(inputs)
+        return self._executor
+
+    def __call__(self, *arrays: Any, **named: Any) -> Any:
+        """Run once; a single output comes back as one array, several as a tuple."""
+        inputs = self._gather(arrays, named)
+        outputs = self.executor(inputs)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _gather(self, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:

@@ -219,6 +219,20 @@ class Executor:
             raise
 
     def _run(self, inputs: Sequence[Any]) -> list[Any]:
+        results, storage = self.launch(inputs)
+        return self._from_device(inputs, results, storage)
+
+    def launch(
+        self, inputs: Sequence[Any], outputs: Sequence[Any] | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Enqueue every kernel on the stream and return without waiting.
+
+        `outputs` (device arrays, one per function output that is computed by
+        a kernel) are written in place instead of freshly allocated ones: the
+        benchmark suite times repeated calls this way, so that neither
+        allocation nor synchronisation is counted. Returns the output arrays
+        (still being written) and the value storage.
+        """
         cuda = self.cuda
         if self.stream is None:
             self.stream = cuda.stream()
@@ -228,17 +242,18 @@ class Executor:
             storage[self.roots[value]] = self._to_device(a, name)
         storage.update(self._constants())
         pooled = self._buffers()
+        given = iter(outputs or [])
         for root, cls in self.classes.items():
             if cls == "output" and root not in storage:
                 spec = self.fp.values[root]
-                storage[root] = cuda.device_array(spec.shape, dtype=np.dtype(spec.dtype),
-                                                  stream=self.stream)
+                out = next(given, None)
+                storage[root] = out if out is not None else cuda.device_array(
+                    spec.shape, dtype=np.dtype(spec.dtype), stream=self.stream)
         for launch, kernel in zip(self.fp.launches, self.kernels, strict=True):
             args = [self._view(storage, pooled, a.value).reshape(a.view_shape)
                     for a in launch.args]
             kernel[launch.grid, launch.block, self.stream, launch.shared_bytes](*args)
-        results = [self._view(storage, pooled, v) for v in self.fp.outputs]
-        return self._from_device(inputs, results, storage)
+        return [self._view(storage, pooled, v) for v in self.fp.outputs], storage
 
     def _to_device(self, a: Any, name: str) -> Any:
         """A device array for input `name`: NumPy arrays are copied over;

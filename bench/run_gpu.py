@@ -1,0 +1,182 @@
+"""The fusec benchmark suite: every row of BENCHMARKS.md on a CUDA GPU.
+
+    python bench/run_gpu.py [--rows chain16,softmax] [--iters 20] [--repeat 7]
+
+For each model of bench/models it measures, in one run and on the same random
+inputs: fusec with fusion, fusec with fusion off (one kernel per op), torch
+eager and torch.compile of the same ops (bench/peers.py), and the floor:
+bytes that must move / the device-to-device copy bandwidth measured in the
+same run (flops / the measured cuBLAS fp32 rate for contractions, whichever
+is larger). Times are CUDA-event medians over `repeat` runs of `iters` calls
+after a warm-up. fusec's outputs are checked against torch eager first.
+Prints one table and writes it, with date, device and commit, under
+bench/results/. Needs PyTorch with CUDA (an optional extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROWS = ["chain16", "softmax", "add_layernorm_gelu", "mlp", "attention",
+        "inverted_residual", "gpt2_block"]
+# Output agreement with torch eager, relative to max |reference| (fp32,
+# different summation orders and erf implementations).
+TOLERANCE = 2e-3
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rows", default=",".join(ROWS))
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--out", default=str(HERE / "results"))
+    args = p.parse_args(argv)
+
+    import fusec
+    from fusec.runtime.device import select_device
+
+    select_device("gpu")
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    from peers import PEERS, floor_work
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    copy_bw, gemm_rate = _ceilings(torch)
+    lines = _header(torch, copy_bw, gemm_rate)
+    for row in args.rows.split(","):
+        print(f"== {row}", flush=True)
+        path = HERE / "models" / f"{row}.mlir"
+        fused = fusec.compile(path, fusion=True, device="gpu")
+        off = fusec.compile(path, fusion=False, device="gpu")
+        inputs = _inputs(torch, fused)
+        peer = PEERS[row]
+        ref = peer(*inputs)
+        status = [_check(torch, m(*inputs), ref) for m in (fused, off)]
+        times = {
+            "fusec": _time_fusec(torch, fused, inputs, args),
+            "fusion off": _time_fusec(torch, off, inputs, args),
+            "torch eager": _time_torch(torch, peer, inputs, args),
+        }
+        if not args.no_compile:
+            times["torch.compile"] = _time_torch(torch, torch.compile(peer), inputs, args)
+        moved, flops = floor_work(row, inputs, ref)
+        floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
+        lines += _row_table(row, times, floor, fused.launches, off.launches, status)
+        print("\n".join(lines[-(len(times) + 4):]), flush=True)
+    _write(args.out, lines, torch)
+    return 0
+
+
+def _ceilings(torch: Any) -> tuple[float, float]:
+    """Measured device-to-device copy bandwidth (bytes read + written per
+    second) and cuBLAS fp32 rate (flop/s)."""
+    src = torch.randn(1 << 28, device="cuda")
+    dst = torch.empty_like(src)
+    ms = _events(torch, lambda: dst.copy_(src), 20, 7)
+    a = torch.randn(4096, 4096, device="cuda")
+    b = torch.randn(4096, 4096, device="cuda")
+    gms = _events(torch, lambda: a @ b, 10, 5)
+    return 2 * src.numel() * 4 / (ms * 1e-3), 2 * 4096**3 / (gms * 1e-3)
+
+
+def _events(torch: Any, fn: Any, iters: int, repeat: int) -> float:
+    """Median milliseconds per call of `fn` on torch's current stream."""
+    for _ in range(3):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / iters)
+    return statistics.median(samples)
+
+
+def _time_torch(torch: Any, fn: Any, inputs: list[Any], args: Any) -> float:
+    return _events(torch, lambda: fn(*inputs), args.iters, args.repeat)
+
+
+def _time_fusec(torch: Any, model: Any, inputs: list[Any], args: Any) -> float:
+    """Median ms per call, launches enqueued on fusec's stream into reused
+    output arrays (no allocation or host synchronisation inside the loop)."""
+    from numba import cuda
+
+    ex = model.executor
+    outs, _ = ex.launch(inputs)
+    torch.cuda.synchronize()
+    for _ in range(3):
+        ex.launch(inputs, outs)
+    samples = []
+    for _ in range(args.repeat):
+        start, end = cuda.event(), cuda.event()
+        start.record(ex.stream)
+        for _ in range(args.iters):
+            ex.launch(inputs, outs)
+        end.record(ex.stream)
+        end.synchronize()
+        samples.append(cuda.event_elapsed_time(start, end) / args.iters)
+    return statistics.median(samples)
+
+
+def _inputs(torch: Any, model: Any) -> list[Any]:
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    fp = model.signature
+    return [torch.randn(fp.values[v].shape, device="cuda", generator=gen)
+            for v in fp.inputs]
+
+
+def _check(torch: Any, out: Any, ref: Any) -> str:
+    err = (out.float() - ref.float()).abs().max().item()
+    scale = max(ref.abs().max().item(), 1e-30)
+    return "ok" if err <= TOLERANCE * scale else f"MISMATCH (max err {err:.3g})"
+
+
+def _header(torch: Any, copy_bw: float, gemm_rate: float) -> list[str]:
+    dev = torch.cuda.get_device_name()
+    commit = os.environ.get("FUSEC_COMMIT", "unknown")
+    return [
+        f"# fusec benchmarks: {dev}, {datetime.date.today().isoformat()}, commit {commit}",
+        "",
+        f"Measured in this run: device-to-device copy {copy_bw / 1e12:.2f} TB/s "
+        f"(read + write); cuBLAS fp32 {gemm_rate / 1e12:.1f} TFLOP/s (TF32 off).",
+        "",
+    ]
+
+
+def _row_table(row: str, times: dict[str, float], floor: float, launches: int,
+               off_launches: int, status: list[str]) -> list[str]:
+    out = [f"## {row}  (floor {floor * 1e3:.3f} ms; fusec {status[0]}, "
+           f"fusion off {status[1]})", "",
+           "| variant | time (ms) | % of floor | launches | fusec speed-up |",
+           "|---|---|---|---|---|"]
+    for name, ms in times.items():
+        n = {"fusec": str(launches), "fusion off": str(off_launches)}.get(name, "")
+        out.append(f"| {name} | {ms:.3f} | {100 * floor * 1e3 / ms:.0f}% | {n} | "
+                   f"{ms / times['fusec']:.2f}x |")
+    return [*out, ""]
+
+
+def _write(out_dir: str, lines: list[str], torch: Any) -> None:
+    path = Path(out_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    name = torch.cuda.get_device_name().replace(" ", "_")
+    target = path / f"{datetime.date.today().isoformat()}-{name}.md"
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
