@@ -23,9 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from xdsl.ir import Operation
+import numpy as np
+from xdsl.dialects.builtin import StringAttr, TensorType
+from xdsl.ir import Operation, SSAValue
 
 from fusec.dialects import nn
+from fusec.dialects.nn_base import element_type_name, numpy_dtype
 
 # numpy dtype name -> (numba type name used in generated code, compute type name)
 # Half precision loads are widened to float32 and narrowed on store.
@@ -42,7 +45,8 @@ KERNEL_PRELUDE = """\
 import math
 
 import numpy as np
-from numba import boolean, cuda, float16, float32, float64, int32, int64
+from numba import boolean, cuda, float32, float64, int32, int64
+from numba.types import float16
 """
 
 
@@ -85,11 +89,17 @@ def sanitize_identifier(name: str, prefix: str = "k") -> str:
     return ident
 
 
+# Names the prelude binds in kernels.py: a kernel must never shadow them.
+PRELUDE_NAMES = frozenset(
+    {"math", "np", "cuda", "boolean", "float16", "float32", "float64", "int32", "int64"}
+)
+
+
 class NameTable:
-    """Hands out unique sanitized identifiers."""
+    """Hands out unique sanitized identifiers (never one the prelude binds)."""
 
     def __init__(self) -> None:
-        self.used: set[str] = set()
+        self.used: set[str] = set(PRELUDE_NAMES)
 
     def fresh(self, name: str, prefix: str = "k") -> str:
         base = sanitize_identifier(name, prefix)
@@ -182,6 +192,11 @@ def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
         return f"({args[0]} {_CMP[op.predicate]} {args[1]})"
     if isinstance(op, nn.SelectOp):
         return f"({args[1]} if {args[0]} else {args[2]})"
+    if isinstance(op, nn.BatchNormOp):
+        # args: x, scale, bias, mean, var, each already read at x's channel.
+        x, scale, bias, mean, var = args
+        eps = float_literal(op.epsilon, ctype)
+        return f"(({x} - {mean}) / math.sqrt({var} + {eps}) * {scale} + {bias})"
     if isinstance(op, nn.CastOp):
         return f"({args[0]} != 0)" if ctype == "boolean" else f"{ctype}({args[0]})"
     raise NotImplementedError(f"{op.name} is not an elementwise op")
@@ -217,3 +232,83 @@ def broadcast_index(
             terms.append(c if stride == 1 else f"{c} * {int_literal(stride)}")
         stride *= in_shape[d]
     return " + ".join(reversed(terms)) if terms else "0"
+
+
+# --- launch shapes, types and headers shared by the emitters --------------------
+
+# Threads per block of the grid-stride kernels: 8 warps per block hide memory
+# latency and leave the register file room for 8 blocks per SM.
+THREADS_PER_BLOCK = 256
+# Grid-stride kernels launch at most SMS * BLOCKS_PER_SM blocks: enough to fill
+# H200's 132 SMs many times over, few enough that each thread loops over
+# several elements and the block scheduler does not become the bottleneck.
+TARGET_SMS = 132
+BLOCKS_PER_SM = 32
+MAX_GRID_BLOCKS = TARGET_SMS * BLOCKS_PER_SM
+# Header comments wrap their op lists at this width.
+_HEADER_WIDTH = 96
+
+
+class UnsupportedTypeError(ValueError):
+    """An element type code generation has no kernel for (bf16)."""
+
+
+def value_dtype(value: SSAValue) -> str:
+    """The NumPy dtype name of a tensor value (`float32`, `bool`, ...)."""
+    t = value.type
+    assert isinstance(t, TensorType)
+    try:
+        return np.dtype(numpy_dtype(t.element_type)).name
+    except ValueError:
+        raise UnsupportedTypeError(
+            f"element type {element_type_name(t.element_type)} is not supported by code "
+            "generation"
+        ) from None
+
+
+def numba_type(dtype: str) -> str:
+    """The numba type name of a stored element of NumPy dtype `dtype`."""
+    return NUMBA_TYPES[dtype][0]
+
+
+def compute_type(dtype: str) -> str:
+    """The numba type arithmetic on `dtype` elements runs in (f16 -> f32)."""
+    return NUMBA_TYPES[dtype][1]
+
+
+def grid_stride_launch(
+    work_items: int, threads: int = THREADS_PER_BLOCK
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, block) of a 1-D grid-stride loop over `work_items` items: one
+    item per thread up to `MAX_GRID_BLOCKS` blocks, never an empty grid."""
+    blocks = max(1, min(-(-work_items // threads), MAX_GRID_BLOCKS))
+    return (blocks, 1, 1), (threads, 1, 1)
+
+
+def kernel_header(
+    group: Operation, ops: Sequence[Operation], launch: str, notes: Sequence[str] = ()
+) -> list[str]:
+    """Comment lines naming the group, its ops and its launch shape; the group
+    name is sanitized (it comes from the model)."""
+    name = group.attributes.get("name")
+    label = sanitize_identifier(name.data, "g") if isinstance(name, StringAttr) else "group"
+    kind = group.attributes.get("kind")
+    kind_text = sanitize_identifier(kind.data) if isinstance(kind, StringAttr) else "?"
+    lines = [f"# {label} ({kind_text}), {len(ops)} op{'s' * (len(ops) != 1)}:"]
+    current = "#  "
+    for op in ops:
+        piece = f" {op.name}"  # registered op names only: safe text
+        if len(current) + len(piece) > _HEADER_WIDTH:
+            lines.append(current + ",")
+            current = "#  "
+        current += ("," if current != "#  " else "") + piece
+    lines.append(current)
+    lines.append(f"# launch: {launch}")
+    lines.extend(f"# {note}" for note in notes)
+    return lines
+
+
+def launch_text(grid: Sequence[int], block: Sequence[int], per_thread: str = "") -> str:
+    """`grid (16, 1, 1) x block (256, 1, 1)` plus what one thread does."""
+    text = f"grid {tuple(grid)} x block {tuple(block)}"
+    return f"{text}, {per_thread}" if per_thread else text

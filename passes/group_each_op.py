@@ -1,0 +1,129 @@
+"""The `group-each-op` pass: every `nn` op becomes its own `fusion.group`.
+
+This is the fusion-off baseline: one kernel per op. Code generation works on
+groups only, so a module must be grouped before `lower-to-numba`; fusion
+passes that run earlier make groups bigger, and this pass then wraps only what
+they left outside any group.
+
+Two kinds of ops stay outside: `nn.constant` (data of the program, not a
+kernel) and `nn.reshape` (a view of its contiguous operand, not a kernel).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from fusec.compiler.diagnostics import op_error
+from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+
+# The group `kind` (which emitter generates it) of each op kind. Constants and
+# reshapes are never grouped; opaque ops cannot be.
+GROUP_KINDS: dict[OpKind, str] = {
+    OpKind.ELEMENTWISE: "pointwise",
+    OpKind.BROADCAST: "pointwise",
+    OpKind.LAYOUT: "layout",
+    OpKind.REDUCTION: "reduction",
+    OpKind.CONTRACTION: "contraction",
+    OpKind.WINDOW: "window",
+}
+
+# Ops that stay outside every group.
+UNGROUPED: tuple[type[Operation], ...] = (nn.ConstantOp, nn.ReshapeOp)
+
+_GROUP_NAME = re.compile(r"g(\d+)")
+
+
+def group_kind(op: Operation) -> str:
+    """The `kind` of a single-op group around `op`, or a located error."""
+    kind = GROUP_KINDS.get(op_kind(op))
+    if kind is None:
+        raise op_error(op, f"'{op.name}' cannot be placed in a fusion group")
+    return kind
+
+
+def wrap_in_group(op: Operation, name: str, kind: str) -> GroupOp:
+    """Move `op` into a new `fusion.group` at its place; returns the group.
+
+    Steps: (1) one block argument per distinct operand (an op reading `%x`
+    twice gets one input); (2) the group takes over the op's result names and
+    uses; (3) the op moves into the body, reading the block arguments, and a
+    `fusion.yield` hands its results out.
+    """
+    inputs: list[SSAValue] = list(dict.fromkeys(op.operands))
+    block = Block(arg_types=[v.type for v in inputs])
+    attrs: dict[str, Attribute] = {"name": StringAttr(name), "kind": StringAttr(kind)}
+    group = GroupOp(inputs, [r.type for r in op.results], Region(block), attrs)
+    group.location = op.location
+    parent = op.parent_block()
+    assert parent is not None
+    parent.insert_op_before(group, op)
+    for old, new in zip(op.results, group.results, strict=True):
+        new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    op.detach()
+    arg_of = {v: a for v, a in zip(inputs, block.args, strict=True)}
+    op.operands = [arg_of[v] for v in op.operands]
+    block.add_op(op)
+    block.add_op(YieldOp(list(op.results)))
+    return group
+
+
+def next_group_number(func: FuncOp) -> int:
+    """One past the largest `gN` name among the function's existing groups."""
+    largest = -1
+    for op in func.walk():
+        attr = op.attributes.get("name") if isinstance(op, GroupOp) else None
+        if isinstance(attr, StringAttr) and (m := _GROUP_NAME.fullmatch(attr.data)):
+            largest = max(largest, int(m.group(1)))
+    return largest + 1
+
+
+@dataclass(frozen=True)
+class GroupEachOpPass(ModulePass):
+    """Wrap every ungrouped `nn` op (but constants and reshapes) in its own `fusion.group`.
+
+    ```mlir
+    // before
+    %c = nn.constant dense<2.0> : tensor<f32>
+    %y = nn.mul %x, %c : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+    // after `fusec -p group-each-op`
+    %c = nn.constant dense<2.0> : tensor<f32>
+    %y = fusion.group (%x, %c) {name = "g0", kind = "pointwise"}
+        : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32> {
+    ^bb0(%0: tensor<4xf32>, %1: tensor<f32>):
+      %y_1 = nn.mul %0, %1 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+      fusion.yield %y_1 : tensor<4xf32>
+    }
+    ```
+
+    Group names `gN` are unique per function and continue after the names of
+    groups already there; `kind` says which emitter generates the kernel
+    (pointwise, layout, reduction, contraction, window). Each group keeps the
+    source location of its op.
+    """
+
+    name = "group-each-op"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for func in op.walk():
+            if isinstance(func, FuncOp) and func.body.blocks:
+                self.group_function(func)
+
+    def group_function(self, func: FuncOp) -> None:
+        """Wrap the top-level ops of `func`'s body, in program order."""
+        number = next_group_number(func)
+        for block in func.body.blocks:
+            for inner in list(block.ops):
+                if inner.dialect_name() != "nn" or isinstance(inner, UNGROUPED):
+                    continue
+                wrap_in_group(inner, f"g{number}", group_kind(inner))
+                number += 1

@@ -1,0 +1,70 @@
+"""Shared by the reduction, contraction and window code generation tests:
+compile a small program, run it in numba's CUDA simulator and compare every
+output with the reference interpreter (float64), asserting the launch count.
+
+Programs are either plain `nn` ops (run through a pipeline such as
+`group-each-op`) or hand-written `fusion.group`s (no pipeline), so a test can
+pin exactly which ops share one kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusec.codegen.generate import generate_program
+from fusec.codegen.program import Program
+from fusec.compiler.driver import make_registry
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.compiler.verify import verify_module
+from fusec.runtime.executor import run_program
+from fusec.runtime.reference import find_function, random_inputs, run_module
+
+# float32 kernels against the float64 oracle; sums of a few hundred terms and
+# transcendental functions lose a few ulps more than a single op.
+RTOL = 1e-4
+ATOL = 1e-5
+
+
+def compile_text(text: str, pipeline: str | None) -> Program:
+    """Parse, verify, run `pipeline` (if any), generate."""
+    ctx = make_context()
+    module = parse_module(ctx, text, "test.mlir")
+    verify_module(module)
+    if pipeline:
+        PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), pipeline)).run(module)
+    return generate_program(module)
+
+
+def check_program(
+    text: str,
+    launches: int = 1,
+    pipeline: str | None = None,
+    seed: int = 0,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+) -> Program:
+    """Compile `text`, run `@f` in the simulator, compare with the reference
+    and assert the launch count (printing the kernels when it is off)."""
+    program = compile_text(text, pipeline)
+    fp = program.functions["f"]
+    assert len(fp.launches) == launches, program.kernels_source
+    reference = parse_module(make_context(), text, "test.mlir")
+    inputs = random_inputs(find_function(reference, "f"), seed)
+    expected = run_module(reference, inputs, "f")
+    got = run_program(program, "f", inputs, device="sim")
+    assert len(got) == len(expected)
+    for e, g in zip(expected, got, strict=True):
+        assert g.shape == e.shape, program.kernels_source
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(
+                g, e.astype(g.dtype), rtol=rtol, atol=atol, err_msg=program.kernels_source
+            )
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=program.kernels_source)
+    return program
+
+
+def tensor(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    """`tensor<4x8xf32>` for a shape."""
+    return "tensor<" + "".join(f"{d}x" for d in shape) + dtype + ">"
