@@ -271,7 +271,7 @@ def _op_expr(op: Operation, args: list[str]) -> str:
     return expr
 
 
-def _body_lines(plan: _Plan, names: dict[SSAValue, str]) -> list[str]:
+def _body_lines(plan: _Plan, names: dict[SSAValue, str], suffix: str = "") -> list[str]:
     """`tK = expr  # nn.op` for every op, in program order."""
     lines: list[str] = []
     for k, op in enumerate(plan.ops):
@@ -285,16 +285,18 @@ def _body_lines(plan: _Plan, names: dict[SSAValue, str]) -> list[str]:
             assert literal is not None
             names[result] = literal
             continue
-        names[result] = f"t{k}"
-        lines.append(f"t{k} = {_op_expr(op, args)}  # {op.name}")
+        names[result] = f"t{k}{suffix}"
+        lines.append(f"t{k}{suffix} = {_op_expr(op, args)}  # {op.name}")
     return lines
 
 
-def _element_lines(plan: _Plan, index: str, coords: list[str]) -> list[str]:
+def _element_parts(
+    plan: _Plan, index: str, coords: list[str], suffix: str = ""
+) -> tuple[list[str], list[str], list[str]]:
     """Loads, temporaries and stores of one element at flat `index` (or at
     `[r, j]` on the vectorized path, where `index` is `r, j`)."""
     names: dict[SSAValue, str] = {}
-    lines: list[str] = []
+    loads: list[str] = []
     for arg, access in zip(plan.group.block.args, plan.inputs, strict=True):
         if access.numel == 1:
             names[arg] = f"s{arg.index}"  # hoisted above the loop
@@ -302,12 +304,30 @@ def _element_lines(plan: _Plan, index: str, coords: list[str]) -> list[str]:
         where = index if plan.is_full(access) else broadcast_index(
             access.shape, plan.iter_shape, coords
         )
-        names[arg] = f"a{arg.index}"
-        lines.append(f"a{arg.index} = {_load(access, where)}")
-    lines.extend(_body_lines(plan, names))
+        names[arg] = f"a{arg.index}{suffix}"
+        loads.append(f"a{arg.index}{suffix} = {_load(access, where)}")
+    body = _body_lines(plan, names, suffix)
+    stores: list[str] = []
     for value, access in zip(plan.results, plan.outputs, strict=True):
-        lines.extend(_store_lines(plan, access, value, names[value], index, coords))
-    return lines
+        stores.extend(_store_lines(plan, access, value, names[value], index, coords))
+    return loads, body, stores
+
+
+def _element_lines(plan: _Plan, index: str, coords: list[str]) -> list[str]:
+    loads, body, stores = _element_parts(plan, index, coords)
+    return loads + body + stores
+
+
+def _quad_lines(plan: _Plan, coords: list[str]) -> list[str]:
+    """The four elements of quad `r`, unrolled: every load first, then the
+    arithmetic, then every store. Outputs may alias inputs as far as the
+    compiler knows, so a load after a store could not be moved up; issuing
+    the loads together keeps four memory requests in flight per thread."""
+    parts = []
+    for j in range(VECTOR_WIDTH):
+        lanes = [*coords[:-1], f"({coords[-1]} * {VECTOR_WIDTH} + {j})"] if coords else []
+        parts.append(_element_parts(plan, f"r, {j}", lanes, f"_{j}"))
+    return [line for k in range(3) for part in parts for line in part[k]]
 
 
 def _store_lines(
@@ -335,23 +355,19 @@ def _scalar_loads(plan: _Plan) -> list[str]:
 
 def _loop_lines(plan: _Plan) -> list[str]:
     """The grid-stride loop (flat or vectorized) and its body."""
-    body: list[str]
     if plan.vectorized:
         rows = int_literal(plan.numel // VECTOR_WIDTH)
         quad: list[str] = []
-        lanes: list[str] = []
+        coords: list[str] = []
         if plan.needs_coords():
             # Coordinates of the quad `r` (innermost dimension counted in
             # quads), then of each of its elements: innermost = 4 * q + j.
             quad_shape = (*plan.iter_shape[:-1], plan.iter_shape[-1] // VECTOR_WIDTH)
             quad, coords = unravel("r", quad_shape, prefix="q")
-            lanes = [*coords[:-1], f"({coords[-1]} * {VECTOR_WIDTH} + j)"]
-        inner = _element_lines(plan, "r, j", lanes)
-        body = [f"for r in range(start, {rows}, stride):",
+        inner = _quad_lines(plan, coords if plan.needs_coords() else [])
+        return [f"for r in range(start, {rows}, stride):",
                 *(_INDENT + line for line in quad),
-                f"{_INDENT}for j in range({VECTOR_WIDTH}):",
-                *(_INDENT * 2 + line for line in inner)]
-        return body
+                *(_INDENT + line for line in inner)]
     coords: list[str] = []
     lines: list[str] = []
     if plan.needs_coords():
