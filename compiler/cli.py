@@ -3,6 +3,10 @@
 ```
 fusec MODEL.mlir -p decompose            # run passes, print the IR (like xdsl-opt)
 fusec MODEL.mlir                         # run the default pipeline, print the IR
+fusec MODEL.mlir -o OUT                  # compile: OUT/model.mlir, kernels.py, plan.json, ...
+fusec run MODEL.mlir|OUT --check         # run the kernels, compare with the reference
+fusec MODEL.mlir -p decompose,form-fusion-groups --remarks   # + one line per fusion decision
+fusec MODEL.mlir --emit dot -o groups.dot                   # op graph, groups as clusters
 fusec --list-passes
 ```
 
@@ -24,7 +28,10 @@ from fusec.compiler.pipeline import DEFAULT_PIPELINE, InternalPassError
 
 # Subcommands, imported only when used: `fusec run ...`, `fusec import ...`.
 # Each target is a `main(argv: list[str]) -> int` function.
-SUBCOMMANDS: dict[str, str] = {}
+SUBCOMMANDS: dict[str, str] = {
+    "run": "fusec.compiler.run_command:main",
+    "import": "fusec.importers.onnx.cli:main",
+}
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -45,7 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--passes", metavar="PIPELINE",
                    help="comma-separated passes with options, e.g. 'decompose'; "
                    "prints the IR instead of compiling")
-    p.add_argument("-o", "--output", metavar="PATH", help="where to write the result")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="where to write the result: without -p, the output directory OUT "
+                   "of the compile job (a name ending in .mlir gets the final IR instead)")
+    p.add_argument("--no-fusion", action="store_true",
+                   help="compile job: one kernel per op (skip form-fusion-groups)")
+    p.add_argument("--target", default="auto", metavar="NAME",
+                   help="compile job: the GPU profile to compile for (default: auto)")
+    p.add_argument("--ptx-info", action="store_true",
+                   help="compile job: compile the kernels with ptxas and report registers "
+                   "and spills (slow)")
+    p.add_argument("--remarks", action="store_true",
+                   help="print one line per fusion decision (fused / missed, with the "
+                   "reason) to stderr after compiling")
+    p.add_argument("--emit", choices=["dot"],
+                   help="'dot': write the op graph with its fusion groups as Graphviz "
+                   "clusters (stdout or -o FILE.dot); -p picks the passes")
     p.add_argument("--split-input-file", action="store_true",
                    help="treat each '// -----' section as its own module")
     p.add_argument("--verify-diagnostics", action="store_true",
@@ -76,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     except (InternalPassError, Exception) as err:
         if traceback:
             raise
-        print(f"fusec: internal error: {err} (rerun with --traceback for details)",
-              file=sys.stderr)
+        # InternalPassError's message already says "internal error in pass ...".
+        what = str(err) if isinstance(err, InternalPassError) else (
+            f"internal error: {type(err).__name__}: {err}"
+        )
+        print(f"fusec: {what} (rerun with --traceback for details)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("fusec: interrupted", file=sys.stderr)
@@ -95,6 +120,22 @@ def _dispatch(argv: list[str], sources: dict[str, str]) -> int:
         return _list_passes(args.load_pass_plugin)
     if args.input is None:
         raise FusecError("no input file (try 'fusec --help')")
+    if args.emit == "dot":
+        from fusec.compiler.remarks import emit_dot
+
+        return emit_dot(args.input, args.passes, args.output, args.load_pass_plugin, sources)
+    if args.remarks:
+        from fusec.compiler.remarks import remarks_to_stderr
+
+        with remarks_to_stderr():
+            return _run_job(args, sources)
+    return _run_job(args, sources)
+
+
+def _run_job(args: argparse.Namespace, sources: dict[str, str]) -> int:
+    """The compile job (`-o OUT`) or the pass-pipeline job (`-p`, IR printed)."""
+    if args.passes is None and args.output is not None and not args.output.endswith(".mlir"):
+        return _compile_job(args, sources)
     from fusec.compiler.driver import OptOptions, run_opt
 
     run_opt(
@@ -110,6 +151,19 @@ def _dispatch(argv: list[str], sources: dict[str, str]) -> int:
         ),
         sources,
     )
+    return 0
+
+
+def _compile_job(args: argparse.Namespace, sources: dict[str, str]) -> int:
+    """`fusec MODEL.mlir -o OUT`: compile and write OUT whole or not at all."""
+    if args.split_input_file or args.verify_diagnostics:
+        raise FusecError("--split-input-file and --verify-diagnostics need -p (not -o OUT)")
+    from fusec.compiler.compile import compile_model, write_out
+
+    artifacts = compile_model(args.input, fusion=not args.no_fusion, target=args.target,
+                              ptx_info=args.ptx_info, plugins=args.load_pass_plugin,
+                              sources=sources)
+    write_out(artifacts, args.output)
     return 0
 
 
