@@ -16,6 +16,8 @@ with a sentence naming the attribute and what was expected.
 
 from __future__ import annotations
 
+import difflib
+import io
 from collections.abc import Sequence
 from typing import ClassVar, Self
 
@@ -24,17 +26,19 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     IntegerType,
+    Signedness,
     StringAttr,
     TensorType,
 )
 from xdsl.ir import Attribute, SSAValue
-from xdsl.traits import Pure
 from xdsl.irdl import IRDLOperation, traits_def
 from xdsl.parser import Parser
 from xdsl.printer import Printer
+from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from fusec.dialects.shapes import Shape, ShapeError, fmt
@@ -80,6 +84,13 @@ class NNOperation(IRDLOperation):
         else:
             single = parser.parse_type()
             inputs, results = [single] * len(operands), [single]
+        if len(inputs) != len(operands):
+            parser.raise_error(
+                f"'{cls.name}' has {_count(len(operands), 'operand')} but its type "
+                f"lists {_count(len(inputs), 'operand type')}",
+                type_pos,
+                parser.pos,
+            )
         resolved = parser.resolve_operands(operands, inputs, type_pos)
         return cls.create(operands=resolved, result_types=results, attributes=attributes)
 
@@ -169,6 +180,10 @@ class NNOperation(IRDLOperation):
         raise self._fail(f"attribute '{key}' must be a string")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def _is_bool(attr: IntegerAttr) -> bool:  # pyright: ignore[reportMissingTypeArgument]
     return isinstance(attr.type, IntegerType) and attr.type.width.data == 1
 
@@ -223,7 +238,7 @@ def print_plain_attr(printer: Printer, attr: Attribute) -> None:
     elif isinstance(attr, IntegerAttr) and attr.type == IntegerType(64):
         printer.print_string(str(attr.value.data))
     elif isinstance(attr, FloatAttr) and np.isfinite(attr.value.data):
-        printer.print_string(format_float(attr.value.data))
+        printer.print_string(_float_literal(attr.value.data, attr.type))
         if attr.type.name != "f64":  # pyright: ignore[reportUnknownMemberType]
             printer.print_string(" : ")
             printer.print_attribute(attr.type)
@@ -233,6 +248,15 @@ def print_plain_attr(printer: Printer, attr: Attribute) -> None:
         printer.print_string("]")
     elif isinstance(attr, DenseIntOrFPElementsAttr):
         print_dense(printer, attr)
+    elif isinstance(attr, DictionaryAttr):
+        # Nested dictionaries (a group's schedule) in the same plain spelling.
+        printer.print_string("{")
+        for i, (key, value) in enumerate(attr.data.items()):
+            printer.print_string(", " if i else "")
+            printer.print_identifier_or_string_literal(key)
+            printer.print_string(" = ")
+            print_plain_attr(printer, value)
+        printer.print_string("}")
     else:
         printer.print_attribute(attr)
 
@@ -260,16 +284,20 @@ _MAX_LITERAL_ELEMENTS = 16
 def print_dense(printer: Printer, attr: DenseIntOrFPElementsAttr) -> None:
     """Print a dense attribute exactly: short ones as shortest-round-trip
     literals, long ones as the hex bytes MLIR also accepts."""
-    values = dense_to_numpy(attr)
     t = attr.get_type()
-    flat = values.reshape(-1)
-    uniform = flat.size > 0 and bool(np.all(flat == flat[0])) and not np.isnan(flat[0])
-    if not np.all(np.isfinite(flat.astype(np.float64))):
+    assert isinstance(t, TensorType)
+    if element_type_name(t.element_type) not in _NUMPY_DTYPES:
+        # bf16 has no NumPy dtype; xDSL's own spelling is exact enough for it.
         printer.print_attribute(attr)
         return
-    if uniform:
+    values = dense_to_numpy(attr)
+    flat = values.reshape(-1)
+    # Non-finite values have no literal spelling that reads back exactly
+    # (xDSL's `0xff800000` reads as an integer), so they take the hex form.
+    finite = bool(np.all(np.isfinite(flat.astype(np.float64))))
+    if finite and _is_splat(flat):
         body = _literal(flat[0])
-    elif flat.size <= _MAX_LITERAL_ELEMENTS:
+    elif finite and flat.size <= _MAX_LITERAL_ELEMENTS:
         body = _nested(values)
     else:
         data = values.astype(values.dtype.newbyteorder("<"))
@@ -278,6 +306,23 @@ def print_dense(printer: Printer, attr: DenseIntOrFPElementsAttr) -> None:
         body = '"0x' + data.tobytes().hex().upper() + '"'
     printer.print_string(f"dense<{body}> : ")
     printer.print_attribute(t)
+
+
+def _is_splat(flat: np.ndarray) -> bool:
+    """All elements bitwise equal (so `[0.0, -0.0]` is not a splat)."""
+    if flat.size == 0:
+        return False
+    rows = np.ascontiguousarray(flat).view(np.uint8).reshape(flat.size, -1)
+    return bool(np.all(rows == rows[0]))
+
+
+def _float_literal(value: float, t: Attribute) -> str:
+    """The shortest literal that reads back as `value` in float type `t`
+    (`1.0e-05 : f32` prints as written, not as its f64 expansion)."""
+    dtype = _NUMPY_DTYPES.get(element_type_name(t))
+    if dtype in (np.float16, np.float32):
+        return _literal(dtype(value))
+    return format_float(value)
 
 
 def _literal(v: np.generic) -> str:
@@ -312,11 +357,19 @@ def numpy_dtype(element: Attribute) -> type[np.generic]:
     return _NUMPY_DTYPES[key]
 
 
+_SIGN_PREFIX = {Signedness.SIGNLESS: "i", Signedness.SIGNED: "si", Signedness.UNSIGNED: "ui"}
+
+
 def element_type_name(element: Attribute) -> str:
-    """`f32`, `i1`, `bf16`, ... as written in a tensor type."""
+    """`f32`, `i1`, `ui8`, `complex<f32>`, ... as written in a tensor type."""
     if isinstance(element, IntegerType):
-        return f"i{element.width.data}"
-    return str(getattr(element, "name", element)).removeprefix("builtin.")
+        return f"{_SIGN_PREFIX[element.signedness.data]}{element.width.data}"
+    name = getattr(element, "name", None)
+    if name in FLOAT_TYPES:
+        return str(name)
+    buf = io.StringIO()
+    Printer(stream=buf).print_attribute(element)
+    return buf.getvalue()
 
 
 # --- the base of concrete ops ---------------------------------------------------
@@ -352,15 +405,27 @@ def check_static_tensor(t: Attribute, what: str) -> None:
 
 
 class NNOp(NNOperation):
-    """An `nn` op: checks every tensor, the fusion contract, then `check()`."""
+    """An `nn` op: checks every tensor, its attribute names, the fusion
+    contract, then `check()`.
 
+    `ATTRIBUTES` names the op's own attributes. Any other plain name is an
+    error, since a misspelled one (`approx` for `approximate`) would otherwise
+    silently take the default; dotted names (`dep.kind`) are annotations
+    passes attach, and are allowed on every op.
+    """
+
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ()
     traits = traits_def(Pure())
 
     def verify_(self) -> None:
-        for i, v in enumerate(self.operands):
-            check_static_tensor(v.type, f"'{self.name}' operand #{i}")
-        for r in self.results:
-            check_static_tensor(r.type, f"'{self.name}' result")
+        try:
+            for i, v in enumerate(self.operands):
+                check_static_tensor(v.type, f"operand #{i}")
+            for r in self.results:
+                check_static_tensor(r.type, "the result")
+        except VerifyException as err:
+            raise self._fail(str(err)) from None
+        self.check_attribute_names()
         contract = self.attributes.get("fusion")
         if contract is not None and self.str_attr("fusion", "") not in FUSION_CONTRACTS:
             raise self._fail('attribute \'fusion\' must be "never" or "must"')
@@ -368,6 +433,18 @@ class NNOp(NNOperation):
             self.check()
         except ShapeError as err:
             raise self._fail(str(err)) from None
+
+    def check_attribute_names(self) -> None:
+        """Every plain attribute name is one the op knows."""
+        known = (*self.ATTRIBUTES, "fusion")
+        for key in self.attributes:
+            if "." in key or key in known:
+                continue
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise self._fail(
+                f"has no attribute '{key}'{hint} (its attributes: {', '.join(known)})"
+            )
 
     def check(self) -> None:
         """Op-specific rules; raise `ShapeError` or `self._fail(...)`."""
