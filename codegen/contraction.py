@@ -1,0 +1,351 @@
+"""Kernels for `kind = "contraction"` groups: a batched `nn.matmul` (NumPy
+semantics, batch dimensions broadcast) as a shared-memory tiled SIMT GEMM,
+with the group's elementwise epilogue applied in registers before the store.
+
+```mlir
+%y = fusion.group (%x, %w, %b) {kind = "contraction"} : (...) -> tensor<64x32xf32> {
+^bb0(%xa: tensor<64x48xf32>, %wa: tensor<48x32xf32>, %ba: tensor<32xf32>):
+  %m = nn.matmul %xa, %wa : (tensor<64x48xf32>, tensor<48x32xf32>) -> tensor<64x32xf32>
+  %s = nn.add %m, %ba : (tensor<64x32xf32>, tensor<32xf32>) -> tensor<64x32xf32>
+  %g = nn.gelu %s : tensor<64x32xf32>
+  fusion.yield %g : tensor<64x32xf32>
+}
+```
+
+Schedule. One block computes a `BM x BN` tile of one batch entry
+(`blockIdx.z`); its threads form a `(BM/TM) x (BN/TN)` grid and each owns a
+`TM x TN` micro-tile of accumulators in registers. Rows and columns of a
+micro-tile are interleaved with stride `BM/TM` and `BN/TN` (not contiguous), so
+a warp's shared-memory reads of B hit consecutive banks and its stores of C
+are coalesced. K advances `BK` at a time through two shared-memory buffers:
+the next tile is fetched from global memory into registers before the current
+one is multiplied and stored into the other buffer after it, so global
+latency hides behind the FMAs and each step needs a single barrier. A is
+stored transposed (`As[k][m]`, rows padded by `SMEM_PAD` against bank conflicts
+of the transposing store). Loads and stores are guarded only along the
+dimensions that are not multiples of the tile.
+
+Any value of the epilogue (including the raw product) may be a group output;
+every epilogue value must broadcast to the product's shape. An operand
+computed in the group (a transposed weight, a scaled query) is evaluated per
+loaded element (`operand_reader`): correct for any prologue, but a transposed
+operand is then read uncoalesced, so the direct path serves group inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import SSAValue
+
+from fusec.codegen.decompose_group import decomposed
+from fusec.codegen.gemm_operands import OperandTile
+from fusec.codegen.group_body import (
+    POINT_KINDS,
+    GroupBody,
+    PointEvaluator,
+    compute_type,
+    fits_domain,
+    indent,
+    store_lines,
+)
+from fusec.codegen.kernel_source import (
+    TARGET_SMS,
+    KernelSource,
+    float_literal,
+    int_literal,
+    kernel_header,
+    launch_text,
+    sanitize_identifier,
+    unravel,
+)
+from fusec.codegen.operand_reader import fused_prologue
+from fusec.compiler.diagnostics import op_error
+from fusec.compiler.op_kinds import op_kind
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import Shape, fmt, numel
+
+SMEM_PAD = 4  # extra words per shared tile row: the transposing stores hit distinct banks
+
+
+@dataclass(frozen=True)
+class GemmTile:
+    """Block tile `bm x bn`, K step `bk`, per-thread micro-tile `tm x tn`."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    vec: int = 1  # consecutive rows/columns per thread in each strip of its micro-tile
+
+    def __post_init__(self) -> None:
+        # The loaders give every thread whole rows of the A and B tiles.
+        assert self.threads % self.bk == 0 and self.threads % self.bn == 0
+        assert (self.bm * self.bk) % self.threads == 0 and (self.bk * self.bn) % self.threads == 0
+        assert self.tm % self.vec == 0 and self.tn % self.vec == 0
+
+    def row(self, i: int, thread: str) -> str:
+        """Micro-tile row `i` of thread row `thread`, relative to the block tile:
+        strips of `vec` consecutive rows, `threads_m * vec` rows apart."""
+        strip, lane = divmod(i, self.vec)
+        return _affine(thread, self.vec, strip * self.threads_m * self.vec + lane)
+
+    def col(self, j: int, thread: str) -> str:
+        """Micro-tile column `j` of thread column `thread` (as `row`)."""
+        strip, lane = divmod(j, self.vec)
+        return _affine(thread, self.vec, strip * self.threads_n * self.vec + lane)
+
+    @property
+    def threads_m(self) -> int:
+        return self.bm // self.tm
+
+    @property
+    def threads_n(self) -> int:
+        return self.bn // self.tn
+
+    @property
+    def threads(self) -> int:
+        return self.threads_m * self.threads_n
+
+
+def _affine(var: str, scale: int, offset: int) -> str:
+    """`var * scale + offset`, without the trivial parts."""
+    text = var if scale == 1 else f"{var} * {int_literal(scale)}"
+    return f"{text} + {int_literal(offset)}" if offset else text
+
+
+# 128x128 tiles, 8x8 per thread (256 threads, 64 accumulators each): the
+# large-matrix configuration (2 x 8 KiB of shared tiles, double buffered).
+# Pairs of adjacent columns per thread (vec=2): a warp's 16 column threads
+# read B fragments from 16 distinct banks, and ptxas keeps the kernel at
+# ~120 registers (2 blocks per SM) where 16-apart columns need ~150.
+LARGE_TILE = GemmTile(bm=128, bn=128, bk=8, tm=8, tn=8, vec=2)
+# 64x64 tiles, 4x4 per thread (256 threads): products with a side of 64 to
+# 127 (attention's P @ V with head size 64), which a 128 tile would half waste.
+MEDIUM_TILE = GemmTile(bm=64, bn=64, bk=8, tm=4, tn=4, vec=2)
+# 32x32 tiles, 4x4 per thread (64 threads): small products, where bigger
+# tiles would leave most SMs idle.
+SMALL_TILE = GemmTile(bm=32, bn=32, bk=8, tm=4, tn=4)
+
+
+def choose_tile(batch: int, m: int, n: int) -> GemmTile:
+    """The biggest tile that fits inside the product and still gives every
+    SM at least one block; the small tile otherwise."""
+    for tile in (LARGE_TILE, MEDIUM_TILE):
+        blocks = batch * -(-m // tile.bm) * -(-n // tile.bn)
+        if m >= tile.bm and n >= tile.bn and blocks >= TARGET_SMS:
+            return tile
+    return SMALL_TILE
+
+
+@dataclass
+class GemmShape:
+    """The matmul of a contraction group and its epilogue domain."""
+
+    body: GroupBody
+    matmul: nn.MatmulOp
+    a: SSAValue  # a group input, or a value its prologue computes (`operand_reader`)
+    b: SSAValue
+    out: Shape  # (*batch, M, N)
+
+    @property
+    def batch(self) -> Shape:
+        return self.out[:-2]
+
+    @property
+    def m(self) -> int:
+        return self.out[-2]
+
+    @property
+    def n(self) -> int:
+        return self.out[-1]
+
+    @property
+    def k(self) -> int:
+        return tensor_shape(self.a)[-1]
+
+
+def analyze(body: GroupBody) -> GemmShape:
+    """Check that the group is one matmul (operands from group inputs,
+    optionally through a prologue of elementwise ops and transposes) plus an
+    elementwise epilogue over its result shape; raise a located error if not."""
+    mms = [op for op in body.ops if isinstance(op, nn.MatmulOp)]
+    if len(mms) != 1:
+        raise op_error(
+            body.group, f"a contraction group must hold exactly one nn.matmul, found {len(mms)}"
+        )
+    mm = mms[0]
+    a, b = mm.operands
+    prologue = fused_prologue(mm)
+    out = mm.result_shape
+    for op in body.ops:
+        if op is mm or op in prologue or isinstance(op, nn.ConstantOp):
+            continue
+        if op_kind(op) not in POINT_KINDS:
+            raise op_error(op, f"{op.name} cannot be fused into a matmul epilogue")
+        if not fits_domain(tensor_shape(op.results[0]), out):
+            raise op_error(
+                op, f"{op.name} has shape {fmt(tensor_shape(op.results[0]))}, which does not "
+                f"broadcast to the matmul result {fmt(out)}",
+            )
+    for v in body.outputs:
+        if not fits_domain(tensor_shape(v), out):
+            raise op_error(body.group, f"group output of shape {fmt(tensor_shape(v))} does not "
+                           f"broadcast to the matmul result {fmt(out)}")
+    return GemmShape(body, mm, a, b, out)
+
+
+def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> KernelSource:
+    """The kernel of a `kind = "contraction"` group (see the module docstring);
+    `tile` overrides the size-based choice."""
+    with decomposed(group) as flat:
+        body = GroupBody.of(flat)
+        g = analyze(body)
+        tile = tile or choose_tile(numel(g.batch), g.m, g.n)
+        name = sanitize_identifier(kernel_name)
+        grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), max(1, numel(g.batch)))
+        block = (tile.threads, 1, 1)
+        notes = [
+            f"C[{fmt(g.out)}] = A[{fmt(tensor_shape(g.a))}] @ B[{fmt(tensor_shape(g.b))}], "
+            f"tile {tile.bm}x{tile.bn}x{tile.bk}, {tile.tm}x{tile.tn} per thread",
+            f"static shared memory: {_shared_bytes(g, tile)} bytes (double-buffered A and B tiles)",
+        ]
+        per_thread = f"{tile.tm}x{tile.tn} outputs per thread"
+        head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
+        lines = _GemmWriter(g, tile).lines()
+        text = "\n".join(
+            [*head, "@cuda.jit", f"def {name}({body.signature()}):", *indent(lines, 1)]
+        )
+        return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
+
+
+def _shared_bytes(g: GemmShape, t: GemmTile) -> int:
+    item = 8 if compute_type(g.matmul.result) == "float64" else 4
+    return 2 * t.bk * (t.bm + t.bn + 2 * SMEM_PAD) * item
+
+
+class _GemmWriter:
+    """Writes the body of one GEMM kernel, fully unrolled over the micro-tile:
+    accumulators, fragments and prefetch registers are scalar variables
+    (`c3_5`, `fa3`, `ga1`), because numba leaves indexed local arrays in
+    local memory."""
+
+    def __init__(self, g: GemmShape, t: GemmTile) -> None:
+        self.g = g
+        self.t = t
+        self.ctype = compute_type(g.matmul.result)
+        self.zero = float_literal(0.0, self.ctype)
+        self.tiles = -(-g.k // t.bk)
+        self.a = OperandTile("a", g.a, g.m, g.k, t.bm, t.bk, t.threads, "m0", "k0")
+        self.b = OperandTile("b", g.b, g.k, g.n, t.bk, t.bn, t.threads, "k0", "n0")
+        self.batch_lines, self.bcoords = unravel("bz", g.batch, prefix="b")
+
+    def lines(self) -> list[str]:
+        return [
+            *self._setup(),
+            "# stage the first K tile",
+            *self._load_tile("0"),
+            *self._store_tile("0"),
+            "cuda.syncthreads()",
+            *self._main_loop(),
+            *self._epilogue(),
+        ]
+
+    def _setup(self) -> list[str]:
+        g, t, ct = self.g, self.t, self.ctype
+        lines = [
+            "tid = cuda.threadIdx.x",
+            f"tx = tid % {int_literal(t.threads_n)}",
+            f"ty = tid // {int_literal(t.threads_n)}",
+            f"n0 = cuda.blockIdx.x * {int_literal(t.bn)}",
+            f"m0 = cuda.blockIdx.y * {int_literal(t.bm)}",
+            "bz = cuda.blockIdx.z",
+            *self.batch_lines,
+            f"# the element of each tile this thread fetches first (A: {self.a.mode}, "
+            f"B: {self.b.mode})",
+            *self.a.setup(g.body, g.batch, self.bcoords),
+            *self.b.setup(g.body, g.batch, self.bcoords),
+            f"As = cuda.shared.array((2, {t.bk}, {t.bm + SMEM_PAD}), {ct})",
+            f"Bs = cuda.shared.array((2, {t.bk}, {t.bn + SMEM_PAD}), {ct})",
+        ]
+        lines += [
+            f"c{i}_{j} = {self.zero}" for i in range(t.tm) for j in range(t.tn)
+        ]
+        return lines
+
+    def _guard(self, terms: list[tuple[str, int, int]]) -> str:
+        """`gm < M and gk < K`, keeping only the dimensions a tile can overrun."""
+        return " and ".join(f"{v} < {int_literal(size)}" for v, size, step in terms if size % step)
+
+    def _load_tile(self, kt: str) -> list[str]:
+        """Global -> registers `ga<e>`, `gb<e>`: the A and B tiles of K tile `kt`."""
+        g = self.g
+        lines = [f"k0 = ({kt}) * {int_literal(self.t.bk)}"]
+        for op in (self.a, self.b):
+            for e in range(op.loads):
+                guard = self._guard(op.guard_terms(e))
+                lines += op.load_lines(
+                    e, f"g{op.p}{e}", guard, self.zero, g.body, self.bcoords, g.batch
+                )
+        return lines
+
+    def _store_tile(self, buf: str) -> list[str]:
+        """Registers -> shared buffer `buf` (A transposed: As[k][m])."""
+        lines: list[str] = []
+        for e in range(self.a.loads):
+            r, c = self.a.position(e)
+            lines.append(f"As[{buf}, {c}, {r}] = ga{e}")
+        for e in range(self.b.loads):
+            r, c = self.b.position(e)
+            lines.append(f"Bs[{buf}, {r}, {c}] = gb{e}")
+        return lines
+
+    def _main_loop(self) -> list[str]:
+        t = self.t
+        more = f"kt + 1 < {int_literal(self.tiles)}"
+        frags = [f"fa{i} = As[cur, kk, {t.row(i, 'ty')}]" for i in range(t.tm)]
+        frags += [f"fb{j} = Bs[cur, kk, {t.col(j, 'tx')}]" for j in range(t.tn)]
+        fmas = [
+            f"c{i}_{j} = cuda.fma(fa{i}, fb{j}, c{i}_{j})" for i in range(t.tm) for j in range(t.tn)
+        ]
+        return [
+            f"for kt in range({int_literal(self.tiles)}):",
+            "    cur = kt % 2",
+            f"    if {more}:  # fetch the next K tile while this one is multiplied",
+            *indent(self._load_tile("kt + 1"), 2),
+            f"    for kk in range({t.bk}):",
+            *indent(frags + fmas, 2),
+            f"    if {more}:",
+            *indent(self._store_tile("1 - cur"), 2),
+            "    cuda.syncthreads()",
+        ]
+
+    def _epilogue(self) -> list[str]:
+        """Per accumulator: the epilogue ops, then the stores of every output."""
+        g, t = self.g, self.t
+        lines = ["# epilogue in registers, then the stores"]
+        lines += [f"cn{j} = n0 + {t.col(j, 'tx')}" for j in range(t.tn)]
+        for i in range(t.tm):
+            row = [f"cm = m0 + {t.row(i, 'ty')}"]
+            m_guard = self._guard([("cm", g.m, t.bm)])
+            cells: list[str] = []
+            for j in range(t.tn):
+                cell = self._cell(f"c{i}_{j}", f"cn{j}")
+                n_guard = self._guard([(f"cn{j}", g.n, t.bn)])
+                cells += [f"if {n_guard}:", *indent(cell, 1)] if n_guard else cell
+            lines += row + ([f"if {m_guard}:", *indent(cells, 1)] if m_guard else cells)
+        return lines
+
+    def _cell(self, acc: str, n: str) -> list[str]:
+        g = self.g
+        coords = [*self.bcoords, "cm", n]
+        ev = PointEvaluator(g.body, g.out, coords, bound={g.matmul.result: acc})
+        lines: list[str] = []
+        for k, v in enumerate(g.body.outputs):
+            val = ev.value(v)
+            lines += ev.take_lines()
+            lines += store_lines(k, v, val, g.out, coords)
+        return lines

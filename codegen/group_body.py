@@ -1,0 +1,256 @@
+"""Reading a `fusion.group` body for the reduction, contraction and window
+emitters, and writing straight-line scalar code for its elementwise ops.
+
+Every fused kernel evaluates some elementwise ops at one point of an iteration
+domain (a row element, one accumulator of a matmul tile, one conv output).
+`PointEvaluator` produces that code: it walks the use-def chains backwards
+from the values wanted, emits one assignment per op through `scalar_expr`,
+loads group inputs with `broadcast_index`, and substitutes the values the
+caller already holds in registers (a matmul accumulator, a row's maximum).
+
+```mlir
+%y = fusion.group (%x, %b) {kind = "contraction"} : (...) -> tensor<4x8xf32> {
+^bb0(%xa: tensor<4x6xf32>, %wa: tensor<6x8xf32>, %ba: tensor<8xf32>):
+  %m = nn.matmul %xa, %wa : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  %s = nn.add %m, %ba : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  fusion.yield %s : tensor<4x8xf32>
+}
+```
+
+With `%m` bound to `acc`, the evaluator writes `a2 = in2[i1]` and
+`v1 = (acc + a2)`. Names are generated (`a<k>`, `v<k>`), never taken from
+the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from fusec.codegen.kernel_source import (
+    NUMBA_TYPES,
+    KernelParam,
+    broadcast_index,
+    float_literal,
+    int_literal,
+    scalar_expr,
+)
+from fusec.compiler.diagnostics import op_error
+from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import dense_to_numpy, element_type, numpy_dtype, tensor_shape
+from fusec.dialects.shapes import Shape, numel
+
+# Op kinds a point evaluator computes: elementwise ops and nn.broadcast_to.
+POINT_KINDS = (OpKind.ELEMENTWISE, OpKind.BROADCAST)
+
+Loader = Callable[[BlockArgument, Shape, Sequence[str]], str]
+
+
+def dtype_name(value: SSAValue) -> str:
+    """NumPy dtype name of a tensor value (`float32`, `bool`, ...)."""
+    try:
+        return np.dtype(numpy_dtype(element_type(value))).name
+    except ValueError:
+        raise op_error(
+            _owner(value), "element type bf16 is not supported by the code generator"
+        ) from None
+
+
+def storage_type(value: SSAValue) -> str:
+    """The numba type name an element of `value` is stored as."""
+    return NUMBA_TYPES[dtype_name(value)][0]
+
+
+def compute_type(value: SSAValue) -> str:
+    """The numba type name `value` is computed in (half precision widens)."""
+    return NUMBA_TYPES[dtype_name(value)][1]
+
+
+def _owner(value: SSAValue) -> Operation:
+    if isinstance(value, BlockArgument):
+        parent = value.block.parent_op()
+        assert parent is not None
+        return parent
+    assert isinstance(value.owner, Operation)
+    return value.owner
+
+
+@dataclass
+class GroupBody:
+    """The ops of a group in program order, its inputs and its outputs."""
+
+    group: GroupOp
+    ops: list[Operation]
+    args: list[BlockArgument]
+    outputs: list[SSAValue]  # yielded values, output i is outputs[i]
+    names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
+
+    @staticmethod
+    def of(group: GroupOp) -> GroupBody:
+        """Collect the body of `group` and name every value."""
+        ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
+        last = group.block.last_op
+        assert isinstance(last, YieldOp)
+        body = GroupBody(group, ops, list(group.block.args), list(last.values))
+        for k, arg in enumerate(body.args):
+            body.names[arg] = f"a{k}"
+        for k, op in enumerate(ops):
+            for r in op.results:
+                body.names[r] = f"v{k}"
+        return body
+
+    def params(self) -> list[KernelParam]:
+        """Every input, then every output, each as a flat contiguous view."""
+        ins = [
+            KernelParam("input", k, (max(1, numel(tensor_shape(a))),))
+            for k, a in enumerate(self.args)
+        ]
+        outs = [
+            KernelParam("output", k, (max(1, numel(tensor_shape(v))),))
+            for k, v in enumerate(self.outputs)
+        ]
+        return ins + outs
+
+    def signature(self) -> str:
+        """The kernel's parameter list: `in0, in1, out0`."""
+        names = [f"in{k}" for k in range(len(self.args))]
+        names += [f"out{k}" for k in range(len(self.outputs))]
+        return ", ".join(names)
+
+    def arg_index(self, arg: BlockArgument) -> int:
+        """The group operand number of a block argument."""
+        return self.args.index(arg)
+
+
+def constant_literal(op: nn.ConstantOp) -> str:
+    """A splat constant as a typed literal; other constants must be group inputs."""
+    values = dense_to_numpy(op.value).reshape(-1)
+    if values.size == 0 or not np.all(values == values[0]):
+        raise op_error(op, "a non-splat nn.constant inside a fused kernel must be a group input")
+    ctype = compute_type(op.result)
+    first = values[0]
+    if ctype == "boolean":
+        return "True" if bool(first) else "False"
+    if ctype.startswith("int"):
+        return f"{ctype}({int_literal(int(first))})"
+    return float_literal(float(first), ctype)
+
+
+def load_expr(body: GroupBody, arg: BlockArgument, index: str) -> str:
+    """`in3[idx]`, widened to the compute type when stored narrower."""
+    text = f"in{body.arg_index(arg)}[{index}]"
+    if storage_type(arg) != compute_type(arg):
+        return f"{compute_type(arg)}({text})"
+    return text
+
+
+def store_expr(value: SSAValue, expr: str) -> str:
+    """`expr` narrowed to the stored type when that is narrower."""
+    if storage_type(value) != compute_type(value):
+        return f"{storage_type(value)}({expr})"
+    return expr
+
+
+class PointEvaluator:
+    """Straight-line code for values of a group body at one point.
+
+    `domain` is the iteration shape, `coords` the variable names of the point's
+    coordinates; every value evaluated must broadcast (right-aligned) to the
+    domain. `bound` maps values already held in variables to their names.
+    """
+
+    def __init__(
+        self,
+        body: GroupBody,
+        domain: Shape,
+        coords: Sequence[str],
+        bound: dict[SSAValue, str] | None = None,
+        loader: Loader | None = None,
+        suffix: str = "",
+        hoist: Callable[[SSAValue], str | None] | None = None,
+    ) -> None:
+        self.body = body
+        self.domain = domain
+        self.coords = list(coords)
+        self.bound = dict(bound or {})
+        self.loader = loader
+        self.suffix = suffix  # keeps names apart when several points share a scope
+        self.hoist = hoist  # computes a value elsewhere (an outer scope) and names it
+        self.lines: list[str] = []
+
+    def value(self, v: SSAValue) -> str:
+        """The name of a variable holding `v` at the point, emitting code as needed."""
+        if v in self.bound:
+            return self.bound[v]
+        if self.hoist is not None and (outer := self.hoist(v)) is not None:
+            self.bound[v] = outer
+            return outer
+        name = self.body.names[v] + self.suffix
+        if isinstance(v, BlockArgument):
+            self.lines.append(f"{name} = {self._load(v)}")
+        else:
+            op = _owner(v)
+            if isinstance(op, nn.ConstantOp):
+                self.bound[v] = constant_literal(op)
+                return self.bound[v]
+            if isinstance(op, nn.BroadcastToOp):
+                # Right-aligned broadcasting composes: the operand at the
+                # domain point is the broadcast value there.
+                self.bound[v] = self.value(op.operands[0])
+                return self.bound[v]
+            if op_kind(op) not in POINT_KINDS:
+                raise op_error(op, f"{op.name} cannot be evaluated inside this fused kernel")
+            args = [self.value(o) for o in op.operands]
+            ctype = compute_type(op.operands[0] if isinstance(op, nn.CmpOp) else op.results[0])
+            self.lines.append(f"{name} = {scalar_expr(op, args, ctype)}")
+        self.bound[v] = name
+        return name
+
+    def _load(self, arg: BlockArgument) -> str:
+        shape = tensor_shape(arg)
+        if self.loader is not None:
+            return self.loader(arg, shape, self.coords)
+        return load_expr(self.body, arg, broadcast_index(shape, self.domain, self.coords))
+
+    def take_lines(self) -> list[str]:
+        """The lines emitted since the last call (for code in several scopes)."""
+        lines, self.lines = self.lines, []
+        return lines
+
+
+def broadcast_guard(shape: Shape, domain: Shape, coords: Sequence[str]) -> str:
+    """The condition under which a point of `domain` owns an element of a value
+    of (smaller, broadcast) `shape`: its coordinate is 0 on every dimension
+    the value broadcasts along, so each element is stored exactly once."""
+    offset = len(domain) - len(shape)
+    terms = [f"{coords[d]} == 0" for d in range(len(domain)) if domain[d] != 1 and (
+        d < offset or shape[d - offset] == 1)]
+    return " and ".join(terms)
+
+
+def store_lines(k: int, v: SSAValue, val: str, domain: Shape, coords: Sequence[str]) -> list[str]:
+    """Store `val` (value `v` at a point of `domain`) into output `k`, once per
+    element of `v` even where `v` is smaller than the domain."""
+    shape = tensor_shape(v)
+    line = f"out{k}[{broadcast_index(shape, domain, coords)}] = {store_expr(v, val)}"
+    guard = broadcast_guard(shape, domain, coords)
+    return [f"if {guard}:", f"    {line}"] if guard else [line]
+
+
+def fits_domain(shape: Shape, domain: Shape) -> bool:
+    """Whether `shape` broadcasts (right-aligned) into `domain` unchanged."""
+    if len(shape) > len(domain):
+        return False
+    offset = len(domain) - len(shape)
+    return all(s in (1, domain[d + offset]) for d, s in enumerate(shape))
+
+
+def indent(lines: Sequence[str], depth: int) -> list[str]:
+    """`lines` indented by `depth` levels of four spaces."""
+    pad = "    " * depth
+    return [pad + line if line else line for line in lines]

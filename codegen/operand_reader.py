@@ -1,0 +1,169 @@
+"""Reading one element of a fused op's operand through its prologue.
+
+A matmul (or window op) operand may be computed inside the group from group
+inputs by elementwise ops, `nn.broadcast_to` and `nn.transpose`, e.g. the
+transposed weight of an ONNX Gemm:
+
+```mlir
+^bb0(%x: tensor<4x6xf32>, %w: tensor<8x6xf32>):
+  %wt = nn.transpose %w {perm = [1, 0]} : (tensor<8x6xf32>) -> tensor<6x8xf32>
+  %y = nn.matmul %x, %wt : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+```
+
+`read_at(body, %wt, ["k", "n"], "_b0")` writes `a1_b0 = in1[n * 6 + k]` and
+returns `a1_b0`: each value is evaluated at coordinates of its own shape, a
+transpose permutes the coordinates, broadcasting drops size-1 ones. The
+caller guards the coordinates (tiles past the edge read nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from fusec.codegen.group_body import (
+    POINT_KINDS,
+    GroupBody,
+    compute_type,
+    constant_literal,
+    load_expr,
+)
+from fusec.codegen.kernel_source import broadcast_index, int_literal, scalar_expr, unravel
+from fusec.compiler.diagnostics import op_error
+from fusec.compiler.op_kinds import op_kind
+from fusec.dialects import nn
+from fusec.dialects.nn_base import tensor_shape
+
+# Layout ops a read sees through: they only change which element is read.
+VIEW_OPS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
+
+
+def prologue_ops(value: SSAValue) -> list[Operation]:
+    """The ops computing `value` inside the group (its backward slice)."""
+    seen: list[Operation] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, BlockArgument):
+            continue
+        op = v.owner
+        assert isinstance(op, Operation)
+        if op not in seen:
+            seen.append(op)
+            stack.extend(op.operands)
+    return seen
+
+
+def check_prologue(value: SSAValue, consumer: Operation) -> None:
+    """Raise a located error unless `value` is computed only by ops `read_at`
+    understands."""
+    for op in prologue_ops(value):
+        ok = isinstance(op, (*VIEW_OPS, nn.ConstantOp)) or op_kind(op) in POINT_KINDS
+        if not ok:
+            raise op_error(op, f"{op.name} cannot be fused as a prologue of {consumer.name}")
+
+
+def fused_prologue(consumer: Operation) -> set[Operation]:
+    """The ops computing `consumer`'s operands inside the group, checked:
+    only ops `read_at` understands, feeding nothing but `consumer`."""
+    prologue: set[Operation] = set()
+    for operand in consumer.operands:
+        check_prologue(operand, consumer)
+        prologue.update(prologue_ops(operand))
+    for op in prologue:
+        for r in op.results:
+            if any(u.operation not in prologue and u.operation is not consumer for u in r.uses):
+                raise op_error(op, f"{op.name} feeds {consumer.name} and other ops; it cannot "
+                               f"be fused as a prologue of {consumer.name}")
+    return prologue
+
+
+def read_at(
+    body: GroupBody, value: SSAValue, coords: Sequence[str], suffix: str
+) -> tuple[list[str], str]:
+    """Lines computing `value` at `coords` (one per dimension of its shape,
+    variable names or `0`) and the expression holding it."""
+    lines: list[str] = []
+    memo: dict[tuple[SSAValue, tuple[str, ...]], str] = {}
+
+    def at(v: SSAValue, cs: tuple[str, ...]) -> str:
+        key = (v, cs)
+        if key in memo:
+            return memo[key]
+        name = body.names[v] + suffix + ("" if not memo else f"_{len(memo)}")
+        if isinstance(v, BlockArgument):
+            index = broadcast_index(tensor_shape(v), tensor_shape(v), cs)
+            lines.append(f"{name} = {load_expr(body, v, index)}")
+        else:
+            op = v.owner
+            assert isinstance(op, Operation)
+            name = _op_at(_Step(body, at, name, lines), op, v, cs)
+        memo[key] = name
+        return name
+
+    return lines, at(value, tuple(coords))
+
+
+Reader = Callable[[SSAValue, tuple[str, ...]], str]
+
+
+@dataclass
+class _Step:
+    """What evaluating one op needs: the body, the recursive reader, the
+    name of its result and the lines being written."""
+
+    body: GroupBody
+    at: Reader
+    name: str
+    lines: list[str]
+
+
+def _op_at(step: _Step, op: Operation, v: SSAValue, cs: tuple[str, ...]) -> str:
+    at, name, lines = step.at, step.name, step.lines
+    if isinstance(op, nn.ConstantOp):
+        return constant_literal(op)
+    if isinstance(op, nn.TransposeOp):
+        src = [""] * len(cs)
+        for d, p in enumerate(op.perm):
+            src[p] = cs[d]  # result dimension d is operand dimension perm[d]
+        return at(op.operands[0], tuple(src))
+    if isinstance(op, nn.SliceOp):
+        return at(op.operands[0], tuple(
+            f"({int_literal(s)} + {c} * {int_literal(st)})"
+            for c, s, st in zip(cs, op.starts, op.strides, strict=True)
+        ))
+    if isinstance(op, nn.ReshapeOp):
+        return _reshape_at(step, op, v, cs)
+    shape = tensor_shape(v)
+    args = [at(o, _broadcast_coords(tensor_shape(o), shape, cs)) for o in op.operands]
+    if isinstance(op, nn.BroadcastToOp):
+        return args[0]
+    ctype = compute_type(op.operands[0] if isinstance(op, nn.CmpOp) else v)
+    lines.append(f"{name} = {scalar_expr(op, args, ctype)}")
+    return name
+
+
+def _reshape_at(step: _Step, op: nn.ReshapeOp, v: SSAValue, cs: tuple[str, ...]) -> str:
+    """A reshape keeps the row-major order: the same flat index, unravelled
+    in the operand's shape (a group input is read at the flat index)."""
+    shape = tensor_shape(v)
+    flat = f"{step.name}_flat"
+    step.lines.append(f"{flat} = {broadcast_index(shape, shape, cs)}")
+    src = op.operands[0]
+    if isinstance(src, BlockArgument):
+        step.lines.append(f"{step.name} = {load_expr(step.body, src, flat)}")
+        return step.name
+    unravel_lines, names = unravel(flat, tensor_shape(src), prefix=f"{step.name}_i")
+    step.lines.extend(unravel_lines)
+    return step.at(src, tuple(names))
+
+
+def _broadcast_coords(
+    shape: Sequence[int], out_shape: Sequence[int], cs: Sequence[str]
+) -> tuple[str, ...]:
+    """Coordinates of an operand of `shape` broadcast (right-aligned) to
+    `out_shape`: size-1 dimensions read index 0."""
+    offset = len(out_shape) - len(shape)
+    return tuple("0" if shape[d] == 1 else cs[d + offset] for d in range(len(shape)))

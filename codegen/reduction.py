@@ -1,0 +1,428 @@
+"""Kernels for `kind = "reduction"` groups: one reduction over any axes, or
+reductions fused with their elementwise prologue and epilogue (decomposed
+softmax, layer_norm, `sum(gelu(x))`) as ONE kernel.
+
+Schedule. The group's rows (points of the kept axes, `reduction_plan`) are
+spread over thread blocks of `LANES x ROWS` threads: `LANES` threads share a
+row and stride over its elements, `ROWS` rows live in one block.
+- *row schedule* (the last axis is reduced, so a row's elements are
+  contiguous): `threadIdx.x` is the lane, `threadIdx.y` the row, so a warp
+  reads consecutive addresses;
+- *column schedule* (the last axis is kept): `threadIdx.x` is the row, so a
+  warp reads consecutive rows at one reduction index; lanes are `threadIdx.y`.
+Each reduction stage is one pass over the row: every lane accumulates its
+elements in a register, then the block combines the lanes with a tree through
+shared memory (log2(LANES) steps, one barrier each; the tree runs in the CUDA
+simulator, where warp shuffles do not). A final pass writes the row-shaped
+outputs; per-row outputs are stored by lane 0.
+
+HBM traffic. The row is read from global memory once: pass 1 writes what the
+later passes need into a shared-memory row cache and each thread reads back
+its own elements (no barrier needed). The cache holds either the row-varying
+inputs the later passes read or the values they need that no reduction feeds
+(`x + r` before a layer norm rather than `x` and `r`), whichever is smaller,
+as far as it fits `SHARED_BUDGET_BYTES` beside the tree scratch; what does
+not fit is recomputed from global memory (mostly hitting L2).
+
+Mean and variance follow the IR: `reduce_mean` is the sum divided by the
+element count, and the decomposed layer_norm takes the variance as the mean of
+the centred squares in a second pass over the cached row, so there is no
+sum-of-squares cancellation and no need for Welford's update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from fusec.codegen.decompose_group import decomposed
+from fusec.codegen.group_body import (
+    GroupBody,
+    Loader,
+    PointEvaluator,
+    broadcast_guard,
+    compute_type,
+    indent,
+    load_expr,
+    store_expr,
+)
+from fusec.codegen.kernel_source import (
+    KernelSource,
+    broadcast_index,
+    int_literal,
+    kernel_header,
+    launch_text,
+    sanitize_identifier,
+    unravel,
+)
+from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
+from fusec.codegen.reduction_tree import combine_lines, identity_literal, mean_scale
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import Shape
+
+BLOCK_THREADS = 256  # threads per block
+MAX_LANES = 256  # threads cooperating on one row (a power of two)
+COLUMN_ROWS = 32  # rows per block in the column schedule: one warp of consecutive rows
+SHARED_BUDGET_BYTES = 48 * 1024  # static shared memory a block may declare
+_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+
+
+@dataclass(frozen=True)
+class ReductionOptions:
+    """Tunables of the reduction schedule (defaults: the named constants)."""
+
+    block_threads: int = BLOCK_THREADS
+    max_lanes: int = MAX_LANES
+    shared_budget: int = SHARED_BUDGET_BYTES
+
+
+@dataclass
+class RowSchedule:
+    """How the rows map onto threads, and which row values are cached."""
+
+    column: bool  # column schedule (threadIdx.x runs over rows)
+    lanes: int
+    rows_per_block: int
+    cached: list[SSAValue]  # computed (or loaded) in pass 1, read back by later passes
+    scratch_bytes: int
+    cache_bytes: int
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        if self.column:
+            return (self.rows_per_block, self.lanes, 1)
+        return (self.lanes, self.rows_per_block, 1)
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _bytes(v: SSAValue) -> int:
+    return _ITEMSIZE.get(compute_type(v), 4)
+
+
+def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
+    """Lanes and rows per block, and the row caches that fit the budget."""
+    column = not ra.trailing and (len(ra.shape) - 1) not in ra.axes
+    if column:
+        rows = min(COLUMN_ROWS, _pow2_at_least(ra.rows), opts.block_threads)
+        lanes = min(opts.block_threads // rows, _pow2_at_least(ra.row_length))
+    else:
+        lanes = min(opts.max_lanes, opts.block_threads, _pow2_at_least(ra.row_length))
+        rows = max(1, min(opts.block_threads // lanes, _pow2_at_least(ra.rows)))
+    scratch = sum(rows * lanes * _bytes(r.results[0]) for r in ra.reductions)
+    cached: list[SSAValue] = []
+    cache_bytes = 0
+    for v in _cache_candidates(ra):
+        size = rows * ra.row_length * _bytes(v)
+        if scratch + cache_bytes + size <= opts.shared_budget:
+            cached.append(v)
+            cache_bytes += size
+    return RowSchedule(column, lanes, rows, cached, scratch, cache_bytes)
+
+
+def _cache_candidates(ra: RowAnalysis) -> list[SSAValue]:
+    """What the later passes read back: either the row-varying inputs they
+    read, or the row-varying values they need that no reduction feeds (the
+    *frontier*: `a + b` before a layer norm, rather than `a` and `b`),
+    whichever takes fewer bytes per row."""
+    inputs: list[SSAValue] = list(_reread_args(ra))
+    frontier = _frontier(ra)
+    if sum(map(_bytes, frontier)) <= sum(map(_bytes, inputs)):
+        return frontier
+    return inputs
+
+
+def _frontier(ra: RowAnalysis) -> list[SSAValue]:
+    """Row-varying values of stage 0 that passes 2.. evaluate per element and
+    that read what pass 1 read (a value read only later gains nothing)."""
+    first = set(ra.varying_args(_pass_roots(ra, 1)))
+    found: dict[SSAValue, None] = {}
+    stack = [v for s in range(2, ra.stages + 2) for v in _pass_roots(ra, s)]
+    seen: set[SSAValue] = set()
+    while stack:
+        v = stack.pop()
+        if v in seen or not ra.value_varies(v):
+            continue
+        seen.add(v)
+        if ra.stage.get(v, 0) == 0:
+            if first & set(ra.varying_args([v])):
+                found[v] = None
+        else:
+            assert isinstance(v.owner, Operation)
+            stack.extend(v.owner.operands)
+    return list(found)
+
+
+def _pass_roots(ra: RowAnalysis, stage: int) -> list[SSAValue]:
+    """What pass `stage` evaluates per element: the inputs of its reductions,
+    or, for the final pass (stages + 1), the row-varying outputs."""
+    if stage > ra.stages:
+        return list(dict.fromkeys(v for v in ra.body.outputs if ra.value_varies(v)))
+    return [r.operands[0] for r in ra.reductions if ra.stage[r.results[0]] == stage]
+
+
+def _reread_args(ra: RowAnalysis) -> list[BlockArgument]:
+    """Row-varying inputs read by more than one pass, in order of first use."""
+    uses: dict[BlockArgument, int] = {}
+    for stage in range(1, ra.stages + 2):
+        for arg in ra.varying_args(_pass_roots(ra, stage)):
+            uses[arg] = uses.get(arg, 0) + 1
+    return [a for a, n in uses.items() if n > 1]
+
+
+def emit(group: GroupOp, kernel_name: str, options: ReductionOptions | None = None) -> KernelSource:
+    """The kernel of a `kind = "reduction"` group.
+
+    Accepts any body of elementwise ops, splat constants and reductions that
+    all read the same shape over the same axes (composites such as
+    nn.softmax are expanded first). Raises a located `FusecError` otherwise.
+    """
+    with decomposed(group) as flat:
+        body = GroupBody.of(flat)
+        ra = analyze(body)
+        sched = plan_schedule(ra, options or ReductionOptions())
+        name = sanitize_identifier(kernel_name)
+        text = _RowKernelWriter(ra, sched).write(name)
+        grid = ((ra.rows + sched.rows_per_block - 1) // sched.rows_per_block, 1, 1)
+        return KernelSource(
+            name=name,
+            text=text,
+            grid=grid,
+            block=sched.block,
+            params=body.params(),
+            # Static shared arrays only: nothing to request at launch time.
+            shared_bytes=0,
+            notes=_notes(ra, sched),
+        )
+
+
+def _notes(ra: RowAnalysis, sched: RowSchedule) -> list[str]:
+    kind = "column" if sched.column else "row"
+    notes = [
+        f"{kind} schedule over axes {list(ra.axes)}: {ra.rows} rows of {ra.row_length} "
+        f"elements, {ra.stages} reduction pass(es)",
+        f"static shared memory: {sched.scratch_bytes} bytes tree scratch, "
+        f"{sched.cache_bytes} bytes row cache ({len(sched.cached)} row value(s) cached)",
+    ]
+    return notes
+
+
+class _RowKernelWriter:
+    """Writes the kernel text of one row-wise reduction group."""
+
+    def __init__(self, ra: RowAnalysis, sched: RowSchedule) -> None:
+        self.ra = ra
+        self.sched = sched
+        self.body = ra.body
+        self.coords = [f"c{d}" for d in range(len(ra.shape))]
+        kept_coords = [self.coords[d] for d in ra.kept]
+        # Per-row values: one evaluator per frame, both in the kernel's top scope.
+        self.row_x = PointEvaluator(self.body, ra.shape, self.coords)
+        self.row_k = PointEvaluator(self.body, ra.kept_shape, kept_coords, suffix="_k")
+
+    def write(self, name: str) -> str:
+        ra, s = self.ra, self.sched
+        lines = self._setup()
+        for stage in range(1, ra.stages + 1):
+            lines += self._pass(stage)
+            lines += self._combine(stage)
+        if _pass_roots(ra, ra.stages + 1):
+            lines += self._pass(ra.stages + 1)
+        lines += self._row_outputs()
+        grid = ((ra.rows + s.rows_per_block - 1) // s.rows_per_block, 1, 1)
+        head = kernel_header(
+            self.body.group,
+            self.body.ops,
+            launch_text(
+                grid, s.block, f"{s.lanes} lanes per row, {s.rows_per_block} rows per block"
+            ),
+            _notes(ra, s),
+        )
+        return "\n".join(
+            [*head, "@cuda.jit", f"def {name}({self.body.signature()}):", *indent(lines, 1)]
+        )
+
+    def _setup(self) -> list[str]:
+        ra, s = self.ra, self.sched
+        lane, rloc = ("cuda.threadIdx.y", "cuda.threadIdx.x") if s.column else (
+            "cuda.threadIdx.x", "cuda.threadIdx.y")
+        lines = [
+            f"lane = {lane}",
+            f"rloc = {rloc}",
+            f"row_raw = cuda.blockIdx.x * {int_literal(s.rows_per_block)} + rloc",
+            f"live = row_raw < {int_literal(ra.rows)}",
+            "# rows past the end compute on the last row (barriers need every thread)",
+            f"row = min(row_raw, {int_literal(ra.rows - 1)})",
+            f"row_base = row * {int_literal(ra.row_length)}",
+        ]
+        unravel_lines, names = unravel("row", ra.kept_shape, prefix="kc")
+        lines += unravel_lines
+        lines += [f"{self.coords[d]} = {n}" for d, n in zip(ra.kept, names, strict=True)]
+        for k, r in enumerate(ra.reductions):
+            ctype = compute_type(r.results[0])
+            lines.append(
+                f"red{k} = cuda.shared.array(({s.rows_per_block}, {s.lanes}), {ctype})"
+            )
+        for k, arg in enumerate(s.cached):
+            lines.append(
+                f"cache{k} = cuda.shared.array(({s.rows_per_block}, {ra.row_length}), "
+                f"{compute_type(arg)})"
+            )
+        return lines
+
+    # --- passes over the row -------------------------------------------------------
+
+    def _loader(self) -> Loader:
+        ra, body = self.ra, self.body
+
+        def load(arg: BlockArgument, shape: Shape, coords: Sequence[str]) -> str:
+            offset = len(ra.shape) - len(shape)
+            aligned = (1,) * offset + tuple(shape)
+            if aligned == ra.shape and ra.trailing:
+                return load_expr(body, arg, "row_base + j")
+            if all(aligned[d] == 1 for d in ra.kept) and all(
+                aligned[d] == ra.shape[d] for d in ra.axes
+            ):
+                return load_expr(body, arg, "j")
+            return load_expr(body, arg, broadcast_index(shape, ra.shape, coords))
+
+        return load
+
+    def _element_evaluator(self) -> PointEvaluator:
+        """An evaluator for one row element; values constant along the row
+        are computed once, in the top scope, and referenced by name."""
+        ra = self.ra
+
+        def hoist(v: SSAValue) -> str | None:
+            return None if ra.value_varies(v) else self.row_x.value(v)
+
+        return PointEvaluator(
+            self.body, ra.shape, self.coords, loader=self._loader(), hoist=hoist
+        )
+
+    def _pass(self, stage: int) -> list[str]:
+        ra, s = self.ra, self.sched
+        ev = self._element_evaluator()
+        roots = _pass_roots(ra, stage)
+        final = stage > ra.stages
+        body_lines: list[str] = []
+        unravel_lines, names = unravel("j", ra.reduce_shape, prefix="jc")
+        body_lines += unravel_lines
+        body_lines += [f"{self.coords[d]} = {n}" for d, n in zip(ra.axes, names, strict=True)]
+        if stage > 1:  # read back what pass 1 cached
+            for k, v in enumerate(s.cached):
+                ev.bound[v] = self.body.names[v]
+                body_lines.append(f"{self.body.names[v]} = cache{k}[rloc, j]")
+        for k, root in enumerate(roots):
+            val = ev.value(root)
+            body_lines += ev.take_lines()
+            if final:
+                body_lines += self._store_varying(root, val)
+            else:
+                r = self._stage_reductions(stage)[k]
+                body_lines.append(_accumulate(r, f"acc{ra.reductions.index(r)}", val))
+        body_lines += self._cache_lines(stage, ev)
+        hoisted = self.row_x.take_lines() + self.row_k.take_lines()
+        head = [f"# pass {stage}: " + ("store the row-shaped outputs" if final else
+                                       ", ".join(r.name for r in self._stage_reductions(stage)))]
+        accs = [] if final else [
+            f"acc{ra.reductions.index(r)} = {identity_literal(r)}"
+            for r in self._stage_reductions(stage)
+        ]
+        return head + hoisted + accs + self._row_loop(body_lines)
+
+    def _row_loop(self, body: list[str]) -> list[str]:
+        """This lane's elements of its row, `lanes` apart. The trip count is a
+        constant, so the compiler can unroll the loop and issue its loads together."""
+        n, lanes = self.ra.row_length, self.sched.lanes
+        lines = [
+            f"for e in range({int_literal(-(-n // lanes))}):",
+            f"    j = lane + e * {int_literal(lanes)}",
+        ]
+        if n % lanes:
+            return [*lines, f"    if j < {int_literal(n)}:", *indent(body, 2)]
+        return lines + indent(body, 1)
+
+    def _cache_lines(self, stage: int, ev: PointEvaluator) -> list[str]:
+        """Pass 1 writes every cached value of its element (computing those
+        its reductions did not need)."""
+        if stage != 1:
+            return []
+        lines: list[str] = []
+        for k, v in enumerate(self.sched.cached):
+            val = ev.value(v)
+            lines += [*ev.take_lines(), f"cache{k}[rloc, j] = {val}"]
+        return lines
+
+    def _stage_reductions(self, stage: int) -> list[nn.ReduceOp]:
+        return [r for r in self.ra.reductions if self.ra.stage[r.results[0]] == stage]
+
+    def _store_varying(self, v: SSAValue, val: str) -> list[str]:
+        lines: list[str] = []
+        for k, out in enumerate(self.body.outputs):
+            if out is not v:
+                continue
+            shape = tensor_shape(v)
+            guard = " and ".join(
+                t for t in ("live", broadcast_guard(shape, self.ra.shape, self.coords)) if t
+            )
+            index = broadcast_index(shape, self.ra.shape, self.coords)
+            lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
+        return lines
+
+    # --- combining lanes, per-row results ----------------------------------------
+
+    def _combine(self, stage: int) -> list[str]:
+        ra, s = self.ra, self.sched
+        reds = self._stage_reductions(stage)
+        idx = [ra.reductions.index(r) for r in reds]
+        lines = [f"red{k}[rloc, lane] = acc{k}" for k in idx]
+        lines += combine_lines(reds, idx, s.lanes)
+        for k, r in zip(idx, reds, strict=True):
+            res = f"red{k}[rloc, 0]"
+            if isinstance(r, nn.ReduceMeanOp):
+                res = f"{res} * {mean_scale(r, ra.row_length)}"
+            lines.append(f"res{k} = {res}")
+            target = self.row_x if ra.frame[r.results[0]] == "X" else self.row_k
+            target.bound[r.results[0]] = f"res{k}"
+        return lines
+
+    def _row_outputs(self) -> list[str]:
+        """Per-row outputs, stored by lane 0 of each live row."""
+        ra = self.ra
+        lines: list[str] = []
+        for k, v in enumerate(self.body.outputs):
+            frame: Frame = ra.frame.get(v, "X")
+            if frame == "X" and ra.value_varies(v):
+                continue
+            ev = self.row_x if frame == "X" else self.row_k
+            val = ev.value(v)
+            lines += ev.take_lines()
+            domain = ra.frame_domain(frame)
+            guard_domain = domain if frame == "K" else tuple(
+                1 if d in ra.axes else n for d, n in enumerate(domain))
+            shape = tensor_shape(v)
+            owner = broadcast_guard(shape, guard_domain, ev.coords)
+            guard = " and ".join(t for t in ("live", "lane == 0", owner) if t)
+            index = broadcast_index(shape, domain, ev.coords)
+            lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
+        return lines
+
+
+def _accumulate(r: nn.ReduceOp, acc: str, val: str) -> str:
+    if isinstance(r, nn.ReduceMaxOp):
+        return f"{acc} = max({acc}, {val})"
+    if isinstance(r, nn.ReduceMinOp):
+        return f"{acc} = min({acc}, {val})"
+    return f"{acc} += {val}"
+
+
