@@ -25,7 +25,6 @@ import fusec
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.pipeline import DEFAULT_PIPELINE, InternalPassError
 
-
 # Subcommands, imported only when used: `fusec run ...`, `fusec import ...`.
 # Each target is a `main(argv: list[str]) -> int` function.
 SUBCOMMANDS: dict[str, str] = {

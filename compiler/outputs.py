@@ -16,6 +16,8 @@ def write_text_atomically(path: str, text: str) -> None:
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise FusecError(f"cannot write '{path}': it is a directory")
+    if not parent.is_dir():
+        raise FusecError(f"cannot write '{path}': the directory '{parent}' does not exist")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
     except OSError as err:

@@ -8,17 +8,22 @@ they rewrite (see `compiler.rewriting.copy_location`).
 
 from __future__ import annotations
 
+import difflib
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp, UnknownLoc
 from xdsl.dialects.func import Func
-from xdsl.ir import Operation
-from xdsl.parser import Parser
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.exceptions import ParseError, VerifyException
+from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fusec.compiler.diagnostics import FusecError, SourceLoc, from_parse_error
+from fusec.dialects.nn_base import type_str
 
 SPLIT_MARKER = "// -----"
 
@@ -40,7 +45,91 @@ def make_context() -> Context:
 
 
 class LocatingParser(Parser):
-    """A parser that records `file:line:col` on every op it builds."""
+    """A parser that records `file:line:col` on every op it builds, and says
+    what went wrong in words where xDSL's own messages are terse: unknown ops
+    (with a suggestion), undefined values (at their first use) and an
+    unclosed region."""
+
+    def __init__(self, ctx: Context, text: str, name: str) -> None:
+        super().__init__(ctx, text, name)
+        # Where each not-yet-defined value is first used, to point there if it
+        # never gets a definition.
+        self._first_use: dict[str, Span[str]] = {}
+        # The `{` of each region being parsed, innermost last.
+        self._open_regions: list[Span[str]] = []
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        if self._current_token.kind == MLIRTokenKind.EOF:
+            self.raise_error(
+                "the input holds no operations: expected a module of func.func functions"
+            )
+        try:
+            return super().parse_module(allow_implicit_module)
+        except ParseError as err:
+            if err.msg == "Could not parse entire input!":
+                self.raise_error("expected an operation such as func.func here", err.span)
+            undefined = [n for n in self.forward_ssa_references if n in self._first_use]
+            if not err.msg.startswith("values used but not defined") or not undefined:
+                raise
+            name = min(undefined, key=lambda n: self._first_use[n].start)
+            span = self._first_use[name]
+            self.raise_error(f"use of undefined value %{name}", span.start, span.end)
+
+    def resolve_operand(self, operand: UnresolvedOperand, type: Attribute) -> SSAValue:
+        name = operand.operand_name
+        if name not in self.ssa_values:
+            self._first_use.setdefault(name, operand.span)  # pyright: ignore
+        try:
+            return super().resolve_operand(operand, type)
+        except ParseError as err:
+            if not err.msg.startswith("operand is used with type"):
+                raise
+            known = self.ssa_values.get(name) or self.forward_ssa_references[name]
+            had = known[operand.index].type
+            self.raise_error(
+                f"%{name} has type {type_str(had)} but is used here as {type_str(type)}",
+                operand.span,
+            )
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        known = self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack)
+        if known is not None:
+            return known
+        # Suggest only ops of the same dialect whose own names are close.
+        dialect, _, short = name.rpartition(".")
+        names = [op.name.rpartition(".")[2] for op in self.ctx.loaded_ops
+                 if op.name.rpartition(".")[0] == dialect]
+        close = difflib.get_close_matches(short, names, n=1, cutoff=0.7)
+        if close:
+            hint = f"; did you mean '{dialect}.{close[0]}'?"
+        elif names:
+            hint = f" (the {dialect} dialect has no op of that name)"
+        else:
+            hint = " (fusec knows the builtin, func, nn and fusion dialects)"
+        # The name was just consumed: point at it, not at what follows.
+        start = self.lexer.input.content.rfind(name, 0, self.pos)
+        self.raise_error(f"unknown op '{name}'{hint}", start, start + len(name))
+
+    def parse_optional_region(
+        self, arguments: Iterable[Parser.Argument] | None = None
+    ) -> Region | None:
+        opens = self._current_token.kind == MLIRTokenKind.L_BRACE
+        if opens:
+            self._open_regions.append(self._current_token.span)
+        try:
+            return super().parse_optional_region(arguments)
+        finally:
+            if opens:
+                self._open_regions.pop()
+
+    def _parse_block(self) -> Block:
+        if self._current_token.kind == MLIRTokenKind.EOF and self._open_regions:
+            # xDSL would say " in block definition" at the end of the file.
+            self.raise_error(
+                "this '{' is never closed: the input ends before its '}'",
+                self._open_regions[-1],
+            )
+        return super()._parse_block()
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span  # pyright: ignore[reportPrivateUsage]

@@ -3,13 +3,15 @@ every pass so a broken rewrite is caught where it happens."""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from fusec.compiler.diagnostics import FusecError
@@ -30,18 +32,37 @@ def parse_pipeline_spec(registry: PassRegistry, spec: str) -> list[ModulePass]:
     except ArgSpecParseError as err:  # a BaseException in xDSL
         lines = str(err).strip().split("\n")
         detail = lines[-1].strip() if lines else "malformed"
+        detail = detail[:1].lower() + detail[1:]
         raise FusecError(f"invalid pass pipeline '{spec}': {detail}") from None
-    passes: list[ModulePass] = []
-    for s in specs:
-        cls = registry.get(s.name)
-        try:
-            passes.append(cls.from_pass_spec(s))
-        except (ValueError, TypeError) as err:
-            fields = ", ".join(
-                f.name for f in getattr(cls, "__dataclass_fields__", {}).values()
-            ) or "none"
-            raise FusecError(f"pass '{s.name}': {err} (its options: {fields})") from None
-    return passes
+    return [_instantiate(registry.get(s.name), s) for s in specs]
+
+
+def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
+    """`cls` with the options of `spec`; an unknown option or a value of the
+    wrong type is named in the error, with the options the pass has."""
+    hints = typing.get_type_hints(cls) if dataclasses.is_dataclass(cls) else {}
+    fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
+    options = [f.name for f in fields if f.init and f.name != "name"]
+    listed = ", ".join(options) or "none"
+    # `erase-dead` on the command line is the field `erase_dead`.
+    for key in spec.parameters:
+        if key.replace("-", "_") not in options:
+            raise FusecError(f"pass '{spec.name}' has no option '{key}' (its options: {listed})")
+    try:
+        return cls.from_pass_spec(spec)
+    except (ValueError, TypeError) as err:
+        # Find the option at fault by trying each alone.
+        for key, value in spec.normalize_parameter_names().parameters.items():
+            try:
+                cls.from_pass_spec(ArgSpec(spec.name, {key: value}))
+            except (ValueError, TypeError):
+                given = ",".join(str(v) for v in value) or "nothing"
+                hint = hints.get(key)
+                expected = hint.__name__ if isinstance(hint, type) else str(hint)
+                raise FusecError(
+                    f"pass '{spec.name}': option '{key}' expects {expected}, got '{given}'"
+                ) from None
+        raise FusecError(f"pass '{spec.name}': {err} (its options: {listed})") from None
 
 
 @dataclass

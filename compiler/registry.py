@@ -105,7 +105,13 @@ class PassRegistry:
             close = difflib.get_close_matches(name, self.factories, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else "; see --list-passes"
             raise FusecError(f"unknown pass '{name}'{hint}")
-        return self.factories[name]()
+        try:
+            return self.factories[name]()
+        except Exception as err:  # a module that fails to import, a missing class
+            raise FusecError(
+                f"pass '{name}' from {self.origins[name]} cannot be loaded: "
+                f"{type(err).__name__}: {err}"
+            ) from None
 
     def describe(self) -> list[tuple[str, str]]:
         """(name, first docstring line) of every pass, sorted by name."""

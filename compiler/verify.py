@@ -18,7 +18,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from fusec.compiler.diagnostics import FusecError, op_error
+from fusec.compiler.diagnostics import FusecError, loc_of, op_error
 from fusec.dialects.nn_base import check_static_tensor
 
 
@@ -32,6 +32,22 @@ def verify_module(module: ModuleOp) -> None:
         _verify_op(op)
     for block in _blocks(module):
         _verify_dominance(block)
+    _verify_unique_functions(module)
+
+
+def _verify_unique_functions(module: ModuleOp) -> None:
+    """Function names are the entry points' names (in plan.json, in calls):
+    two functions with one name would silently shadow each other."""
+    seen: dict[str, FuncOp] = {}
+    for op in module.ops:
+        if not isinstance(op, FuncOp):
+            continue
+        name = op.sym_name.data
+        if name in seen:
+            first = loc_of(seen[name])
+            where = f" (first defined at {first})" if first else ""
+            raise op_error(op, f"'func.func' op redefines @{name}{where}")
+        seen[name] = op
 
 
 def _verify_signature(func: FuncOp) -> None:
@@ -62,7 +78,12 @@ def _verify_op(op: Operation) -> None:
 
 def _with_op_name(op: Operation, message: str) -> str:
     message = message.strip()
-    return message if message.startswith(f"'{op.name}'") else f"'{op.name}' op {message}"
+    if message.startswith(f"'{op.name}'"):
+        return message
+    if message[:2].istitle():
+        # xDSL's generic checks start with a capital ("Expected 2 operands").
+        message = message[0].lower() + message[1:]
+    return f"'{op.name}' op {message}"
 
 
 def _blocks(op: Operation) -> list[Block]:
@@ -80,22 +101,22 @@ def _verify_dominance(block: Block) -> None:
 def _check_use(value: SSAValue, user: Operation, block: Block, position: dict[int, int]) -> None:
     if isinstance(value, BlockArgument):
         if not _encloses(value.block, user):
-            raise op_error(user, f"'{user.name}' op uses {_name(value)}, an argument of "
+            raise op_error(user, f"'{user.name}' op uses {_name(value, user)}, an argument of "
                            "a block that does not enclose it")
         return
     assert isinstance(value, OpResult)
     definer = value.op
     if definer.parent_block() is not block:
         if definer.parent_block() is None or not _encloses(definer.parent_block(), user):
-            raise op_error(user, f"'{user.name}' op uses {_name(value)}, which is not "
+            raise op_error(user, f"'{user.name}' op uses {_name(value, user)}, which is not "
                            "visible here")
         return
     if position[id(definer)] < position[id(user)]:
         return
     if definer is user or _depends_on(definer, user):
-        raise op_error(user, f"'{user.name}' op uses {_name(value)}, which depends on "
+        raise op_error(user, f"'{user.name}' op uses {_name(value, user)}, which depends on "
                        "this op's own result: the operands form a cycle")
-    raise op_error(user, f"'{user.name}' op uses {_name(value)} before it is defined")
+    raise op_error(user, f"'{user.name}' op uses {_name(value, user)} before it is defined")
 
 
 def _encloses(block: Block | None, op: Operation) -> bool:
@@ -122,8 +143,13 @@ def _depends_on(op: Operation, target: Operation) -> bool:
     return False
 
 
-def _name(value: SSAValue) -> str:
-    return f"%{value.name_hint}" if value.name_hint else "a value"
+def _name(value: SSAValue, user: Operation) -> str:
+    """`%x` for named values; numbered ones (`%0`) keep no name after
+    parsing, so say which operand it is."""
+    if value.name_hint:
+        return f"%{value.name_hint}"
+    index = next(i for i, v in enumerate(user.operands) if v is value)
+    return f"operand #{index}"
 
 
 def require_functions(module: ModuleOp) -> None:

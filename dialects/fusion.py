@@ -1,7 +1,8 @@
 """The `fusion` dialect: a `fusion.group` is one GPU kernel.
 
 ```mlir
-%y = fusion.group (%x, %b) {kind = "pointwise"} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+%y = fusion.group (%x, %b) {kind = "pointwise"}
+    : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
 ^bb0(%xa: tensor<4x8xf32>, %ba: tensor<8xf32>):
   %s = nn.add %xa, %ba : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %r = nn.relu %s : tensor<4x8xf32>
@@ -18,7 +19,7 @@ is recorded in its attribute dictionary.
 from __future__ import annotations
 
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -27,12 +28,34 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator
 from xdsl.utils.exceptions import VerifyException
 
-from fusec.dialects.nn_base import print_attr_dict
+from fusec.dialects.nn_base import print_attr_dict, type_str
+
+
+class _IsolatedBody(IsolatedFromAbove):
+    """IsolatedFromAbove that names the value crossing into a group's body
+    (the generic check prints the whole offending op instead)."""
+
+    def verify(self, op: Operation) -> None:
+        for inner in op.walk():
+            if inner is op:
+                continue
+            for value in inner.operands:
+                definer = (
+                    value.block.parent_op() if isinstance(value, BlockArgument)
+                    else value.owner
+                )
+                if not isinstance(definer, Operation) or not op.is_ancestor(definer):
+                    name = f"%{value.name_hint}" if value.name_hint else "a value"
+                    raise VerifyException(
+                        f"'fusion.group' op body uses {name} (in '{inner.name}'), which is "
+                        "defined outside the group; pass it in as an operand"
+                    )
+        super().verify(op)
 
 
 @irdl_op_definition
@@ -43,7 +66,7 @@ class GroupOp(IRDLOperation):
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
     body = region_def("single_block")
-    traits = traits_def(IsolatedFromAbove())
+    traits = traits_def(_IsolatedBody())
 
     def __init__(
         self,
@@ -66,9 +89,16 @@ class GroupOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> GroupOp:
-        operands = parser.parse_comma_separated_list(
-            parser.Delimiter.PAREN, parser.parse_unresolved_operand
-        )
+        if parser.parse_optional_punctuation("(") is None:
+            parser.raise_error(
+                "'fusion.group' expects its operands in parentheses: fusion.group (%x, %y)"
+            )
+        operands: list[UnresolvedOperand] = []
+        if parser.parse_optional_punctuation(")") is None:
+            operands = parser.parse_comma_separated_list(
+                parser.Delimiter.NONE, parser.parse_unresolved_operand
+            )
+            parser.parse_punctuation(")", " after the operands of 'fusion.group'")
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         pos = parser.pos
@@ -97,19 +127,31 @@ class GroupOp(IRDLOperation):
 
     def verify_(self) -> None:
         args = self.block.args
-        if [a.type for a in args] != [v.type for v in self.inputs]:
+        if len(args) != len(self.inputs):
             raise VerifyException(
-                "'fusion.group' op block arguments must match the operands one to one "
-                f"({len(args)} arguments for {len(self.inputs)} operands)"
+                f"'fusion.group' op has {len(self.inputs)} operand(s) but its body block "
+                f"has {len(args)} argument(s); they must match one to one"
             )
+        for i, (arg, value) in enumerate(zip(args, self.inputs, strict=True)):
+            if arg.type != value.type:
+                raise VerifyException(
+                    f"'fusion.group' op block argument #{i} has type {type_str(arg.type)} "
+                    f"but operand #{i} has type {type_str(value.type)}"
+                )
         last = self.block.last_op
         if not isinstance(last, YieldOp):
             raise VerifyException("'fusion.group' op body must end with fusion.yield")
-        if [v.type for v in last.values] != [r.type for r in self.outputs]:
+        yielded = [v.type for v in last.values]
+        results = [r.type for r in self.outputs]
+        if yielded != results:
             raise VerifyException(
-                "'fusion.group' op fusion.yield operand types must match the group's "
-                "result types"
+                f"'fusion.group' op fusion.yield gives ({_types(yielded)}) but the "
+                f"group's results are ({_types(results)})"
             )
+
+
+def _types(types: list[Attribute]) -> str:
+    return ", ".join(type_str(t) for t in types)
 
 
 @irdl_op_definition

@@ -29,7 +29,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import ParseError
 
 from fusec.dialects import shapes
 from fusec.dialects.nn_base import (
@@ -109,6 +109,7 @@ class GeluOp(UnaryOp):
     """
 
     name = "nn.gelu"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("approximate",)
 
     @property
     def approximate(self) -> str:
@@ -131,6 +132,7 @@ class ClampOp(UnaryOp):
     """
 
     name = "nn.clamp"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("min", "max")
     ALLOWED: ClassVar[frozenset[str]] = FLOAT_TYPES | INT_TYPES
 
     @property
@@ -205,6 +207,7 @@ class CmpOp(NNOp):
     """
 
     name = "nn.cmp"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("predicate",)
     ARITY: ClassVar[int | None] = 2
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -290,6 +293,7 @@ class ConstantOp(NNOp):
     """
 
     name = "nn.constant"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("value",)
     ARITY: ClassVar[int | None] = 0
     result = result_def(TensorType)
 
@@ -303,7 +307,21 @@ class ConstantOp(NNOp):
     def parse(cls, parser: Parser) -> ConstantOp:
         attributes = parser.parse_optional_attr_dict()
         pos = parser.pos
-        value = parser.parse_attribute()
+        if parser.parse_optional_unresolved_operand() is not None:
+            parser.raise_error(
+                "'nn.constant' takes no operands: write nn.constant dense<0.5> : tensor<f32>",
+                pos,
+                parser.pos,
+            )
+        try:
+            value = parser.parse_attribute()
+        except ParseError as err:
+            # xDSL's own wording ("Shape mismatch in dense literal...") names no op.
+            parser.raise_error(
+                f"'nn.constant' has an invalid value: {err.msg[:1].lower()}{err.msg[1:]}",
+                pos,
+                parser.pos,
+            )
         if not isinstance(value, DenseIntOrFPElementsAttr):
             parser.raise_error(
                 "'nn.constant' expects a dense elements attribute like "
@@ -322,7 +340,10 @@ class ConstantOp(NNOp):
     def check(self) -> None:
         value = self.attributes.get("value")
         if not isinstance(value, DenseIntOrFPElementsAttr):
-            raise self._fail("requires a dense elements attribute 'value'")
+            raise self._fail(
+                "requires attribute 'value', a dense elements attribute like "
+                "dense<0.5> : tensor<f32>"
+            )
         if value.get_type() != self.result.type:
             raise self._fail(
                 f"value has type {type_str(value.get_type())} but the result has "
@@ -335,6 +356,8 @@ class ConstantOp(NNOp):
 
 class ReduceOp(NNOp):
     """Reduction over `axes` (required) with `keepdims` (default false)."""
+
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("axes", "keepdims")
 
     ALLOWED: ClassVar[frozenset[str]] = FLOAT_TYPES | INT_TYPES
     x = operand_def(TensorType)
@@ -350,7 +373,8 @@ class ReduceOp(NNOp):
         return self.bool_attr("keepdims", False)
 
     def check(self) -> None:
-        self.expect_element(0, self.ALLOWED, "numeric")
+        what = "floating-point" if self.ALLOWED == FLOAT_TYPES else "numeric"
+        self.expect_element(0, self.ALLOWED, what)
         raw = self.int_list_attr("axes")
         if not raw:
             raise self._fail("attribute 'axes' must name at least one axis")

@@ -17,6 +17,8 @@ from fusec.dialects.nn_base import (
     NNOp,
     element_type,
     element_type_name,
+    format_float,
+    type_str,
 )
 from fusec.dialects.shapes import fmt
 
@@ -25,6 +27,8 @@ from fusec.dialects.shapes import fmt
 
 class SoftmaxLikeOp(NNOp):
     """Normalization over one axis; result type equals operand type."""
+
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("axis",)
 
     SAME_TYPE_SYNTAX: ClassVar[bool] = True
     x = operand_def(TensorType)
@@ -38,7 +42,10 @@ class SoftmaxLikeOp(NNOp):
     def check(self) -> None:
         self.expect_element(0, FLOAT_TYPES, "floating-point")
         if self.x.type != self.result.type:
-            raise self._fail("result type must equal the operand type")
+            raise self._fail(
+                f"result type {type_str(self.result.type)} must equal the operand "
+                f"type {type_str(self.x.type)}"
+            )
         _ = self.axis
 
 
@@ -71,6 +78,7 @@ class NormOp(NNOp):
     parameter has shape `x.shape[axis:]`."""
 
     DEFAULT_EPSILON: ClassVar[float] = 1.0e-05
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("axis", "epsilon")
 
     @property
     def x(self) -> SSAValue:
@@ -92,18 +100,25 @@ class NormOp(NNOp):
     def check(self) -> None:
         self.expect_element(0, FLOAT_TYPES, "floating-point")
         if self.x.type != self.results[0].type:
-            raise self._fail("result type must equal the type of operand #0")
+            raise self._fail(
+                f"result type {type_str(self.results[0].type)} must equal the type of "
+                f"operand #0, {type_str(self.x.type)}"
+            )
         expected = self.param_shape()
         for i in range(1, len(self.operands)):
             if element_type(self.operands[i]) != element_type(self.x):
-                raise self._fail(f"operand #{i} must have the element type of operand #0")
+                raise self._fail(
+                    f"operand #{i} has element type "
+                    f"{element_type_name(element_type(self.operands[i]))}, expected "
+                    f"{element_type_name(element_type(self.x))} (that of operand #0)"
+                )
             if self.operand_shape(i) != expected:
                 raise self._fail(
                     f"operand #{i} has shape {fmt(self.operand_shape(i))}, expected "
                     f"{fmt(expected)} (the dimensions from axis {self.axis} on)"
                 )
         if self.epsilon <= 0:
-            raise self._fail(f"epsilon must be positive, got {self.epsilon}")
+            raise self._fail(f"epsilon must be positive, got {format_float(self.epsilon)}")
 
 
 @irdl_op_definition
@@ -154,6 +169,7 @@ class BatchNormOp(NNOp):
     """
 
     name = "nn.batch_norm"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("epsilon",)
     ARITY: ClassVar[int | None] = 5
     x = operand_def(TensorType)
     scale = operand_def(TensorType)
@@ -174,7 +190,10 @@ class BatchNormOp(NNOp):
         if len(shape) < 2:
             raise self._fail(f"input must have rank >= 2 (N, C, ...), got {fmt(shape)}")
         if self.x.type != self.result.type:
-            raise self._fail("result type must equal the type of operand #0")
+            raise self._fail(
+                f"result type {type_str(self.result.type)} must equal the type of "
+                f"operand #0, {type_str(self.x.type)}"
+            )
         for i, what in enumerate(("scale", "bias", "mean", "var"), start=1):
             if self.operand_shape(i) != (shape[1],):
                 raise self._fail(
@@ -182,9 +201,13 @@ class BatchNormOp(NNOp):
                     f"expected {shape[1]} (the channel count)"
                 )
             if element_type(self.operands[i]) != element_type(self.x):
-                raise self._fail(f"{what} must have the element type of the input")
+                raise self._fail(
+                    f"{what} (operand #{i}) has element type "
+                    f"{element_type_name(element_type(self.operands[i]))}, expected "
+                    f"{element_type_name(element_type(self.x))} (that of the input)"
+                )
         if self.epsilon <= 0:
-            raise self._fail(f"epsilon must be positive, got {self.epsilon}")
+            raise self._fail(f"epsilon must be positive, got {format_float(self.epsilon)}")
 
 
 # --- contractions and windows ---------------------------------------------------------
@@ -253,6 +276,7 @@ class Conv2dOp(WindowOp):
     """
 
     name = "nn.conv2d"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("strides", "pads", "dilations", "groups")
     ARITY: ClassVar[int | None] = 2
     x = operand_def(TensorType)
     weight = operand_def(TensorType)
@@ -284,6 +308,8 @@ class Conv2dOp(WindowOp):
 class PoolOp(WindowOp):
     """Max or average pooling over NCHW."""
 
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("kernel", "strides", "pads")
+
     x = operand_def(TensorType)
     result = result_def(TensorType)
 
@@ -295,7 +321,8 @@ class PoolOp(WindowOp):
         self.expect_element(0, FLOAT_TYPES, "floating-point")
         self.expect_same_result_element()
         kernel, pads = self.kernel, self.pads
-        if pads[0] >= kernel[0] or pads[2] >= kernel[0] or pads[1] >= kernel[1] or pads[3] >= kernel[1]:
+        # pads are [top, left, bottom, right]: top/bottom against KH, left/right against KW
+        if any(p >= kernel[i % 2] for i, p in enumerate(pads)):
             raise self._fail(
                 f"pads {pads} must be smaller than the {kernel[0]}x{kernel[1]} window, "
                 "or some windows would hold only padding"
@@ -398,6 +425,7 @@ class TransposeOp(LayoutOp):
     """
 
     name = "nn.transpose"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("perm",)
 
     @property
     def perm(self) -> list[int]:
@@ -424,6 +452,7 @@ class SliceOp(LayoutOp):
     """
 
     name = "nn.slice"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("starts", "limits", "strides")
 
     @property
     def starts(self) -> list[int]:
@@ -453,6 +482,7 @@ class ConcatOp(NNOp):
     """
 
     name = "nn.concat"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("axis",)
     ARITY: ClassVar[int | None] = None
     inputs = var_operand_def(TensorType)
     result = result_def(TensorType)
@@ -466,7 +496,7 @@ class ConcatOp(NNOp):
             raise self._fail("needs at least one operand")
         names = {element_type_name(element_type(v)) for v in self.inputs}
         if len(names) > 1:
-            raise self._fail(f"operand element types differ: {sorted(names)}")
+            raise self._fail("operand element types differ: " + " and ".join(sorted(names)))
         self.expect_same_result_element()
         all_shapes = [self.operand_shape(i) for i in range(len(self.inputs))]
         self.expect_result_shape(shapes.concat_shape(all_shapes, self.axis))
@@ -482,6 +512,7 @@ class GatherOp(NNOp):
     """
 
     name = "nn.gather"
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("axis",)
     ARITY: ClassVar[int | None] = 2
     table = operand_def(TensorType)
     indices = operand_def(TensorType)

@@ -40,8 +40,12 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
 
 def normalize_axis(axis: int, rank: int) -> int:
     """Map a possibly negative axis into `[0, rank)`."""
+    if rank == 0:
+        raise ShapeError(f"axis {axis} is out of range: the operand has rank 0 (no axes)")
     if not -rank <= axis < rank:
-        raise ShapeError(f"axis {axis} is out of range for rank {rank}")
+        raise ShapeError(
+            f"axis {axis} is out of range for rank {rank} (expected {-rank} to {rank - 1})"
+        )
     return axis % rank if rank else 0
 
 
@@ -102,7 +106,7 @@ def conv2d_shape(
     if ci != c // groups:
         raise ShapeError(
             f"weight has {ci} input channels per group, expected {c // groups} "
-            f"({c} channels / {groups} groups)"
+            f"({c} input channels / groups = {groups})"
         )
     oh = window_out(h, kh, strides[0], pads[0] + pads[2], dilations[0])
     ow = window_out(wd, kw, strides[1], pads[1] + pads[3], dilations[1])
@@ -140,15 +144,18 @@ def slice_shape(
     rank = len(shape)
     for name, vals in (("starts", starts), ("limits", limits), ("strides", strides)):
         if len(vals) != rank:
-            raise ShapeError(f"'{name}' has {len(vals)} entries, expected {rank} (the rank)")
+            raise ShapeError(
+                f"attribute '{name}' has {len(vals)} entries, expected {rank} (one per dimension)"
+            )
     out: list[int] = []
     for i, (d, s, lim, st) in enumerate(zip(shape, starts, limits, strides, strict=True)):
         if st < 1:
             raise ShapeError(f"stride {st} in dimension {i} must be positive")
-        if not 0 <= s <= lim <= d:
+        if s > lim:
+            raise ShapeError(f"start {s} is greater than limit {lim} in dimension {i}")
+        if s < 0 or lim > d:
             raise ShapeError(
-                f"bounds [{s}, {lim}) in dimension {i} are outside [0, {d}] "
-                "or start > limit"
+                f"bounds [{s}, {lim}) in dimension {i} are outside the dimension's size {d}"
             )
         out.append((lim - s + st - 1) // st)
     return tuple(out)
@@ -159,11 +166,11 @@ def concat_shape(shapes: Sequence[Sequence[int]], axis: int) -> Shape:
     first = shapes[0]
     for k, s in enumerate(shapes[1:], start=1):
         if len(s) != len(first):
-            raise ShapeError(f"operand {k} has rank {len(s)}, operand 0 has rank {len(first)}")
+            raise ShapeError(f"operand #{k} has rank {len(s)}, operand #0 has rank {len(first)}")
         for i, (d0, d) in enumerate(zip(first, s, strict=True)):
             if i != axis and d0 != d:
                 raise ShapeError(
-                    f"operand {k} has size {d} in dimension {i}, operand 0 has {d0} "
+                    f"operand #{k} has size {d} in dimension {i}, operand #0 has {d0} "
                     f"(only the concat axis {axis} may differ)"
                 )
     total = sum(s[axis] for s in shapes)

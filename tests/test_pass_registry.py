@@ -133,10 +133,6 @@ def test_entry_point_clashing_with_a_builtin(
         make_registry([])
 
 
-@pytest.mark.xfail(strict=True, raises=ModuleNotFoundError, reason=(
-    "registry bug: an entry point (or built-in) whose module fails to import "
-    "escapes as a bare ImportError, reported as an internal error, instead of a "
-    "FusecError naming the pass and its origin"))
 def test_entry_point_that_fails_to_import(monkeypatch: pytest.MonkeyPatch) -> None:
     class Broken(FakeEntryPoint):
         def load(self) -> type[ModulePass]:

@@ -1,0 +1,182 @@
+"""The cost model: a roofline time per kernel and the gain of one fusion.
+
+A kernel moving `B` bytes of DRAM traffic and doing `F` flops takes
+
+    T(kernel) = max(B / bandwidth, F / fp32_peak) / utilization + launch
+
+where `utilization = min(1, parallel threads / resident threads of the GPU)`
+charges kernels too small to fill the machine. Fusing kernels `a` and `b`
+into `f` gains
+
+    dT = T_mem - T_overlap - T_spill
+    T_mem     = (B_a + B_b - B_f) / bandwidth + (launches saved) * launch
+    T_overlap = (F_f - F_a - F_b)^+ / fp32_peak            (recomputed work)
+              + (idle_f - idle_a - idle_b)^+               (lost parallelism)
+                where idle_k = body_k * (1 / utilization_k - 1), counted only
+                when `a` or `b` fills the GPU and `f` does not
+    T_spill   = (spill_f - spill_a - spill_b)^+
+                where spill_k = max(0, regs_k - register_budget) * 4 B * 2
+                                * parallel_k / (bandwidth * local_memory_bandwidth_factor)
+
+Every constant is a field of the `Target` profile (`compiler/targets.py`);
+the schedule constants below mirror what code generation does.
+
+```python
+from fusec.compiler.cost_model import KernelCost, fusion_gain
+g = fusion_gain(h200, a, b, fused)
+g.delta > 0, g.t_mem, g.saved_bytes
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import Operation
+
+from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.compiler.targets import Target
+from fusec.dialects import nn
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import numel
+
+POINTWISE_ELEMENTS_PER_THREAD = 4
+"""A pointwise kernel handles 4 consecutive elements per thread (16-byte
+accesses; DESIGN.md, measured 96% of copy on H200)."""
+
+GEMM_OUTPUTS_PER_THREAD = 64
+"""A tiled GEMM computes an 8x8 register tile of outputs per thread."""
+
+REGISTER_BYTES = 4
+
+# Flops per element of the result for elementwise ops whose cost is not one
+# instruction; transcendental functions expand to a polynomial or a MUFU op
+# plus corrections (erf-form gelu is the longest).
+ELEMENTWISE_FLOPS: dict[type[Operation], int] = {
+    nn.ExpOp: 4, nn.LogOp: 4, nn.TanhOp: 6, nn.ErfOp: 8, nn.SigmoidOp: 6,
+    nn.SiluOp: 7, nn.GeluOp: 12, nn.PowOp: 8, nn.SqrtOp: 2, nn.RsqrtOp: 2,
+    nn.ReciprocalOp: 2, nn.DivOp: 2,
+}
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    """What one kernel costs the machine."""
+
+    bytes_moved: int
+    """DRAM bytes read (distinct inputs) plus written (results)."""
+    flops: float
+    """Floating-point operations over the whole launch."""
+    parallel: int
+    """Threads the schedule launches (independent work items)."""
+    registers: int
+    """Estimated registers per thread."""
+    launches: int = 1
+
+    def utilization(self, target: Target) -> float:
+        """Fraction of the GPU's resident threads this kernel keeps busy."""
+        return max(1e-9, min(1.0, self.parallel / target.max_resident_threads))
+
+    def body_time(self, target: Target) -> float:
+        """The roofline without launch overhead or utilization."""
+        return max(self.bytes_moved / target.memory_bandwidth, self.flops / target.fp32_flops)
+
+    def idle_time(self, target: Target) -> float:
+        """Time added because the kernel is too small to fill the GPU."""
+        return self.body_time(target) * (1.0 / self.utilization(target) - 1.0)
+
+    def spill_time(self, target: Target) -> float:
+        """Local-memory traffic of registers over the budget (store + load)."""
+        excess = max(0, self.registers - target.register_budget)
+        traffic = excess * REGISTER_BYTES * 2 * self.parallel
+        return traffic / (target.memory_bandwidth * target.local_memory_bandwidth_factor)
+
+    def time(self, target: Target) -> float:
+        """`max(bytes/BW, flops/peak) / utilization + launch + spills`."""
+        return (
+            self.body_time(target) + self.idle_time(target) + self.spill_time(target)
+            + self.launches * target.launch_overhead
+        )
+
+
+@dataclass(frozen=True)
+class FusionGain:
+    """`dT = T_mem - T_overlap - T_spill` of one candidate fusion (seconds)."""
+
+    t_mem: float
+    t_overlap: float
+    t_spill: float
+    saved_bytes: int
+    saved_launches: int
+
+    @property
+    def delta(self) -> float:
+        """Seconds saved; positive means the fusion pays."""
+        return self.t_mem - self.t_overlap - self.t_spill
+
+    def summary(self) -> str:
+        """`dT = 60.3 us (T_mem 60.3 - T_overlap 0.0 - T_spill 0.0)`."""
+        return (
+            f"dT = {_us(self.delta)} us (T_mem {_us(self.t_mem)} - T_overlap "
+            f"{_us(self.t_overlap)} - T_spill {_us(self.t_spill)})"
+        )
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f}"
+
+
+def fusion_gain(target: Target, a: KernelCost, b: KernelCost, fused: KernelCost) -> FusionGain:
+    """The gain of running `fused` instead of `a` then `b` (formulas above)."""
+    saved_bytes = a.bytes_moved + b.bytes_moved - fused.bytes_moved
+    saved_launches = a.launches + b.launches - fused.launches
+    t_mem = saved_bytes / target.memory_bandwidth + saved_launches * target.launch_overhead
+    recompute = max(0.0, fused.flops - a.flops - b.flops) / target.fp32_flops
+    idle = 0.0
+    # Lost parallelism counts only when a separate kernel could fill the GPU
+    # and the fused one cannot; when neither can, both are latency-bound and
+    # the utilization model would charge bytes a handful of threads pipeline.
+    if fused.parallel < target.max_resident_threads <= max(a.parallel, b.parallel):
+        idle = fused.idle_time(target) - a.idle_time(target) - b.idle_time(target)
+    spill = fused.spill_time(target) - a.spill_time(target) - b.spill_time(target)
+    return FusionGain(t_mem, recompute + max(0.0, idle), max(0.0, spill), saved_bytes,
+                      saved_launches)
+
+
+# --- per-op estimates -----------------------------------------------------------------
+
+
+def op_flops(op: Operation, iteration_elements: int | None = None) -> float:
+    """Flops of `op`; an elementwise op evaluated over a larger iteration
+    space than its own result (fused into a broadcasting group) is counted
+    once per iteration point, which is what recomputation costs."""
+    kind = op_kind(op)
+    if isinstance(op, nn.MatmulOp):
+        a, b = tensor_shape(op.operands[0]), tensor_shape(op.operands[1])
+        return 2.0 * numel(tensor_shape(op.results[0])) * a[-1] if b else 0.0
+    if isinstance(op, nn.Conv2dOp):
+        w = tensor_shape(op.operands[1])
+        return 2.0 * numel(tensor_shape(op.results[0])) * numel(w[1:])
+    if kind in (OpKind.REDUCTION, OpKind.WINDOW):
+        return float(numel(tensor_shape(op.operands[0])))
+    if kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST) and op.results:
+        elements = numel(tensor_shape(op.results[0]))
+        points = max(elements, iteration_elements or 0)
+        return float(points * ELEMENTWISE_FLOPS.get(type(op), 1))
+    return 0.0
+
+
+def parallel_threads(kind: str, iteration_shape: tuple[int, ...], row: int, target: Target) -> int:
+    """Threads a group of `kind` launches: pointwise 4 elements per thread; a
+    row reduction a block of up to `max_threads_per_block` per row; a GEMM an
+    8x8 tile per thread; a window op one output per thread."""
+    total = numel(iteration_shape)
+    if kind == "pointwise":
+        return max(1, -(-total // POINTWISE_ELEMENTS_PER_THREAD))
+    if kind == "reduction" and row > 0:
+        rows = max(1, total // row)
+        per_row = min(target.max_threads_per_block, -(-row // POINTWISE_ELEMENTS_PER_THREAD))
+        return rows * max(1, per_row)
+    if kind == "contraction":
+        return max(1, total // GEMM_OUTPUTS_PER_THREAD)
+    return max(1, total)

@@ -1,0 +1,517 @@
+"""Fusion legality: four separate, side-effect-free predicates.
+
+`CanFuse = dep_ok and prec_ok and res_ok and gain_ok` (DESIGN.md). Each takes
+a `Candidate` (two groups of ops and everything needed to judge them) and
+returns a `Verdict` whose `reason` is a sentence a user can read:
+
+```
+cannot fuse nn.reduce_max (%m) with nn.matmul (%1): a reduction and a contraction
+cannot share one kernel (no schedule computes both)
+```
+
+- `dep_ok`: the merged group has a kind an emitter schedules (pointwise,
+  reduction, contraction, window), its results have the shapes that kind can
+  write (several results make a multi-output group), reductions share one
+  iteration space, and no path between the two runs through an outside op.
+- `prec_ok`: the fused result stays within tau of the unfused one.
+- `res_ok`: registers and shared memory fit the target.
+- `gain_ok`: the cost model's `dT = T_mem - T_overlap - T_spill` is >= 0.
+
+`GroupInfo` is the summary of a group these predicates read; `fuse_infos`
+builds the merged summary without touching the IR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from xdsl.ir import Operation, OpResult, SSAValue
+
+from fusec.compiler.cost_model import (
+    FusionGain,
+    KernelCost,
+    fusion_gain,
+    op_flops,
+    parallel_threads,
+)
+from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.compiler.targets import Target
+from fusec.dialects import nn
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import ShapeError, broadcast_shapes, fmt, numel
+from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
+
+# Group kinds an emitter schedules; the others describe ops that stay alone.
+FUSIBLE_KINDS = ("pointwise", "reduction", "contraction", "window")
+VIEW_OPS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
+
+# Registers per thread: a base per group kind (index math, the 4-wide vector
+# of a pointwise thread, a GEMM's 8x8 accumulator tile plus fragments, a
+# window's sliding inputs) plus a cost per op: the temporaries it keeps live.
+# Summing per-op costs over-estimates long chains (registers get reused), so
+# fusion stays on the safe side of the budget.
+GROUP_BASE_REGISTERS: dict[str, int] = {
+    "pointwise": 16, "reduction": 24, "contraction": 96, "window": 40, "view": 8,
+}
+OP_REGISTERS: dict[str, int] = {
+    "elementwise": 2, "transcendental": 4, "reduction": 8, "view": 1, "anchor": 0,
+}
+TRANSCENDENTAL = (nn.ExpOp, nn.LogOp, nn.TanhOp, nn.ErfOp, nn.SigmoidOp, nn.SiluOp,
+                  nn.GeluOp, nn.PowOp, nn.DivOp, nn.SqrtOp, nn.RsqrtOp)
+
+# Shared memory per group kind: cross-warp partials of a block-per-row
+# reduction (one f32 per warp of a 1024-thread block, per reduction); the
+# double-buffered 128x8 A and 8x128 B tiles of a GEMM; a 16x16 output tile
+# of a window op plus a 3-pixel halo, 4 channels at a time.
+SHARED_BYTES: dict[str, int] = {
+    "reduction": 32 * 4, "contraction": 2 * (128 * 8 + 8 * 128) * 4,
+    "window": 4 * (16 + 3) * (16 + 3) * 4,
+}
+
+# tau: how far (relative) a fused result may drift from the unfused one, per
+# element type of the values involved; and the unit roundoff of each type.
+# Fused kernels keep intermediates in f32 registers, so every low-precision
+# intermediate the fusion keeps out of memory skips one rounding.
+TAU: dict[str, float] = {"f64": 1e-12, "f32": 1e-5, "f16": 1e-2, "bf16": 5e-2}
+UNIT_ROUNDOFF: dict[str, float] = {"f16": 2.0**-11, "bf16": 2.0**-8}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer of one predicate: `ok`, and why not."""
+
+    ok: bool
+    reason: str = ""
+    gain: FusionGain | None = None
+
+    @staticmethod
+    def yes(gain: FusionGain | None = None) -> Verdict:
+        return Verdict(True, "", gain)
+
+    @staticmethod
+    def no(reason: str, gain: FusionGain | None = None) -> Verdict:
+        return Verdict(False, reason, gain)
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """What legality needs to know about a group of ops."""
+
+    nid: int
+    kind: str  # a FUSIBLE_KIND, or "view", "layout", "composite", "alone", "opaque", "constant"
+    lead: Operation  # the first op in program order (names the group in remarks)
+    size: int
+    shape: tuple[int, ...]  # the iteration space (reduction: the reduced input's shape)
+    axes: tuple[int, ...] = ()  # reduction axes, normalized
+    anchor: Operation | None = None  # the matmul / window op / a reduction
+    outputs: frozenset[SSAValue] = frozenset()  # values read outside or returned
+    inputs: frozenset[SSAValue] = frozenset()  # values read from outside
+    flops: float = 0.0
+    registers: int = 0
+    shared: int = 0
+    drift: float = 0.0  # rounding skipped by keeping low-precision values internal
+    has_never: bool = False
+    note: str = ""  # why a non-fusible kind is not fusible
+
+
+def single_op_info(op: Operation, nid: int, dep: DependencyAnalysis) -> GroupInfo:
+    """The summary of a group holding only `op`."""
+    kind, shape, axes, note = _classify(op)
+    inputs = frozenset(op.operands)
+    regs = GROUP_BASE_REGISTERS.get(kind, 0) + _op_registers(op)
+    return GroupInfo(
+        nid=nid, kind=kind, lead=op, size=1, shape=shape, axes=axes,
+        anchor=op if kind in ("contraction", "window", "reduction") else None,
+        outputs=frozenset(r for r in op.results if dep.consumers(r)), inputs=inputs,
+        flops=op_flops(op),
+        registers=regs, shared=SHARED_BYTES.get(kind, 0),
+        has_never=_contract(op) == "never", note=note,
+    )
+
+
+def _contract(op: Operation) -> str:
+    attr = op.attributes.get("fusion")
+    return str(getattr(attr, "data", "")) if attr is not None else ""
+
+
+def _classify(op: Operation) -> tuple[str, tuple[int, ...], tuple[int, ...], str]:
+    kind = op_kind(op)
+    shape = tensor_shape(op.results[0]) if op.results else ()
+    if kind is OpKind.CONSTANT:
+        return "constant", shape, (), "a constant is program data, not a kernel"
+    if kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST) and not isinstance(op, nn.BatchNormOp):
+        return "pointwise", shape, (), ""
+    if isinstance(op, nn.ReduceOp):
+        axes = op.axes
+        rank = len(op.operand_shape())
+        if axes != tuple(range(rank - len(axes), rank)):
+            note = (f"it reduces the non-trailing axes {list(axes)} of {fmt(op.operand_shape())} "
+                    "and the row-reduction schedule needs the reduced axes innermost")
+            return "alone", shape, axes, note
+        return "reduction", op.operand_shape(), axes, ""
+    if kind is OpKind.CONTRACTION:
+        return "contraction", shape, (), ""
+    if kind is OpKind.WINDOW:
+        return "window", shape, (), ""
+    if isinstance(op, VIEW_OPS):
+        return "view", shape, (), "a layout op moves elements and runs as its own kernel"
+    if kind in (OpKind.REDUCTION, OpKind.ELEMENTWISE):
+        return "composite", shape, (), (
+            "it is a composite kept whole (it carries a fusion contract, so decompose "
+            "left it) and emitters fuse only primitives")
+    if kind is OpKind.LAYOUT:
+        return "layout", shape, (), "a layout op moves elements and runs as its own kernel"
+    return "opaque", shape, (), "fusec does not know how to fuse it"
+
+
+def _op_registers(op: Operation) -> int:
+    kind = op_kind(op)
+    if kind in (OpKind.CONTRACTION, OpKind.WINDOW):
+        return OP_REGISTERS["anchor"]
+    if kind is OpKind.REDUCTION:
+        return OP_REGISTERS["reduction"]
+    if isinstance(op, VIEW_OPS):
+        return OP_REGISTERS["view"]
+    if isinstance(op, TRANSCENDENTAL):
+        return OP_REGISTERS["transcendental"]
+    return OP_REGISTERS["elementwise"]
+
+
+@dataclass(frozen=True)
+class FusionOptions:
+    """The knobs of legality, from the pass options and the target."""
+
+    max_registers: int  # hard per-thread limit res_ok enforces
+    allow_reduced_precision: bool = False
+    fold_views: bool = True
+    min_gain: float = 0.0  # seconds; gain_ok wants dT >= min_gain
+
+
+@dataclass
+class Candidate:
+    """Two groups that might become one kernel, and the context to judge it."""
+
+    a: GroupInfo
+    b: GroupInfo
+    dep: DependencyAnalysis
+    graph: FusionGraph
+    target: Target
+    options: FusionOptions
+    relation: str = "vertical"  # or "horizontal" (siblings sharing an input)
+    _cache: dict[str, object] = field(default_factory=dict[str, object])
+
+    def in_pair(self, op: Operation) -> bool:
+        """`op` belongs to one of the two groups."""
+        nid = self.graph.node_of.get(op)
+        return nid == self.a.nid or nid == self.b.nid
+
+    def edges(self, src: GroupInfo, dst: GroupInfo) -> list[SSAValue]:
+        """Values produced by `src` and read by `dst` (memoized per pair)."""
+        key = f"edges{src.nid}->{dst.nid}"
+        if key not in self._cache:
+            found = [v for v in dst.inputs if self.owner(v) == src.nid]
+            self._cache[key] = sorted(found, key=self.dep.position)
+        return self._cache[key]  # type: ignore[return-value]
+
+    def owner(self, v: SSAValue) -> int | None:
+        """The node producing `v` (None for a function argument)."""
+        return self.graph.node_of.get(v.op) if isinstance(v, OpResult) else None
+
+    @cached_property
+    def outputs(self) -> list[SSAValue]:
+        """Values the merged group must still write: read outside it or returned."""
+        boundary = self.a.outputs | self.b.outputs  # only these can stay outputs
+        return sorted((
+            v for v in boundary
+            if any(not self.in_pair(u) for u in self.dep.consumers(v))
+        ), key=self.dep.position)
+
+    @cached_property
+    def fused(self) -> GroupInfo | str:
+        """The merged summary, or why the two kinds cannot form one group."""
+        return fuse_infos(self)
+
+
+def describe_group(dep: DependencyAnalysis, g: GroupInfo) -> str:
+    """`nn.exp (%2)` or `the group of nn.exp (%2) (3 ops)`."""
+    if g.size == 1:
+        return dep.describe(g.lead)
+    return f"the group of {dep.describe(g.lead)} ({g.size} ops)"
+
+
+# --- merging two summaries (the kind algebra) ------------------------------------------------
+
+
+def fuse_infos(c: Candidate) -> GroupInfo | str:
+    """The merged summary if the kinds combine, else the reason they do not."""
+    a, b = c.a, c.b
+    kinds = {a.kind, b.kind}
+    if "view" in kinds and kinds & {"contraction"} and c.options.fold_views:
+        merged = _fold_view(c)
+    elif kinds <= {"pointwise"}:
+        merged = _pointwise(a, b)
+    elif kinds == {"pointwise", "reduction"} or kinds == {"reduction"}:
+        merged = _reduction(c)
+    elif len(kinds) == 2 and "pointwise" in kinds and kinds & {"contraction", "window"}:
+        merged = _epilogue(c)
+    else:
+        merged = _kind_refusal(c)
+    if isinstance(merged, str):
+        return merged
+    return _with_totals(c, *merged)
+
+
+def _kind_refusal(c: Candidate) -> str:
+    for g in (c.a, c.b):
+        if g.kind not in FUSIBLE_KINDS and g.kind != "view":
+            return f"{c.dep.describe(g.lead)} is not fusible: {g.note}"
+    for g in (c.a, c.b):
+        if g.kind == "view":
+            return (f"{c.dep.describe(g.lead)} is a layout op; layout ops fold only into "
+                    "the operand loads of a matmul (option fold_views)")
+    if c.a.kind == c.b.kind:
+        return (f"both hold a {c.a.kind} op ({c.dep.describe(c.a.anchor or c.a.lead)} and "
+                f"{c.dep.describe(c.b.anchor or c.b.lead)}); one kernel computes one")
+    return (f"a {c.a.kind} group and a {c.b.kind} group cannot share one kernel "
+            "(no schedule computes both)")
+
+
+Merged = tuple[str, tuple[int, ...], tuple[int, ...], Operation | None]
+
+
+def _pointwise(a: GroupInfo, b: GroupInfo) -> Merged | str:
+    shape = _covering(a.shape, b.shape)
+    if shape is None:
+        return f"their iteration spaces {fmt(a.shape)} and {fmt(b.shape)} do not broadcast"
+    return ("pointwise", shape, (), None)
+
+
+def _covering(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The larger of two shapes when the other broadcasts into it."""
+    try:
+        joint = broadcast_shapes(s, t)
+    except ShapeError:
+        return None
+    return joint if joint in (s, t) else None
+
+
+def _reduction(c: Candidate) -> Merged | str:
+    red, other = (c.a, c.b) if c.a.kind == "reduction" else (c.b, c.a)
+    if other.kind == "reduction" and (other.shape, other.axes) != (red.shape, red.axes):
+        return (f"the reductions cannot share one iteration space: "
+                f"{c.dep.describe(other.anchor or other.lead)} reduces axes {list(other.axes)} "
+                f"of {fmt(other.shape)} but {c.dep.describe(red.anchor or red.lead)} reduces "
+                f"axes {list(red.axes)} of {fmt(red.shape)}")
+    for src, dst in ((c.a, c.b), (c.b, c.a)):
+        for v in c.edges(src, dst):
+            owner = v.op if isinstance(v, OpResult) else None
+            if isinstance(owner, nn.ReduceOp) and not owner.keepdims:
+                return (f"{c.dep.describe(owner)} drops its reduced axes (keepdims = false), "
+                        "so its readers do not broadcast back over the rows")
+    if other.kind == "pointwise" and _covering(other.shape, red.shape) != red.shape:
+        return (f"{describe_group(c.dep, other)} iterates over {fmt(other.shape)}, which does "
+                f"not broadcast into the reduction's row space {fmt(red.shape)}")
+    return ("reduction", red.shape, red.axes, red.anchor)
+
+
+def _epilogue(c: Candidate) -> Merged | str:
+    anchor_g, ew = (c.a, c.b) if c.a.kind != "pointwise" else (c.b, c.a)
+    what = anchor_g.kind
+    if c.edges(ew, anchor_g):
+        return (f"{describe_group(c.dep, ew)} would be a prologue of a {what} group; a "
+                f"{what} loads its operands directly and fuses only an elementwise epilogue")
+    if not c.edges(anchor_g, ew):
+        return (f"{describe_group(c.dep, ew)} does not read the {what} result; a {what} "
+                "group fuses only its own epilogue")
+    if _covering(ew.shape, anchor_g.shape) != anchor_g.shape:
+        return (f"{describe_group(c.dep, ew)} iterates over {fmt(ew.shape)}, not the "
+                f"{what} result's {fmt(anchor_g.shape)}")
+    return (what, anchor_g.shape, (), anchor_g.anchor)
+
+
+def _fold_view(c: Candidate) -> Merged | str:
+    view, con = (c.a, c.b) if c.a.kind == "view" else (c.b, c.a)
+    if c.edges(con, view) or not c.edges(view, con):
+        return (f"{c.dep.describe(view.lead)} does not feed an operand of "
+                f"{c.dep.describe(con.anchor or con.lead)}; only operand views fold")
+    for v in view.outputs:
+        readers = c.dep.consumers(v)
+        outside = [u for u in readers if not c.in_pair(u)]
+        if outside:
+            return (f"{c.dep.describe(view.lead)} is also read by "
+                    f"{c.dep.describe(outside[0])} outside the group; a folded view must "
+                    "feed only the matmul's operand load")
+        if any(u is not con.anchor and not isinstance(u, VIEW_OPS) for u in readers):
+            return (f"{c.dep.describe(view.lead)} feeds the epilogue, not an operand of "
+                    f"{c.dep.describe(con.anchor or con.lead)}")
+    return ("contraction", con.shape, (), con.anchor)
+
+
+def _with_totals(c: Candidate, kind: str, shape: tuple[int, ...], axes: tuple[int, ...],
+                 anchor: Operation | None) -> GroupInfo:
+    a, b = c.a, c.b
+    inputs = frozenset(v for v in a.inputs | b.inputs if c.owner(v) not in (a.nid, b.nid))
+    outputs = frozenset(c.outputs)
+    internalized = [v for v in a.outputs | b.outputs if v not in outputs]
+    drift = a.drift + b.drift + sum(UNIT_ROUNDOFF.get(c.dep.dtype(v), 0.0) for v in internalized)
+    lead = a.lead if c.dep.index[a.lead] <= c.dep.index[b.lead] else b.lead
+    regs = GROUP_BASE_REGISTERS[kind] + sum(
+        g.registers - GROUP_BASE_REGISTERS.get(g.kind, 0) for g in (a, b))
+    shared = SHARED_BYTES.get(kind, 0) * (1 + (a.kind == b.kind == "reduction"))
+    return GroupInfo(
+        nid=a.nid, kind=kind, lead=lead, size=a.size + b.size, shape=shape, axes=axes,
+        anchor=anchor, outputs=outputs, inputs=inputs, flops=_fused_flops(a, b, kind, shape),
+        registers=regs, shared=shared, drift=drift,
+    )
+
+
+def _fused_flops(a: GroupInfo, b: GroupInfo, kind: str, shape: tuple[int, ...]) -> float:
+    """Pointwise ops of a smaller shape fused into a larger iteration space
+    are recomputed at every point: scale their flops up."""
+    total = 0.0
+    for g in (a, b):
+        if g.kind == "pointwise" and kind == "pointwise" and g.shape != shape:
+            total += g.flops * numel(shape) / max(1, numel(g.shape))
+        else:
+            total += g.flops
+    return total
+
+
+# --- the four predicates -------------------------------------------------------------------------
+
+
+def dep_ok(c: Candidate) -> Verdict:
+    """Dependencies: contracts, a kind the emitters schedule, result shapes
+    that kind can write, one iteration space, and no cycle."""
+    for g in (c.a, c.b):  # a `fusion = "never"` op stays alone
+        if g.has_never:
+            return Verdict.no(f'{c.dep.describe(g.lead)} has fusion = "never"')
+    fused = c.fused
+    if isinstance(fused, str):
+        return Verdict.no(fused)
+    if (bad := _bad_output(c, fused)) is not None:
+        return Verdict.no(bad)
+    witness = c.graph.cycle_witness(c.graph.nodes[c.a.nid], c.graph.nodes[c.b.nid])
+    if witness is not None:  # the merged kernel would run both before and after it
+        return Verdict.no(
+            f"merging would create a cycle through {c.dep.describe(witness)}, which "
+            "reads one group and feeds the other")
+    return Verdict.yes()
+
+
+def _bad_output(c: Candidate, fused: GroupInfo) -> str | None:
+    """A result the merged kind cannot write (multi-output groups write
+    results of the iteration shape; a reduction also its reduced values)."""
+    allowed = {fused.shape}
+    if fused.kind == "reduction":
+        allowed.add(tuple(1 if i in fused.axes else d for i, d in enumerate(fused.shape)))
+        allowed.add(tuple(d for i, d in enumerate(fused.shape) if i not in fused.axes))
+    for v in c.outputs:
+        if tensor_shape(v) not in allowed:
+            owner = v.op if isinstance(v, OpResult) else None
+            reader = next(u for u in c.dep.consumers(v) if not c.in_pair(u))
+            name = c.dep.describe(owner) if owner is not None else c.dep.names.get(v, "%?")
+            return (f"{name} is also read by {c.dep.describe(reader)} outside the group, and a "
+                    f"{fused.kind} group's results must have shape {fmt(fused.shape)}, not "
+                    f"{fmt(tensor_shape(v))}")
+    return None
+
+
+def prec_ok(c: Candidate) -> Verdict:
+    """Precision: a narrowing cast must not feed an accumulation in the same
+    kernel, and the roundings the fusion skips must stay within tau."""
+    fused = c.fused
+    if c.options.allow_reduced_precision or isinstance(fused, str):
+        return Verdict.yes()
+    for src, dst in ((c.a, c.b), (c.b, c.a)):
+        for v in c.edges(src, dst):
+            owner = v.op if isinstance(v, OpResult) else None
+            if not isinstance(owner, nn.CastOp) or c.dep.dtype(v) not in UNIT_ROUNDOFF:
+                continue
+            name = c.dep.dtype(v)
+            for reader in c.dep.consumers(v):
+                if c.in_pair(reader) and op_kind(reader) in (OpKind.REDUCTION, OpKind.CONTRACTION):
+                    return Verdict.no(
+                        f"{c.dep.describe(owner)} rounds to {name} and feeds the accumulation "
+                        f"of {c.dep.describe(reader)}; fused, the sum would see unrounded "
+                        "values (set allow_reduced_precision to fuse anyway)")
+    outs = [c.dep.dtype(v) for v in c.outputs] or ["f32"]
+    tau = min(TAU.get(n, TAU["f32"]) for n in outs)
+    if fused.drift > tau:
+        return Verdict.no(
+            f"keeping low-precision intermediates in registers changes the result by up to "
+            f"{fused.drift:.2g}, more than tau = {tau:g} for {min(outs, key=TAU.get)}")
+    return Verdict.yes()
+
+
+def res_ok(c: Candidate) -> Verdict:
+    """Resources: estimated registers per thread and shared memory per block."""
+    fused = c.fused
+    if isinstance(fused, str):
+        return Verdict.no(fused)
+    if fused.registers > c.options.max_registers:
+        return Verdict.no(
+            f"the fused kernel needs about {fused.registers} registers per thread, over the "
+            f"limit of {c.options.max_registers} on {c.target.name}")
+    if fused.shared > c.target.shared_memory_per_block:
+        return Verdict.no(
+            f"the fused kernel needs {fused.shared} bytes of shared memory per block, over "
+            f"{c.target.shared_memory_per_block} on {c.target.name}")
+    return Verdict.yes()
+
+
+def gain_ok(c: Candidate) -> Verdict:
+    """Gain: the cost model says the fused kernel is at least as fast."""
+    fused = c.fused
+    if isinstance(fused, str):
+        return Verdict.no(fused)
+    gain = fusion_gain(
+        c.target, group_cost(c, c.a), group_cost(c, c.b), group_cost(c, fused, c.outputs))
+    if gain.delta < c.options.min_gain:
+        return Verdict.no(f"the cost model predicts no gain: {gain.summary()}", gain)
+    return Verdict.yes(gain)
+
+
+def group_cost(c: Candidate, g: GroupInfo, outputs: list[SSAValue] | None = None) -> KernelCost:
+    """The kernel cost of a group: distinct inputs read, results written."""
+    if g.size == 1 and isinstance(g.lead, nn.ReshapeOp):
+        return KernelCost(0, 0.0, 1, 0, launches=0)  # a view of its input's buffer
+    if outputs is None:
+        outputs = list(g.outputs)
+    moved = sum(map(c.dep.nbytes, g.inputs)) + sum(map(c.dep.nbytes, outputs))
+    row = numel(tuple(g.shape[i] for i in g.axes)) if g.kind == "reduction" else 0
+    threads = parallel_threads(g.kind, g.shape, row, c.target)
+    return KernelCost(moved, g.flops, threads, g.registers)
+
+
+def recompute_ok(dep: DependencyAnalysis, producer: Operation, host: GroupInfo,
+                 target: Target, options: FusionOptions, saves_write: bool) -> Verdict:
+    """Recompute the elementwise `producer` inside `host` (a group reading its
+    result) instead of writing and re-reading the value? Legal when the host
+    schedules an elementwise op of that shape and the registers fit; wanted
+    when the bytes saved outweigh the recomputed flops and new input bytes."""
+    value = producer.results[0]
+    if host.kind not in FUSIBLE_KINDS or _covering(tensor_shape(value), host.shape) != host.shape:
+        return Verdict.no(f"{describe_group(dep, host)} cannot evaluate it over {fmt(host.shape)}")
+    if host.registers + _op_registers(producer) > options.max_registers:
+        return Verdict.no(f"it would take the kernel past {options.max_registers} registers")
+    new_inputs = {v for v in producer.operands if v not in host.inputs}
+    saved = dep.nbytes(value) * (1 + saves_write) - sum(map(dep.nbytes, new_inputs))
+    flops = op_flops(producer, numel(host.shape))
+    t_mem, t_overlap = saved / target.memory_bandwidth, flops / target.fp32_flops
+    gain = FusionGain(t_mem, t_overlap, 0.0, saved, 0)
+    if gain.delta <= options.min_gain:
+        return Verdict.no(f"recomputing costs more than it saves: {gain.summary()}", gain)
+    return Verdict.yes(gain)
+
+
+def can_fuse(c: Candidate) -> Verdict:
+    """All four predicates in order; the first refusal wins, and an accepted
+    verdict carries the gain (gain_ok runs last)."""
+    verdict = Verdict.yes()
+    for predicate in (dep_ok, prec_ok, res_ok, gain_ok):
+        verdict = predicate(c)
+        if not verdict.ok:
+            return verdict
+    return verdict

@@ -1,0 +1,246 @@
+"""Hardware profiles: the numbers the cost model and the fusion legality
+checks read, one frozen dataclass per GPU.
+
+Every number that steers a fusion decision lives here, named and documented,
+so that a reader can see why `form-fusion-groups{target=orin}` fuses less
+than `target=h200`:
+
+```python
+from fusec.compiler.targets import get_target
+t = get_target("h200")
+t.memory_bandwidth   # 4.23e12 bytes/s, measured device-to-device copy (read + write)
+t.kernel_time(bytes_moved=2**30, flops=0)   # roofline seconds, launch included
+```
+
+`"auto"` reads the device numba.cuda sees (SM count, shared memory, register
+file, L2, clock) on top of the closest known profile; without a GPU it falls
+back to h200 and says so in `resolve_target(...)`'s note.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from fusec.compiler.diagnostics import FusecError
+
+
+@dataclass(frozen=True)
+class Target:
+    """One GPU as fusion sees it. Rates are sustained (measured where noted),
+    not datasheet peaks, because the cost model predicts achieved time."""
+
+    name: str
+    description: str
+    sms: int
+    """Streaming multiprocessors: how many blocks run at once, times occupancy."""
+    registers_per_sm: int
+    """32-bit registers in one SM's register file (shared by its resident threads)."""
+    max_registers_per_thread: int
+    """Hard limit per thread (255 on every CUDA GPU since Kepler); past it ptxas spills."""
+    register_budget: int
+    """Registers per thread fusion aims to stay under so that enough warps stay
+    resident to hide memory latency (`registers_per_sm / register_budget`
+    threads per SM); more than this costs spills or occupancy (`T_spill`)."""
+    max_threads_per_block: int
+    """Largest block the hardware launches."""
+    max_threads_per_sm: int
+    """Resident threads per SM at full occupancy."""
+    shared_memory_per_sm: int
+    """Bytes of shared memory per SM (the carve-out maximum)."""
+    shared_memory_per_block: int
+    """Bytes one block may allocate (with the opt-in attribute where needed)."""
+    l2_bytes: int
+    """L2 cache size: intermediates smaller than this are cheap to re-read."""
+    memory_bandwidth: float
+    """Bytes/s of DRAM traffic actually achieved by a copy (read + write counted)."""
+    fp32_flops: float
+    """Sustained fp32 FLOP/s of a good GEMM (cuBLAS-class), the compute roof."""
+    launch_overhead: float
+    """Seconds per kernel launch as the runtime pays it: a CUDA-graph replay
+    (the runtime captures graphs for repeated calls)."""
+    python_launch_overhead: float
+    """Seconds per launch through numba's Python dispatcher (first calls, no graph)."""
+    local_memory_bandwidth_factor: float = 4.0
+    """How much faster spilled-register traffic (local memory, mostly L1/L2 hits)
+    moves than DRAM; `T_spill` divides spill bytes by `bandwidth * factor`."""
+
+    @property
+    def max_resident_threads(self) -> int:
+        """Threads the whole GPU holds at full occupancy: parallel work below
+        this leaves SMs idle (`T_overlap`)."""
+        return self.sms * self.max_threads_per_sm
+
+    def kernel_time(self, bytes_moved: float, flops: float, launches: int = 1) -> float:
+        """Roofline time of a kernel: `max(bytes/BW, flops/peak) + launch`."""
+        return max(bytes_moved / self.memory_bandwidth, flops / self.fp32_flops) + (
+            launches * self.launch_overhead
+        )
+
+
+_MIB = 1 << 20
+_KIB = 1 << 10
+
+# Measured on the project's H200 (shared/GPU.md, 2026-11-30): copy 4.23 TB/s,
+# cuBLAS fp32 50.8 TFLOP/s, numba launch ~20 us, graph replay 0.8 us.
+H200 = Target(
+    name="h200",
+    description="NVIDIA H200 SXM (Hopper, sm_90), HBM3e; rates measured here",
+    sms=132,
+    registers_per_sm=65536,
+    max_registers_per_thread=255,
+    register_budget=128,
+    max_threads_per_block=1024,
+    max_threads_per_sm=2048,
+    shared_memory_per_sm=228 * _KIB,
+    shared_memory_per_block=227 * _KIB,
+    l2_bytes=60 * _MIB,
+    memory_bandwidth=4.23e12,
+    fp32_flops=50.8e12,
+    launch_overhead=0.8e-6,
+    python_launch_overhead=20e-6,
+)
+
+# Same GH100 die with HBM3: the copy rate scales with the datasheet ratio
+# (3.35 / 4.8 of H200's measured figure); compute and launch as H200.
+H100 = dataclasses.replace(
+    H200,
+    name="h100",
+    description="NVIDIA H100 SXM (Hopper, sm_90), HBM3; bandwidth scaled from H200",
+    l2_bytes=50 * _MIB,
+    memory_bandwidth=2.95e12,
+)
+
+# Ampere GA100: 1.94 TB/s peak (80 GB), ~1.75 TB/s copy; fp32 SIMT 19.5 TFLOP/s
+# peak, ~18 sustained; 164 KiB shared memory per SM.
+A100 = Target(
+    name="a100",
+    description="NVIDIA A100 SXM 80GB (Ampere, sm_80), HBM2e; datasheet-derived",
+    sms=108,
+    registers_per_sm=65536,
+    max_registers_per_thread=255,
+    register_budget=128,
+    max_threads_per_block=1024,
+    max_threads_per_sm=2048,
+    shared_memory_per_sm=164 * _KIB,
+    shared_memory_per_block=163 * _KIB,
+    l2_bytes=40 * _MIB,
+    memory_bandwidth=1.75e12,
+    fp32_flops=18.0e12,
+    launch_overhead=1.0e-6,
+    python_launch_overhead=20e-6,
+)
+
+# A consumer GDDR6X card (RTX 4090-like, Ada sm_89): 1.01 TB/s peak, ~0.92 copy;
+# high fp32 rate, a big L2, only 1536 resident threads and 100 KiB per SM.
+RTX4090 = Target(
+    name="rtx4090",
+    description="consumer GDDR6X card, RTX 4090-like (Ada, sm_89); datasheet-derived",
+    sms=128,
+    registers_per_sm=65536,
+    max_registers_per_thread=255,
+    register_budget=128,
+    max_threads_per_block=1024,
+    max_threads_per_sm=1536,
+    shared_memory_per_sm=100 * _KIB,
+    shared_memory_per_block=99 * _KIB,
+    l2_bytes=72 * _MIB,
+    memory_bandwidth=0.92e12,
+    fp32_flops=60.0e12,
+    launch_overhead=1.0e-6,
+    python_launch_overhead=20e-6,
+)
+
+# An embedded part (Jetson AGX Orin-like, Ampere GA10B): 16 SMs, LPDDR5 shared
+# with the CPU (204.8 GB/s peak, ~170 achieved), 4 MB L2, slow launches.
+ORIN = Target(
+    name="orin",
+    description="embedded SoC GPU, Jetson AGX Orin-like (Ampere, sm_87); datasheet-derived",
+    sms=16,
+    registers_per_sm=65536,
+    max_registers_per_thread=255,
+    register_budget=96,
+    max_threads_per_block=1024,
+    max_threads_per_sm=1536,
+    shared_memory_per_sm=164 * _KIB,
+    shared_memory_per_block=163 * _KIB,
+    l2_bytes=4 * _MIB,
+    memory_bandwidth=0.17e12,
+    fp32_flops=4.5e12,
+    launch_overhead=3.0e-6,
+    python_launch_overhead=40e-6,
+)
+
+TARGETS: dict[str, Target] = {t.name: t for t in (H200, H100, A100, RTX4090, ORIN)}
+"""Known profiles by name; `"auto"` is resolved by `resolve_target`."""
+
+DEFAULT_TARGET = "h200"
+
+
+def get_target(name: str) -> Target:
+    """The profile called `name` (`"auto"`: the device present, else h200)."""
+    return resolve_target(name)[0]
+
+
+def resolve_target(name: str) -> tuple[Target, str | None]:
+    """The profile for `name` plus a note when `"auto"` had to guess.
+
+    An unknown name is a `FusecError` listing the known ones.
+    """
+    key = name.strip().lower()
+    if key == "auto":
+        return _detect()
+    if key not in TARGETS:
+        known = ", ".join([*TARGETS, "auto"])
+        raise FusecError(f"unknown target '{name}'; known targets: {known}")
+    return TARGETS[key], None
+
+
+def _detect() -> tuple[Target, str | None]:
+    """Read the current CUDA device through numba, on top of the closest profile."""
+    try:
+        from numba import config, cuda  # imported lazily: slow, and absent on some hosts
+
+        if config.ENABLE_CUDASIM:
+            raise RuntimeError("numba's CUDA simulator is not a GPU")
+        if not cuda.is_available():
+            raise RuntimeError("no CUDA device")
+        dev = cuda.get_current_device()
+        base = _closest_profile(str(dev.name))
+        return _from_device(base, dev), None
+    except Exception as err:  # any failure to probe means "no usable GPU here"
+        note = f"target 'auto': no GPU found ({type(err).__name__}: {err}); using h200"
+        return H200, note
+
+
+def _closest_profile(device_name: str) -> Target:
+    lowered = device_name.lower().replace(" ", "")
+    for key, profile in (("h200", H200), ("h100", H100), ("a100", A100),
+                         ("4090", RTX4090), ("orin", ORIN)):
+        if key in lowered:
+            return profile
+    return H200
+
+
+def _from_device(base: Target, dev: object) -> Target:
+    """`base` with the counts the driver reports (rates stay the profile's)."""
+
+    def attr(name: str, default: int) -> int:
+        return int(getattr(dev, name, default) or default)
+
+    return dataclasses.replace(
+        base,
+        name="auto",
+        description=f"{getattr(dev, 'name', 'GPU')!s} (read from the device; rates of {base.name})",
+        sms=attr("MULTIPROCESSOR_COUNT", base.sms),
+        registers_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR", base.registers_per_sm),
+        max_threads_per_block=attr("MAX_THREADS_PER_BLOCK", base.max_threads_per_block),
+        max_threads_per_sm=attr("MAX_THREADS_PER_MULTIPROCESSOR", base.max_threads_per_sm),
+        shared_memory_per_sm=attr(
+            "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", base.shared_memory_per_sm
+        ),
+        shared_memory_per_block=attr(
+            "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", base.shared_memory_per_block
+        ),
+        l2_bytes=attr("L2_CACHE_SIZE", base.l2_bytes),
+    )

@@ -1,0 +1,393 @@
+"""The `form-fusion-groups` pass: wrap ops that should run as one kernel in
+`fusion.group`s.
+
+Four layers, each usable alone (STYLE.md, after MLIR Linalg fusion):
+
+1. legality: `compiler/fusion_legality.py` (`dep_ok`, `prec_ok`, `res_ok`, `gain_ok`);
+2. the mechanical rewrite: `materialize_groups` below, in numbered steps;
+3. policy: `compiler/fusion_policy.py` (candidate order, wanted or not);
+4. this pass, which only wires them together and records a remark per decision.
+
+Only groups of two or more ops are formed here; `group-each-op` wraps what is
+left. Constants stay outside (a group reads them as operands, like any other
+value); a reshape stays outside as a view unless it lies on a view chain
+folded into a matmul's operand load. Attributes `dep.*` of
+`dependency-analysis` are removed: they describe the program before grouping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from fusec.compiler.diagnostics import op_error
+from fusec.compiler.fusion_legality import (
+    FUSIBLE_KINDS,
+    Candidate,
+    FusionOptions,
+    GroupInfo,
+    can_fuse,
+    describe_group,
+    recompute_ok,
+    single_op_info,
+)
+from fusec.compiler.fusion_policy import POLICIES, FusionPolicy, get_policy
+from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.compiler.remarks import RemarkCollector, format_bytes
+from fusec.compiler.targets import TARGETS, Target, resolve_target
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.passes.dependency_analysis import (
+    DependencyAnalysis,
+    FusionGraph,
+    functions,
+    strip_dep_attributes,
+)
+
+
+@dataclass
+class _Pending:
+    """A decision whose text waits for the final group names."""
+
+    severity: str
+    subject: str  # the absorbed side, described when the decision was made
+    other: Operation  # an op of the other side; its final group names the target
+    detail: str
+
+
+class GroupFormer:
+    """Forms the groups of one function (layer 4's loop over candidates)."""
+
+    def __init__(self, func: FuncOp, target: Target, policy: FusionPolicy,
+                 options: FusionOptions) -> None:
+        self.dep = DependencyAnalysis(func)
+        self.graph = FusionGraph(self.dep)
+        self.target, self.policy, self.options = target, policy, options
+        self.info: dict[int, GroupInfo] = {
+            nid: single_op_info(n.ops[0], nid, self.dep) for nid, n in self.graph.nodes.items()
+        }
+        self.pending: list[_Pending] = []
+        self.settled: set[tuple[int, int]] = set()  # pairs refused for good
+        self.clones: dict[int, list[Operation]] = {}  # host node -> ops it recomputes
+        self.must = [op for op in self.dep.ops if _contract(op) == "must"]
+        self.refusals: dict[Operation, list[str]] = {op: [] for op in self.must}
+
+    # --- candidates ---------------------------------------------------------------
+
+    def candidate(self, a: int, b: int, relation: str = "vertical") -> Candidate:
+        return Candidate(self.info[a], self.info[b], self.dep, self.graph, self.target,
+                         self.options, relation)
+
+    def try_fuse(self, c: Candidate) -> bool:
+        """Judge one candidate; merge and remark, or remark why not."""
+        verdict = can_fuse(c)
+        if isinstance(c.fused, str) or c.a.has_never or c.b.has_never:
+            # the kinds (or a contract) refuse: growing either group will not help
+            self.settled.add((c.a.nid, c.b.nid))
+        if verdict.ok:
+            verdict = self.policy.wants(c, verdict)
+        # The absorbed side names the remark: the smaller group; among equals
+        # the one without a reduction/matmul/window, then the later one.
+        small, big = sorted((c.a, c.b), key=lambda g: (
+            g.size, g.kind in ("reduction", "contraction", "window"), -self.dep.index[g.lead]))
+        subject = describe_group(self.dep, small)
+        if not verdict.ok:
+            self.pending.append(_Pending("missed", subject, big.lead, verdict.reason))
+            for op in self.must:
+                if self.graph.node_of[op] in (c.a.nid, c.b.nid):
+                    self.refusals[op].append(verdict.reason)
+            return False
+        fused = c.fused
+        assert isinstance(fused, GroupInfo) and verdict.gain is not None
+        node = self.graph.merge(self.graph.nodes[c.a.nid], self.graph.nodes[c.b.nid])
+        del self.info[c.a.nid], self.info[c.b.nid]
+        self.info[node.nid] = dataclasses.replace(fused, nid=node.nid)
+        gain = verdict.gain
+        launches = f"{gain.saved_launches} launch" + ("es" if gain.saved_launches != 1 else "")
+        detail = f"saves {format_bytes(gain.saved_bytes)} and {launches} ({gain.summary()})"
+        self.pending.append(_Pending("remark", subject, big.lead, detail))
+        return True
+
+    def run(self) -> None:
+        """Vertical fusion op by op in program order, horizontal, then
+        recomputation of cheap values other groups read."""
+        for op in self.dep.ops:
+            if op in self.dep.live:  # dead code is not fusion's business
+                self._vertical(op)
+        if self.policy.horizontal:
+            self._horizontal()
+        for nid in [n for n, g in self.info.items() if g.size > 1]:
+            for v in sorted(self.info[nid].outputs, key=self.dep.position):
+                self._recompute(nid, v)
+
+    def _recompute(self, nid: int, v: SSAValue) -> None:
+        """Recompute the elementwise op defining `v` in every group that reads
+        it, so that its group no longer writes it, when all of them gain.
+        Only an op that stays useful in its own group and reads nothing its
+        group computes qualifies, so the clones read values defined earlier."""
+        p = v.op if isinstance(v, OpResult) else None
+        if p is None or op_kind(p) is not OpKind.ELEMENTWISE or _contract(p) == "never":
+            return
+        if self.dep.is_output(v) or any(
+                isinstance(o, OpResult) and self.graph.node_of.get(o.op) == nid
+                for o in p.operands):
+            return
+        readers = self.dep.consumers(v)
+        hosts = list(dict.fromkeys(self.graph.node_of[u] for u in readers))
+        if nid not in hosts or len(hosts) < 2 or any(
+                self.info[h].size < 2 for h in hosts if h != nid) or any(
+                op_kind(u) in (OpKind.CONTRACTION, OpKind.WINDOW) for u in readers):
+            return
+        subject = self.dep.describe(p)
+        verdicts = [(h, recompute_ok(self.dep, p, self.info[h], self.target, self.options,
+                                     saves_write=k == 0))
+                    for k, h in enumerate(h for h in hosts if h != nid)]
+        for h, verdict in verdicts:
+            if not verdict.ok:
+                self.pending.append(_Pending("not-recomputed", subject,
+                                             self.graph.nodes[h].ops[0], verdict.reason))
+                return
+        for h, verdict in verdicts:
+            assert verdict.gain is not None
+            self.clones.setdefault(h, []).append(p)
+            detail = f"saves {format_bytes(verdict.gain.saved_bytes)} ({verdict.gain.summary()})"
+            self.pending.append(_Pending("recomputed", subject, self.graph.nodes[h].ops[0],
+                                         detail))
+
+    def _vertical(self, op: Operation) -> None:
+        """Let `op`'s group absorb its producers' groups, best first, until
+        no producer group can join (each merge may expose new producers)."""
+        tried: set[tuple[int, int, int, int]] = set()
+        while True:
+            g = self.graph.node_of[op]
+            if self.info[g].kind not in FUSIBLE_KINDS:
+                return
+            cands = [
+                self.candidate(p, g) for p in self.graph.nodes[g].preds
+                if self.info[p].kind != "constant" and (p, g) not in self.settled
+                and (p, g, self.info[p].size, self.info[g].size) not in tried
+            ]
+            for c in cands:
+                tried.add((c.a.nid, c.b.nid, c.a.size, c.b.size))
+            if not any(self.try_fuse(c) for c in self.policy.order(cands)):
+                return
+
+    def _horizontal(self) -> None:
+        """Siblings reading the same value become one multi-output group."""
+        values: list[SSAValue] = [*self.dep.block.args]
+        values += [r for op in self.dep.ops for r in op.results]
+        for v in values:
+            readers = [u for u in self.dep.consumers(v) if u in self.dep.live]
+            if len(readers) < 2:
+                continue
+            first = readers[0]
+            for other in readers[1:]:
+                a, b = self.graph.node_of[first], self.graph.node_of[other]
+                if a == b or (a, b) in self.settled or not {
+                        self.info[a].kind, self.info[b].kind} <= {"pointwise", "reduction"}:
+                    continue
+                self.try_fuse(self.candidate(a, b, "horizontal"))
+
+    # --- results --------------------------------------------------------------------
+
+    def group_names(self) -> dict[int, str]:
+        """`g0`, `g1`, ... for every node of two or more ops, in final order."""
+        multi = [n.nid for n in self.graph.ordered_nodes() if len(n.ops) > 1]
+        return {nid: f"g{i}" for i, nid in enumerate(multi)}
+
+    def render_remarks(self, names: dict[int, str], collector: RemarkCollector) -> None:
+        """Turn the pending decisions into remark lines with final names."""
+        for p in self.pending:
+            nid = self.graph.node_of[p.other]
+            if p.severity == "remark":
+                collector.add("remark", f"fused {p.subject} into group {names[nid]}: {p.detail}")
+            elif p.severity == "recomputed":
+                collector.add("remark", f"recomputed {p.subject} in group {names[nid]} instead "
+                              f"of writing it: {p.detail}")
+            elif p.severity == "not-recomputed":
+                collector.add("missed", f"{p.subject} not recomputed in group {names[nid]}: "
+                              f"{p.detail}")
+            elif nid in names:
+                collector.add("missed",
+                              f"{p.subject} not fused into group {names[nid]}: {p.detail}")
+            else:
+                collector.add("missed", f"{p.subject} not fused with "
+                              f"{self.dep.describe(p.other)}: {p.detail}")
+
+    def check_contracts(self) -> None:
+        """`fusion = "must"`: the op has to share its kernel with a neighbour."""
+        for op in self.must:
+            if len(self.graph.node(op).ops) > 1:
+                continue
+            reasons = list(dict.fromkeys(self.refusals[op]))
+            why = "; ".join(reasons) if reasons else "no producer or consumer could take it"
+            raise op_error(op, f'{self.dep.describe(op)} has fusion = "must" but was not '
+                           f"fused with a neighbour: {why}")
+
+
+def _contract(op: Operation) -> str:
+    attr = op.attributes.get("fusion")
+    return attr.data if isinstance(attr, StringAttr) else ""
+
+
+# --- layer 2: the mechanical rewrite ------------------------------------------------------------
+
+
+def materialize_groups(former: GroupFormer, names: dict[int, str]) -> None:
+    """Rewrite the function body so that every multi-op node is a `fusion.group`.
+
+    1. walk the nodes in the graph's topological order;
+    2. move a single op to the end of the body (before `func.return`);
+    3. wrap a node of several ops into a group (`_build_group`);
+    so the body ends up in an order where every use follows its definition.
+    """
+    block = former.dep.block
+    terminator = block.last_op
+    assert terminator is not None
+    extra = _clone_recomputed(former)
+    for node in list(former.graph.ordered_nodes()):
+        if len(node.ops) == 1:
+            op = node.ops[0]
+            op.detach()
+            block.insert_op_before(op, terminator)
+            continue
+        ops = [*extra.get(node.nid, []), *sorted(node.ops, key=former.dep.index.__getitem__)]
+        kind = former.info[node.nid].kind
+        group = _build_group(ops, names[node.nid], kind)
+        block.insert_op_before(group, terminator)
+
+
+def _clone_recomputed(former: GroupFormer) -> dict[int, list[Operation]]:
+    """Clone each recomputed op for its host group and point the host's
+    reads of the original value at the clone."""
+    extra: dict[int, list[Operation]] = {}
+    for nid, producers in former.clones.items():
+        members = former.graph.nodes[nid].ops
+        for p in producers:
+            clone = p.clone()
+            clone.results[0].name_hint = p.results[0].name_hint
+            for op in members:
+                for i, v in enumerate(op.operands):
+                    if v is p.results[0]:
+                        op.operands[i] = clone.results[0]
+            extra.setdefault(nid, []).append(clone)
+    return extra
+
+
+def _build_group(ops: list[Operation], name: str, kind: str) -> GroupOp:
+    """Wrap `ops` (in program order) into one `fusion.group`.
+
+    1. inputs: values the ops read from outside, in first-use order;
+    2. outputs: values read outside the group or returned;
+    3. move the ops into a block whose arguments stand for the inputs;
+    4. end the block with `fusion.yield` of the outputs;
+    5. create the group and point every outside use at its results.
+    """
+    members = set(ops)
+    inputs: list[SSAValue] = []
+    for op in ops:
+        for v in op.operands:
+            inside = isinstance(v, OpResult) and v.op in members
+            if not inside and v not in inputs:
+                inputs.append(v)
+    outputs = [r for op in ops for r in op.results
+               if any(u.operation not in members for u in r.uses)]
+    outside_uses = {r: [u for u in r.uses if u.operation not in members] for r in outputs}
+    body = Block(arg_types=[v.type for v in inputs])
+    for arg, v in zip(body.args, inputs, strict=True):
+        arg.name_hint = v.name_hint
+    position = {v: k for k, v in enumerate(inputs)}
+    for op in ops:
+        if op.parent is not None:  # a recomputed clone has none yet
+            op.detach()
+        body.add_op(op)
+        for i, v in enumerate(op.operands):
+            if v in position:
+                op.operands[i] = body.args[position[v]]
+    body.add_op(YieldOp(list(outputs)))
+    attrs = {"name": StringAttr(name), "kind": StringAttr(kind)}
+    group = GroupOp(inputs, [r.type for r in outputs], Region(body), attrs)
+    group.location = ops[0].location
+    for k, r in enumerate(outputs):
+        group.outputs[k].name_hint = r.name_hint
+        for use in outside_uses[r]:
+            use.operation.operands[use.index] = group.outputs[k]
+    return group
+
+
+# --- layer 4: the pass ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FormFusionGroupsPass(ModulePass):
+    """Fuse ops into `fusion.group`s (pointwise, reduction, contraction, window).
+
+    ```mlir
+    // before (after decompose)
+    %m = nn.reduce_max %x {axes = [1], keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    %d = nn.sub %x, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    %e = nn.exp %d : tensor<4x8xf32>
+    // after `fusec -p form-fusion-groups`
+    %e = fusion.group (%x) {name = "g0", kind = "reduction"}
+        : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%x_1: tensor<4x8xf32>):
+      %m = nn.reduce_max %x_1 {axes = [1], keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+      %d = nn.sub %x_1, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+      %e_1 = nn.exp %d : tensor<4x8xf32>
+      fusion.yield %e_1 : tensor<4x8xf32>
+    }
+    ```
+
+    Options: `target` (a profile of compiler/targets.py, or `auto`), `policy`
+    (compiler/fusion_policy.py), `max_registers` (per-thread limit, 0: the
+    target's), `allow_reduced_precision`, `fold_views` (fold transpose/slice/
+    reshape chains into matmul operand loads), `remarks` (store the
+    `fusion.remarks` list on the module).
+    """
+
+    name = "form-fusion-groups"
+
+    target: str = "h200"
+    policy: str = "greedy"
+    max_registers: int = 0
+    allow_reduced_precision: bool = False
+    fold_views: bool = True
+    remarks: bool = True
+
+    def __post_init__(self) -> None:
+        # Caught at pipeline parsing, so a typo fails before any work is done.
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy '{self.policy}'; expected one of "
+                             + ", ".join(POLICIES))
+        if self.target.strip().lower() not in (*TARGETS, "auto"):
+            raise ValueError(f"unknown target '{self.target}'; expected one of "
+                             + ", ".join((*TARGETS, "auto")))
+        if self.max_registers < 0:
+            raise ValueError("max_registers must be >= 0 (0: the target's limit)")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target, note = resolve_target(self.target)
+        policy = get_policy(self.policy)
+        options = FusionOptions(
+            max_registers=self.max_registers or target.max_registers_per_thread,
+            allow_reduced_precision=self.allow_reduced_precision,
+            fold_views=self.fold_views,
+        )
+        collector = RemarkCollector()
+        if note:
+            collector.add("note", note)
+        strip_dep_attributes(op)
+        for func in functions(op):
+            former = GroupFormer(func, target, policy, options)
+            former.run()
+            names = former.group_names()
+            former.render_remarks(names, collector)
+            former.check_contracts()
+            materialize_groups(former, names)
+        if self.remarks:
+            collector.store(op)

@@ -1,0 +1,152 @@
+// RUN: fusec %s --split-input-file -p decompose,form-fusion-groups --remarks 2>&1 >/dev/null | filecheck %s
+// RUN: fusec %s --split-input-file -p 'decompose,form-fusion-groups{max_registers=20}' --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=RES
+// RUN: fusec %s --split-input-file -p 'decompose,form-fusion-groups{allow_reduced_precision=true}' --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=PREC
+
+// One case per refusal reason: every refused fusion is a `missed:` remark
+// with a sentence saying why; accepted ones are `remark: fused ...` lines with
+// the bytes and launches saved and the cost model's dT.
+
+// CHECK: remark: fused nn.relu (%r) into group g0: saves 16 KiB and 1 launch (dT = {{.*}} us (T_mem {{.*}} - T_overlap {{.*}} - T_spill {{.*}}))
+// RES: missed: nn.relu (%r) not fused with nn.exp (%e): the fused kernel needs about 22 registers per thread, over the limit of 20 on h200
+func.func @accepted(%x: tensor<64x32xf32>) -> tensor<64x32xf32> {
+  %e = nn.exp %x : tensor<64x32xf32>
+  %r = nn.relu %e : tensor<64x32xf32>
+  func.return %r : tensor<64x32xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.matmul (%m) not fused into group g0: a reduction group and a contraction group cannot share one kernel (no schedule computes both)
+func.func @kinds(%x: tensor<64x32xf32>, %w: tensor<32x16xf32>) -> tensor<64x16xf32> {
+  %y = nn.softmax %x : tensor<64x32xf32>
+  %m = nn.matmul %y, %w : (tensor<64x32xf32>, tensor<32x16xf32>) -> tensor<64x16xf32>
+  func.return %m : tensor<64x16xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.add (%y) not fused with nn.exp (%e): merging would create a cycle through nn.reduce_sum (%r), which reads one group and feeds the other
+// CHECK: missed: nn.add (%y) not fused with nn.reduce_sum (%r): nn.reduce_sum (%r) is not fusible: it reduces the non-trailing axes [0] of 64x32 and the row-reduction schedule needs the reduced axes innermost
+func.func @cycle(%x: tensor<64x32xf32>) -> tensor<64x32xf32> {
+  %e = nn.exp %x : tensor<64x32xf32>
+  %r = nn.reduce_sum %e {axes = [0], keepdims = true} : (tensor<64x32xf32>) -> tensor<1x32xf32>
+  %y = nn.add %e, %r : (tensor<64x32xf32>, tensor<1x32xf32>) -> tensor<64x32xf32>
+  func.return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.reduce_sum (%rows) not fused with nn.reduce_sum (%all): the reductions cannot share one iteration space: nn.reduce_sum (%rows) reduces axes [2] of 4x8x16 but nn.reduce_sum (%all) reduces axes [1, 2] of 4x8x16
+func.func @iteration_space(%x: tensor<4x8x16xf32>) -> (tensor<4x1x1xf32>, tensor<4x8x1xf32>) {
+  %all = nn.reduce_sum %x {axes = [1, 2], keepdims = true} : (tensor<4x8x16xf32>) -> tensor<4x1x1xf32>
+  %rows = nn.reduce_sum %x {axes = [2], keepdims = true} : (tensor<4x8x16xf32>) -> tensor<4x8x1xf32>
+  func.return %all, %rows : tensor<4x1x1xf32>, tensor<4x8x1xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.relu (%r) not fused with nn.matmul (%m): nn.relu (%r) would be a prologue of a contraction group; a contraction loads its operands directly and fuses only an elementwise epilogue
+func.func @prologue(%x: tensor<64x32xf32>, %w: tensor<32x16xf32>) -> tensor<64x16xf32> {
+  %r = nn.relu %x : tensor<64x32xf32>
+  %m = nn.matmul %r, %w : (tensor<64x32xf32>, tensor<32x16xf32>) -> tensor<64x16xf32>
+  func.return %m : tensor<64x16xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.add (%y) not fused with nn.mul (%b2): nn.mul (%b2) is also read by func.return outside the group, and a pointwise group's results must have shape 64x32, not 32
+func.func @result_shapes(%x: tensor<64x32xf32>, %b: tensor<32xf32>) -> (tensor<64x32xf32>, tensor<32xf32>) {
+  %b2 = nn.mul %b, %b : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32>
+  %y = nn.add %x, %b2 : (tensor<64x32xf32>, tensor<32xf32>) -> tensor<64x32xf32>
+  func.return %y, %b2 : tensor<64x32xf32>, tensor<32xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.relu (%r) not fused with nn.exp (%e): nn.exp (%e) has fusion = "never"
+func.func @never(%x: tensor<64x32xf32>) -> tensor<64x32xf32> {
+  %e = nn.exp %x {fusion = "never"} : tensor<64x32xf32>
+  %r = nn.relu %e : tensor<64x32xf32>
+  func.return %r : tensor<64x32xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.cast (%h) not fused with nn.reduce_sum (%s): nn.cast (%h) rounds to f16 and feeds the accumulation of nn.reduce_sum (%s); fused, the sum would see unrounded values (set allow_reduced_precision to fuse anyway)
+// PREC: remark: fused nn.cast (%h) into group g0
+func.func @precision(%x: tensor<64x32xf32>) -> tensor<64x1xf16> {
+  %h = nn.cast %x : (tensor<64x32xf32>) -> tensor<64x32xf16>
+  %s = nn.reduce_sum %h {axes = [1], keepdims = true} : (tensor<64x32xf16>) -> tensor<64x1xf16>
+  func.return %s : tensor<64x1xf16>
+}
+
+// -----
+
+// CHECK: missed: nn.add (%y) not fused with nn.gelu (%gb): the cost model predicts no gain: dT = -{{.*}} us (T_mem {{.*}} - T_overlap {{.*}} - T_spill 0.0)
+func.func @gain(%x: tensor<65536x4096xf32>, %b: tensor<4096xf32>) -> tensor<65536x4096xf32> {
+  %gb = nn.gelu %b : tensor<4096xf32>
+  %y = nn.add %x, %gb : (tensor<65536x4096xf32>, tensor<4096xf32>) -> tensor<65536x4096xf32>
+  func.return %y : tensor<65536x4096xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.add (%y) not fused with nn.reduce_sum (%s): nn.reduce_sum (%s) drops its reduced axes (keepdims = false), so its readers do not broadcast back over the rows
+func.func @keepdims(%x: tensor<64x32xf32>, %c: tensor<64xf32>) -> tensor<64xf32> {
+  %s = nn.reduce_sum %x {axes = [1]} : (tensor<64x32xf32>) -> tensor<64xf32>
+  %y = nn.add %s, %c : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  func.return %y : tensor<64xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.transpose (%kt) not fused with nn.matmul (%s): nn.transpose (%kt) is also read by func.return outside the group; a folded view must feed only the matmul's operand load
+func.func @shared_view(%q: tensor<16x8xf32>, %k: tensor<16x8xf32>) -> (tensor<16x16xf32>, tensor<8x16xf32>) {
+  %kt = nn.transpose %k {perm = [1, 0]} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %s = nn.matmul %q, %kt : (tensor<16x8xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
+  func.return %s, %kt : tensor<16x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.exp (%e) not fused with nn.transpose (%t): nn.transpose (%t) is a layout op; layout ops fold only into the operand loads of a matmul (option fold_views)
+func.func @layout(%x: tensor<16x8xf32>) -> tensor<8x16xf32> {
+  %t = nn.transpose %x {perm = [1, 0]} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %e = nn.exp %t : tensor<8x16xf32>
+  func.return %e : tensor<8x16xf32>
+}
+
+// -----
+
+// CHECK: missed: nn.matmul (%b) not fused with nn.matmul (%a): both hold a contraction op (nn.matmul (%a) and nn.matmul (%b)); one kernel computes one
+func.func @two_matmuls(%x: tensor<16x16xf32>, %w: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %a = nn.matmul %x, %w : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  %b = nn.matmul %a, %w : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  func.return %b : tensor<16x16xf32>
+}
+
+// -----
+
+// CHECK: remark: recomputed nn.exp (%e) in group g1 instead of writing it: saves 2 KiB (dT = {{.*}})
+func.func @recompute(%x: tensor<4x8x16xf32>) -> (tensor<4x8x16xf32>, tensor<4x8x16xf32>) {
+  %e = nn.exp %x : tensor<4x8x16xf32>
+  %r1 = nn.reduce_sum %e {axes = [2], keepdims = true} : (tensor<4x8x16xf32>) -> tensor<4x8x1xf32>
+  %y1 = nn.div %e, %r1 : (tensor<4x8x16xf32>, tensor<4x8x1xf32>) -> tensor<4x8x16xf32>
+  %r2 = nn.reduce_max %e {axes = [1, 2], keepdims = true} : (tensor<4x8x16xf32>) -> tensor<4x1x1xf32>
+  %y2 = nn.sub %e, %r2 : (tensor<4x8x16xf32>, tensor<4x1x1xf32>) -> tensor<4x8x16xf32>
+  func.return %y1, %y2 : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+}
+
+// -----
+
+// Recomputing %p would save writing and reading it, but the second group
+// would have to read both %a and %b instead: no gain.
+// CHECK: missed: nn.add (%p) not recomputed in group g1: recomputing costs more than it saves: dT = -{{.*}}
+func.func @no_recompute(%a: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>) -> (tensor<4x8x16xf32>, tensor<4x8x16xf32>) {
+  %p = nn.add %a, %b : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %r1 = nn.reduce_sum %p {axes = [2], keepdims = true} : (tensor<4x8x16xf32>) -> tensor<4x8x1xf32>
+  %y1 = nn.div %p, %r1 : (tensor<4x8x16xf32>, tensor<4x8x1xf32>) -> tensor<4x8x16xf32>
+  %r2 = nn.reduce_max %p {axes = [1, 2], keepdims = true} : (tensor<4x8x16xf32>) -> tensor<4x1x1xf32>
+  %y2 = nn.sub %p, %r2 : (tensor<4x8x16xf32>, tensor<4x1x1xf32>) -> tensor<4x8x16xf32>
+  func.return %y1, %y2 : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+}
