@@ -144,11 +144,12 @@ def _check(torch: Any, out: Any, ref: Any) -> str:
     return "ok" if err <= TOLERANCE * scale else f"MISMATCH (max err {err:.3g})"
 
 
-def _header(torch: Any, copy_bw: float, gemm_rate: float) -> list[str]:
+def _header(torch: Any, copy_bw: float, gemm_rate: float,
+            title: str = "fusec benchmarks") -> list[str]:
     dev = torch.cuda.get_device_name()
     commit = os.environ.get("FUSEC_COMMIT", "unknown")
     return [
-        f"# fusec benchmarks: {dev}, {datetime.date.today().isoformat()}, commit {commit}",
+        f"# {title}: {dev}, {datetime.date.today().isoformat()}, commit {commit}",
         "",
         f"Measured in this run: device-to-device copy {copy_bw / 1e12:.2f} TB/s "
         f"(read + write); cuBLAS fp32 {gemm_rate / 1e12:.1f} TFLOP/s (TF32 off).",
@@ -169,12 +170,20 @@ def _row_table(row: str, times: dict[str, float], floor: float, launches: int,
     return [*out, ""]
 
 
-def _write(out_dir: str, lines: list[str], torch: Any) -> None:
+def _write(out_dir: str, lines: list[str], torch: Any, append: bool = False) -> None:
+    """Write the tables to OUT/DATE-DEVICE.md; `append` adds them after what
+    an earlier run of the day wrote there (bench/onnx_models.py does)."""
     path = Path(out_dir)
     path.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name().replace(" ", "_")
     target = path / f"{datetime.date.today().isoformat()}-{name}.md"
-    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    text = "\n".join(lines) + "\n"
+    if append and target.exists():
+        with target.open("a", encoding="utf-8") as f:
+            f.write("\n" + text)
+        print(f"appended to {target}")
+        return
+    target.write_text(text, encoding="utf-8")
     print(f"wrote {target}")
 
 
