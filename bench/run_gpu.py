@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--reference", action="store_true",
+                   help="also check fusec against the float64 NumPy reference interpreter")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
 
@@ -62,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         peer = PEERS[row]
         ref = peer(*inputs)
         status = [_check(torch, m(*inputs), ref) for m in (fused, off)]
+        if args.reference:
+            status = [f"{s}, {_check_reference(path, m, inputs)}"
+                      for s, m in zip(status, (fused, off), strict=True)]
         times = {
             "fusec": _time_fusec(torch, fused, inputs, args),
             "fusion off": _time_fusec(torch, off, inputs, args),
@@ -136,6 +141,24 @@ def _inputs(torch: Any, model: Any) -> list[Any]:
     fp = model.signature
     return [torch.randn(fp.values[v].shape, device="cuda", generator=gen)
             for v in fp.inputs]
+
+
+def _check_reference(path: Path, model: Any, inputs: list[Any]) -> str:
+    """fusec's outputs against the float64 reference interpreter, with the
+    tolerance `fusec run --check` uses."""
+
+    from fusec.compiler.parsing import make_context, parse_module
+    from fusec.compiler.run_command import compare
+    from fusec.runtime.reference import find_function, run_function
+
+    func = find_function(parse_module(make_context(), path.read_text(), str(path)), None)
+    host = [t.cpu().numpy() for t in inputs]
+    expected = run_function(func, host)
+    got = model(*inputs)
+    outs = list(got) if isinstance(got, tuple) else [got]
+    results = [compare(o.cpu().numpy(), r) for o, r in zip(outs, expected, strict=True)]
+    ok = all(passed for passed, _ in results)
+    return "reference ok" if ok else "reference MISMATCH: " + "; ".join(m for _, m in results)
 
 
 def _check(torch: Any, out: Any, ref: Any) -> str:
