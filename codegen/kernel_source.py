@@ -9,9 +9,10 @@ Group attributes the emitters read (set by the grouping passes):
 `name` (e.g. "g3", unique in the function) and `kind`
 ("pointwise", "layout", "reduction", "contraction", "window").
 
-Generated code imports only `math`, `numba` (`cuda` and the scalar types) and
-`numpy`. Nothing from the model reaches it except through
-`sanitize_identifier` (names) and `float_literal`/`int_literal` (numbers).
+Generated code imports only `math`, `numba` (`cuda`, the scalar types, and
+`numba.cuda.core.config` to tell the simulator from a GPU) and `numpy`.
+Nothing from the model reaches it except through `sanitize_identifier`
+(names) and `float_literal`/`int_literal` (numbers).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ NUMBA_TYPES: dict[str, tuple[str, str]] = {
 KERNEL_PRELUDE = """\
 import math
 
+import numba
 import numpy as np
 from numba import boolean, cuda, float32, float64, int32, int64
 from numba.types import float16
@@ -91,7 +93,8 @@ def sanitize_identifier(name: str, prefix: str = "k") -> str:
 
 # Names the prelude binds in kernels.py: a kernel must never shadow them.
 PRELUDE_NAMES = frozenset(
-    {"math", "np", "cuda", "boolean", "float16", "float32", "float64", "int32", "int64"}
+    {"math", "np", "numba", "cuda", "boolean", "float16", "float32", "float64", "int32",
+     "int64"}
 )
 
 

@@ -24,16 +24,15 @@ A result smaller than the iteration shape is written only by the threads at
 coordinate 0 of the dimensions it is broadcast along. The `[C]` parameters of
 an undecomposed `nn.batch_norm` are read as `[C, 1, ..., 1]` (along axis 1).
 
-Schedule: 256 threads per block, the grid capped at SMs * 32 blocks. When the
-element count is a multiple of 4 and every input is full-shaped or a scalar,
-full-shaped arrays are passed as `[n/4, 4]` views and each thread handles four
-consecutive elements (DESIGN.md: 96% of copy bandwidth on H200, against 60%
-for one element per thread). The same holds with broadcast inputs when the
-innermost (collapsed) dimension is a multiple of 4: the four elements then
-differ only in that coordinate, and broadcast inputs are read flat at
-indices computed from the quad's coordinates. Half precision is loaded into float32, computed
-there and rounded on store; an explicit cast to f16 inside the group rounds
-where the program says so.
+Schedule: 256 threads per block, one block per chunk of 256 * `UNROLL`
+elements; thread t takes the chunk's elements t, t + 256, ... (each warp load
+reads 128 consecutive bytes) and issues all their loads before any
+arithmetic. Every array is passed as a flat view; full-shaped operands are
+read at the element's flat index, broadcast ones at an index computed from
+the element's coordinates, scalars once per thread. A partial last chunk
+loads at clamped indices and stores only the elements that exist. Half
+precision is loaded into float32, computed there and rounded on store; an
+explicit cast to f16 inside the group rounds where the program says so.
 """
 
 from __future__ import annotations
@@ -45,13 +44,13 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from fusec.codegen.kernel_source import (
+    THREADS_PER_BLOCK,
     KernelParam,
     KernelSource,
     UnsupportedTypeError,
     broadcast_index,
     compute_type,
     float_literal,
-    grid_stride_launch,
     int_literal,
     kernel_header,
     launch_text,
@@ -66,8 +65,20 @@ from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, tensor_shape
 
-# Elements per thread on the vectorized path: four f32 are one 16-byte access.
-VECTOR_WIDTH = 4
+# Elements each thread loads (all before any arithmetic) per block-sized chunk.
+# Element e of thread t is chunk element e * THREADS_PER_BLOCK + t, so every
+# load instruction of a warp reads 128 consecutive bytes. Measured on H200
+# (2026-11-30, 2^28 f32, 32-op chain, flat views): 4 strided elements per
+# thread and one chunk per block 97% of copy bandwidth (8: 96%, 16: 96%);
+# 4 consecutive elements per thread ([n/4, 4] views) 91%; a grid-stride loop
+# over the chunks with the grid capped at 2112 blocks 83%; 2-d [n/4, 4] views
+# indexed [r, t % 4] inside a loop over chunks 76%.
+UNROLL = 4
+# Values a thread holds per output at once (the register estimate reads it).
+VECTOR_WIDTH = UNROLL
+# CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop
+# over chunks beyond.
+MAX_GRID_X = 2**31 - 1
 
 _POINTWISE_KINDS = (OpKind.ELEMENTWISE, OpKind.BROADCAST)
 _INDENT = "    "
@@ -122,7 +133,6 @@ class _Plan:
     iter_shape: tuple[int, ...]  # collapsed
     inputs: list[_Access]
     outputs: list[_Access]
-    vectorized: bool
 
     @property
     def numel(self) -> int:
@@ -224,24 +234,7 @@ def plan_group(group: GroupOp) -> _Plan:
         _Access(f"out{i}", collapsed[len(inputs) + i], value_dtype(r))
         for i, r in enumerate(results)
     ]
-    return _Plan(group, ops, results, iter_shape, inputs, outputs,
-                 vectorizable(iter_shape, inputs, outputs))
-
-
-def vectorizable(
-    iter_shape: tuple[int, ...], inputs: Sequence[_Access], outputs: Sequence[_Access]
-) -> bool:
-    """Whether each thread can take 4 consecutive elements: every result
-    full-shaped, and either every input full-shaped or a scalar (then the
-    element count need only be a multiple of 4), or the innermost dimension a
-    multiple of 4 (so the 4 elements share every other coordinate and a
-    broadcast input is indexed from the thread's quad coordinates)."""
-    n = shapes.numel(iter_shape)
-    if n == 0 or n % VECTOR_WIDTH or any(a.shape != iter_shape for a in outputs):
-        return False
-    if all(a.shape == iter_shape or a.numel == 1 for a in inputs):
-        return True
-    return iter_shape[-1] % VECTOR_WIDTH == 0
+    return _Plan(group, ops, results, iter_shape, inputs, outputs)
 
 
 def _load(access: _Access, index: str) -> str:
@@ -294,7 +287,7 @@ def _element_parts(
     plan: _Plan, index: str, coords: list[str], suffix: str = ""
 ) -> tuple[list[str], list[str], list[str]]:
     """Loads, temporaries and stores of one element at flat `index` (or at
-    `[r, j]` on the vectorized path, where `index` is `r, j`)."""
+    the element's flat index for full-shaped operands)."""
     names: dict[SSAValue, str] = {}
     loads: list[str] = []
     for arg, access in zip(plan.group.block.args, plan.inputs, strict=True):
@@ -313,21 +306,33 @@ def _element_parts(
     return loads, body, stores
 
 
-def _element_lines(plan: _Plan, index: str, coords: list[str]) -> list[str]:
-    loads, body, stores = _element_parts(plan, index, coords)
-    return loads + body + stores
-
-
-def _quad_lines(plan: _Plan, coords: list[str]) -> list[str]:
-    """The four elements of quad `r`, unrolled: every load first, then the
-    arithmetic, then every store. Outputs may alias inputs as far as the
-    compiler knows, so a load after a store could not be moved up; issuing
-    the loads together keeps four memory requests in flight per thread."""
+def _chunk_lines(plan: _Plan) -> list[str]:
+    """The `UNROLL` elements of this thread in chunk `c`, unrolled: every
+    index, then every load, then the arithmetic, then every store. Outputs may
+    alias inputs as far as the compiler knows, so a load after a store could
+    not be moved up; issuing the loads together keeps `UNROLL` requests in
+    flight per thread. Elements past the end (a partial last chunk) load at a
+    clamped, valid index and store nothing."""
+    n = plan.numel
+    tail = n % (THREADS_PER_BLOCK * UNROLL) != 0
+    index_lines: list[str] = []
     parts = []
-    for j in range(VECTOR_WIDTH):
-        lanes = [*coords[:-1], f"({coords[-1]} * {VECTOR_WIDTH} + {j})"] if coords else []
-        parts.append(_element_parts(plan, f"r, {j}", lanes, f"_{j}"))
-    return [line for k in range(3) for part in parts for line in part[k]]
+    for e in range(UNROLL):
+        raw = f"base + {int_literal(e * THREADS_PER_BLOCK)}"
+        if tail:
+            index_lines += [f"i{e}_raw = {raw}", f"ok{e} = i{e}_raw < {int_literal(n)}",
+                            f"i{e} = min(i{e}_raw, {int_literal(n - 1)})"]
+        else:
+            index_lines.append(f"i{e} = {raw}")
+        coords: list[str] = []
+        if plan.needs_coords():
+            lines, coords = unravel(f"i{e}", plan.iter_shape, prefix=f"i{e}_")
+            index_lines += lines
+        loads, body, stores = _element_parts(plan, f"i{e}", coords, f"_{e}")
+        if tail:
+            stores = [f"if ok{e}:", *(_INDENT + line for line in stores)]
+        parts.append((loads, body, stores))
+    return index_lines + [line for k in range(3) for part in parts for line in part[k]]
 
 
 def _store_lines(
@@ -348,56 +353,43 @@ def _scalar_loads(plan: _Plan) -> list[str]:
     lines: list[str] = []
     for arg, access in zip(plan.group.block.args, plan.inputs, strict=True):
         if access.numel == 1:
-            zero = ", ".join(["0"] * (2 if plan.vectorized else 1))
-            lines.append(f"s{arg.index} = {_load(access, zero)}")
+            lines.append(f"s{arg.index} = {_load(access, '0')}")
     return lines
 
 
+def _chunks(plan: _Plan) -> int:
+    """Block-sized chunks of `UNROLL` elements per thread."""
+    return max(1, -(-plan.numel // (THREADS_PER_BLOCK * UNROLL)))
+
+
 def _loop_lines(plan: _Plan) -> list[str]:
-    """The grid-stride loop (flat or vectorized) and its body."""
-    if plan.vectorized:
-        rows = int_literal(plan.numel // VECTOR_WIDTH)
-        quad: list[str] = []
-        coords: list[str] = []
-        if plan.needs_coords():
-            # Coordinates of the quad `r` (innermost dimension counted in
-            # quads), then of each of its elements: innermost = 4 * q + j.
-            quad_shape = (*plan.iter_shape[:-1], plan.iter_shape[-1] // VECTOR_WIDTH)
-            quad, coords = unravel("r", quad_shape, prefix="q")
-        inner = _quad_lines(plan, coords if plan.needs_coords() else [])
-        return [f"for r in range(start, {rows}, stride):",
-                *(_INDENT + line for line in quad),
-                *(_INDENT + line for line in inner)]
-    coords: list[str] = []
-    lines: list[str] = []
-    if plan.needs_coords():
-        lines, coords = unravel("i", plan.iter_shape)
-    inner = lines + _element_lines(plan, "i", coords)
-    return [f"for i in range(start, {int_literal(plan.numel)}, stride):",
-            *(_INDENT + line for line in inner)]
+    """One chunk per block: its first element and the unrolled body. Past
+    `MAX_GRID_X` chunks, a loop over them (a loop whose trip count depends on
+    gridDim costs a 64-bit division per thread, so it is only used there)."""
+    if plan.numel == 0:
+        return ["pass"]  # an empty result: one block that does nothing
+    chunk = int_literal(THREADS_PER_BLOCK * UNROLL)
+    body = [*_chunk_lines(plan)]
+    if _chunks(plan) <= MAX_GRID_X:
+        return [f"base = cuda.blockIdx.x * {chunk} + t", *body]
+    return [f"for c in range(cuda.blockIdx.x, {int_literal(_chunks(plan))}, cuda.gridDim.x):",
+            f"{_INDENT}base = c * {chunk} + t", *(_INDENT + line for line in body)]
 
 
-def _view_shape(plan: _Plan, access: _Access) -> tuple[int, ...]:
-    if access.numel == 1:
-        return (1, 1) if plan.vectorized else (1,)
-    if plan.vectorized and plan.is_full(access):
-        return (access.numel // VECTOR_WIDTH, VECTOR_WIDTH)
-    return (access.numel,)  # broadcast inputs are indexed flat
+def _view_shape(access: _Access) -> tuple[int, ...]:
+    return (access.numel,)  # flat: broadcast inputs are indexed by coordinates
 
 
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """Generate the kernel of pointwise `group`, named `kernel_name`."""
     plan = plan_group(group)
-    work = plan.numel // VECTOR_WIDTH if plan.vectorized else plan.numel
-    grid, block = grid_stride_launch(work)
-    per_thread = f"{VECTOR_WIDTH} consecutive elements per thread ([n/4, 4] views)" if (
-        plan.vectorized) else "one element per thread"
+    grid, block = (min(_chunks(plan), MAX_GRID_X), 1, 1), (THREADS_PER_BLOCK, 1, 1)
+    per_thread = f"{UNROLL} elements per thread, {THREADS_PER_BLOCK} apart"
     notes = [f"iteration shape {shapes.fmt(plan.iter_shape)} (dimensions collapsed)"]
     header = kernel_header(group, plan.ops, launch_text(grid, block, per_thread), notes)
     params = [a.name for a in (*plan.inputs, *plan.outputs)]
     body = [
-        "start = cuda.grid(1)",
-        "stride = cuda.gridsize(1)",
+        "t = cuda.threadIdx.x",
         *_scalar_loads(plan),
         *_loop_lines(plan),
     ]
@@ -408,8 +400,8 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         *(_INDENT + line for line in body),
     ])
     kernel_params = [
-        KernelParam("input", i, _view_shape(plan, a)) for i, a in enumerate(plan.inputs)
-    ] + [KernelParam("output", i, _view_shape(plan, a)) for i, a in enumerate(plan.outputs)]
+        KernelParam("input", i, _view_shape(a)) for i, a in enumerate(plan.inputs)
+    ] + [KernelParam("output", i, _view_shape(a)) for i, a in enumerate(plan.outputs)]
     return KernelSource(
         kernel_name, text + "\n", grid, block, kernel_params,
         notes=[f"pointwise, {per_thread}"],

@@ -44,6 +44,7 @@ from fusec.codegen.group_body import (
     PointEvaluator,
     broadcast_guard,
     compute_type,
+    fits_domain,
     indent,
     load_expr,
     store_expr,
@@ -58,7 +59,13 @@ from fusec.codegen.kernel_source import (
     unravel,
 )
 from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
-from fusec.codegen.reduction_tree import combine_lines, identity_literal, mean_scale
+from fusec.codegen.reduction_registers import RowElements, Term, accumulate_lines
+from fusec.codegen.reduction_tree import (
+    block_combine_lines,
+    combine_lines,
+    identity_literal,
+    mean_scale,
+)
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
@@ -68,16 +75,42 @@ BLOCK_THREADS = 256  # threads per block
 MAX_LANES = 256  # threads cooperating on one row (a power of two)
 COLUMN_ROWS = 32  # rows per block in the column schedule: one warp of consecutive rows
 SHARED_BUDGET_BYTES = 48 * 1024  # static shared memory a block may declare
+# Register-resident rows: at most this many row elements per lane. Measured on
+# H200 (2026-11-30, 16384 rows of 4096 f32): softmax with 32 elements x 128
+# lanes ran at 93% of copy bandwidth, 16 x 256 at 88%, 8 x 512 at 75%,
+# 4 x 1024 at 52%; add + layer_norm + gelu 82%, 80%, 77%, 54%; 64 x 64 lanes
+# 83% and 66%.
+REGISTER_ELEMS = 32
+# Lanes of one register-resident row at most (a CUDA block holds 1024 threads).
+MAX_REGISTER_LANES = 1024
+# Threads per block of the register schedule (more rows per block when rows
+# are short): the measured 4096-element rows ran best as one 128-lane row.
+REGISTER_BLOCK_THREADS = 128
+# Lanes of a row at least, when the row is that long: one warp reads one
+# contiguous 128-byte line per element.
+MIN_REGISTER_LANES = 32
 _ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 
 
 @dataclass(frozen=True)
 class ReductionOptions:
-    """Tunables of the reduction schedule (defaults: the named constants)."""
+    """Tunables of the reduction schedule (defaults: the named constants).
+
+    `registers` allows the register-resident row schedule
+    (`codegen/reduction_registers.py`) for row (not column) reductions whose
+    row fits `register_elems` elements per lane; otherwise rows are streamed
+    with the shared-memory row cache."""
 
     block_threads: int = BLOCK_THREADS
     max_lanes: int = MAX_LANES
     shared_budget: int = SHARED_BUDGET_BYTES
+    registers: bool = True
+    register_elems: int = REGISTER_ELEMS
+    max_register_lanes: int = MAX_REGISTER_LANES
+
+
+# What `emit` uses when it is given no options (tests may swap it).
+DEFAULT_OPTIONS = ReductionOptions()
 
 
 @dataclass
@@ -90,6 +123,8 @@ class RowSchedule:
     cached: list[SSAValue]  # computed (or loaded) in pass 1, read back by later passes
     scratch_bytes: int
     cache_bytes: int
+    registers: bool = False  # the row stays in registers (reduction_registers)
+    per_lane: int = 0  # register schedule: row elements per lane (the last may overhang)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -112,6 +147,8 @@ def _bytes(v: SSAValue) -> int:
 def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
     """Lanes and rows per block, and the row caches that fit the budget."""
     column = not ra.trailing and (len(ra.shape) - 1) not in ra.axes
+    if not column and opts.registers and (sched := _register_schedule(ra, opts)) is not None:
+        return sched
     if column:
         rows = min(COLUMN_ROWS, _pow2_at_least(ra.rows), opts.block_threads)
         lanes = min(opts.block_threads // rows, _pow2_at_least(ra.row_length))
@@ -127,6 +164,21 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
             cached.append(v)
             cache_bytes += size
     return RowSchedule(column, lanes, rows, cached, scratch, cache_bytes)
+
+
+def _register_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule | None:
+    """The register-resident schedule: the fewest lanes (a power of two, at
+    least a warp when the row is that long) that hold the row in at most
+    `register_elems` elements each; None when even the widest row of lanes
+    would need more."""
+    want = _pow2_at_least(-(-ra.row_length // opts.register_elems))
+    lanes = max(min(MIN_REGISTER_LANES, _pow2_at_least(ra.row_length)), want)
+    if lanes > opts.max_register_lanes:
+        return None
+    rows = max(1, min(REGISTER_BLOCK_THREADS // lanes, _pow2_at_least(ra.rows)))
+    scratch = sum(rows * lanes * _bytes(r.results[0]) for r in ra.reductions)
+    per_lane = -(-ra.row_length // lanes)
+    return RowSchedule(False, lanes, rows, [], scratch, 0, True, per_lane)
 
 
 def _cache_candidates(ra: RowAnalysis) -> list[SSAValue]:
@@ -189,7 +241,7 @@ def emit(group: GroupOp, kernel_name: str, options: ReductionOptions | None = No
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         ra = analyze(body)
-        sched = plan_schedule(ra, options or ReductionOptions())
+        sched = plan_schedule(ra, options or DEFAULT_OPTIONS)
         name = sanitize_identifier(kernel_name)
         text = _RowKernelWriter(ra, sched).write(name)
         grid = ((ra.rows + sched.rows_per_block - 1) // sched.rows_per_block, 1, 1)
@@ -213,6 +265,9 @@ def _notes(ra: RowAnalysis, sched: RowSchedule) -> list[str]:
         f"static shared memory: {sched.scratch_bytes} bytes tree scratch, "
         f"{sched.cache_bytes} bytes row cache ({len(sched.cached)} row value(s) cached)",
     ]
+    if sched.registers:
+        notes.append(f"row held in registers: {sched.per_lane} element(s) per lane, "
+                     "lanes combined by warp shuffles (shared-memory tree in the simulator)")
     return notes
 
 
@@ -228,6 +283,12 @@ class _RowKernelWriter:
         # Per-row values: one evaluator per frame, both in the kernel's top scope.
         self.row_x = PointEvaluator(self.body, ra.shape, self.coords)
         self.row_k = PointEvaluator(self.body, ra.kept_shape, kept_coords, suffix="_k")
+        self.elements: RowElements | None = None
+        if sched.registers:
+            self.elements = RowElements(
+                sched.per_lane, sched.lanes, ra.row_length, ra.reduce_shape,
+                self._register_evaluator, self.coords, ra.axes,
+            )
 
     def write(self, name: str) -> str:
         ra, s = self.ra, self.sched
@@ -281,36 +342,43 @@ class _RowKernelWriter:
 
     # --- passes over the row -------------------------------------------------------
 
-    def _loader(self) -> Loader:
+    def _loader(self, j: str = "j") -> Loader:
         ra, body = self.ra, self.body
 
         def load(arg: BlockArgument, shape: Shape, coords: Sequence[str]) -> str:
             offset = len(ra.shape) - len(shape)
             aligned = (1,) * offset + tuple(shape)
             if aligned == ra.shape and ra.trailing:
-                return load_expr(body, arg, "row_base + j")
+                return load_expr(body, arg, f"row_base + {j}")
             if all(aligned[d] == 1 for d in ra.kept) and all(
                 aligned[d] == ra.shape[d] for d in ra.axes
             ):
-                return load_expr(body, arg, "j")
+                return load_expr(body, arg, j)
             return load_expr(body, arg, broadcast_index(shape, ra.shape, coords))
 
         return load
 
+    def _hoist(self, v: SSAValue) -> str | None:
+        return None if self.ra.value_varies(v) else self.row_x.value(v)
+
     def _element_evaluator(self) -> PointEvaluator:
         """An evaluator for one row element; values constant along the row
         are computed once, in the top scope, and referenced by name."""
-        ra = self.ra
-
-        def hoist(v: SSAValue) -> str | None:
-            return None if ra.value_varies(v) else self.row_x.value(v)
-
         return PointEvaluator(
-            self.body, ra.shape, self.coords, loader=self._loader(), hoist=hoist
+            self.body, self.ra.shape, self.coords, loader=self._loader(), hoist=self._hoist
+        )
+
+    def _register_evaluator(self, e: int, coords: list[str]) -> PointEvaluator:
+        """The evaluator of register element `e` (index `j<e>`, names `*_<e>`)."""
+        return PointEvaluator(
+            self.body, self.ra.shape, coords, loader=self._loader(f"j{e}"),
+            suffix=f"_{e}", hoist=self._hoist,
         )
 
     def _pass(self, stage: int) -> list[str]:
         ra, s = self.ra, self.sched
+        if self.elements is not None:
+            return self._register_pass(stage, self.elements)
         ev = self._element_evaluator()
         roots = _pass_roots(ra, stage)
         final = stage > ra.stages
@@ -340,6 +408,44 @@ class _RowKernelWriter:
         ]
         return head + hoisted + accs + self._row_loop(body_lines)
 
+    def _register_pass(self, stage: int, els: RowElements) -> list[str]:
+        """Pass `stage` over the lane's register elements, unrolled; values
+        of earlier passes are reused by name."""
+        ra = self.ra
+        roots = _pass_roots(ra, stage)
+        final = stage > ra.stages
+        reds = [] if final else self._stage_reductions(stage)
+        terms: list[list[Term]] = [[] for _ in reds]
+        body: list[str] = []
+        # Every store after every load: the compiler must assume an output may
+        # alias an input, so a load placed after a store waits for it.
+        stores: list[str] = []
+        if stage == 1:
+            # Inputs constant along the row (an epsilon, a per-row bias) are
+            # loaded before the row, so their latency hides behind it rather
+            # than stalling the pass that needs them after the reductions.
+            for arg in self.body.args:
+                if _row_constant_x_input(ra, arg):
+                    self.row_x.value(arg)
+        for e in range(els.count):
+            ev, guard = els.evaluators[e], els.guards[e]
+            body += els.index_lines(e)
+            for k, root in enumerate(roots):
+                val = ev.value(root)
+                body += ev.take_lines()
+                if final:
+                    stores += self._store_varying(root, val, guard, ev.coords)
+                else:
+                    terms[k].append((val, guard))
+        body += stores
+        hoisted = self.row_x.take_lines() + self.row_k.take_lines()
+        accs: list[str] = []
+        for r, t in zip(reds, terms, strict=True):
+            accs += accumulate_lines(r, f"acc{ra.reductions.index(r)}", identity_literal(r), t)
+        head = [f"# pass {stage} (row in registers): " + (
+            "store the row-shaped outputs" if final else ", ".join(r.name for r in reds))]
+        return head + hoisted + body + accs
+
     def _row_loop(self, body: list[str]) -> list[str]:
         """This lane's elements of its row, `lanes` apart. The trip count is a
         constant, so the compiler can unroll the loop and issue its loads together."""
@@ -366,16 +472,20 @@ class _RowKernelWriter:
     def _stage_reductions(self, stage: int) -> list[nn.ReduceOp]:
         return [r for r in self.ra.reductions if self.ra.stage[r.results[0]] == stage]
 
-    def _store_varying(self, v: SSAValue, val: str) -> list[str]:
+    def _store_varying(self, v: SSAValue, val: str, inside: str = "",
+                       coords: Sequence[str] | None = None) -> list[str]:
+        """Store row-varying output `v` (`val` at this element); `inside` is
+        the guard of an element that may lie past the row's end."""
         lines: list[str] = []
+        coords = self.coords if coords is None else coords
         for k, out in enumerate(self.body.outputs):
             if out is not v:
                 continue
             shape = tensor_shape(v)
             guard = " and ".join(
-                t for t in ("live", broadcast_guard(shape, self.ra.shape, self.coords)) if t
+                t for t in ("live", inside, broadcast_guard(shape, self.ra.shape, coords)) if t
             )
-            index = broadcast_index(shape, self.ra.shape, self.coords)
+            index = broadcast_index(shape, self.ra.shape, coords)
             lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
         return lines
 
@@ -385,10 +495,13 @@ class _RowKernelWriter:
         ra, s = self.ra, self.sched
         reds = self._stage_reductions(stage)
         idx = [ra.reductions.index(r) for r in reds]
-        lines = [f"red{k}[rloc, lane] = acc{k}" for k in idx]
-        lines += combine_lines(reds, idx, s.lanes)
+        if s.registers:
+            lines = block_combine_lines(reds, idx, s.lanes, s.lanes * s.rows_per_block)
+        else:
+            lines = [f"red{k}[rloc, lane] = acc{k}" for k in idx]
+            lines += combine_lines(reds, idx, s.lanes)
         for k, r in zip(idx, reds, strict=True):
-            res = f"red{k}[rloc, 0]"
+            res = f"acc{k}" if s.registers else f"red{k}[rloc, 0]"
             if isinstance(r, nn.ReduceMeanOp):
                 res = f"{res} * {mean_scale(r, ra.row_length)}"
             lines.append(f"res{k} = {res}")
@@ -416,6 +529,14 @@ class _RowKernelWriter:
             index = broadcast_index(shape, domain, ev.coords)
             lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
         return lines
+
+
+def _row_constant_x_input(ra: RowAnalysis, arg: BlockArgument) -> bool:
+    """Whether `arg` is one number per row, read only by ops evaluated at
+    full (frame X) coordinates: then it can be loaded at the kernel's start."""
+    uses = list(arg.uses)
+    return bool(uses) and not ra.arg_varies(arg) and fits_domain(tensor_shape(arg), ra.shape) \
+        and all(ra.frame.get(u.operation.results[0]) == "X" for u in uses)
 
 
 def _accumulate(r: nn.ReduceOp, acc: str, val: str) -> str:

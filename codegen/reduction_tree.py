@@ -27,6 +27,13 @@ from fusec.codegen.group_body import compute_type
 from fusec.codegen.kernel_source import float_literal, int_literal
 from fusec.dialects import nn
 
+# Threads of a warp: the reach of a shuffle.
+WARP_SIZE = 32
+# True while kernels run in numba's CUDA simulator, which has no warp
+# shuffles; a compile-time constant on the GPU, so the branch not taken is
+# removed before PTX is written.
+SIMULATED = "numba.cuda.core.config.ENABLE_CUDASIM"
+
 
 def identity_literal(r: nn.ReduceOp) -> str:
     """The value an accumulator of `r` starts from."""
@@ -72,3 +79,53 @@ def combine_lines(reds: Sequence[nn.ReduceOp], slots: Sequence[int], lanes: int)
         lines.append("cuda.syncthreads()")
         step //= 2
     return lines
+
+
+def shuffle_combine_lines(
+    reds: Sequence[nn.ReduceOp], slots: Sequence[int], lanes: int, block_threads: int
+) -> list[str]:
+    """Combine the accumulators `acc<slot>` of the `lanes` lanes of each row
+    with warp shuffles (butterfly: every lane ends with the total), then, when
+    a row spans several warps, through one shared-memory slot per warp
+    (`red<slot>[rloc, warp]`) and ONE barrier for all reductions of the stage.
+
+    Rows are `lanes` consecutive threads (`threadIdx.x`), so a butterfly with
+    offsets below `lanes` never mixes two rows. Called from the kernel's top
+    scope: every thread of the block reaches the barrier."""
+    full = min(block_threads, WARP_SIZE)
+    mask = hex((1 << full) - 1)
+    lines: list[str] = []
+    for r, k in zip(reds, slots, strict=True):
+        step = min(lanes, WARP_SIZE) // 2
+        while step >= 1:
+            other = f"cuda.shfl_xor_sync({mask}, acc{k}, {int_literal(step)})"
+            lines.append(f"acc{k} = {combine(r, f'acc{k}', other)}")
+            step //= 2
+    warps = lanes // WARP_SIZE
+    if warps <= 1:
+        return lines
+    lines.append(f"if lane % {int_literal(WARP_SIZE)} == 0:")
+    lines += [f"    red{k}[rloc, lane // {int_literal(WARP_SIZE)}] = acc{k}" for k in slots]
+    lines.append("cuda.syncthreads()")
+    for r, k in zip(reds, slots, strict=True):
+        lines.append(f"acc{k} = red{k}[rloc, 0]")
+        for w in range(1, warps):
+            lines.append(f"acc{k} = {combine(r, f'acc{k}', f'red{k}[rloc, {w}]')}")
+    return lines
+
+
+def block_combine_lines(
+    reds: Sequence[nn.ReduceOp], slots: Sequence[int], lanes: int, block_threads: int
+) -> list[str]:
+    """`acc<slot>` of every lane replaced by its row's total: warp shuffles on
+    the GPU, the shared-memory tree (`combine_lines`) in the simulator."""
+    tree = [f"red{k}[rloc, lane] = acc{k}" for k in slots]
+    tree += combine_lines(reds, slots, lanes)
+    tree += [f"acc{k} = red{k}[rloc, 0]" for k in slots]
+    shuffled = shuffle_combine_lines(reds, slots, lanes, block_threads)
+    return [
+        f"if {SIMULATED}:",
+        *("    " + line for line in tree),
+        "else:",
+        *("    " + line for line in (shuffled or ["pass"])),
+    ]

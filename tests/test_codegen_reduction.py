@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from fusec.codegen import reduction
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.reduction import ReductionOptions, emit, plan_schedule
 from fusec.codegen.reduction_plan import analyze
@@ -77,6 +78,24 @@ def test_softmax_one_kernel_short_rows() -> None:
     assert program.functions["f"].launches[0].block == (16, 8, 1)
 
 
+@pytest.fixture
+def streamed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generate reductions with the streamed schedule (shared-memory row
+    cache) instead of the register-resident one."""
+    monkeypatch.setattr(reduction, "DEFAULT_OPTIONS", ReductionOptions(registers=False))
+
+
+def test_softmax_row_in_registers_with_overhang() -> None:
+    # 300 elements in registers: a warp per row, 10 elements per lane, the
+    # last one guarded (300 = 9 * 32 + 12), 4 rows per block.
+    program = check_program(SOFTMAX.format(n=300))
+    assert program.functions["f"].launches[0].block == (32, 4, 1)
+    assert "ok9 = jr9 < 300" in program.kernels_source
+    assert "ok8" not in program.kernels_source
+    assert "cache0" not in program.kernels_source
+
+
+@pytest.mark.usefixtures("streamed")
 def test_softmax_row_longer_than_block() -> None:
     # 300 elements > 256 lanes: each lane takes two elements of its row.
     program = check_program(SOFTMAX.format(n=300))
@@ -91,9 +110,21 @@ def _group(text: str) -> GroupOp:
 def test_softmax_caches_the_row_unless_over_budget() -> None:
     group = _group(SOFTMAX.format(n=300))
     ra = analyze(GroupBody.of(group))
-    assert plan_schedule(ra, ReductionOptions()).cached == [ra.body.args[0]]
-    assert plan_schedule(ra, ReductionOptions(shared_budget=2048)).cached == []
-    assert "cache0" not in emit(group, "k", ReductionOptions(shared_budget=2048)).text
+    streamed = ReductionOptions(registers=False)
+    assert plan_schedule(ra, streamed).cached == [ra.body.args[0]]
+    tight = ReductionOptions(registers=False, shared_budget=2048)
+    assert plan_schedule(ra, tight).cached == []
+    assert "cache0" not in emit(group, "k", tight).text
+
+
+def test_register_schedule_needs_a_row_that_fits() -> None:
+    group = _group(SOFTMAX.format(n=300))
+    ra = analyze(GroupBody.of(group))
+    sched = plan_schedule(ra, ReductionOptions())
+    assert (sched.registers, sched.lanes, sched.per_lane, sched.cached) == (True, 32, 10, [])
+    # At most 4 elements per lane would need 128 lanes; 64 are allowed.
+    narrow = ReductionOptions(register_elems=4, max_register_lanes=64)
+    assert not plan_schedule(ra, narrow).registers
 
 
 ADD_LAYERNORM_GELU = """
@@ -121,6 +152,17 @@ func.func @f(%x: tensor<6x40xf32>, %r: tensor<6x40xf32>, %g: tensor<40xf32>, %b:
 }"""
 
 
+def test_add_layernorm_gelu_in_registers() -> None:
+    # x + r is computed once per element and reused by the variance and the
+    # output passes from registers: no row cache, no second read of x or r.
+    program = check_program(ADD_LAYERNORM_GELU)
+    text = program.kernels_source
+    assert "cache0" not in text
+    assert text.count("in0[") == 2 and text.count("in1[") == 2  # 40 = 32 + 8 elements
+    assert "cuda.shfl_xor_sync(0xffffffff, acc0, 16)" in text
+
+
+@pytest.mark.usefixtures("streamed")
 def test_add_layernorm_gelu_one_kernel_two_outputs() -> None:
     program = check_program(ADD_LAYERNORM_GELU)
     # Three passes read the row; the cache holds x + r (one value, not two inputs).
@@ -147,7 +189,7 @@ func.func @f(%x: tensor<3x4x10xf32>)
     check_program(text)
 
 
-def test_cached_value_computed_for_a_later_pass() -> None:
+def test_cached_value_computed_for_a_later_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     # tanh(x) is needed only after the sum; pass 1 computes and caches it.
     text = """
 func.func @f(%x: tensor<4x24xf32>) -> tensor<4x24xf32> {
@@ -161,6 +203,9 @@ func.func @f(%x: tensor<4x24xf32>) -> tensor<4x24xf32> {
   }
   func.return %y : tensor<4x24xf32>
 }"""
+    program = check_program(text)
+    assert "cache0" not in program.kernels_source  # in registers by default
+    monkeypatch.setattr(reduction, "DEFAULT_OPTIONS", ReductionOptions(registers=False))
     program = check_program(text)
     assert "cache0[rloc, j] = v1" in program.kernels_source
 

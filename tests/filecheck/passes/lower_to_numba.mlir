@@ -15,14 +15,14 @@ func.func @launches(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %big: tensor<1024x10
   %r = nn.reshape %y : (tensor<4x8xf32>) -> tensor<32xf32>
   // CHECK: {name = "g1", kind = "layout", kernel = "launches_g1_transpose", grid = [1, 1, 1], block = [256, 1, 1], shared_bytes = 0}
   %t = nn.transpose %y {perm = [1, 0]} : (tensor<4x8xf32>) -> tensor<8x4xf32>
-  // 2^20 elements, 4 per thread: 2^18 threads in 1024 blocks.
+  // 2^20 elements, 4 per thread: one block per chunk of 1024 elements.
   // CHECK: {name = "g2", kind = "pointwise", kernel = "launches_g2_exp", grid = [1024, 1, 1], block = [256, 1, 1], shared_bytes = 0}
   %e = nn.exp %big : tensor<1024x1024xf32>
-  // The grid is capped at 132 SMs x 32 blocks; threads loop.
-  // CHECK: {name = "g3", kind = "pointwise", kernel = "launches_g3_relu", grid = [4224, 1, 1], block = [256, 1, 1], shared_bytes = 0}
+  // One block per chunk at any size (up to CUDA's 2^31 - 1 blocks).
+  // CHECK: {name = "g3", kind = "pointwise", kernel = "launches_g3_relu", grid = [262144, 1, 1], block = [256, 1, 1], shared_bytes = 0}
   %h = nn.relu %huge : tensor<268435456xf32>
-  // 2997 elements, not a multiple of 4: one element per thread.
-  // CHECK: {name = "g4", kind = "pointwise", kernel = "launches_g4_neg", grid = [12, 1, 1], block = [256, 1, 1], shared_bytes = 0}
+  // 2997 elements: 3 chunks, the last one partial (clamped loads, guarded stores).
+  // CHECK: {name = "g4", kind = "pointwise", kernel = "launches_g4_neg", grid = [3, 1, 1], block = [256, 1, 1], shared_bytes = 0}
   %n = nn.neg %odd : tensor<999x3xf32>
   func.return %r, %t, %e, %h, %n : tensor<32xf32>, tensor<8x4xf32>, tensor<1024x1024xf32>, tensor<268435456xf32>, tensor<999x3xf32>
 }

@@ -1,0 +1,109 @@
+"""The register-resident row schedule of `codegen/reduction.py`.
+
+When a row is short enough (`ReductionOptions.register_elems` elements per
+lane at most), each lane loads its elements of the row once and keeps them,
+and every value computed from them, in registers until the row is written:
+
+```python
+# element e of this lane is j<e> = lane + e * lanes (consecutive lanes read
+# consecutive addresses: one coalesced 128-byte request per warp and element)
+a0_0 = in0[row_base + j0]
+a0_1 = in0[row_base + j1]
+acc0 = max(a0_0, a0_1)          # pass 1, a tree over the lane's elements
+...                             # lanes combined (reduction_tree.block_combine_lines)
+v2_0 = math.exp(a0_0 - res0)    # pass 2 reuses a0_0: no second read, no shared row cache
+```
+
+The element loop is unrolled when the kernel text is written, so the compiler
+sees straight-line code: every load of pass 1 can be in flight at once, and
+values live in named registers rather than a local array that a run-time
+index would push to local memory. A value computed in one pass is reused by
+the later ones (one `PointEvaluator` per element lives across all passes), so
+a layer norm reads `x + r` from registers for its centred squares and its
+output, exactly as the IR orders the arithmetic (two-pass mean and variance,
+no sum-of-squares cancellation; the second pass costs registers, not memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from fusec.codegen.group_body import PointEvaluator
+from fusec.codegen.kernel_source import int_literal, unravel
+from fusec.codegen.reduction_tree import combine
+from fusec.dialects import nn
+
+# An accumulate term: (value expression, guard or "" when always valid).
+Term = tuple[str, str]
+
+
+class RowElements:
+    """The unrolled elements of one lane's share of its row: their indices,
+    coordinates and one persistent evaluator each."""
+
+    def __init__(
+        self,
+        count: int,
+        lanes: int,
+        row_length: int,
+        reduce_shape: Sequence[int],
+        make_evaluator: Callable[[int, list[str]], PointEvaluator],
+        coords: Sequence[str],
+        axes: Sequence[int],
+    ) -> None:
+        self.count = count
+        self.lanes = lanes
+        self.row_length = row_length
+        self.setup: list[list[str]] = []
+        self.guards: list[str] = []
+        self.evaluators: list[PointEvaluator] = []
+        for e in range(count):
+            lines, guard = self._index_lines(e)
+            unravel_lines, names = unravel(f"j{e}", reduce_shape, prefix=f"j{e}c")
+            element_coords = list(coords)
+            for d, n in zip(axes, names, strict=True):
+                element_coords[d] = n
+            self.setup.append(lines + unravel_lines)
+            self.guards.append(guard)
+            self.evaluators.append(make_evaluator(e, element_coords))
+        self._emitted = [False] * count
+
+    def _index_lines(self, e: int) -> tuple[list[str], str]:
+        """`j<e>` (clamped into the row when the last elements overhang it)
+        and the guard of a clamped element ("" when it is always inside)."""
+        offset = int_literal(e * self.lanes)
+        if (e + 1) * self.lanes <= self.row_length:
+            return [f"j{e} = lane + {offset}"], ""
+        n = int_literal(self.row_length)
+        return [
+            f"jr{e} = lane + {offset}",
+            f"ok{e} = jr{e} < {n}",
+            f"j{e} = min(jr{e}, {int_literal(self.row_length - 1)})",
+        ], f"ok{e}"
+
+    def index_lines(self, e: int) -> list[str]:
+        """Element `e`'s index and coordinates, the first time it is visited."""
+        if self._emitted[e]:
+            return []
+        self._emitted[e] = True
+        return self.setup[e]
+
+
+def accumulate_lines(r: nn.ReduceOp, acc: str, identity: str, terms: Sequence[Term]) -> list[str]:
+    """`acc = <pairwise tree of the always-valid terms>`, then the guarded
+    terms one by one: a tree keeps the adds independent (the compiler may
+    not reassociate floating-point arithmetic itself)."""
+    plain = [v for v, g in terms if not g]
+    lines = [f"{acc} = {_tree(r, plain) if plain else identity}"]
+    for v, g in terms:
+        if g:
+            lines += [f"if {g}:", f"    {acc} = {combine(r, acc, v)}"]
+    return lines
+
+
+def _tree(r: nn.ReduceOp, values: list[str]) -> str:
+    while len(values) > 1:
+        pairs = [f"({combine(r, values[i], values[i + 1])})" for i in range(0, len(values) - 1, 2)]
+        values = pairs + values[len(values) - len(values) % 2:]
+    return values[0]
+

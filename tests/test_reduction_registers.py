@@ -1,0 +1,76 @@
+"""The register-resident row schedule (`codegen/reduction_registers.py`):
+numbers in the simulator (shared-memory tree branch) against the reference,
+and the GPU branch (warp shuffles) compiled to sm_90 PTX without a GPU."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from fusec.codegen.ptx import compile_program_ptx
+from tests.codegen_harness import check_program
+
+HAS_PTXAS = shutil.which("ptxas") is not None
+
+SOFTMAX = """
+func.func @f(%x: tensor<{r}x{n}xf32>) -> tensor<{r}x{n}xf32> {{
+  %y = nn.softmax %x {{axis = -1}} : tensor<{r}x{n}xf32>
+  func.return %y : tensor<{r}x{n}xf32>
+}}"""
+
+LAYERNORM = """
+func.func @f(%x: tensor<3x{n}xf32>, %r: tensor<3x{n}xf32>, %g: tensor<{n}xf32>,
+             %b: tensor<{n}xf32>) -> tensor<3x{n}xf32> {{
+  %h = nn.add %x, %r : (tensor<3x{n}xf32>, tensor<3x{n}xf32>) -> tensor<3x{n}xf32>
+  %y = nn.layer_norm %h, %g, %b {{axis = -1, epsilon = 1.0e-05}}
+      : (tensor<3x{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>) -> tensor<3x{n}xf32>
+  %o = nn.gelu %y : tensor<3x{n}xf32>
+  func.return %o : tensor<3x{n}xf32>
+}}"""
+
+FUSE = "decompose,form-fusion-groups"
+
+
+def test_softmax_long_row_spans_warps() -> None:
+    # 4096 elements: 128 lanes x 32 elements, four warps per row.
+    program = check_program(SOFTMAX.format(r=2, n=4096), pipeline=FUSE)
+    launch = program.functions["f"].launches[0]
+    assert launch.block == (128, 1, 1) and launch.grid == (2, 1, 1)
+    assert "a0_31 = in0[row_base + j31]" in program.kernels_source
+    assert "a0_32" not in program.kernels_source
+
+
+def test_layernorm_one_warp_per_row() -> None:
+    program = check_program(LAYERNORM.format(n=96), pipeline=FUSE)
+    launch = program.functions["f"].launches[0]
+    assert launch.block == (32, 4, 1)  # 3 elements per lane, 4 rows per block
+    # x + r is read once per element: 3 loads of each input.
+    assert program.kernels_source.count("in0[row_base") == 3
+
+
+def _ptx(program_text: str) -> str:
+    program = check_program(program_text, pipeline=FUSE)
+    info = compile_program_ptx(program)
+    (kernel,) = info.values()
+    if HAS_PTXAS:
+        assert kernel["spill_bytes"] == 0
+    return str(kernel["ptx"])
+
+
+@pytest.mark.slow
+def test_gpu_branch_shuffles_and_one_barrier_per_stage() -> None:
+    ptx = _ptx(SOFTMAX.format(r=2, n=4096))
+    # max and sum: 5 butterfly steps each, one barrier each (4 warps per row).
+    assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == 10
+    assert len(re.findall(r"bar\.sync", ptx)) == 2
+    assert ".local" not in ptx  # the row stays in registers
+
+
+@pytest.mark.slow
+def test_gpu_branch_single_warp_rows_need_no_barrier() -> None:
+    ptx = _ptx(LAYERNORM.format(n=96))
+    assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == 10
+    assert "bar.sync" not in ptx
+    assert ".local" not in ptx
