@@ -55,31 +55,43 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cudnn.allow_tf32 = False
     copy_bw, gemm_rate = _ceilings(torch)
     lines = _header(torch, copy_bw, gemm_rate)
+    failed = 0
     for row in args.rows.split(","):
         print(f"== {row}", flush=True)
-        path = HERE / "models" / f"{row}.mlir"
-        fused = fusec.compile(path, fusion=True, device="gpu")
-        off = fusec.compile(path, fusion=False, device="gpu")
-        inputs = _inputs(torch, fused)
-        peer = PEERS[row]
-        ref = peer(*inputs)
-        status = [_check(torch, m(*inputs), ref) for m in (fused, off)]
-        if args.reference:
-            status = [f"{s}, {_check_reference(path, m, inputs)}"
-                      for s, m in zip(status, (fused, off), strict=True)]
-        times = {
-            "fusec": _time_fusec(torch, fused, inputs, args),
-            "fusion off": _time_fusec(torch, off, inputs, args),
-            "torch eager": _time_torch(torch, peer, inputs, args),
-        }
-        if not args.no_compile:
-            times["torch.compile"] = _time_torch(torch, torch.compile(peer), inputs, args)
-        moved, flops = floor_work(row, inputs, ref)
-        floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
-        lines += _row_table(row, times, floor, fused.launches, off.launches, status)
-        print("\n".join(lines[-(len(times) + 4):]), flush=True)
+        try:
+            lines += _measure_row(row, fusec, torch, PEERS[row], floor_work, args,
+                                  copy_bw, gemm_rate)
+        except Exception as err:  # one broken row must not lose the others
+            failed += 1
+            lines += [f"## {row}  FAILED: {type(err).__name__}: {err}", ""]
+        print("\n".join(lines[-8:]), flush=True)
     _write(args.out, lines, torch)
-    return 0
+    return 1 if failed else 0
+
+
+def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, args: Any,
+                 copy_bw: float, gemm_rate: float) -> list[str]:
+    """Check and time one model; its table lines."""
+    path = HERE / "models" / f"{row}.mlir"
+    fused = fusec.compile(path, fusion=True, device="gpu")
+    off = fusec.compile(path, fusion=False, device="gpu")
+    inputs = _inputs(torch, fused)
+    ref = peer(*inputs)
+    status = [_check(torch, m(*inputs), ref) for m in (fused, off)]
+    if args.reference:
+        status = [f"{s}, {_check_reference(path, m, inputs)}"
+                  for s, m in zip(status, (fused, off), strict=True)]
+    times = {
+        "fusec": _time_fusec(torch, fused, inputs, args),
+        "fusion off": _time_fusec(torch, off, inputs, args),
+        "torch eager": _time_torch(torch, peer, inputs, args),
+    }
+    if not args.no_compile:
+        times["torch.compile"] = _time_torch(torch, torch.compile(peer), inputs, args)
+    moved, flops = floor_work(row, inputs, ref)
+    floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
+    return _row_table(row, times, floor, fused.launches, off.launches, status)
+
 
 
 def _ceilings(torch: Any) -> tuple[float, float]:
