@@ -93,7 +93,6 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
     return _row_table(row, times, floor, fused.launches, off.launches, status)
 
 
-
 def _ceilings(torch: Any) -> tuple[float, float]:
     """Measured device-to-device copy bandwidth (bytes read + written per
     second) and cuBLAS fp32 rate (flop/s)."""
