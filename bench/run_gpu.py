@@ -24,8 +24,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROWS = ["chain16", "softmax", "add_layernorm_gelu", "mlp", "attention",
+ROWS = ["chain16", "softmax", "add_layernorm_gelu", "mlp", "mlp_simt", "attention",
         "inverted_residual", "gpt2_block"]
+# Rows that compile a model of bench/models with a fixed GEMM choice:
+# "mlp_simt" is mlp.mlir with the library GEMM off (the fused SIMT kernel).
+VARIANTS = {"mlp_simt": ("mlp", "fused")}
 # Output agreement with torch eager, relative to max |reference| (fp32,
 # different summation orders and erf implementations).
 TOLERANCE = 2e-3
@@ -59,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in args.rows.split(","):
         print(f"== {row}", flush=True)
         try:
-            lines += _measure_row(row, fusec, torch, PEERS[row], floor_work, args,
+            model, _ = VARIANTS.get(row, (row, "auto"))
+            lines += _measure_row(row, fusec, torch, PEERS[model], floor_work, args,
                                   copy_bw, gemm_rate)
         except Exception as err:  # one broken row must not lose the others
             failed += 1
@@ -72,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
 def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, args: Any,
                  copy_bw: float, gemm_rate: float) -> list[str]:
     """Check and time one model; its table lines."""
-    path = HERE / "models" / f"{row}.mlir"
-    fused = fusec.compile(path, fusion=True, device="gpu")
-    off = fusec.compile(path, fusion=False, device="gpu")
+    model, gemm = VARIANTS.get(row, (row, "auto"))
+    path = HERE / "models" / f"{model}.mlir"
+    fused = fusec.compile(path, fusion=True, device="gpu", gemm=gemm)
+    off = fusec.compile(path, fusion=False, device="gpu", gemm=gemm)
     inputs = _inputs(torch, fused)
     ref = peer(*inputs)
     status = [_check(torch, m(*inputs), ref) for m in (fused, off)]
@@ -88,9 +93,12 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
     }
     if not args.no_compile:
         times["torch.compile"] = _time_torch(torch, torch.compile(peer), inputs, args)
-    moved, flops = floor_work(row, inputs, ref)
+    moved, flops = floor_work(model, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
-    return _row_table(row, times, floor, fused.launches, off.launches, status)
+    table = _row_table(row, times, floor, fused.launches, off.launches, status)
+    if flops == flops:  # contractions: the achieved rate of fused fusec
+        table.insert(1, f"fusec: {flops / (times['fusec'] * 1e-3) / 1e12:.1f} TFLOP/s")
+    return table
 
 
 def _ceilings(torch: Any) -> tuple[float, float]:

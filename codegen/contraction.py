@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType
 from xdsl.ir import SSAValue
 
 from fusec.codegen.decompose_group import decomposed
@@ -131,6 +132,25 @@ MEDIUM_TILE = GemmTile(bm=64, bn=64, bk=8, tm=4, tn=4, vec=2)
 SMALL_TILE = GemmTile(bm=32, bn=32, bk=8, tm=4, tn=4)
 
 
+GEMM_TILE_ATTR = "gemm_tile"
+"""Group attribute `tile-and-promote` records: `[bm, bn, bk, tm, tn, vec]`."""
+
+
+def recorded_tile(group: GroupOp) -> GemmTile | None:
+    """The tile recorded on `group` by `tile-and-promote`, if any."""
+    attr = group.attributes.get(GEMM_TILE_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return None
+    bm, bn, bk, tm, tn, vec = (int(x.value.data) for x in attr.data)
+    return GemmTile(bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vec=vec)
+
+
+def tile_attr(tile: GemmTile) -> ArrayAttr[IntegerAttr[IntegerType]]:
+    """`tile` as the `gemm_tile` attribute."""
+    values = (tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.vec)
+    return ArrayAttr([IntegerAttr(v, IntegerType(64)) for v in values])
+
+
 def choose_tile(batch: int, m: int, n: int) -> GemmTile:
     """The biggest tile that fits inside the product and still gives every
     SM at least one block; the small tile otherwise."""
@@ -204,7 +224,8 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         g = analyze(body)
-        tile = tile or choose_tile(numel(g.batch), g.m, g.n)
+        # the schedule tile-and-promote recorded wins over the size-based default
+        tile = tile or recorded_tile(group) or choose_tile(numel(g.batch), g.m, g.n)
         name = sanitize_identifier(kernel_name)
         grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), max(1, numel(g.batch)))
         block = (tile.threads, 1, 1)
@@ -224,6 +245,11 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
 
 def _shared_bytes(g: GemmShape, t: GemmTile) -> int:
     item = 8 if compute_type(g.matmul.result) == "float64" else 4
+    return gemm_shared_bytes(t, item)
+
+
+def gemm_shared_bytes(t: GemmTile, item: int = 4) -> int:
+    """Static shared memory of a tile: double-buffered, padded A and B tiles."""
     return 2 * t.bk * (t.bm + t.bn + 2 * SMEM_PAD) * item
 
 

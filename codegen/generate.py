@@ -44,8 +44,10 @@ from fusec.codegen.program import (
     TensorSpec,
     View,
 )
+from fusec.compiler.cost_model import op_flops
 from fusec.compiler.diagnostics import FusecError, op_error
 from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, tensor_shape
@@ -123,6 +125,7 @@ class _FunctionBuilder:
     func: FuncOp
     names: NameTable
     kernels: list[KernelSource]
+    target: Target  # prices each launch (`KernelLaunch.est_time_us`)
     ids: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
     program: FunctionProgram | None = None
 
@@ -184,6 +187,10 @@ class _FunctionBuilder:
         main = op.name.removeprefix("nn.") if (op := main_op(group)) else "copy"
         kernel_name = self.names.fresh(f"{func_name}_{group_name}_{main}")
         kind = group_attr(group, "kind", "")
+        if group_attr(group, "gemm", "") == "library":  # a cuBLAS call, not a kernel
+            from fusec.codegen.library_gemm import library_launch
+
+            return library_launch(group, self.value_id, group_name)
         try:
             kernel = load_emitter(kind, group)(group, kernel_name)
         except NotImplementedError as err:  # an emitter's documented gap, not a crash
@@ -198,11 +205,20 @@ class _FunctionBuilder:
         assert self.program is not None
         # Each distinct buffer once: what the kernel must at least move.
         moved = sum(self.program.values[v].nbytes for v in dict.fromkeys(a.value for a in args))
+        # The roofline of compiler/cost_model.py: max(bytes/BW, flops/peak) + launch.
+        flops = sum(op_flops(op) for op in group.block.ops if not isinstance(op, YieldOp))
         return KernelLaunch(
             kernel=kernel.name, grid=kernel.grid, block=kernel.block,
             shared_bytes=kernel.shared_bytes, args=args, ops=ops, group=group_name,
-            hbm_bytes=moved,
+            hbm_bytes=moved, est_time_us=self.target.kernel_time(moved, flops) * 1e6,
+            est_registers=_est_registers(group),
         )
+
+
+def _est_registers(group: GroupOp) -> int:
+    """The `est_registers` register-budget recorded on the group (0: not run)."""
+    attr = group.attributes.get("est_registers")
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 
 def kernels_text(kernels: list[KernelSource]) -> str:
@@ -211,11 +227,13 @@ def kernels_text(kernels: list[KernelSource]) -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
-def generate_program(module: ModuleOp) -> Program:
+def generate_program(module: ModuleOp, target: Target | None = None) -> Program:
     """Generate every kernel of `module` and the launch plan of each public
     function; annotates each group with `kernel`, `grid`, `block` and
-    `shared_bytes`. Raises a located `FusecError` for what it cannot generate.
+    `shared_bytes`; prices each launch on `target` (default h200). Raises a
+    located `FusecError` for what it cannot generate.
     """
+    profile = target or get_target(DEFAULT_TARGET)
     names = NameTable()
     kernels: list[KernelSource] = []
     functions: dict[str, FunctionProgram] = {}
@@ -226,7 +244,7 @@ def generate_program(module: ModuleOp) -> Program:
             continue
         if op.sym_name.data in functions:
             raise op_error(op, f"function @{op.sym_name.data} is defined twice")
-        functions[op.sym_name.data] = _FunctionBuilder(op, names, kernels).build()
+        functions[op.sym_name.data] = _FunctionBuilder(op, names, kernels, profile).build()
     if not functions:
         raise FusecError("the module has no public function to compile")
     return Program(kernels_source=kernels_text(kernels), functions=functions)

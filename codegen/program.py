@@ -16,6 +16,7 @@ flat `[n]` or a vectorized `[n/4, 4]` view of an n-d tensor).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,10 @@ class KernelLaunch:
     est_registers: int = 0
     est_time_us: float = 0.0
     hbm_bytes: int = 0
+    library: dict[str, Any] | None = None
+    """A library call instead of a kernel of kernels.py (`codegen/library_gemm.py`):
+    `{"library": "cublas_sgemm", "a": "v0", "b": "v1", "c": "v2", "transpose_a":
+    false, "transpose_b": false, "batch": [], "m": 64, "n": 64, "k": 64}`."""
 
 
 @dataclass

@@ -79,7 +79,8 @@ def program_signatures(program: Program) -> dict[str, Signature]:
     out: dict[str, Signature] = {}
     for fp in program.functions.values():
         for launch in fp.launches:
-            out.setdefault(launch.kernel, launch_signature(launch, fp.values))
+            if launch.library is None:  # a library call has no kernel to compile
+                out.setdefault(launch.kernel, launch_signature(launch, fp.values))
     return out
 
 
@@ -146,7 +147,8 @@ def compile_kernels_ptx(
     """
     signatures: dict[str, Signature] = {}
     for launch, values in launches:
-        signatures.setdefault(launch.kernel, launch_signature(launch, values))
+        if launch.library is None:
+            signatures.setdefault(launch.kernel, launch_signature(launch, values))
     if not signatures:
         return {}
     ptx = _compile_in_subprocess(kernels_source, signatures)

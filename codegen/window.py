@@ -115,6 +115,10 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """The kernel of a `kind = "window"` group (see the module docstring)."""
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
+        if sum(op_kind(op) == OpKind.WINDOW for op in body.ops) == 2:  # conv + pool
+            from fusec.codegen.conv_pool import emit as emit_conv_pool
+
+            return emit_conv_pool(flat, kernel_name, body)
         w = analyze(body)
         name = sanitize_identifier(kernel_name)
         total = numel(w.out)

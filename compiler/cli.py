@@ -4,6 +4,7 @@
 fusec MODEL.mlir -p decompose            # run passes, print the IR (like xdsl-opt)
 fusec MODEL.mlir                         # run the default pipeline, print the IR
 fusec MODEL.mlir -o OUT                  # compile: OUT/model.mlir, kernels.py, plan.json, ...
+fusec MODEL.mlir -o OUT --check-precision   # + split fused groups that drift from unfused
 fusec run MODEL.mlir|OUT --check         # run the kernels, compare with the reference
 fusec MODEL.mlir -p decompose,form-fusion-groups --remarks   # + one line per fusion decision
 fusec MODEL.mlir --emit dot -o groups.dot                   # op graph, groups as clusters
@@ -61,6 +62,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ptx-info", action="store_true",
                    help="compile job: compile the kernels with ptxas and report registers "
                    "and spills (slow)")
+    p.add_argument("--check-precision", action="store_true",
+                   help="compile job: run each fused group on random data and split the "
+                   "groups whose result differs from the unfused one by more than the "
+                   "tolerance of their element type (pass check-precision)")
+    p.add_argument("--max-registers", type=int, default=0, metavar="N",
+                   help="compile job: registers per thread no kernel may exceed; groups "
+                   "estimated over N are split or re-tiled (pass register-budget)")
+    p.add_argument("--shared-memory-limit", type=int, default=0, metavar="BYTES",
+                   help="compile job: shared memory per block; bigger tiles are shrunk "
+                   "(pass tile-and-promote)")
+    p.add_argument("--gemm", choices=["auto", "library", "fused"], default="auto",
+                   help="compile job: matmuls as a library GEMM (cuBLAS through CuPy) plus "
+                   "an epilogue kernel, as fused SIMT kernels, or as the cost model "
+                   "decides (default)")
     p.add_argument("--remarks", action="store_true",
                    help="print one line per fusion decision (fused / missed, with the "
                    "reason) to stderr after compiling")
@@ -157,11 +172,13 @@ def _compile_job(args: argparse.Namespace, sources: dict[str, str]) -> int:
     """`fusec MODEL.mlir -o OUT`: compile and write OUT whole or not at all."""
     if args.split_input_file or args.verify_diagnostics:
         raise FusecError("--split-input-file and --verify-diagnostics need -p (not -o OUT)")
-    from fusec.compiler.compile import compile_model, write_out
+    from fusec.compiler.compile import ScheduleOptions, compile_model, write_out
 
     artifacts = compile_model(args.input, fusion=not args.no_fusion, target=args.target,
                               ptx_info=args.ptx_info, plugins=args.load_pass_plugin,
-                              sources=sources)
+                              sources=sources, check_precision=args.check_precision,
+                              schedule=ScheduleOptions(args.max_registers,
+                                                       args.shared_memory_limit, args.gemm))
     write_out(artifacts, args.output)
     return 0
 

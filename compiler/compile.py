@@ -1,7 +1,8 @@
 """The compile job: `fusec MODEL.mlir -o OUT` and `fusec.compile(...)`.
 
 parse → verify → `decompose` → `form-fusion-groups` (when fusion is on and
-the pass is registered) → `group-each-op` → code generation → memory plan →
+the pass is registered) → `check-precision` (with `--check-precision`) →
+`group-each-op` → `register-budget` → `tile-and-promote` → code generation → memory plan →
 the artifacts of OUT:
 
 ```
@@ -35,18 +36,25 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
 ```
 
 `registers`/`spill_bytes` appear only when measured (`--ptx-info`).
+A library GEMM launch (`--gemm`) names no kernel of kernels.py and carries
+`library`, `a`, `b`, `c`, `transpose_a`, `transpose_b`, `batch`, `m`, `n`, `k`
+(`codegen/library_gemm.py`); the runtime runs it with CuPy.
 `program_from_plan` reads it back for `fusec run OUT`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import gc
 import json
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -68,11 +76,16 @@ from fusec.compiler.parsing import make_context, parse_module, read_source
 from fusec.compiler.pipeline import PipelineRunner
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.report import ReportInputs, render_report
+from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
 from fusec.compiler.verify import verify_module
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 PLAN_FORMAT = "fusec-plan"
 PLAN_VERSION = 1
 FUSION_PASS = "form-fusion-groups"
+CHECK_PRECISION_PASS = "check-precision"
 OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz")
 
 
@@ -99,6 +112,28 @@ def _source_text(source: str | Path) -> tuple[str, str]:
     return source, "<model>"
 
 
+GC_YOUNG_THRESHOLD = 50_000
+"""Allocations between young-generation collections while compiling (Python's
+default is 700): a compile allocates millions of IR objects that live until it
+ends, and re-scanning them cost about a fifth of a 10,000-op compile."""
+
+
+def _fewer_collections(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run `fn` with `GC_YOUNG_THRESHOLD`, restoring the thresholds after."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        previous = gc.get_threshold()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *previous[1:])
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.set_threshold(*previous)
+
+    return wrapper
+
+
+@_fewer_collections
 def compile_model(
     source: str | Path,
     fusion: bool = True,
@@ -106,10 +141,14 @@ def compile_model(
     ptx_info: bool = False,
     plugins: list[str] | None = None,
     sources: dict[str, str] | None = None,
+    check_precision: bool = False,
+    schedule: ScheduleOptions | None = None,
 ) -> CompiledArtifacts:
     """Compile a model (its text or a path) into the artifacts of OUT; raises
     `FusecError` for bad input. `sources` receives the text read, by file name,
-    so that errors can quote the offending line."""
+    so that errors can quote the offending line. `check_precision` runs the
+    `check-precision` pass after fusion; `schedule` carries `--max-registers`,
+    `--shared-memory-limit` and `--gemm` (register-budget, tile-and-promote)."""
     text, name = _source_text(source)
     if sources is not None:
         sources[name] = text
@@ -118,11 +157,12 @@ def compile_model(
     module = parse_module(ctx, text, name)
     verify_module(module)
     registry = make_registry(plugins or [])
-    passes = _pipeline(registry, fusion, target)
+    passes = _pipeline(registry, fusion, target, check_precision) + schedule_passes(
+        registry, target, schedule or ScheduleOptions())
     PipelineRunner(ctx, passes).run(module)
     from fusec.codegen.generate import generate_program
 
-    program = generate_program(module)
+    program = generate_program(module, _cost_target(target))
     memory = {fname: plan_memory(fp) for fname, fp in program.functions.items()}
     registers = _measure_registers(program) if ptx_info else {}
     pass_names = tuple(p.name for p in passes)
@@ -151,16 +191,52 @@ def _check_target(target: str) -> None:
     resolve_target(target)
 
 
-def _pipeline(registry: PassRegistry, fusion: bool, target: str) -> list[ModulePass]:
-    """decompose, [form-fusion-groups], group-each-op."""
+def _cost_target(target: str) -> Target:
+    """The profile that prices each launch. `auto` is probed only when
+    numba.cuda is already loaded (the fusion pass probed it): importing it
+    here would fix GPU-or-simulator before the runtime chooses. Otherwise
+    `auto` uses h200, as it does without a GPU."""
+    if target.strip().lower() != "auto" or "numba.cuda" in sys.modules:
+        return get_target(target)
+    return get_target(DEFAULT_TARGET)
+
+
+def _pipeline(registry: PassRegistry, fusion: bool, target: str,
+              check_precision: bool = False) -> list[ModulePass]:
+    """decompose, [form-fusion-groups, [check-precision]], group-each-op."""
     passes: list[ModulePass] = [registry.get("decompose")()]
     if fusion and FUSION_PASS in registry.factories:
         cls = registry.get(FUSION_PASS)
         fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) \
             else set[str]()
         passes.append(cls(target=target) if "target" in fields else cls())  # type: ignore[call-arg]
+        if check_precision:
+            passes.append(registry.get(CHECK_PRECISION_PASS)())
     passes.append(registry.get("group-each-op")())
     return passes
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    """The scheduling knobs of the compile job (CLI: `--max-registers`,
+    `--shared-memory-limit`, `--gemm`); 0 means the target's limit."""
+
+    max_registers: int = 0
+    shared_memory_limit: int = 0
+    gemm: str = "auto"
+
+
+def schedule_passes(registry: PassRegistry, target: str,
+                    options: ScheduleOptions) -> list[ModulePass]:
+    """register-budget then tile-and-promote, with the job's target and limits."""
+    pass_target = "h200" if target.strip().lower() == "auto" else target
+    return [
+        registry.get("register-budget")(  # type: ignore[call-arg]
+            target=pass_target, max_registers=options.max_registers),
+        registry.get("tile-and-promote")(  # type: ignore[call-arg]
+            target=pass_target, shared_memory_limit=options.shared_memory_limit,
+            gemm=options.gemm),
+    ]
 
 
 def _measure_registers(program: Program) -> dict[str, tuple[int, int]]:
@@ -227,6 +303,8 @@ def _launch_json(launch: KernelLaunch, registers: dict[str, tuple[int, int]]) ->
     }
     if launch.kernel in registers:
         entry["registers"], entry["spill_bytes"] = registers[launch.kernel]
+    if launch.library:
+        entry.update(launch.library)
     return entry
 
 
@@ -287,7 +365,17 @@ def _launch_from_json(e: dict[str, Any]) -> KernelLaunch:
         ops=[str(o) for o in e["ops"]], group=str(e.get("group", "")),
         est_registers=int(e.get("est_registers", 0)),
         est_time_us=float(e.get("est_time_us", 0.0)), hbm_bytes=int(e.get("hbm_bytes", 0)),
+        library=_library_from_json(e),
     )
+
+
+def _library_from_json(e: dict[str, Any]) -> dict[str, Any] | None:
+    """The library-call fields of a launch entry (None for a kernel launch)."""
+    if "library" not in e:
+        return None
+    from fusec.codegen.library_gemm import LIBRARY_KEYS
+
+    return {k: e[k] for k in LIBRARY_KEYS if k in e}
 
 
 def write_out(artifacts: CompiledArtifacts, out_dir: str | Path) -> None:

@@ -108,6 +108,7 @@ class FusionGain:
     t_spill: float
     saved_bytes: int
     saved_launches: int
+    note: str = ""  # a fusion rule that decided despite dT (fusion_legality.gain_ok)
 
     @property
     def delta(self) -> float:
@@ -116,10 +117,11 @@ class FusionGain:
 
     def summary(self) -> str:
         """`dT = 60.3 us (T_mem 60.3 - T_overlap 0.0 - T_spill 0.0)`."""
-        return (
+        text = (
             f"dT = {_us(self.delta)} us (T_mem {_us(self.t_mem)} - T_overlap "
             f"{_us(self.t_overlap)} - T_spill {_us(self.t_spill)})"
         )
+        return f"{text}; {self.note}" if self.note else text
 
 
 def _us(seconds: float) -> str:
@@ -180,3 +182,47 @@ def parallel_threads(kind: str, iteration_shape: tuple[int, ...], row: int, targ
     if kind == "contraction":
         return max(1, total // GEMM_OUTPUTS_PER_THREAD)
     return max(1, total)
+
+
+# --- library GEMM versus the fused SIMT GEMM ------------------------------------------
+
+
+@dataclass(frozen=True)
+class GemmChoice:
+    """The cost model's decision for one matmul: a library GEMM followed by a
+    separate epilogue kernel, or fusec's fused SIMT kernel."""
+
+    library: bool
+    t_library: float  # seconds: the GEMM, plus the epilogue kernel re-reading C
+    t_fused: float  # seconds: one kernel, epilogue in registers
+    reason: str
+
+    def summary(self) -> str:
+        """`library GEMM 2.71 ms + epilogue vs fused SIMT 5.09 ms: library`."""
+        return (f"library GEMM + epilogue {_us(self.t_library)} us vs fused SIMT "
+                f"{_us(self.t_fused)} us: {'library' if self.library else 'fused'} ({self.reason})")
+
+
+def gemm_choice(target: Target, flops: float, operand_bytes: int, result_bytes: int,
+                epilogue_bytes: int, mode: str = "auto", library_available: bool = False,
+                ) -> GemmChoice:
+    """Library or fused, by `mode` ("library", "fused", "auto"). A library
+    GEMM runs at `library_gemm_flops` and writes C; the epilogue (when there
+    is one, `epilogue_bytes` > 0) is a second kernel reading C and its other
+    inputs and writing the result. The fused kernel runs at `fused_gemm_flops`.
+    `auto` takes the library only when it is available and faster."""
+    io = operand_bytes + result_bytes
+    t_lib = max(io / target.memory_bandwidth, flops / target.library_gemm_flops)
+    t_lib += target.launch_overhead
+    if epilogue_bytes:
+        t_lib += target.kernel_time(epilogue_bytes + 2 * result_bytes, 0.0)
+    t_fused = max((io + epilogue_bytes) / target.memory_bandwidth,
+                  flops / target.fused_gemm_flops) + target.launch_overhead
+    if mode == "library":
+        return GemmChoice(True, t_lib, t_fused, "--gemm library")
+    if mode == "fused":
+        return GemmChoice(False, t_lib, t_fused, "--gemm fused")
+    if not library_available:
+        return GemmChoice(False, t_lib, t_fused, "CuPy is not importable")
+    faster = t_lib < t_fused
+    return GemmChoice(faster, t_lib, t_fused, "faster" if faster else "the fused kernel is faster")

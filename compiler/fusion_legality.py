@@ -23,6 +23,7 @@ builds the merged summary without touching the IR.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -186,6 +187,15 @@ class FusionOptions:
     allow_reduced_precision: bool = False
     fold_views: bool = True
     min_gain: float = 0.0  # seconds; gain_ok wants dT >= min_gain
+    low_intensity: float = 2.0
+    """FLOP/byte under which a legal fusion is taken whatever dT says (a
+    memory-bound kernel always gains from bytes not moved), unless it
+    recomputes work."""
+    high_intensity: float = 10.0
+    """FLOP/byte over which a fusion is taken only when dT predicts a gain."""
+    max_occupancy_drop: float = 0.2
+    """res_ok refuses a fusion whose kernel keeps this fraction fewer threads
+    resident (register-limited occupancy) than the worse of its parts."""
 
 
 @dataclass
@@ -255,6 +265,8 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
         merged = _reduction(c)
     elif len(kinds) == 2 and "pointwise" in kinds and kinds & {"contraction", "window"}:
         merged = _epilogue(c)
+    elif kinds == {"window"} and (pooled := _conv_pool(c)) is not None:
+        merged = pooled
     else:
         merged = _kind_refusal(c)
     if isinstance(merged, str):
@@ -328,6 +340,22 @@ def _epilogue(c: Candidate) -> Merged | str:
         return (f"{describe_group(c.dep, ew)} iterates over {fmt(ew.shape)}, not the "
                 f"{what} result's {fmt(anchor_g.shape)}")
     return (what, anchor_g.shape, (), anchor_g.anchor)
+
+
+def _conv_pool(c: Candidate) -> Merged | None:
+    """A convolution group (conv + elementwise epilogue) and the pool reading
+    its result: one window kernel, the conv tile in shared memory
+    (`codegen/conv_pool.py`). None when the pair is not that pattern."""
+    for conv_g, pool_g in ((c.a, c.b), (c.b, c.a)):
+        conv, pool = conv_g.anchor, pool_g.lead
+        if not isinstance(conv, nn.Conv2dOp) or pool_g.size != 1 or not isinstance(
+                pool, (nn.MaxPool2dOp, nn.AvgPool2dOp)):
+            continue
+        if conv_g.shape != tensor_shape(conv.results[0]) or c.edges(pool_g, conv_g):
+            continue  # already pooled, or the pool feeds the conv
+        if c.edges(conv_g, pool_g) == [pool.operands[0]]:
+            return ("window", pool_g.shape, (), conv)
+    return None
 
 
 def _fold_view(c: Candidate) -> Merged | str:
@@ -458,7 +486,33 @@ def res_ok(c: Candidate) -> Verdict:
         return Verdict.no(
             f"the fused kernel needs {fused.shared} bytes of shared memory per block, over "
             f"{c.target.shared_memory_per_block} on {c.target.name}")
+    # Against the worse part: an epilogue does not make a GEMM "lose" the
+    # occupancy a lone pointwise kernel would have had.
+    before = min(occupancy(c.target, g) for g in (c.a, c.b))
+    after = occupancy(c.target, fused)
+    if after < (1.0 - c.options.max_occupancy_drop) * before:
+        return Verdict.no(
+            f"fusing lowers occupancy from {before:.0%} to {after:.0%} of the SM's threads "
+            f"(~{occupancy_registers(fused)} registers per thread), more than the "
+            f"{c.options.max_occupancy_drop:.0%} allowed (max_occupancy_drop)")
     return Verdict.yes()
+
+
+def occupancy_registers(g: GroupInfo) -> int:
+    """Registers per thread for the occupancy rule: a pointwise chain reuses
+    its temporaries, so it holds a pointer per boundary value plus a quad per
+    result (`codegen/register_model.py`'s shape); other kinds their estimate."""
+    if g.kind == "pointwise":
+        boundary = len(g.inputs) + len(g.outputs)
+        return GROUP_BASE_REGISTERS["pointwise"] + 2 * boundary + 4 * len(g.outputs)
+    return g.registers
+
+
+def occupancy(target: Target, g: GroupInfo) -> float:
+    """Fraction of the SM's threads resident when registers are the limit
+    (allocated in units of 8 per thread)."""
+    regs = -(-max(1, occupancy_registers(g)) // 8) * 8
+    return min(1.0, target.registers_per_sm / (regs * target.max_threads_per_sm))
 
 
 def gain_ok(c: Candidate) -> Verdict:
@@ -466,9 +520,20 @@ def gain_ok(c: Candidate) -> Verdict:
     fused = c.fused
     if isinstance(fused, str):
         return Verdict.no(fused)
-    gain = fusion_gain(
-        c.target, group_cost(c, c.a), group_cost(c, c.b), group_cost(c, fused, c.outputs))
+    fused_cost = group_cost(c, fused, c.outputs)
+    gain = fusion_gain(c.target, group_cost(c, c.a), group_cost(c, c.b), fused_cost)
+    intensity = fused.flops / max(1, fused_cost.bytes_moved)
+    recomputes = fused.flops > c.a.flops + c.b.flops
     if gain.delta < c.options.min_gain:
+        if intensity < c.options.low_intensity and not recomputes:
+            note = (f"arithmetic intensity {intensity:.2g} FLOP/byte < "
+                    f"{c.options.low_intensity:g}: fused whenever legal")
+            return Verdict.yes(dataclasses.replace(gain, note=note))
+        if intensity > c.options.high_intensity:
+            return Verdict.no(
+                f"arithmetic intensity {intensity:.3g} FLOP/byte > {c.options.high_intensity:g} "
+                f"fuses only with a predicted gain, and the cost model predicts none: "
+                f"{gain.summary()}", gain)
         return Verdict.no(f"the cost model predicts no gain: {gain.summary()}", gain)
     return Verdict.yes(gain)
 

@@ -8,6 +8,7 @@ they rewrite (see `compiler.rewriting.copy_location`).
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import sys
 from collections.abc import Iterable
@@ -16,7 +17,7 @@ from pathlib import Path
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp, UnknownLoc
 from xdsl.dialects.func import Func
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue, TypeAttribute
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
@@ -57,6 +58,13 @@ class LocatingParser(Parser):
         self._first_use: dict[str, Span[str]] = {}
         # The `{` of each region being parsed, innermost last.
         self._open_regions: list[Span[str]] = []
+        # Offsets where each line starts, found once: `Span.get_location()`
+        # counts newlines from the start of the input on every call, which
+        # made parsing quadratic in the number of ops.
+        self._line_starts = [0, *(m + 1 for m in _newlines(text))]
+        # `tensor<...>` types by their text: a program repeats a few types
+        # thousands of times, and xDSL's type parser is the bulk of parsing.
+        self._tensor_types: dict[str, TypeAttribute] = {}
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         if self._current_token.kind == MLIRTokenKind.EOF:
@@ -131,13 +139,44 @@ class LocatingParser(Parser):
             )
         return super()._parse_block()
 
+    def parse_optional_type(self) -> TypeAttribute | None:
+        token = self._current_token
+        content = self.lexer.input.content
+        start = token.span.end
+        if token.text != "tensor" or content[start:start + 1] != "<":
+            return super().parse_optional_type()
+        end = content.find(">", start)
+        key = content[start:end + 1]
+        if end < 0 or key.count("<") != 1:  # nested brackets: not cached
+            return super().parse_optional_type()
+        if key in self._tensor_types:
+            self._resume_from(end + 1)
+            return self._tensor_types[key]
+        parsed = super().parse_optional_type()
+        if parsed is not None and not content[end + 1:self.pos].strip():
+            self._tensor_types[key] = parsed
+        return parsed
+
     def parse_operation(self) -> Operation:
         start = self._current_token.span  # pyright: ignore[reportPrivateUsage]
         op = super().parse_operation()
         if isinstance(op.location, UnknownLoc):
-            where = start.get_location()
-            op.location = SourceLoc(where.file, where.line, where.col).to_attr()
+            op.location = self._source_loc(start).to_attr()
         return op
+
+    def _source_loc(self, span: Span[str]) -> SourceLoc:
+        """`span.get_location()` in O(log lines): bisect the line starts."""
+        line = bisect.bisect_right(self._line_starts, span.start)
+        col = span.start - self._line_starts[line - 1] + 1
+        return SourceLoc(span.input.name, line + span.line_offset, col)
+
+
+def _newlines(text: str) -> Iterable[int]:
+    """Offsets of the newline characters of `text`."""
+    pos = text.find("\n")
+    while pos >= 0:
+        yield pos
+        pos = text.find("\n", pos + 1)
 
 
 def read_source(path: str) -> str:

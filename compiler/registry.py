@@ -32,11 +32,14 @@ PassFactory = Callable[[], type[ModulePass]]
 
 # name -> "module:Class"; the file of each pass is its name in snake_case.
 BUILTIN_PASSES: dict[str, str] = {
+    "check-precision": "fusec.passes.check_precision:CheckPrecisionPass",
     "decompose": "fusec.passes.decompose:DecomposePass",
     "dependency-analysis": "fusec.passes.dependency_analysis:DependencyAnalysisPass",
     "form-fusion-groups": "fusec.passes.form_fusion_groups:FormFusionGroupsPass",
     "group-each-op": "fusec.passes.group_each_op:GroupEachOpPass",
     "lower-to-numba": "fusec.passes.lower_to_numba:LowerToNumbaPass",
+    "register-budget": "fusec.passes.register_budget:RegisterBudgetPass",
+    "tile-and-promote": "fusec.passes.tile_and_promote:TileAndPromotePass",
 }
 
 

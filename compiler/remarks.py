@@ -56,6 +56,12 @@ class RemarkCollector:
         for listen in _listeners:
             listen(str(remark))
 
+    def announce(self, severity: str, message: str) -> None:
+        """Hand a remark to the listeners only (`--remarks`), without storing
+        it: context such as the guessed target would be noise on every compile."""
+        for listen in _listeners:
+            listen(str(Remark(severity, message)))
+
     def lines(self) -> list[str]:
         """`severity: message` lines."""
         return [str(r) for r in self.remarks]

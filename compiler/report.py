@@ -18,6 +18,7 @@ pass stores on the module (`fusion.remarks`: `remark:`/`note:` lines, and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -164,6 +165,11 @@ def _function_section(fp: FunctionProgram, registers: dict[str, tuple[int, int]]
     if not fp.launches:
         lines.append("| - | (no kernels: the outputs are inputs, constants or views) "
                      "| | | | | | | | | | |")
+    else:
+        total_bytes = sum(launch_bytes(fp, launch) for launch in fp.launches)
+        total_us = sum(launch.est_time_us for launch in fp.launches)
+        lines.append(f"| | **total** ({len(fp.launches)} launches) | | | | | | | | | "
+                     f"{total_bytes:,} | {_time(total_us)} |")
     return lines
 
 
@@ -176,21 +182,52 @@ def _time(us: float) -> str:
 
 
 def _decisions(r: ReportInputs) -> list[str]:
-    """Accepted fusions and notes, then refused fusions, from the remarks."""
+    """Every remark, grouped by the group it names (a large model has
+    thousands), then the refusals counted per group."""
     found = remarks(r.module)
-    accepted = [line for line in found if not line.startswith("missed:")]
-    refused = [line.removeprefix("missed:").strip() for line in found
-               if line.startswith("missed:")]
+    by_group = remarks_by_group(found)
     lines = ["## Fusion decisions", ""]
-    lines += [f"- {line}" for line in accepted] or [_no_decisions(r)]
-    lines += ["", "## Refused fusions", ""]
-    if refused:
-        lines += [f"- {line}" for line in refused]
+    if not found:
+        lines.append(_no_decisions(r))
+    for key, group_lines in by_group.items():
+        refused = sum(line.startswith("missed:") for line in group_lines)
+        counts = f" ({len(group_lines) - refused} accepted, {refused} refused)"
+        lines += [f"### {key}{counts if key != 'notes' else ''}", ""]
+        lines += [f"- {line}" for line in group_lines]
+        lines.append("")
+    lines += ["## Refused fusions", ""]
+    counts = {key: n for key, group_lines in by_group.items()
+              if (n := sum(line.startswith("missed:") for line in group_lines))}
+    if counts:
+        lines.append(f"{sum(counts.values())} refused (each listed above, with its reason): "
+                     + ", ".join(f"{key}: {n}" for key, n in counts.items()) + ".")
     elif found:
         lines.append("None: every candidate fusion was accepted.")
     else:
         lines.append(_no_decisions(r))
     return lines
+
+
+_GROUP_NAME = re.compile(r"\bgroup (g\d+)\b")
+
+
+def remarks_by_group(lines: list[str]) -> dict[str, list[str]]:
+    """Remark lines keyed `notes`, `group gN` (in order of first mention), then
+    `ops left alone` (refusals whose target ended up in no group)."""
+    notes = [line for line in lines if line.startswith("note:")]
+    grouped: dict[str, list[str]] = {"notes": notes} if notes else {}
+    alone: list[str] = []
+    for line in lines:
+        if line.startswith("note:"):
+            continue
+        match = _GROUP_NAME.search(line)
+        if match:
+            grouped.setdefault(f"group {match[1]}", []).append(line)
+        else:
+            alone.append(line)
+    if alone:
+        grouped["ops left alone"] = alone
+    return grouped
 
 
 def _no_decisions(r: ReportInputs) -> str:

@@ -39,10 +39,12 @@ from fusec.compiler.diagnostics import FusecError
 
 # Relative tolerance (against max |reference|) per output dtype for --check:
 # float32 kernels may reorder sums and use fused multiply-adds, so they differ
-# from a float64 oracle by a few float32 ulps times the reduction depth.
+# from a float64 oracle by a few float32 ulps times the reduction depth. A
+# GPT-2 block at full size (K = 3072 after K = 768, random weights) differs by
+# 1.7e-4 on the H200, fused or not, which sets the float32 bound.
 TOLERANCES: dict[str, float] = {
     "float64": 1e-9,
-    "float32": 1e-4,
+    "float32": 5e-4,
     "float16": 1e-2,
     "bfloat16": 2e-2,
 }

@@ -13,13 +13,23 @@ errors rather than silent miscompiles.
 
 from __future__ import annotations
 
+import weakref
+
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.traits import HasParent
 from xdsl.utils.exceptions import VerifyException
 
 from fusec.compiler.diagnostics import FusecError, loc_of, op_error
 from fusec.dialects.nn_base import check_static_tensor
+
+# What each op looked like when it last verified. The pipeline verifies after
+# every pass, and re-running xDSL's verifiers on the thousands of ops a pass
+# left untouched dominated compile time; an op verifies the same way while its
+# types, attributes, properties and place are unchanged.
+_verified: weakref.WeakKeyDictionary[Operation, tuple[object, ...]] = (
+    weakref.WeakKeyDictionary())
 
 
 def verify_module(module: ModuleOp) -> None:
@@ -29,7 +39,12 @@ def verify_module(module: ModuleOp) -> None:
             continue
         if isinstance(op, FuncOp):
             _verify_signature(op)
+        signature = _signature(op)
+        if signature is not None and _verified.get(op) == signature:
+            continue
         _verify_op(op)
+        if signature is not None:
+            _verified[op] = signature
     for block in _blocks(module):
         _verify_dominance(block)
     _verify_unique_functions(module)
@@ -62,17 +77,34 @@ def _verify_signature(func: FuncOp) -> None:
             raise op_error(func, str(err)) from None
 
 
+def _signature(op: Operation) -> tuple[object, ...] | None:
+    """What an op's verifiers read; None for an op with regions (a function or
+    group), whose body is not part of it, so it is always verified."""
+    if op.regions:
+        return None
+    # Where the op sits matters only to the terminator rule (for the last op)
+    # and to a parent trait: moving an op into a group changes nothing else.
+    block = op.parent
+    last = block is not None and block.last_op is op
+    placed = block is not None and (last or op.get_trait(HasParent) is not None)
+    return (type(block.parent_op()) if placed and block is not None else None, last,
+            tuple(v.type for v in op.operands), tuple(r.type for r in op.results),
+            tuple(op.attributes.items()), tuple(op.properties.items()))
+
+
 def _verify_op(op: Operation) -> None:
-    try:
-        op.verify_()
-    except VerifyException as err:
-        raise op_error(op, _with_op_name(op, str(err))) from None
+    # `verify` runs the op's own `verify_` too, so a valid op is checked
+    # once; only on failure is `verify_` run alone, to prefer its message.
     try:
         op.verify(verify_nested_ops=False)
-    except VerifyException as err:
+    except VerifyException as structural:
+        try:
+            op.verify_()
+        except VerifyException as err:
+            raise op_error(op, _with_op_name(op, str(err))) from None
         # Structural checks (terminators, parents); xDSL prints the module
         # after its message, which we leave out.
-        first = str(err).strip().split("\n")[0]
+        first = str(structural).strip().split("\n")[0]
         raise op_error(op, _with_op_name(op, first)) from None
 
 

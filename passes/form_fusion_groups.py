@@ -347,7 +347,10 @@ class FormFusionGroupsPass(ModulePass):
     (compiler/fusion_policy.py), `max_registers` (per-thread limit, 0: the
     target's), `allow_reduced_precision`, `fold_views` (fold transpose/slice/
     reshape chains into matmul operand loads), `remarks` (store the
-    `fusion.remarks` list on the module).
+    `fusion.remarks` list on the module), `low_intensity` / `high_intensity`
+    (FLOP/byte: under the first a legal fusion is taken whatever dT says,
+    over the second only with a predicted gain), `max_occupancy_drop` (refuse
+    a fusion that keeps this fraction fewer threads resident, default 0.2).
     """
 
     name = "form-fusion-groups"
@@ -358,6 +361,9 @@ class FormFusionGroupsPass(ModulePass):
     allow_reduced_precision: bool = False
     fold_views: bool = True
     remarks: bool = True
+    low_intensity: float = 2.0
+    high_intensity: float = 10.0
+    max_occupancy_drop: float = 0.2
 
     def __post_init__(self) -> None:
         # Caught at pipeline parsing, so a typo fails before any work is done.
@@ -377,10 +383,13 @@ class FormFusionGroupsPass(ModulePass):
             max_registers=self.max_registers or target.max_registers_per_thread,
             allow_reduced_precision=self.allow_reduced_precision,
             fold_views=self.fold_views,
+            low_intensity=self.low_intensity,
+            high_intensity=self.high_intensity,
+            max_occupancy_drop=self.max_occupancy_drop,
         )
         collector = RemarkCollector()
-        if note:
-            collector.add("note", note)
+        if note:  # shown with --remarks only, not stored in the IR or the report
+            collector.announce("note", note)
         strip_dep_attributes(op)
         for func in functions(op):
             former = GroupFormer(func, target, policy, options)

@@ -128,12 +128,17 @@ def compile(
     target: str = "auto",
     fusion: bool = True,
     device: str = "auto",
+    gemm: str = "auto",
 ) -> CompiledModel:
-    """Compile a model (a path or its text) and return it ready to call."""
-    from fusec.compiler.compile import compile_model
+    """Compile a model (a path or its text) and return it ready to call.
+
+    `gemm` is "auto" (the cost model picks cuBLAS through CuPy or the fused
+    SIMT kernel per matmul), "library" or "fused", as `fusec --gemm`."""
+    from fusec.compiler.compile import ScheduleOptions, compile_model
 
     select_device(device)  # before anything could import numba.cuda
-    artifacts = compile_model(source, fusion=fusion, target=target)
+    artifacts = compile_model(source, fusion=fusion, target=target,
+                              schedule=ScheduleOptions(gemm=gemm))
     return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device)
 
 

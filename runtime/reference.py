@@ -19,6 +19,13 @@ their declared element type; integer and i1 values keep their own types. The
 one exception is an explicit `nn.cast` to a float type, which rounds through
 that type (f16, bf16, f32) because the program asks for that precision loss.
 What each op computes lives in `reference_ops.py`.
+
+`round_stored=True` (of `run_module`, `run_function`, `run_block`) models
+the precision a GPU program really has: every float value that lives in
+memory (the result of an op outside any `fusion.group`, and of each group) is
+rounded to its declared element type, while the values inside a group stay in
+the compute type, as a fused kernel keeps them in registers. Unfused, every
+value is stored; `check-precision` and the tests compare the two.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from fusec.dialects.nn_base import (
     type_str,
 )
 from fusec.dialects.shapes import fmt
-from fusec.runtime.reference_ops import OP_FUNCTIONS
+from fusec.runtime.reference_ops import OP_FUNCTIONS, round_to_bf16
 
 # Integer arguments that feed no nn.gather are drawn from [0, DEFAULT_INDEX_BOUND).
 DEFAULT_INDEX_BOUND = 4
@@ -68,6 +75,7 @@ def run_module(
     inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray],
     function: str | None = None,
     dtype: type = np.float64,
+    round_stored: bool = False,
 ) -> list[np.ndarray]:
     """Run one function of `module` and return its outputs.
 
@@ -78,11 +86,12 @@ def run_module(
     func = find_function(module, function)
     if isinstance(inputs, Mapping):
         inputs = _ordered_inputs(func, inputs)
-    return run_function(func, inputs, dtype)
+    return run_function(func, inputs, dtype, round_stored)
 
 
 def run_function(
-    func: FuncOp, inputs: Sequence[np.ndarray], dtype: type = np.float64
+    func: FuncOp, inputs: Sequence[np.ndarray], dtype: type = np.float64,
+    round_stored: bool = False,
 ) -> list[np.ndarray]:
     """Run `func` on `inputs` (in argument order) and return its outputs.
 
@@ -91,11 +100,47 @@ def run_function(
     """
     compute = _float_dtype(dtype)
     arrays = _check_inputs(func, inputs, compute)
-    interpreter = _Interpreter(compute)
+    interpreter = _Interpreter(compute, round_stored)
     # Overflow to inf or NaN is the program's result, as it would be on a GPU.
     with np.errstate(all="ignore"):
         outputs = interpreter.run_function(func, arrays)
     return [np.array(v) for v in outputs]
+
+
+def run_block(
+    block: Block,
+    inputs: Sequence[np.ndarray],
+    dtype: type = np.float32,
+    round_stored: bool = False,
+) -> list[np.ndarray]:
+    """Run `block` (a function or `fusion.group` body) with its arguments
+    bound to `inputs`; return the operands of its terminator. Floats are
+    computed in `dtype`; `round_stored`: see the module docstring (the ops of
+    `block` itself count as stored, so a group body runs as if unfused)."""
+    compute = _float_dtype(dtype)
+    arrays = [np.asarray(v).astype(_value_dtype(a.type, compute))
+              for a, v in zip(block.args, inputs, strict=True)]
+    with np.errstate(all="ignore"):
+        outputs = _Interpreter(compute, round_stored).run_block(block, arrays)
+    return [np.array(v) for v in outputs]
+
+
+def round_to_element_type(array: np.ndarray, t: Attribute) -> np.ndarray:
+    """`array` rounded through the float element type of tensor type `t`
+    (f16, bf16, f32), kept in `array`'s dtype; other types are unchanged."""
+    assert isinstance(t, TensorType)
+    name = element_type_name(t.element_type)
+    if array.dtype.kind != "f" or name not in ("f16", "bf16", "f32"):
+        return array
+    narrow = round_to_bf16(array) if name == "bf16" else array.astype(numpy_dtype(t.element_type))
+    return narrow.astype(array.dtype)
+
+
+def random_block_inputs(block: Block, seed: int = 0) -> list[np.ndarray]:
+    """Random values for the arguments of `block`, drawn as `random_inputs` draws
+    a function's (positive where an op needs it, indices in range)."""
+    rng = np.random.default_rng(seed)
+    return [_random_argument(arg, rng) for arg in block.args]
 
 
 def random_inputs(func: FuncOp, seed: int = 0) -> list[np.ndarray]:
@@ -201,8 +246,9 @@ def _value_dtype(t: Attribute, compute: np.dtype) -> np.dtype:
 class _Interpreter:
     """Walks blocks op by op, holding every value as a NumPy array."""
 
-    def __init__(self, compute: np.dtype) -> None:
+    def __init__(self, compute: np.dtype, round_stored: bool = False) -> None:
         self.compute = compute
+        self.round_stored = round_stored  # values in memory rounded to their own type
 
     def run_function(self, func: FuncOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         return self.run_block(func.body.block, inputs)
@@ -221,8 +267,8 @@ class _Interpreter:
 
     def run_op(self, op: Operation, operands: list[np.ndarray]) -> list[np.ndarray]:
         """The results of one op (not a terminator)."""
-        if isinstance(op, GroupOp):
-            return self.run_block(op.block, operands)
+        if isinstance(op, GroupOp):  # inside, values stay in registers: unrounded
+            return _Interpreter(self.compute).run_block(op.block, operands)
         if isinstance(op, CallOp):
             callee = SymbolTable.lookup_symbol(op, op.callee)
             if not isinstance(callee, FuncOp):
@@ -238,6 +284,8 @@ class _Interpreter:
         so a mistake in an op function cannot pass silently."""
         assert isinstance(t, TensorType)
         array = np.asarray(value).astype(_value_dtype(t, self.compute), copy=False)
+        if self.round_stored:
+            array = round_to_element_type(array, t)
         if array.shape != tuple(t.get_shape()):
             raise AssertionError(
                 f"reference for '{op.name}' produced shape {fmt(array.shape)} for a result "

@@ -19,12 +19,13 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from fusec.bench.compile_scale import generate
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
-from fusec.compiler.fusion_legality import FUSIBLE_KINDS
+from fusec.compiler.fusion_legality import FUSIBLE_KINDS, TAU
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.remarks import collect_remarks, listening, module_to_dot
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
+from fusec.passes.check_precision import relative_error
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
 from fusec.runtime.reference import find_function, random_inputs, run_module
 
@@ -130,6 +131,33 @@ def assert_same_results(text: str) -> None:
 @pytest.mark.parametrize("model", sorted(SHRINK))
 def test_grouped_model_equals_ungrouped(model: str) -> None:
     assert_same_results(small_model(model))
+
+
+# --- precision: fused vs unfused, per dtype ------------------------------------------------
+# Unfused, every value is stored in its element type between kernels; fused, a
+# group keeps its intermediates in f32 registers (`round_stored` of the reference
+# interpreter). The tolerance per dtype is docs/fusion.md's (TAU of
+# fusion_legality): norm-wise relative error at most 1e-5 for f32 (where the two
+# coincide), 1e-2 for f16. Every pattern: vertical chain (chain16), reduction with
+# prologue/epilogue (softmax, add_layernorm_gelu), contraction epilogues (mlp,
+# attention, gpt2_block), window + elementwise (inverted_residual), siblings.
+
+
+def fused_vs_unfused_error(text: str) -> float:
+    """The largest relative difference between the fused and unfused programs' results."""
+    plain = compile_text(text, "decompose")
+    fused = compile_text(text)
+    inputs = random_inputs(find_function(plain), seed=3)
+    want = run_module(plain, inputs, dtype=np.float32, round_stored=True)
+    got = run_module(fused, inputs, dtype=np.float32, round_stored=True)
+    return max(relative_error(w, g) for w, g in zip(want, got, strict=True))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("model", [*sorted(SHRINK), "siblings"])
+def test_fused_result_within_the_dtype_tolerance_of_unfused(model: str, dtype: str) -> None:
+    text = SIBLINGS if model == "siblings" else small_model(model)
+    assert fused_vs_unfused_error(text.replace("f32", dtype)) <= TAU[dtype]
 
 
 # --- property: random graphs ----------------------------------------------------------------

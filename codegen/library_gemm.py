@@ -1,0 +1,73 @@
+"""A contraction group marked `gemm = "library"` (`compiler/gemm_choice.py`)
+becomes a library call in the plan, not a kernel:
+
+```json
+{"kernel": "cublas_sgemm", "library": "cublas_sgemm", "a": "v0", "b": "v1", "c": "v2",
+ "transpose_a": false, "transpose_b": true, "batch": [2], "m": 64, "n": 32, "k": 48,
+ "args": [{"value": "v0", ...}, {"value": "v1", ...}, {"value": "v2", "writes": true}]}
+```
+
+`a` and `b` are the values the matmul reads (before a transpose folded into
+the flag), `c` its result; `batch` the result's batch dimensions (operands
+broadcast as in NumPy). The runtime runs it with CuPy on the plan's stream
+(`runtime/library_gemm.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from fusec.codegen.gemm_operands import operand_mode
+from fusec.codegen.kernel_source import value_dtype
+from fusec.codegen.program import ArgSpec, KernelLaunch
+from fusec.compiler.diagnostics import op_error
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
+
+LIBRARY_NAMES = {"float32": "cublas_sgemm", "float64": "cublas_dgemm"}
+LIBRARY_KEYS = ("library", "a", "b", "c", "transpose_a", "transpose_b", "batch", "m", "n", "k")
+
+
+def library_launch(group: GroupOp, value_id: Callable[[SSAValue, Operation | None], str],
+                   group_name: str) -> KernelLaunch:
+    """The plan launch of a library GEMM group."""
+    mm = next((op for op in group.block.ops if isinstance(op, nn.MatmulOp)), None)
+    last = group.block.last_op
+    if mm is None or not isinstance(last, YieldOp) or list(last.operands) != [mm.result]:
+        raise op_error(group, 'a gemm = "library" group must be one nn.matmul and yield it')
+    outer: list[tuple[str, bool]] = []
+    for v in mm.operands:
+        mode, loaded = operand_mode(v)
+        if mode == "computed" or not isinstance(loaded, BlockArgument):
+            raise op_error(group, "a library GEMM reads its operands directly or transposed")
+        outer.append((value_id(group.inputs[loaded.index], group), mode == "transposed"))
+    c = value_id(group.outputs[0], group)
+    name = LIBRARY_NAMES.get(value_dtype(mm.result))
+    if name is None:
+        raise op_error(group, f"no library GEMM for {value_dtype(mm.result)}")
+    out = tensor_shape(mm.result)
+    spec: dict[str, Any] = {
+        "library": name, "a": outer[0][0], "b": outer[1][0], "c": c,
+        "transpose_a": outer[0][1], "transpose_b": outer[1][1], "batch": list(out[:-2]),
+        "m": out[-2], "n": out[-1], "k": tensor_shape(mm.operands[0])[-1],
+    }
+    shapes = [tensor_shape(group.inputs[a.index]) for a in _loaded(mm)]
+    args = [ArgSpec(outer[0][0], shapes[0], False), ArgSpec(outer[1][0], shapes[1], False),
+            ArgSpec(c, out, True)]
+    return KernelLaunch(kernel=name, grid=(0, 0, 0), block=(0, 0, 0), shared_bytes=0,
+                        args=args, ops=[op.name for op in group.block.ops
+                                        if not isinstance(op, YieldOp)],
+                        group=group_name, library=spec)
+
+
+def _loaded(mm: nn.MatmulOp) -> list[BlockArgument]:
+    out: list[BlockArgument] = []
+    for v in mm.operands:
+        _, loaded = operand_mode(v)
+        assert isinstance(loaded, BlockArgument)
+        out.append(loaded)
+    return out

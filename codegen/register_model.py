@@ -1,0 +1,241 @@
+"""Registers per thread of a group's kernel, estimated from the schedule its
+emitter will use (before any code is generated).
+
+The estimate adds what one thread keeps live at once:
+
+- *addressing*: numba passes every array as a struct; a kernel keeps the data
+  pointer and the index arithmetic of each parameter (`PARAM_REGISTERS`);
+- *values in flight*: a pointwise thread loads its 4-element quads before
+  storing, so each result holds `vector width` registers until the store; a
+  small loop body is unrolled by LLVM, which doubles what is in flight
+  (`UNROLL_BONUS`);
+- *accumulators*: a GEMM thread's `tm x tn` micro-tile, its A/B fragments
+  (all `bk` steps of them when ptxas can hoist the loads, i.e. for the
+  unvectorized small tile) and the double-buffer prefetch registers; a
+  reduction's per-lane partials (one per reduction) and the unrolled elements
+  a lane walks per pass; a convolution's channel loop and bounds checks.
+
+The constants were fitted against `ptxas -arch=sm_90 -v` on every kernel of
+the examples and of the code generation tests (tests/test_register_budget.py
+asserts the estimate within +-25% of ptxas for all of them).
+
+```python
+from fusec.codegen.register_model import estimate_registers
+estimate_registers(group).registers   # 31 for `nn.mul %x, %c` on tensor<1024xf32>
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import Operation, SSAValue
+
+from fusec.codegen import pointwise, reduction
+from fusec.codegen.contraction import GemmTile, choose_tile
+from fusec.codegen.contraction import analyze as analyze_gemm
+from fusec.codegen.decompose_group import decomposed
+from fusec.codegen.gemm_operands import operand_mode
+from fusec.codegen.group_body import GroupBody
+from fusec.codegen.pointwise import plan_group
+from fusec.codegen.reduction import plan_schedule
+from fusec.codegen.reduction_plan import analyze as analyze_rows
+from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.shapes import numel
+
+# Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
+POINTWISE_BASE = 13  # thread index, chunk loop, bounds
+PARAM_REGISTERS = 2  # per array parameter: its data pointer (64-bit)
+POINTWISE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its share of the address
+POINTWISE_COORD_REGISTERS = 1  # per element and non-power-of-two dimension unravelled
+LAYOUT_REGISTERS = 31  # index remapping copy or the tiled transpose
+GEMM_ADDRESSING = 16  # tile origins, loader offsets, loop counters
+GEMM_HOIST_MAX_THREADS = 64  # blocks up to this size get every K step's fragments hoisted
+REDUCTION_BASE = 12  # lane, row, row base, the tree's indices
+REDUCTION_COLUMN_REGISTERS = 2  # the transposed tile's row and column
+REDUCTION_PER_REDUCE = 2  # a partial and its tree operand
+REDUCTION_EW_CAP = 3  # elementwise temporaries beyond this reuse registers
+REDUCTION_PER_ELEMENT = 1.5  # each unrolled element a lane walks per pass
+REDUCTION_PER_HELD_ELEMENT = 1.25  # a row element held in registers across passes
+REDUCTION_LONG_TAIL = 6  # elementwise ops past which two elements' temporaries overlap
+REDUCTION_TAIL_REGISTERS = 6
+WINDOW_BASE = 30  # output coordinates, plane offsets, the accumulator
+WINDOW_CHANNEL_LOOP = 8  # a channel loop around a multi-tap window
+WINDOW_PADDING = 4  # the two bounds checks per tap
+WINDOW_PER_OUTPUT = 2  # one more stored result
+WINDOW_UNROLLED_TAP = 2  # an input and a weight per unrolled tap
+
+
+@dataclass(frozen=True)
+class RegisterEstimate:
+    """Estimated registers per thread and the parts they come from."""
+
+    registers: int
+    parts: tuple[tuple[str, int], ...]
+
+    def summary(self) -> str:
+        """`~31 registers (base 13, addressing 6, in flight 4, unroll 8)`."""
+        inner = ", ".join(f"{k} {v}" for k, v in self.parts if v)
+        return f"~{self.registers} registers ({inner})"
+
+
+def _make(*parts: tuple[str, float]) -> RegisterEstimate:
+    clean = tuple((k, round(v)) for k, v in parts)
+    return RegisterEstimate(sum(v for _, v in clean), clean)
+
+
+def _ops(group: GroupOp) -> list[Operation]:
+    return [op for op in group.block.ops if not isinstance(op, (YieldOp, nn.ConstantOp))]
+
+
+def _outputs(group: GroupOp) -> list[SSAValue]:
+    last = group.block.last_op
+    return list(last.operands) if isinstance(last, YieldOp) else []
+
+
+def _params(group: GroupOp) -> int:
+    return len(group.block.args) + len(_outputs(group))
+
+
+def estimate_registers(group: GroupOp, tile: GemmTile | None = None) -> RegisterEstimate:
+    """The registers per thread of `group`'s kernel; `tile` overrides the
+    GEMM tile its emitter would choose (what `register-budget` tries when it
+    re-schedules)."""
+    kind = group.attributes.get("kind")
+    name = getattr(kind, "data", "pointwise")
+    if name == "contraction":
+        return _contraction(group, tile)
+    if name == "reduction":
+        return _reduction(group)
+    if name == "window":
+        return _window(group)
+    if name == "layout":
+        return _make(("layout copy", LAYOUT_REGISTERS))
+    return _pointwise(group)
+
+
+def _pointwise(group: GroupOp) -> RegisterEstimate:
+    """Every element's loads are issued before any arithmetic, so a thread
+    holds, per array it reads or writes, a base address and `UNROLL` values;
+    elements whose coordinates are unravelled one by one add index math."""
+    plan = plan_group(group)
+    unroll = getattr(pointwise, "UNROLL", 1)  # elements per thread of the emitter
+    arrays = sum(1 for a in plan.inputs if a.numel != 1) + len(plan.outputs)
+    scalars = sum(1 for a in plan.inputs if a.numel == 1)
+    coords = 0
+    if not getattr(plan, "vectorized", False) and plan.needs_coords():
+        # a power-of-two extent unravels with shifts; any other with a
+        # multiply-high sequence whose temporaries live per element
+        odd = sum(1 for d in plan.iter_shape[1:] if d & (d - 1))
+        coords = POINTWISE_COORD_REGISTERS * unroll * odd
+    return _make(
+        ("base", POINTWISE_BASE),
+        ("arrays in flight", POINTWISE_ARRAY_REGISTERS_PER_ELEMENT * unroll * arrays),
+        ("scalars", PARAM_REGISTERS * scalars),
+        ("coordinates", coords),
+    )
+
+
+def gemm_registers(tile: GemmTile, k: int, epilogue_ops: int = 0,
+                   direct: bool = True) -> RegisterEstimate:
+    """A GEMM thread: accumulators, fragments, prefetch, addressing. With one
+    K tile there is no loop (no prefetch); with two, or an operand computed
+    per element (not `direct`), half the steps' fragments are hoisted; a
+    vectorized micro-tile, or a block of more than 64 threads, keeps two
+    steps of fragments (ptxas hoists all `bk` steps only for small blocks)."""
+    tiles = -(-k // tile.bk)
+    acc = tile.tm * tile.tn
+    prefetch = (tile.bm * tile.bk + tile.bk * tile.bn) // tile.threads
+    step = tile.tm + tile.tn
+    if tiles == 1:
+        frags, prefetch = step, 0
+    elif tile.vec > 1 or tile.threads > GEMM_HOIST_MAX_THREADS:
+        frags = 2 * step
+    elif tiles == 2 or not direct:
+        frags = tile.bk * step // 2
+    else:
+        frags = tile.bk * step
+    return _make(("accumulators", acc), ("fragments", frags), ("prefetch", prefetch),
+                 ("addressing", GEMM_ADDRESSING), ("epilogue", min(epilogue_ops, 2)))
+
+
+def current_tile(group: GroupOp) -> GemmTile:
+    """The tile the contraction emitter will build for `group`."""
+    with decomposed(group) as flat:
+        g = analyze_gemm(GroupBody.of(flat))
+        return scheduled_tile(group) or choose_tile(numel(g.batch), g.m, g.n)
+
+
+def _contraction(group: GroupOp, tile: GemmTile | None) -> RegisterEstimate:
+    with decomposed(group) as flat:
+        g = analyze_gemm(GroupBody.of(flat))
+        chosen = tile or scheduled_tile(group) or choose_tile(numel(g.batch), g.m, g.n)
+        epilogue = len(_ops(flat)) - 1
+        direct = all(operand_mode(v)[0] == "direct" for v in (g.a, g.b))
+        return gemm_registers(chosen, g.k, epilogue, direct)
+
+
+def scheduled_tile(group: GroupOp) -> GemmTile | None:
+    """The GEMM tile `tile-and-promote` recorded on `group` (`gemm_tile`)."""
+    from fusec.codegen.contraction import recorded_tile
+
+    return recorded_tile(group)
+
+
+def _reduction(group: GroupOp) -> RegisterEstimate:
+    """Partials per reduction, elementwise temporaries, and the row elements
+    a lane walks: held across passes in the register-resident schedule, an
+    unrolled loop otherwise (the schedule is `codegen/reduction.py`'s)."""
+    ops = _ops(group)
+    reds = [op for op in ops if op_kind(op) is OpKind.REDUCTION]
+    ew = len(ops) - len(reds)
+    with decomposed(group) as flat:
+        sched = plan_schedule(analyze_rows(GroupBody.of(flat)), reduction.DEFAULT_OPTIONS)
+    per_lane, tail = 1, 0
+    if getattr(sched, "registers", False):
+        per_lane = max(1, getattr(sched, "per_lane", 1))
+        if per_lane > 1 and ew >= REDUCTION_LONG_TAIL:
+            tail = REDUCTION_TAIL_REGISTERS
+        held = REDUCTION_PER_HELD_ELEMENT * per_lane
+    else:
+        # a streamed pass walks the row in steps of `lanes`, unrolled
+        held = REDUCTION_PER_ELEMENT * (min(_row_steps(group, sched.lanes), 16) - 1)
+    return _make(
+        ("base", REDUCTION_BASE),
+        ("column indexing", REDUCTION_COLUMN_REGISTERS if sched.column else 0),
+        ("partials", REDUCTION_PER_REDUCE * max(1, len(reds))),
+        ("temporaries", min(ew, REDUCTION_EW_CAP)),
+        ("row elements", held),
+        ("long tail", tail),
+    )
+
+
+def _row_steps(group: GroupOp, lanes: int) -> int:
+    reds = [op for op in _ops(group) if isinstance(op, nn.ReduceOp)]
+    if not reds:
+        return 1
+    shape = reds[0].operand_shape()
+    return max(1, -(-numel(tuple(shape[a] for a in reds[0].axes)) // max(1, lanes)))
+
+
+def _window(group: GroupOp) -> RegisterEstimate:
+    ops = _ops(group)
+    conv = next((op for op in ops if isinstance(op, nn.Conv2dOp)), None)
+    loop = pads = 0
+    if conv is not None:
+        kh, kw = conv.operand_shape(1)[2:]
+        per_group_in = conv.operand_shape(0)[1] // conv.groups
+        loop = WINDOW_CHANNEL_LOOP if per_group_in > 1 and kh * kw > 1 else 0
+        pads = WINDOW_PADDING if any(conv.pads) else 0
+    extra = max(0, len(_outputs(group)) - 1) * WINDOW_PER_OUTPUT
+    taps = 0
+    pooled = any(isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp)) for op in ops)
+    if conv is not None and pooled and not loop:
+        # conv + pool (codegen/conv_pool.py): the tile loop has a fixed trip
+        # count, so a channel-less window's taps are unrolled and hoisted
+        kh, kw = conv.operand_shape(1)[2:]
+        taps = WINDOW_UNROLLED_TAP * kh * kw
+    return _make(("base", WINDOW_BASE), ("channel loop", loop), ("padding", pads),
+                 ("unrolled taps", taps), ("outputs", extra))

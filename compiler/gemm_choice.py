@@ -1,0 +1,120 @@
+"""Library GEMM or fused SIMT GEMM, per contraction group.
+
+`tile-and-promote` asks `GemmChooser.decide` for every contraction group.
+The cost model (`cost_model.gemm_choice`) prices both: cuBLAS at the target's
+`library_gemm_flops` plus a separate epilogue kernel that re-reads C, against
+fusec's fused kernel at `fused_gemm_flops` with the epilogue in registers.
+When the library wins, the group is split after its matmul: the matmul alone
+becomes a group marked `gemm = "library"` (code generation turns it into a
+plan launch `{"library": "cublas_sgemm", ...}` that the runtime runs with
+CuPy), the epilogue a pointwise group.
+
+```mlir
+%c = fusion.group (%x, %w) {name = "g0_s0", kind = "contraction", gemm = "library"} ...
+%y = fusion.group (%c, %b) {name = "g0_s1", kind = "pointwise"} ...
+```
+
+The library needs each operand to be a group input, read directly or
+transposed (cuBLAS takes a transpose flag), in f32 or f64.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import BlockArgument
+
+from fusec.codegen.gemm_operands import operand_mode
+from fusec.codegen.kernel_source import value_dtype
+from fusec.compiler.cost_model import GemmChoice, gemm_choice
+from fusec.compiler.remarks import RemarkCollector
+from fusec.compiler.targets import Target
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import numel
+
+GEMM_MODES = ("auto", "library", "fused")
+GEMM_ATTR = "gemm"
+LIBRARY_DTYPES = {"float32": 4, "float64": 8}
+
+
+def library_available() -> bool:
+    """Whether CuPy can be imported (checked without importing it)."""
+    try:
+        return importlib.util.find_spec("cupy") is not None
+    except (ValueError, ImportError):  # a module object without a spec (a stand-in)
+        return sys.modules.get("cupy") is not None
+
+
+def _body(group: GroupOp) -> list[object]:
+    return [op for op in group.block.ops if not isinstance(op, (YieldOp, nn.ConstantOp))]
+
+
+def library_matmul(group: GroupOp) -> nn.MatmulOp | None:
+    """The matmul of `group` when cuBLAS can compute it: operands read from
+    group inputs directly or transposed, a float type it supports."""
+    mms = [op for op in group.block.ops if isinstance(op, nn.MatmulOp)]
+    if len(mms) != 1:
+        return None
+    mm = mms[0]
+    if value_dtype(mm.result) not in LIBRARY_DTYPES:
+        return None
+    for v in mm.operands:
+        mode, loaded = operand_mode(v)
+        if mode == "computed" or not isinstance(loaded, BlockArgument):
+            return None
+    return mm
+
+
+@dataclass
+class GemmChooser:
+    """Decides per contraction group and rewrites the library choice."""
+
+    target: Target
+    mode: str
+    available: bool
+    remarks: RemarkCollector
+
+    def price(self, group: GroupOp, mm: nn.MatmulOp) -> GemmChoice:
+        item = LIBRARY_DTYPES[value_dtype(mm.result)]
+        out = tensor_shape(mm.result)
+        k = tensor_shape(mm.operands[0])[-1]
+        operands = sum(numel(tensor_shape(v)) * item for v in mm.operands)
+        result = numel(out) * item
+        epilogue = 0
+        if len(_body(group)) > 1 + sum(isinstance(o, nn.TransposeOp) for o in _body(group)):
+            others = [a for a in group.block.args if all(u.operation is not mm
+                                                         for u in a.uses)]
+            epilogue = result + sum(numel(tensor_shape(a)) * 4 for a in others)
+        return gemm_choice(self.target, 2.0 * numel(out) * k, operands, result, epilogue,
+                           self.mode, self.available)
+
+    def decide(self, group: GroupOp) -> GroupOp:
+        """The group to schedule as fused: `group` itself, or the matmul
+        group (marked library) after the epilogue was split off."""
+        from fusec.passes.register_budget import group_name, legal_splits, split_group
+
+        mm = library_matmul(group)
+        if mm is None:
+            if self.mode == "library":
+                self.remarks.add("missed", f"group {group_name(group)}: --gemm library needs "
+                                 "operands read directly (or transposed) in f32/f64; fused")
+            return group
+        choice = self.price(group, mm)
+        self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
+        if not choice.library:
+            return group
+        ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
+        k = ops.index(mm) + 1
+        if k < len(ops) and any(not isinstance(o, nn.ConstantOp) for o in ops[k:]):
+            if k not in legal_splits(group):
+                self.remarks.add("missed", f"group {group_name(group)}: the epilogue cannot "
+                                 "be split from the matmul; fused")
+                return group
+            group, _ = split_group(group, k)
+        group.attributes[GEMM_ATTR] = StringAttr("library")
+        return group

@@ -1,0 +1,345 @@
+"""The `register-budget` pass: estimate registers per thread of every group
+and split or re-schedule the groups over the budget.
+
+The estimate comes from the schedule each group's emitter will use
+(`codegen/register_model.py`): values in flight times the vector width,
+addressing, reduction partials, GEMM accumulators and fragments, window
+state. The budget is what keeps `occupancy` of the SM's threads resident:
+
+    budget = registers_per_sm / (occupancy * max_threads_per_sm)   (multiple of 8)
+
+capped by the target's per-thread limit and `max_registers`. A group over
+budget is, in order:
+
+1. re-scheduled: a contraction takes the largest smaller GEMM tile that fits
+   (recorded as `gemm_tile`, which the emitter honours);
+2. split into stages at a legal point: two groups in program order whose
+   crossing values go through memory (a pointwise group anywhere, a
+   contraction or window group after its anchor, a reduction group where
+   only full-row values cross), recursively until every stage fits;
+3. left as it is, with a `missed:` remark saying ptxas may spill.
+
+Every group gets `est_registers`; each decision a remark. The budget follows
+the GPU, so `target` matters; `occupancy` defaults to 0.25 (16 warps per SM:
+128 registers on H200, enough for the 8x8 GEMM micro-tile, and enough warps
+for 4-wide vector loads to hide memory latency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+
+from fusec.codegen.contraction import LARGE_TILE, MEDIUM_TILE, SMALL_TILE, GemmTile, tile_attr
+from fusec.codegen.register_model import RegisterEstimate, current_tile, estimate_registers
+from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.compiler.remarks import RemarkCollector
+from fusec.compiler.targets import TARGETS, Target, resolve_target
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import ShapeError, broadcast_shapes
+from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
+
+EST_ATTR = "est_registers"
+REGISTER_GRANULE = 8  # registers are allocated per thread in multiples of 8
+DEFAULT_OCCUPANCY = 0.25
+MAX_SPLIT_DEPTH = 6  # 2^6 stages at most: past that the group is one op anyway
+# Tiles tried when a contraction is over budget, largest first.
+FALLBACK_TILES: tuple[GemmTile, ...] = (
+    LARGE_TILE, MEDIUM_TILE, GemmTile(bm=64, bn=64, bk=8, tm=4, tn=4), SMALL_TILE,
+    GemmTile(bm=32, bn=32, bk=8, tm=2, tn=2),
+)
+
+
+def register_budget(target: Target, occupancy: float, max_registers: int = 0) -> int:
+    """Registers per thread that keep `occupancy` of the SM's threads resident."""
+    threads = max(32, int(occupancy * target.max_threads_per_sm))
+    budget = target.registers_per_sm // threads // REGISTER_GRANULE * REGISTER_GRANULE
+    budget = min(budget, target.max_registers_per_thread)
+    return min(budget, max_registers) if max_registers > 0 else budget
+
+
+def group_name(group: GroupOp) -> str:
+    attr = group.attributes.get("name")
+    return attr.data if isinstance(attr, StringAttr) else "?"
+
+
+def record(group: GroupOp, est: RegisterEstimate) -> None:
+    """Store the estimate on the group (`est_registers`)."""
+    group.attributes[EST_ATTR] = IntegerAttr(est.registers, IntegerType(64))
+
+
+def recorded_estimate(group: GroupOp) -> int:
+    """The `est_registers` of a group, 0 when the pass did not run."""
+    attr = group.attributes.get(EST_ATTR)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+
+# --- re-scheduling ----------------------------------------------------------------------------
+
+
+def smaller_tile(group: GroupOp, budget: int) -> tuple[GemmTile, RegisterEstimate] | None:
+    """The first fallback tile, no bigger than the current one, whose
+    estimate fits `budget` (a bigger tile would idle threads on the edges)."""
+    now = current_tile(group)
+    for tile in (t for t in FALLBACK_TILES if t.bm * t.bn <= now.bm * now.bn and t != now):
+        est = estimate_registers(group, tile)
+        if est.registers <= budget:
+            return tile, est
+    return None
+
+
+# --- splitting -----------------------------------------------------------------------------------
+
+
+def _body_ops(group: GroupOp) -> list[Operation]:
+    return [op for op in group.block.ops if not isinstance(op, YieldOp)]
+
+
+def _kind_of(ops: list[Operation]) -> str | None:
+    """The group kind of a stage, or None when no emitter schedules it."""
+    kinds = {op_kind(op) for op in ops if not isinstance(op, nn.ConstantOp)}
+    anchors = [op for op in ops if op_kind(op) in (OpKind.CONTRACTION, OpKind.WINDOW)]
+    if len(anchors) > 1 or (anchors and OpKind.REDUCTION in kinds):
+        return None
+    if anchors:
+        return "contraction" if op_kind(anchors[0]) is OpKind.CONTRACTION else "window"
+    if OpKind.REDUCTION in kinds:
+        return "reduction"
+    if kinds <= {OpKind.ELEMENTWISE, OpKind.BROADCAST}:
+        return "pointwise"
+    return None
+
+
+def _crossing(first: list[Operation], rest: list[Operation]) -> list[SSAValue]:
+    """Values the first stage computes and the second reads."""
+    inside = set(first)
+    seen: dict[SSAValue, None] = {}
+    for op in rest:
+        for v in op.operands:
+            if isinstance(v, OpResult) and v.op in inside and not isinstance(v.op, nn.ConstantOp):
+                seen[v] = None
+    return list(seen)
+
+
+def legal_splits(group: GroupOp) -> list[int]:
+    """Indices k where ops[:k] and ops[k:] are both stages an emitter
+    schedules; for a reduction group only full-shaped values may cross."""
+    ops = _body_ops(group)
+    kind = group.attributes.get("kind")
+    full = max((tensor_shape(r) for op in ops for r in op.results), key=len, default=())
+    out: list[int] = []
+    for k in range(1, len(ops)):
+        first, rest = ops[:k], ops[k:]
+        if _kind_of(first) is None or _kind_of(rest) is None:
+            continue
+        if all(isinstance(op, nn.ConstantOp) for op in first):
+            continue
+        cross = _crossing(first, rest)
+        if getattr(kind, "data", "") == "reduction" and any(
+                tensor_shape(v) != full for v in cross):
+            continue
+        yielded = set(_yielded(group))
+        first_out = [*cross, *(r for op in first for r in op.results if r in yielded)]
+        rest_out = [r for op in rest for r in op.results if r in yielded]
+        if not (_one_space(first, first_out) and _one_space(rest, rest_out)):
+            continue
+        out.append(k)
+    return out
+
+
+def _yielded(group: GroupOp) -> list[SSAValue]:
+    last = group.block.last_op
+    return list(last.operands) if isinstance(last, YieldOp) else []
+
+
+def _one_space(part: list[Operation], outputs: list[SSAValue]) -> bool:
+    """A pointwise stage's results must share one broadcast shape that covers
+    its inputs (what the pointwise emitter iterates over); other kinds are
+    checked by their anchor."""
+    if _kind_of(part) != "pointwise" or not outputs:
+        return True
+    try:
+        space = broadcast_shapes(*(tensor_shape(v) for v in outputs))
+        inside = set(part)
+        reads = [v for op in part for v in op.operands
+                 if not (isinstance(v, OpResult) and v.op in inside)]
+        if any(broadcast_shapes(tensor_shape(v), space) != space for v in reads):
+            return False
+    except ShapeError:
+        return False
+    return True
+
+
+def _stage_cost(ops: list[Operation], k: int) -> int:
+    """Arrays of the costlier stage of the split at k (inputs it reads plus
+    values it writes for the other stage): each holds an address and its
+    elements in flight, the dominant term of `register_model`'s estimate."""
+    first, rest = ops[:k], ops[k:]
+    cross = len(_crossing(first, rest))
+
+    def inputs(part: list[Operation]) -> int:
+        inside = set(part)
+        return len({v for op in part for v in op.operands
+                    if not (isinstance(v, OpResult) and v.op in inside)})
+
+    return max(inputs(first) + cross, inputs(rest))
+
+
+def best_split(group: GroupOp) -> int | None:
+    """The legal split whose costlier stage is cheapest (ties: the most
+    balanced)."""
+    ops = _body_ops(group)
+    splits = legal_splits(group)
+    if not splits:
+        return None
+    return min(splits, key=lambda k: (_stage_cost(ops, k), abs(2 * k - len(ops))))
+
+
+def inline_group(group: GroupOp) -> list[Operation]:
+    """Move the body of `group` before it (block arguments replaced by its
+    operands, its results by the yielded values) and erase it."""
+    block = group.parent_block()
+    assert block is not None
+    body = group.block
+    for arg, operand in zip(body.args, group.operands, strict=True):
+        arg.replace_all_uses_with(operand)
+    last = body.last_op
+    assert isinstance(last, YieldOp)
+    for result, value in zip(group.results, last.operands, strict=True):
+        result.replace_all_uses_with(value)
+    ops = _body_ops(group)
+    for op in ops:
+        op.detach()
+        block.insert_op_before(op, group)
+    last.detach()
+    last.erase()
+    group.detach()
+    group.erase()
+    return ops
+
+
+def _clone_constants(first: list[Operation], rest: list[Operation]) -> list[Operation]:
+    """Give the second stage its own copies of the constants it reads from the first."""
+    clones: list[Operation] = []
+    for const in [op for op in first if isinstance(op, nn.ConstantOp)]:
+        users = [(op, i) for op in rest for i, v in enumerate(op.operands)
+                 if v is const.results[0]]
+        if not users:
+            continue
+        clone = const.clone()
+        clones.append(clone)
+        for op, i in users:
+            op.operands[i] = clone.results[0]
+    return clones
+
+
+def split_group(group: GroupOp, k: int) -> tuple[GroupOp, GroupOp]:
+    """Replace `group` by two groups: its first `k` ops, then the rest."""
+    name = group_name(group)
+    block = group.parent_block()
+    assert isinstance(block, Block)
+    anchor = group.next_op
+    assert anchor is not None
+    ops = inline_group(group)
+    first, rest = ops[:k], ops[k:]
+    clones = _clone_constants(first, rest)
+    for c in clones:
+        block.insert_op_before(c, rest[0])
+    rest = [*clones, *rest]
+    kind_a, kind_b = _kind_of(first), _kind_of(rest)
+    assert kind_a is not None and kind_b is not None
+    a = _build_group(first, f"{name}_s0", kind_a)
+    block.insert_op_before(a, anchor)
+    b = _build_group(rest, f"{name}_s1", kind_b)
+    block.insert_op_before(b, anchor)
+    return a, b
+
+
+# --- the pass ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Budgeter:
+    budget: int
+    remarks: RemarkCollector
+
+    def fit(self, group: GroupOp, depth: int = 0) -> None:
+        """Estimate, then re-schedule or split until `group` fits."""
+        est = estimate_registers(group)
+        record(group, est)
+        if est.registers <= self.budget:
+            return
+        name = group_name(group)
+        kind = getattr(group.attributes.get("kind"), "data", "")
+        if kind == "contraction" and (found := smaller_tile(group, self.budget)):
+            tile, est2 = found
+            group.attributes["gemm_tile"] = tile_attr(tile)
+            record(group, est2)
+            self.remarks.add("remark", f"re-scheduled group {name}: {est.summary()} is over "
+                             f"the budget of {self.budget}; tile {tile.bm}x{tile.bn}x{tile.bk}, "
+                             f"{tile.tm}x{tile.tn} per thread needs {est2.summary()}")
+            return
+        k = best_split(group) if depth < MAX_SPLIT_DEPTH else None
+        if k is None:
+            self.remarks.add("missed", f"group {name} needs {est.summary()}, over the budget of "
+                             f"{self.budget}, and has no legal split point: ptxas may spill")
+            return
+        a, b = split_group(group, k)
+        self.remarks.add("remark", f"split group {name} into {group_name(a)} and "
+                         f"{group_name(b)} after op {k}: it needs {est.summary()}, over the "
+                         f"budget of {self.budget} registers per thread")
+        self.fit(a, depth + 1)
+        self.fit(b, depth + 1)
+
+
+@dataclass(frozen=True)
+class RegisterBudgetPass(ModulePass):
+    """Estimate registers per thread of each group; split or re-schedule what is over budget.
+
+    ```mlir
+    // before: 24 inputs multiplied pairwise and summed, one pointwise group
+    %y = fusion.group (%a0, ..., %a23) {name = "g0", kind = "pointwise"} ...
+    // after `fusec -p 'register-budget{max_registers=48}'`
+    %p = fusion.group (%a0, ...) {name = "g0_s0", kind = "pointwise", est_registers = 45} ...
+    %y = fusion.group (%p, ...) {name = "g0_s1", kind = "pointwise", est_registers = 41} ...
+    ```
+
+    Options: `target`, `occupancy` (fraction of the SM's threads to keep
+    resident, default 0.25), `max_registers` (a hard cap, 0: none),
+    `remarks`.
+    """
+
+    name = "register-budget"
+
+    target: str = "h200"
+    occupancy: float = DEFAULT_OCCUPANCY
+    max_registers: int = 0
+    remarks: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.occupancy <= 1.0:
+            raise ValueError("occupancy must be in (0, 1]")
+        if self.max_registers < 0:
+            raise ValueError("max_registers must be >= 0 (0: no cap)")
+        if self.target.strip().lower() not in (*TARGETS, "auto"):
+            raise ValueError(f"unknown target '{self.target}'")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target, _ = resolve_target(self.target)
+        budget = register_budget(target, self.occupancy, self.max_registers)
+        collector = RemarkCollector()
+        budgeter = _Budgeter(budget, collector)
+        for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
+            if not func.body.blocks:
+                continue
+            for group in [g for g in func.body.block.ops if isinstance(g, GroupOp)]:
+                budgeter.fit(group)
+        if self.remarks:
+            collector.store(op)

@@ -1,0 +1,61 @@
+"""Library calls of a plan (`{"library": "cublas_sgemm", ...}` launches):
+cuBLAS through CuPy, on the same stream as the kernels.
+
+CuPy is optional: a plan that needs it fails with a clear message when it is
+missing (recompile with `--gemm fused` to get a plan without library calls).
+kernels.py never imports CuPy; only this module does, and only when a plan
+holds a library launch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from fusec.codegen.program import KernelLaunch
+from fusec.compiler.diagnostics import FusecError
+
+
+def _cupy() -> Any:
+    try:
+        return importlib.import_module("cupy")
+    except ImportError:
+        return None
+
+
+def check_library(launch: KernelLaunch) -> None:
+    """Fail early, naming the launch, when a library call cannot run here."""
+    assert launch.library is not None
+    if _cupy() is None:
+        raise FusecError(
+            f"the plan calls {launch.library['library']} (group {launch.group}), which needs "
+            "CuPy: install cupy (pip install cupy-cuda12x), or compile with --gemm fused")
+
+
+def _as_cupy(cp: Any, a: Any) -> Any:
+    return cp.asarray(a)  # numba device arrays: zero-copy through __cuda_array_interface__
+
+
+def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any) -> None:
+    """`C = op(A) @ op(B)` with CuPy on `stream`, written into the plan's C buffer."""
+    cp = _cupy()
+    spec = launch.library
+    assert spec is not None and cp is not None
+    handle = getattr(getattr(stream, "handle", None), "value", None)
+    ctx = cp.cuda.ExternalStream(handle) if handle else _NullContext()
+    with ctx:
+        a, b, c = (_as_cupy(cp, x) for x in args)
+        if spec.get("transpose_a"):
+            a = cp.swapaxes(a, -1, -2)
+        if spec.get("transpose_b"):
+            b = cp.swapaxes(b, -1, -2)
+        c[...] = cp.matmul(a, b)
+
+
+class _NullContext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
