@@ -43,9 +43,11 @@ def check_program(
     seed: int = 0,
     rtol: float = RTOL,
     atol: float = ATOL,
+    tolerance: dict[str, float] | None = None,
 ) -> Program:
     """Compile `text`, run `@f` in the simulator, compare with the reference
-    and assert the launch count (printing the kernels when it is off)."""
+    and assert the launch count (printing the kernels when it is off).
+    `tolerance` maps an output dtype name to one bound used as rtol and atol."""
     program = compile_text(text, pipeline)
     fp = program.functions["f"]
     assert len(fp.launches) == launches, program.kernels_source
@@ -57,6 +59,8 @@ def check_program(
     for e, g in zip(expected, got, strict=True):
         assert g.shape == e.shape, program.kernels_source
         if g.dtype.kind == "f":
+            if tolerance is not None:  # one bound per output dtype, as rtol and atol
+                rtol = atol = tolerance[g.dtype.name]
             np.testing.assert_allclose(
                 g, e.astype(g.dtype), rtol=rtol, atol=atol, err_msg=program.kernels_source
             )

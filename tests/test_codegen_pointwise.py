@@ -9,17 +9,10 @@ tiny: the simulator runs every thread in Python.
 
 from __future__ import annotations
 
-import numpy as np
+import codegen_harness as harness
 import pytest
 
-from fusec.codegen.generate import generate_program
 from fusec.codegen.program import Program
-from fusec.compiler.driver import make_registry
-from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.verify import verify_module
-from fusec.runtime.executor import run_program
-from fusec.runtime.reference import find_function, random_inputs, run_module
 
 BASELINE = "decompose,group-each-op"
 # float32 kernels against the float64 oracle; half precision rounds each result.
@@ -28,35 +21,15 @@ TOLERANCE = {"float32": 2e-5, "float16": 2e-3, "float64": 1e-12}
 
 def compile_text(text: str, pipeline: str = BASELINE) -> Program:
     """Parse, run `pipeline`, generate."""
-    ctx = make_context()
-    module = parse_module(ctx, text, "test.mlir")
-    verify_module(module)
-    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), pipeline)).run(module)
-    return generate_program(module)
+    return harness.compile_text(text, pipeline)
 
 
 def check_program(
     text: str, launches: int, pipeline: str = BASELINE, seed: int = 0
 ) -> Program:
     """Compile `text`, run `@f` in the simulator, compare with the reference
-    and assert the launch count (printing the kernels when it is off)."""
-    program = compile_text(text, pipeline)
-    fp = program.functions["f"]
-    assert len(fp.launches) == launches, program.kernels_source
-    reference = parse_module(make_context(), text, "test.mlir")
-    inputs = random_inputs(find_function(reference, "f"), seed)
-    expected = run_module(reference, inputs, "f")
-    got = run_program(program, "f", inputs, device="sim")
-    assert len(got) == len(expected)
-    for e, g in zip(expected, got, strict=True):
-        assert g.shape == e.shape
-        if g.dtype.kind == "f":
-            tol = TOLERANCE[g.dtype.name]
-            np.testing.assert_allclose(g, e.astype(g.dtype), rtol=tol, atol=tol,
-                                       err_msg=program.kernels_source)
-        else:
-            np.testing.assert_array_equal(g, e, err_msg=program.kernels_source)
-    return program
+    (per-dtype tolerance) and assert the launch count."""
+    return harness.check_program(text, launches, pipeline, seed, tolerance=TOLERANCE)
 
 
 def unary(op: str, attrs: str = "", shape: str = "4x8", element: str = "f32") -> str:
