@@ -29,6 +29,13 @@ def make_candidate(body: str, a: str, b: str, args: str = f"%x: {T}",
                    target: Target | None = None, **options: object) -> Candidate:
     """A candidate between the single-op groups of values `%a` and `%b`."""
     text = f"func.func @f({args}) {{\n{body}\n  func.return\n}}"
+    return candidate_from_text(text, a, b, target, **options)
+
+
+def candidate_from_text(text: str, a: str, b: str, target: Target | None = None,
+                        **options: object) -> Candidate:
+    """A candidate between the single-op groups of values `%a` and `%b` of
+    the one function in `text`."""
     module = parse_module(make_context(), text, "t.mlir")
     func = next(op for op in module.walk() if isinstance(op, FuncOp))
     dep = DependencyAnalysis(func)

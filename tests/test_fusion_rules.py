@@ -11,23 +11,18 @@ from __future__ import annotations
 
 import re
 
+from test_fusion_legality import candidate_from_text
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.dialects.func import FuncOp
-from xdsl.ir import Operation
 
 from fusec.compiler.driver import make_registry
 from fusec.compiler.fusion_legality import (
     Candidate,
-    FusionOptions,
     gain_ok,
-    single_op_info,
 )
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.remarks import collect_remarks
-from fusec.compiler.targets import get_target
 from fusec.dialects.fusion import GroupOp
-from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
 
 # exp of 4M elements feeding a 4-row sum: one fused kernel has 4096 threads
 # where the exp alone fills the GPU, so the roofline charges lost
@@ -78,15 +73,7 @@ def group_count(module: ModuleOp) -> int:
 
 
 def candidate(text: str, a: str, b: str, **options: object) -> Candidate:
-    module = parse_module(make_context(), text, "t.mlir")
-    func = next(op for op in module.walk() if isinstance(op, FuncOp))
-    dep = DependencyAnalysis(func)
-    graph = FusionGraph(dep)
-    by_name: dict[str, Operation] = {op.results[0].name_hint or "": op for op in dep.ops}
-    infos = {nid: single_op_info(n.ops[0], nid, dep) for nid, n in graph.nodes.items()}
-    opts = FusionOptions(max_registers=255, **options)  # type: ignore[arg-type]
-    return Candidate(infos[graph.node_of[by_name[a]]], infos[graph.node_of[by_name[b]]],
-                     dep, graph, get_target("h200"), opts)
+    return candidate_from_text(text, a, b, **options)
 
 
 def test_low_intensity_fuses_whenever_legal() -> None:
