@@ -1,7 +1,8 @@
 """Full-size PyTorch models through ONNX into fusec, timed against torch.
 
     python3 bench/onnx_models.py [--models mobilenet_v2,gpt2_block] [--iters 20]
-        [--repeat 7] [--no-compile] [--out bench/results] [--device cuda|cpu] [--small]
+        [--repeat 7] [--no-compile] [--no-fusion-off] [--out bench/results]
+        [--device cuda|cpu] [--small]
 
 For each model of bench/torch_models.py (random weights): export it from
 PyTorch to ONNX (opset 18, the TorchScript exporter), import it with fusec's
@@ -115,6 +116,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--no-fusion-off", action="store_true",
+                   help="skip fusec with fusion off (one kernel per op: MobileNetV2's "
+                        "hundreds of kernels take minutes of numba JIT on the first call)")
     p.add_argument("--out", default=str(HERE / "results"))
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cuda: time on the GPU; cpu: check only, fusec in numba's simulator")
@@ -153,16 +157,17 @@ def export_and_import(torch: Any, tm: Any, tmp: Path, params_above: int) -> Impo
                     {"export": t1 - t0, "import": t2 - t1})
 
 
-def compile_both(imported: Imported, device: str) -> tuple[Any, Any]:
-    """fusec's fused and fusion-off models (compile times in `imported`)."""
+def compile_both(imported: Imported, device: str, off: bool = True) -> tuple[Any, Any | None]:
+    """fusec's fused and fusion-off models (compile times in `imported`);
+    no fusion-off model when `off` is false."""
     import fusec
 
     models = []
-    for fusion in (True, False):
+    for fusion in (True, False) if off else (True,):
         t0 = time.perf_counter()
         models.append(fusec.compile(imported.mlir, fusion=fusion, device=device))
         imported.seconds["compile " + ("fused" if fusion else "off")] = time.perf_counter() - t0
-    return models[0], models[1]
+    return models[0], (models[1] if off else None)
 
 
 def fusec_inputs(model: Any, imported: Imported, x: Any, weights: dict[str, Any]) -> list[Any]:
@@ -174,26 +179,29 @@ def fusec_inputs(model: Any, imported: Imported, x: Any, weights: dict[str, Any]
 def _bench_gpu(torch: Any, tm: Any, imported: Imported, args: argparse.Namespace,
                copy_bw: float, gemm_rate: float) -> list[str]:
     """Check and time one model on the GPU; returns its table lines."""
-    fused, off = compile_both(imported, "gpu")
+    fused, off = compile_both(imported, "gpu", not args.no_fusion_off)
     module = tm.module.to("cuda")
     gen = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tm.example.shape, device="cuda", generator=gen)
     weights = {k: torch.tensor(a, device="cuda") for k, a in imported.params.items()}
     inputs = fusec_inputs(fused, imported, x, weights)
-    off_inputs = fusec_inputs(off, imported, x, weights)
+    variants = [("fused", fused, inputs)]
+    if off is not None:
+        variants.append(("off", off, fusec_inputs(off, imported, x, weights)))
     ref = module(x)
     status = []
-    for label, model, ins in (("fused", fused, inputs), ("off", off, off_inputs)):
+    for label, model, ins in variants:
         t0 = time.perf_counter()
         out = model(*ins)
         torch.cuda.synchronize()
         imported.seconds[f"first call {label}"] = time.perf_counter() - t0
         status.append(_check(torch, out, ref))
-    times = {
-        "fusec": _time_fusec(torch, fused, inputs, args),
-        "fusion off": _time_fusec(torch, off, off_inputs, args),
-        "torch eager": _time_torch(torch, module, [x], args),
-    }
+    times = {"fusec": _time_fusec(torch, fused, inputs, args)}
+    if off is not None:
+        times["fusion off"] = _time_fusec(torch, off, variants[1][2], args)
+    else:
+        status.append("not run (--no-fusion-off)")
+    times["torch eager"] = _time_torch(torch, module, [x], args)
     if not args.no_compile:
         t0 = time.perf_counter()
         compiled = torch.compile(module)
@@ -204,7 +212,8 @@ def _bench_gpu(torch: Any, tm: Any, imported: Imported, args: argparse.Namespace
     moved, flops = floor_work(torch, module, x, ref)
     floor = max(moved / copy_bw, flops / gemm_rate)
     title = f"{tm.name} via ONNX, {tm.size}"
-    table = _row_table(title, times, floor, fused.launches, off.launches, status)
+    off_launches = off.launches if off is not None else 0
+    table = _row_table(title, times, floor, fused.launches, off_launches, status)
     return [*table, _seconds_line(imported), ""]
 
 

@@ -64,6 +64,10 @@ def gpt2_block(x: Tensor, causal_mask: Tensor, ln1_g: Tensor, ln1_b: Tensor, w_q
     return m @ w_proj + b_proj + h
 
 
+def column_sum(x: Tensor) -> Tensor:
+    return x.sum(dim=0, keepdim=True)
+
+
 PEERS: dict[str, Callable[..., Any]] = {
     "chain16": chain16,
     "softmax": softmax,
@@ -72,6 +76,8 @@ PEERS: dict[str, Callable[..., Any]] = {
     "attention": attention,
     "inverted_residual": inverted_residual,
     "gpt2_block": gpt2_block,
+    "column_sum": column_sum,
+    "column_sum_narrow": column_sum,
 }
 
 

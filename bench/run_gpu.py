@@ -26,6 +26,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROWS = ["chain16", "softmax", "add_layernorm_gelu", "mlp", "mlp_simt", "attention",
         "inverted_residual", "gpt2_block"]
+# Further rows beyond BENCHMARKS.md, run only when named in --rows.
+EXTRA_ROWS = ["column_sum", "column_sum_narrow"]
 # Rows that compile a model of bench/models with a fixed GEMM choice:
 # "mlp_simt" is mlp.mlir with the library GEMM off (the fused SIMT kernel).
 VARIANTS = {"mlp_simt": ("mlp", "fused")}
@@ -36,7 +38,9 @@ TOLERANCE = 2e-3
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rows", default=",".join(ROWS))
+    p.add_argument("--rows", default=",".join(ROWS),
+                   help=f"comma-separated, of: {', '.join(ROWS + EXTRA_ROWS)} "
+                        "(default: the BENCHMARKS.md rows)")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
@@ -44,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also check fusec against the float64 NumPy reference interpreter")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
+    unknown = [r for r in args.rows.split(",") if r not in ROWS + EXTRA_ROWS]
+    if unknown:
+        p.error(f"unknown row '{unknown[0]}' (known: {', '.join(ROWS + EXTRA_ROWS)})")
 
     import fusec
     from fusec.runtime.device import select_device

@@ -24,6 +24,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
@@ -178,6 +179,19 @@ class _FunctionBuilder:
         """The group operand or result a kernel parameter binds."""
         return group.inputs[param.index] if param.role == "input" else group.outputs[param.index]
 
+    def workspace_ids(self, kernel: KernelSource) -> list[str]:
+        """A value per workspace of `kernel`, held like a constant (zeros,
+        uploaded once, never pooled): see `kernel_source.Workspace`."""
+        assert self.program is not None
+        ids: list[str] = []
+        for ws in kernel.workspaces:
+            # Their own prefix: `v<n>` numbers the model's values as they are met.
+            vid = f"w{sum(v.startswith('w') for v in self.program.values)}"
+            self.program.values[vid] = TensorSpec(ws.shape, ws.dtype)
+            self.program.constants[vid] = np.zeros(ws.shape, ws.dtype)
+            ids.append(vid)
+        return ids
+
     def launch(self, group: GroupOp) -> KernelLaunch:
         """Generate `group`'s kernel and the launch that runs it."""
         for value in (*group.inputs, *group.outputs):
@@ -197,7 +211,9 @@ class _FunctionBuilder:
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
         self.kernels.append(kernel)
         annotate(group, kernel)
+        workspaces = self.workspace_ids(kernel)
         args = [
+            ArgSpec(workspaces[p.index], p.view_shape, True) if p.role == "workspace" else
             ArgSpec(self.value_id(self.param_value(group, p)), p.view_shape, p.role == "output")
             for p in kernel.params
         ]

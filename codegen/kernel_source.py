@@ -55,11 +55,24 @@ from numba.types import float16
 @dataclass(frozen=True)
 class KernelParam:
     """A kernel parameter: group operand (`input`) or result (`output`) number
-    `index`, passed as a contiguous view of shape `view_shape`."""
+    `index`, or the kernel's workspace number `index` (`workspace`), passed
+    as a contiguous view of shape `view_shape`."""
 
-    role: Literal["input", "output"]
+    role: Literal["input", "output", "workspace"]
     index: int
     view_shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Device memory a kernel keeps between launches: zero when first
+    allocated, and the kernel must leave what it relies on being zero at zero
+    again (a split reduction's arrival counters; its partial results are
+    overwritten before they are read). The runtime holds it like a constant:
+    allocated once per executor, never pooled with other values."""
+
+    shape: tuple[int, ...]
+    dtype: str  # NumPy dtype name
 
 
 @dataclass
@@ -73,6 +86,7 @@ class KernelSource:
     params: list[KernelParam]
     shared_bytes: int = 0
     notes: list[str] = field(default_factory=list[str])  # schedule facts for the report
+    workspaces: list[Workspace] = field(default_factory=list[Workspace])  # `workspace` params
 
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")

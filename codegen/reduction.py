@@ -10,11 +10,27 @@ row and stride over its elements, `ROWS` rows live in one block.
   reads consecutive addresses;
 - *column schedule* (the last axis is kept): `threadIdx.x` is the row, so a
   warp reads consecutive rows at one reduction index; lanes are `threadIdx.y`.
+  The lanes' partial results (and the row cache) are stored transposed in
+  shared memory, `red[lane, row]`, so the 32 rows of a warp hit 32 different
+  banks when the tree combines them (`red[row, lane]` would put a warp's
+  accesses `lanes` words apart: an 8-way bank conflict for 8 lanes).
 Each reduction stage is one pass over the row: every lane accumulates its
 elements in a register, then the block combines the lanes with a tree through
 shared memory (log2(LANES) steps, one barrier each; the tree runs in the CUDA
 simulator, where warp shuffles do not). A final pass writes the row-shaped
 outputs; per-row outputs are stored by lane 0.
+
+Split rows. When the rows alone cannot fill the GPU (a column sum over 64
+channels of a million rows is 2 blocks), each row is also split over
+`splits` blocks (`blockIdx.y`), each reducing one contiguous chunk. A block
+writes its partial result per row to a workspace, and the last block of a
+row group to arrive (an arrival counter per group of rows, `cuda.atomic.add`
+after `cuda.threadfence()`) combines the partials, resets the counter to
+zero for the next launch, and runs the epilogue: one kernel, no second
+launch. Only groups with one reduction pass and no row-shaped output are
+split (a second pass would need every block's result first). The last block
+reads the partials with atomic adds of zero: they come from L2, never from a
+stale L1 line that another row group's last block loaded earlier.
 
 HBM traffic. The row is read from global memory once: pass 1 writes what the
 later passes need into a shared-memory row cache and each thread reads back
@@ -33,7 +49,7 @@ sum-of-squares cancellation and no need for Welford's update.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
@@ -50,7 +66,9 @@ from fusec.codegen.group_body import (
     store_expr,
 )
 from fusec.codegen.kernel_source import (
+    KernelParam,
     KernelSource,
+    Workspace,
     broadcast_index,
     int_literal,
     kernel_header,
@@ -62,14 +80,16 @@ from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
 from fusec.codegen.reduction_registers import RowElements, Term, accumulate_lines
 from fusec.codegen.reduction_tree import (
     block_combine_lines,
+    combine,
     combine_lines,
     identity_literal,
     mean_scale,
 )
+from fusec.compiler.targets import DEFAULT_TARGET, get_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.shapes import Shape
+from fusec.dialects.shapes import Shape, numel
 
 BLOCK_THREADS = 256  # threads per block
 MAX_LANES = 256  # threads cooperating on one row (a power of two)
@@ -90,6 +110,13 @@ REGISTER_BLOCK_THREADS = 128
 # contiguous 128-byte line per element.
 MIN_REGISTER_LANES = 32
 _ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+# Threads that fill the default target (H200: 132 SMs x 2048): a schedule
+# with fewer than half as many splits its rows over more blocks.
+FILL_THREADS = get_target(DEFAULT_TARGET).max_resident_threads
+# Row elements one lane reduces per split at least: fewer, and the partials'
+# round trip through the workspace costs more than the split gains.
+MIN_SPLIT_ELEMS = 64
+MAX_SPLITS = 4096
 
 
 @dataclass(frozen=True)
@@ -107,6 +134,9 @@ class ReductionOptions:
     registers: bool = True
     register_elems: int = REGISTER_ELEMS
     max_register_lanes: int = MAX_REGISTER_LANES
+    split: bool = True  # rows split over blocks when they cannot fill the GPU
+    fill_threads: int = FILL_THREADS
+    min_split_elems: int = MIN_SPLIT_ELEMS
 
 
 # What `emit` uses when it is given no options (tests may swap it).
@@ -125,12 +155,17 @@ class RowSchedule:
     cache_bytes: int
     registers: bool = False  # the row stays in registers (reduction_registers)
     per_lane: int = 0  # register schedule: row elements per lane (the last may overhang)
+    splits: int = 1  # blocks sharing one row (`blockIdx.y`), see "Split rows"
+    chunk: int = 0  # split rows: the row elements of one block (a multiple of `lanes`)
 
     @property
     def block(self) -> tuple[int, int, int]:
         if self.column:
             return (self.rows_per_block, self.lanes, 1)
         return (self.lanes, self.rows_per_block, 1)
+
+    def grid(self, rows: int) -> tuple[int, int, int]:
+        return (-(-rows // self.rows_per_block), self.splits, 1)
 
 
 def _pow2_at_least(n: int) -> int:
@@ -147,8 +182,11 @@ def _bytes(v: SSAValue) -> int:
 def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
     """Lanes and rows per block, and the row caches that fit the budget."""
     column = not ra.trailing and (len(ra.shape) - 1) not in ra.axes
-    if not column and opts.registers and (sched := _register_schedule(ra, opts)) is not None:
-        return sched
+    if not column and opts.registers and (regs := _register_schedule(ra, opts)) is not None:
+        # Rows in registers, unless they are too few to fill the GPU and
+        # splitting them over blocks does.
+        streamed = plan_schedule(ra, replace(opts, registers=False)) if opts.split else regs
+        return streamed if streamed.splits > 1 else regs
     if column:
         rows = min(COLUMN_ROWS, _pow2_at_least(ra.rows), opts.block_threads)
         lanes = min(opts.block_threads // rows, _pow2_at_least(ra.row_length))
@@ -163,7 +201,39 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
         if scratch + cache_bytes + size <= opts.shared_budget:
             cached.append(v)
             cache_bytes += size
-    return RowSchedule(column, lanes, rows, cached, scratch, cache_bytes)
+    sched = RowSchedule(column, lanes, rows, cached, scratch, cache_bytes)
+    if opts.split:
+        _split_rows(ra, sched, opts)
+    return sched
+
+
+def _split_rows(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
+    """Split each row over several blocks when the rows' threads are fewer
+    than half of `fill_threads` (see "Split rows"): as many splits as fill
+    the GPU, each lane keeping at least `min_split_elems` elements."""
+    if ra.stages != 1 or _pass_roots(ra, 2) or sched.cached:
+        return
+    threads = sched.grid(ra.rows)[0] * sched.rows_per_block * sched.lanes
+    if 2 * threads > opts.fill_threads:
+        return
+    want = -(-opts.fill_threads // threads)
+    most = ra.row_length // (sched.lanes * opts.min_split_elems)
+    splits = min(want, most, MAX_SPLITS)
+    if splits < 2:
+        return
+    per_lane = -(-ra.row_length // (splits * sched.lanes))
+    sched.chunk = per_lane * sched.lanes
+    sched.splits = -(-ra.row_length // sched.chunk)  # no block without elements
+
+
+def workspaces(ra: RowAnalysis, sched: RowSchedule) -> list[Workspace]:
+    """A split schedule's workspaces: per reduction, the partial result of
+    every (split, row); then one arrival counter per group of rows."""
+    if sched.splits == 1:
+        return []
+    parts = [Workspace((sched.splits, ra.rows), compute_type(r.results[0]))
+             for r in ra.reductions]
+    return [*parts, Workspace((sched.grid(ra.rows)[0],), "int32")]
 
 
 def _register_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule | None:
@@ -244,16 +314,19 @@ def emit(group: GroupOp, kernel_name: str, options: ReductionOptions | None = No
         sched = plan_schedule(ra, options or DEFAULT_OPTIONS)
         name = sanitize_identifier(kernel_name)
         text = _RowKernelWriter(ra, sched).write(name)
-        grid = ((ra.rows + sched.rows_per_block - 1) // sched.rows_per_block, 1, 1)
+        spaces = workspaces(ra, sched)
+        params = body.params() + [KernelParam("workspace", k, (max(1, numel(w.shape)),))
+                                  for k, w in enumerate(spaces)]
         return KernelSource(
             name=name,
             text=text,
-            grid=grid,
+            grid=sched.grid(ra.rows),
             block=sched.block,
-            params=body.params(),
+            params=params,
             # Static shared arrays only: nothing to request at launch time.
             shared_bytes=0,
             notes=_notes(ra, sched),
+            workspaces=spaces,
         )
 
 
@@ -268,6 +341,9 @@ def _notes(ra: RowAnalysis, sched: RowSchedule) -> list[str]:
     if sched.registers:
         notes.append(f"row held in registers: {sched.per_lane} element(s) per lane, "
                      "lanes combined by warp shuffles (shared-memory tree in the simulator)")
+    if sched.splits > 1:
+        notes.append(f"rows split over {sched.splits} blocks of {sched.chunk} elements; the "
+                     "last block to arrive combines the partials (workspace)")
     return notes
 
 
@@ -299,18 +375,21 @@ class _RowKernelWriter:
         if _pass_roots(ra, ra.stages + 1):
             lines += self._pass(ra.stages + 1)
         lines += self._row_outputs()
-        grid = ((ra.rows + s.rows_per_block - 1) // s.rows_per_block, 1, 1)
         head = kernel_header(
             self.body.group,
             self.body.ops,
             launch_text(
-                grid, s.block, f"{s.lanes} lanes per row, {s.rows_per_block} rows per block"
+                s.grid(ra.rows), s.block,
+                f"{s.lanes} lanes per row, {s.rows_per_block} rows per block"
+                + (f", {s.splits} blocks per row" if s.splits > 1 else ""),
             ),
             _notes(ra, s),
         )
-        return "\n".join(
-            [*head, "@cuda.jit", f"def {name}({self.body.signature()}):", *indent(lines, 1)]
-        )
+        params = self.body.signature()
+        if s.splits > 1:
+            params += ", " + ", ".join(
+                [f"part{k}" for k in range(len(ra.reductions))] + ["arrived"])
+        return "\n".join([*head, "@cuda.jit", f"def {name}({params}):", *indent(lines, 1)])
 
     def _setup(self) -> list[str]:
         ra, s = self.ra, self.sched
@@ -330,15 +409,25 @@ class _RowKernelWriter:
         lines += [f"{self.coords[d]} = {n}" for d, n in zip(ra.kept, names, strict=True)]
         for k, r in enumerate(ra.reductions):
             ctype = compute_type(r.results[0])
-            lines.append(
-                f"red{k} = cuda.shared.array(({s.rows_per_block}, {s.lanes}), {ctype})"
-            )
+            lines.append(f"red{k} = cuda.shared.array({self._shape(s.lanes)}, {ctype})")
         for k, arg in enumerate(s.cached):
             lines.append(
-                f"cache{k} = cuda.shared.array(({s.rows_per_block}, {ra.row_length}), "
+                f"cache{k} = cuda.shared.array({self._shape(ra.row_length)}, "
                 f"{compute_type(arg)})"
             )
         return lines
+
+    def _shape(self, per_row: int) -> str:
+        """The shape of a shared array of `per_row` slots per row of the
+        block: `(rows, per_row)`, transposed in the column schedule."""
+        s = self.sched
+        if s.column:
+            return f"({int_literal(per_row)}, {int_literal(s.rows_per_block)})"
+        return f"({int_literal(s.rows_per_block)}, {int_literal(per_row)})"
+
+    def _at(self, name: str, slot: str) -> str:
+        """Element `slot` of this thread's row of shared array `name`."""
+        return f"{name}[{slot}, rloc]" if self.sched.column else f"{name}[rloc, {slot}]"
 
     # --- passes over the row -------------------------------------------------------
 
@@ -389,7 +478,7 @@ class _RowKernelWriter:
         if stage > 1:  # read back what pass 1 cached
             for k, v in enumerate(s.cached):
                 ev.bound[v] = self.body.names[v]
-                body_lines.append(f"{self.body.names[v]} = cache{k}[rloc, j]")
+                body_lines.append(f"{self.body.names[v]} = {self._at(f'cache{k}', 'j')}")
         for k, root in enumerate(roots):
             val = ev.value(root)
             body_lines += ev.take_lines()
@@ -447,14 +536,17 @@ class _RowKernelWriter:
         return head + hoisted + body + accs
 
     def _row_loop(self, body: list[str]) -> list[str]:
-        """This lane's elements of its row, `lanes` apart. The trip count is a
-        constant, so the compiler can unroll the loop and issue its loads together."""
-        n, lanes = self.ra.row_length, self.sched.lanes
+        """This lane's elements of its row, `lanes` apart (of this block's
+        chunk of it, when rows are split). The trip count is a constant, so
+        the compiler can unroll the loop and issue its loads together."""
+        n, lanes, s = self.ra.row_length, self.sched.lanes, self.sched
+        span = s.chunk if s.splits > 1 else n
+        first = f"cuda.blockIdx.y * {int_literal(s.chunk)} + " if s.splits > 1 else ""
         lines = [
-            f"for e in range({int_literal(-(-n // lanes))}):",
-            f"    j = lane + e * {int_literal(lanes)}",
+            f"for e in range({int_literal(-(-span // lanes))}):",
+            f"    j = {first}lane + e * {int_literal(lanes)}",
         ]
-        if n % lanes:
+        if n % lanes or (s.splits > 1 and s.splits * s.chunk != n):
             return [*lines, f"    if j < {int_literal(n)}:", *indent(body, 2)]
         return lines + indent(body, 1)
 
@@ -466,7 +558,7 @@ class _RowKernelWriter:
         lines: list[str] = []
         for k, v in enumerate(self.sched.cached):
             val = ev.value(v)
-            lines += [*ev.take_lines(), f"cache{k}[rloc, j] = {val}"]
+            lines += [*ev.take_lines(), f"{self._at(f'cache{k}', 'j')} = {val}"]
         return lines
 
     def _stage_reductions(self, stage: int) -> list[nn.ReduceOp]:
@@ -498,16 +590,51 @@ class _RowKernelWriter:
         if s.registers:
             lines = block_combine_lines(reds, idx, s.lanes, s.lanes * s.rows_per_block)
         else:
-            lines = [f"red{k}[rloc, lane] = acc{k}" for k in idx]
-            lines += combine_lines(reds, idx, s.lanes)
+            lines = [f"{self._at(f'red{k}', 'lane')} = acc{k}" for k in idx]
+            lines += combine_lines(reds, idx, s.lanes, s.column)
+        if s.splits > 1:
+            lines += self._combine_splits(reds, idx)
         for k, r in zip(idx, reds, strict=True):
-            res = f"acc{k}" if s.registers else f"red{k}[rloc, 0]"
+            res = f"acc{k}" if s.registers else self._at(f"red{k}", "0")
             if isinstance(r, nn.ReduceMeanOp):
                 res = f"{res} * {mean_scale(r, ra.row_length)}"
             lines.append(f"res{k} = {res}")
             target = self.row_x if ra.frame[r.results[0]] == "X" else self.row_k
             target.bound[r.results[0]] = f"res{k}"
         return lines
+
+    def _combine_splits(self, reds: list[nn.ReduceOp], idx: list[int]) -> list[str]:
+        """After the block's tree (its partial in `red<k>`'s slot 0): publish
+        the partials, and let only the last block of this row group go on,
+        with every split's partial combined (see "Split rows")."""
+        s = self.sched
+        first = "cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0"
+        lines = ["# split rows: publish this block's partials; the last block combines them",
+                 "if live and lane == 0:"]
+        lines += [f"    part{k}[cuda.blockIdx.y * {int_literal(self.ra.rows)} + row] = "
+                  f"{self._at(f'red{k}', '0')}" for k in idx]
+        lines += [
+            "cuda.threadfence()",
+            "ticket = cuda.shared.array(1, int32)",
+            "cuda.syncthreads()",
+            f"if {first}:",
+            "    ticket[0] = cuda.atomic.add(arrived, cuda.blockIdx.x, 1)",
+            "cuda.syncthreads()",
+            f"if ticket[0] != {int_literal(s.splits - 1)}:",
+            "    return",
+            f"if {first}:",
+            "    arrived[cuda.blockIdx.x] = 0  # ready for the next launch",
+        ]
+        for r, k in zip(reds, idx, strict=True):
+            read = (f"cuda.atomic.add(part{k}, q * {int_literal(self.ra.rows)} + row, "
+                    f"{compute_type(r.results[0])}(0))")
+            lines += [
+                f"acc{k} = {identity_literal(r)}",
+                f"for q in range(lane, {int_literal(s.splits)}, {int_literal(s.lanes)}):",
+                f"    acc{k} = {combine(r, f'acc{k}', read)}",
+                f"{self._at(f'red{k}', 'lane')} = acc{k}",
+            ]
+        return lines + combine_lines(reds, idx, s.lanes, s.column)
 
     def _row_outputs(self) -> list[str]:
         """Per-row outputs, stored by lane 0 of each live row."""

@@ -63,9 +63,11 @@ def mean_scale(r: nn.ReduceOp, count: int) -> str:
     return float_literal(1.0 / count, compute_type(r.results[0]))
 
 
-def combine_lines(reds: Sequence[nn.ReduceOp], slots: Sequence[int], lanes: int) -> list[str]:
+def combine_lines(reds: Sequence[nn.ReduceOp], slots: Sequence[int], lanes: int,
+                  transposed: bool = False) -> list[str]:
     """The shared-memory tree combining `lanes` partial results per row of
-    the scratch arrays `red<slot>` (one per reduction), barriers included.
+    the scratch arrays `red<slot>` (one per reduction), barriers included;
+    `transposed` scratch arrays are indexed `[lane, rloc]`.
 
     Every thread of the block executes each barrier, so the tree must be
     called from the kernel's top scope."""
@@ -74,7 +76,9 @@ def combine_lines(reds: Sequence[nn.ReduceOp], slots: Sequence[int], lanes: int)
     while step >= 1:
         lines.append(f"if lane < {int_literal(step)}:")
         for r, k in zip(reds, slots, strict=True):
-            here, there = f"red{k}[rloc, lane]", f"red{k}[rloc, lane + {int_literal(step)}]"
+            other = f"lane + {int_literal(step)}"
+            here, there = (f"red{k}[lane, rloc]", f"red{k}[{other}, rloc]") if transposed \
+                else (f"red{k}[rloc, lane]", f"red{k}[rloc, {other}]")
             lines.append(f"    {here} = {combine(r, here, there)}")
         lines.append("cuda.syncthreads()")
         step //= 2
