@@ -50,6 +50,18 @@ def test_column_sum_split_over_blocks() -> None:
     assert all(not fp.constants[w].any() for w in ws)
 
 
+def test_exact_chunks_unrolled_with_a_remainder() -> None:
+    text = COLUMN_SUM.replace("600x8", "480x8")
+    program = check_program(text, pipeline="group-each-op")
+    launch = program.functions["f"].launches[0]
+    # 480 rows = 3 chunks of 160, 5 rows per lane: 4 unrolled, then 1.
+    assert launch.grid == (1, 3, 1)
+    src = program.kernels_source
+    assert "j = cuda.blockIdx.y * 160 + lane + (e * 4 + 3) * 32" in src
+    assert "for e in range(4, 5):" in src
+    assert "if j < 480" not in src
+
+
 def test_column_partials_transposed_in_shared_memory() -> None:
     program = check_program(COLUMN_SUM, pipeline="group-each-op")
     src = program.kernels_source
@@ -138,11 +150,12 @@ def test_row_shaped_outputs_are_not_split() -> None:
 
 
 def test_no_split_when_rows_fill_the_gpu() -> None:
-    # 65536 columns: 2048 blocks of 256 threads fill an H200 without splitting.
-    assert _schedule_column(64, 65536, ReductionOptions()).splits == 1
-    # 512 columns: 16 blocks; split 7 ways, 72 rows per lane each.
+    # 262144 columns: 8192 blocks of 256 threads, four H200s' worth.
+    assert _schedule_column(64, 262144, ReductionOptions()).splits == 1
+    # 512 columns: 16 blocks. At most 7 splits keep 64 rows per lane (of 8);
+    # 5 tile the 4000 rows exactly (800 each), so no row needs a bounds check.
     few = _schedule_column(4000, 512, ReductionOptions())
-    assert (few.splits, few.chunk) == (7, 576)
+    assert (few.splits, few.chunk) == (5, 800)
     assert _schedule_column(4000, 512, ReductionOptions(split=False)).splits == 1
 
 
