@@ -24,6 +24,7 @@ from typing import ClassVar, Self
 import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    BytesAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
@@ -275,6 +276,17 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     if flat.size == 1:
         return np.broadcast_to(flat.reshape(()), shape).copy()
     return flat.reshape(shape).copy()
+
+
+def numpy_to_dense(array: np.ndarray, t: TensorType) -> DenseIntOrFPElementsAttr:
+    """A dense attribute of type `t` holding `array` (of `t`'s shape), stored
+    as the parser stores one, so `dense_to_numpy` reads it back bit for bit."""
+    values = np.asarray(array).astype(numpy_dtype(t.element_type))
+    assert values.shape == tuple(t.get_shape()), (values.shape, t)
+    if values.dtype == np.bool_:
+        values = values.astype(np.uint8) * 0xFF  # i1 true is the byte 0xFF, as parsed
+    data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes()
+    return DenseIntOrFPElementsAttr(t, BytesAttr(data))
 
 
 # Constants with more elements than this print as exact hex bytes.

@@ -1,0 +1,221 @@
+"""The `fold-constants` pass: an op that reads only constants becomes one.
+
+Imported models keep small weights as `nn.constant`s and compute from them on
+every call: after `decompose`, a BatchNorm's `scale * rsqrt(var + eps)` and
+`bias - mean * scale` are five ops over `[C]` vectors that are the same on
+every call (the MobileNetV2 fixture: 14 such chains, one kernel each even when
+fused). This pass computes them once, at compile time, so they never reach a
+kernel.
+
+Values come from the reference interpreter's own op functions
+(`runtime/reference_ops.py`, pure NumPy: no device code is imported), so a
+folded constant means what the op means. Floats are computed in float64 from
+the operands' stored values and rounded once to the result's element type,
+as the unfused program stores that value: folding a chain op by op gives
+exactly what `run_module(..., round_stored=True)` gives, and differs from
+the kernels (which compute f16 and f32 in f32) only by rounding, well within
+`fusec run --check`'s tolerances. Integers and i1 keep their own types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeGuard
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from fusec.compiler.remarks import RemarkCollector
+from fusec.compiler.rewriting import copy_location
+from fusec.dialects import nn
+from fusec.dialects.nn_base import (
+    NNOp,
+    dense_to_numpy,
+    element_type_name,
+    numpy_dtype,
+    numpy_to_dense,
+    tensor_shape,
+)
+from fusec.dialects.shapes import numel
+from fusec.passes.dependency_analysis import functions, value_names
+from fusec.runtime.reference_ops import OP_FUNCTIONS
+
+
+def constant_operands(op: Operation) -> list[nn.ConstantOp] | None:
+    """The `nn.constant`s `op` reads, in operand order, when it reads nothing
+    else; None when some operand is not a constant (or there is none)."""
+    owners = [v.owner for v in op.operands]
+    if not owners or not all(isinstance(o, nn.ConstantOp) for o in owners):
+        return None
+    return [o for o in owners if isinstance(o, nn.ConstantOp)]
+
+
+def _compute_array(constant: nn.ConstantOp) -> np.ndarray:
+    """A constant's value as the interpreter holds it: floats in float64."""
+    array = dense_to_numpy(constant.value)
+    return array.astype(np.float64) if array.dtype.kind == "f" else array
+
+
+def evaluate(op: Operation, operands: list[nn.ConstantOp]) -> np.ndarray:
+    """The value of `op`'s single result, in its element type (module docstring).
+
+    Raises `ValueError` where the reference interpreter would (an `nn.gather`
+    index out of range).
+    """
+    result = op.results[0]
+    # Overflow to inf or NaN (also when rounding to f16) is the program's
+    # value, as it would be on a GPU.
+    with np.errstate(all="ignore"):
+        raw = OP_FUNCTIONS[type(op)](op, *(_compute_array(c) for c in operands))
+        value = np.asarray(raw).astype(numpy_dtype(_element(result)))
+    if value.shape != tensor_shape(result):
+        raise AssertionError(f"reference for '{op.name}' produced shape {value.shape} for a "
+                             f"result of shape {tensor_shape(result)}")
+    return value
+
+
+def _element(value: SSAValue) -> Attribute:
+    t = value.type
+    assert isinstance(t, TensorType)
+    return t.element_type
+
+
+def _candidate(op: Operation) -> TypeGuard[NNOp]:
+    """An `nn` op with one result that the reference interpreter can run
+    (every `nn` op is side-effect free)."""
+    return (isinstance(op, NNOp) and not isinstance(op, nn.ConstantOp)
+            and len(op.results) == 1 and type(op) in OP_FUNCTIONS)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+@dataclass
+class _FunctionFolder:
+    """Folds the top-level ops of one function, in program order."""
+
+    func: FuncOp
+    max_elements: int
+    collector: RemarkCollector
+    folded: int = 0
+    erased: int = 0
+
+    def run(self) -> None:
+        # Names as the input prints them, taken before any op is replaced.
+        names = value_names(self.func)
+        for op in list(self.func.body.block.ops):
+            operands = constant_operands(op)
+            if operands is None or not _candidate(op):
+                continue
+            subject = f"{op.name} ({names.get(op.results[0], '%?')})"
+            refusal = self._refusal(op)
+            if refusal is None:
+                try:
+                    self._fold(op, operands)
+                    self.collector.announce(
+                        "remark", f"folded {subject} into a constant of "
+                        f"{_count(numel(tensor_shape(op.results[0])), 'element')}")
+                    continue
+                except ValueError as err:  # the interpreter refuses the value
+                    refusal = str(err)
+            self.collector.announce("missed", f"{subject} not folded: {refusal}")
+        if self.folded:
+            erased = f"; erased {_count(self.erased, 'constant')} nothing reads any more"
+            self.collector.announce(
+                "remark", f"folded {_count(self.folded, 'op')} of @{self.func.sym_name.data} "
+                f"into constants{erased if self.erased else ''}")
+
+    def _refusal(self, op: NNOp) -> str | None:
+        """Why `op` stays as it is, or None to fold it."""
+        if "fusion" in op.attributes:
+            # The contract asks for a kernel shaped a certain way; computing
+            # the op away at compile time would silently void it.
+            return f'it carries fusion = "{op.str_attr("fusion", "")}"'
+        values = [*op.operands, op.results[0]]
+        if any(element_type_name(_element(v)) == "bf16" for v in values):
+            return "bf16 values have no NumPy type to compute them in"
+        size = numel(tensor_shape(op.results[0]))
+        largest = max(numel(tensor_shape(v)) for v in op.operands)
+        if size > self.max_elements and size > largest:
+            return (f"its result holds {size} elements, more than max_elements = "
+                    f"{self.max_elements} and than its largest operand ({largest})")
+        return None
+
+    def _fold(self, op: Operation, operands: list[nn.ConstantOp]) -> None:
+        """Replace `op` by a constant of its value; erase the operands it
+        leaves unread."""
+        result = op.results[0]
+        t = result.type
+        assert isinstance(t, TensorType)
+        constant = nn.ConstantOp.create(
+            result_types=[t], attributes={"value": numpy_to_dense(evaluate(op, operands), t)})
+        # Readers keep reading a value of the same name, from the same line.
+        constant.result.name_hint = result.name_hint
+        copy_location(op, constant)
+        Rewriter.replace_op(op, constant)
+        self.folded += 1
+        for operand in dict.fromkeys(operands):
+            if not operand.result.uses:
+                Rewriter.erase_op(operand)
+                self.erased += 1
+
+
+@dataclass(frozen=True)
+class FoldConstantsPass(ModulePass):
+    """Replace every nn op whose operands are all constants by a constant of its value.
+
+    ```mlir
+    // before
+    %eps = nn.constant dense<1.0e-05> : tensor<f32>
+    %var = nn.constant dense<[0.5, 2.0]> : tensor<2xf32>
+    %v = nn.add %var, %eps : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+    %s = nn.rsqrt %v : tensor<2xf32>
+    %y = nn.mul %x, %s : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+    // after `fusec -p fold-constants`
+    %s = nn.constant dense<[1.4141994, 0.70710504]> : tensor<2xf32>
+    %y = nn.mul %x, %s : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+    ```
+
+    One walk in program order reaches the fixpoint: an op's operands are
+    folded before the op is visited. Each constant takes the name and source
+    location of the op it replaces; a constant that nothing reads any more
+    after a fold is erased (other unused ops are left alone).
+
+    Kept as they are, with a `missed:` remark for `--remarks`:
+
+    - results larger than `max_elements` (default 65536) *and* than the
+      largest operand: `nn.broadcast_to` of a scalar to a big tensor would
+      put all of it in model.mlir and constants.npz, where the op costs one
+      cheap kernel. A fold never makes a constant bigger than that bound or
+      than a constant the program already holds; `max_elements=0` folds only
+      ops whose result is no larger than an operand.
+    - ops with a `fusion = "never" | "must"` contract: the user asked for
+      that op's kernel;
+    - ops on bf16 values (no NumPy dtype; code generation has none either);
+    - values the interpreter refuses (an `nn.gather` index out of range,
+      which a kernel clamps but cannot report).
+
+    Only ops at the top level of a function are folded: inside a
+    `fusion.group` a non-splat constant cannot stand (it must be an input).
+    Remarks go to `--remarks` only, not to `fusion.remarks`: they are not
+    fusion decisions, which the report lists from there.
+    """
+
+    name = "fold-constants"
+
+    max_elements: int = 1 << 16
+
+    def __post_init__(self) -> None:
+        if self.max_elements < 0:
+            raise ValueError(f"max_elements must be 0 or more, got {self.max_elements}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        collector = RemarkCollector()
+        for func in functions(op):
+            _FunctionFolder(func, self.max_elements, collector).run()
