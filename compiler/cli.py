@@ -5,7 +5,9 @@ fusec MODEL.mlir -p decompose            # run passes, print the IR (like xdsl-o
 fusec MODEL.mlir                         # run the default pipeline, print the IR
 fusec MODEL.mlir -o OUT                  # compile: OUT/model.mlir, kernels.py, plan.json, ...
 fusec MODEL.mlir -o OUT --check-precision   # + split fused groups that drift from unfused
+fusec MODEL.mlir -o OUT --ptx-info          # + real registers and spills (GPU, else ptxas)
 fusec run MODEL.mlir|OUT --check         # run the kernels, compare with the reference
+fusec run OUT --registers                # + each kernel's registers on the GPU vs the estimate
 fusec MODEL.mlir -p decompose,form-fusion-groups --remarks   # + one line per fusion decision
 fusec MODEL.mlir --emit dot -o groups.dot                   # op graph, groups as clusters
 fusec --list-passes
@@ -57,11 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "of the compile job (a name ending in .mlir gets the final IR instead)")
     p.add_argument("--no-fusion", action="store_true",
                    help="compile job: one kernel per op (skip form-fusion-groups)")
+    p.add_argument("--no-fold-constants", action="store_true",
+                   help="compile job: keep ops that read only constants as kernels "
+                   "(skip fold-constants)")
     p.add_argument("--target", default="auto", metavar="NAME",
                    help="compile job: the GPU profile to compile for (default: auto)")
     p.add_argument("--ptx-info", action="store_true",
-                   help="compile job: compile the kernels with ptxas and report registers "
-                   "and spills (slow)")
+                   help="compile job: compile the kernels and record their real registers "
+                   "and spills in plan.json and report.md, beside the estimate (slow)")
+    p.add_argument("--register-source", choices=["auto", "ptxas", "gpu"],
+                   help="compile job, implies --ptx-info: where the real counts come from: "
+                   "'ptxas' (-arch=sm_90, no GPU needed), 'gpu' (the kernels compiled for "
+                   "the GPU present) or 'auto' (the GPU if any, else ptxas; the default)")
     p.add_argument("--check-precision", action="store_true",
                    help="compile job: run each fused group on random data and split the "
                    "groups whose result differs from the unfused one by more than the "
@@ -175,8 +184,11 @@ def _compile_job(args: argparse.Namespace, sources: dict[str, str]) -> int:
     from fusec.compiler.compile import ScheduleOptions, compile_model, write_out
 
     artifacts = compile_model(args.input, fusion=not args.no_fusion, target=args.target,
-                              ptx_info=args.ptx_info, plugins=args.load_pass_plugin,
+                              ptx_info=args.ptx_info or args.register_source is not None,
+                              register_source=args.register_source or "auto",
+                              plugins=args.load_pass_plugin,
                               sources=sources, check_precision=args.check_precision,
+                              fold_constants=not args.no_fold_constants,
                               schedule=ScheduleOptions(args.max_registers,
                                                        args.shared_memory_limit, args.gemm))
     write_out(artifacts, args.output)

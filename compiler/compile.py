@@ -1,6 +1,8 @@
 """The compile job: `fusec MODEL.mlir -o OUT` and `fusec.compile(...)`.
 
-parse → verify → `decompose` → `form-fusion-groups` (when fusion is on and
+parse → verify → `decompose` → `fold-constants` (unless `--no-fold-constants`;
+with fusion on or off, since computing constants at compile time is not
+fusion) → `form-fusion-groups` (when fusion is on and
 the pass is registered) → `check-precision` (with `--check-precision`) →
 `group-each-op` → `register-budget` → `tile-and-promote` → code generation → memory plan →
 the artifacts of OUT:
@@ -27,7 +29,7 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
                  "shared_bytes": 0, "est_registers": 0, "ops": ["nn.exp"],
                  "group": "g0", "est_time_us": 0.0, "hbm_bytes": 256,
                  "args": [{"value": "v0", "view_shape": [32], "writes": false}, ...],
-                 "registers": 18, "spill_bytes": 0}],
+                 "registers": 18, "spill_bytes": 0, "register_source": "ptxas sm_90"}],
    "values": {"v0": {"shape": [4, 8], "dtype": "float32"}, ...},
    "views": [{"value": "v5", "source": "v3"}],
    "constants": {"v1": "c0"},
@@ -35,7 +37,12 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
               "live": {"v2": [0, 1]}}}}}
 ```
 
-`registers`/`spill_bytes` appear only when measured (`--ptx-info`).
+`registers`, `spill_bytes` and `register_source` appear only when measured
+(`--ptx-info`, `compiler/register_source.py`): from `ptxas sm_90`, registers
+per thread and spill stores + loads in bytes; from the GPU present
+(`gpu NVIDIA H200 (cc 9.0)`), registers per thread and local memory per
+thread in bytes (where spills go). `est_registers` is the register model's
+estimate for the group, always present.
 A library GEMM launch (`--gemm`) names no kernel of kernels.py and carries
 `library`, `a`, `b`, `c`, `transpose_a`, `transpose_b`, `batch`, `m`, `n`, `k`
 (`codegen/library_gemm.py`); the runtime runs it with CuPy.
@@ -74,6 +81,7 @@ from fusec.compiler.memory_plan import MemoryPlan, plan_memory
 from fusec.compiler.outputs import replace_directory
 from fusec.compiler.parsing import make_context, parse_module, read_source
 from fusec.compiler.pipeline import PipelineRunner
+from fusec.compiler.register_source import MeasuredRegisters, measure_registers, resolve_source
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.report import ReportInputs, render_report
 from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
@@ -85,6 +93,7 @@ R = TypeVar("R")
 PLAN_FORMAT = "fusec-plan"
 PLAN_VERSION = 1
 FUSION_PASS = "form-fusion-groups"
+FOLD_PASS = "fold-constants"
 CHECK_PRECISION_PASS = "check-precision"
 OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz")
 
@@ -143,28 +152,37 @@ def compile_model(
     sources: dict[str, str] | None = None,
     check_precision: bool = False,
     schedule: ScheduleOptions | None = None,
+    register_source: str = "auto",
+    fold_constants: bool = True,
 ) -> CompiledArtifacts:
     """Compile a model (its text or a path) into the artifacts of OUT; raises
     `FusecError` for bad input. `sources` receives the text read, by file name,
     so that errors can quote the offending line. `check_precision` runs the
     `check-precision` pass after fusion; `schedule` carries `--max-registers`,
-    `--shared-memory-limit` and `--gemm` (register-budget, tile-and-promote)."""
+    `--shared-memory-limit` and `--gemm` (register-budget, tile-and-promote).
+    `ptx_info` measures each kernel's registers and spills from
+    `register_source` (`auto`, `ptxas` or `gpu`; `--register-source`).
+    `fold_constants=False` skips `fold-constants` (`--no-fold-constants`)."""
     text, name = _source_text(source)
     if sources is not None:
         sources[name] = text
     _check_target(target)
+    if ptx_info:
+        resolve_source(register_source)  # a bad or unavailable source fails before compiling
     ctx = make_context()
     module = parse_module(ctx, text, name)
     verify_module(module)
     registry = make_registry(plugins or [])
-    passes = _pipeline(registry, fusion, target, check_precision) + schedule_passes(
+    passes = _pipeline(registry, fusion, target, check_precision,
+                       fold_constants) + schedule_passes(
         registry, target, schedule or ScheduleOptions())
     PipelineRunner(ctx, passes).run(module)
     from fusec.codegen.generate import generate_program
 
     program = generate_program(module, _cost_target(target))
     memory = {fname: plan_memory(fp) for fname, fp in program.functions.items()}
-    registers = _measure_registers(program) if ptx_info else {}
+    registers = measure_registers(program, register_source) if ptx_info \
+        else MeasuredRegisters()
     pass_names = tuple(p.name for p in passes)
     plan, constants = build_plan(program, memory, registers)
     plan.update(source=name, target=target, fusion=fusion, passes=list(pass_names))
@@ -202,9 +220,11 @@ def _cost_target(target: str) -> Target:
 
 
 def _pipeline(registry: PassRegistry, fusion: bool, target: str,
-              check_precision: bool = False) -> list[ModulePass]:
-    """decompose, [form-fusion-groups, [check-precision]], group-each-op."""
+              check_precision: bool = False, fold_constants: bool = True) -> list[ModulePass]:
+    """decompose, [fold-constants], [form-fusion-groups, [check-precision]], group-each-op."""
     passes: list[ModulePass] = [registry.get("decompose")()]
+    if fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
+        passes.append(registry.get(FOLD_PASS)())
     if fusion and FUSION_PASS in registry.factories:
         cls = registry.get(FUSION_PASS)
         fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) \
@@ -239,24 +259,13 @@ def schedule_passes(registry: PassRegistry, target: str,
     ]
 
 
-def _measure_registers(program: Program) -> dict[str, tuple[int, int]]:
-    """kernel -> (registers, spill bytes) from ptxas; slow, so only on request."""
-    from fusec.codegen.ptx import compile_program_ptx
-
-    out: dict[str, tuple[int, int]] = {}
-    for kernel, entry in compile_program_ptx(program).items():
-        regs = int(entry.get("registers", -1))
-        if regs >= 0:  # -1: ptxas is not installed, so nothing was measured
-            out[kernel] = (regs, max(0, int(entry.get("spill_bytes", 0))))
-    return out
-
-
 def build_plan(
     program: Program,
     memory: dict[str, MemoryPlan],
-    registers: dict[str, tuple[int, int]] | None = None,
+    registers: MeasuredRegisters | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """plan.json's dictionary and the constants (by npz key) it refers to."""
+    """plan.json's dictionary and the constants (by npz key) it refers to;
+    `registers` adds the measured counts to the launches they cover."""
     constants: dict[str, np.ndarray] = {}
     functions: dict[str, Any] = {}
     for name, fp in program.functions.items():
@@ -264,7 +273,8 @@ def build_plan(
         for value, array in fp.constants.items():
             keys[value] = f"c{len(constants)}"
             constants[keys[value]] = np.asarray(array)
-        functions[name] = _function_json(fp, memory[name], registers or {}, keys)
+        functions[name] = _function_json(fp, memory[name], registers or MeasuredRegisters(),
+                                         keys)
     plan: dict[str, Any] = {
         "format": PLAN_FORMAT, "version": PLAN_VERSION,
         "kernels": "kernels.py", "constants_file": "constants.npz", "functions": functions,
@@ -277,7 +287,7 @@ def _tensor(spec: TensorSpec) -> dict[str, Any]:
 
 
 def _function_json(fp: FunctionProgram, memory: MemoryPlan,
-                   registers: dict[str, tuple[int, int]], keys: dict[str, str]) -> dict[str, Any]:
+                   registers: MeasuredRegisters, keys: dict[str, str]) -> dict[str, Any]:
     names = fp.input_names or fp.inputs
     return {
         "inputs": [{"name": n, "value": v, **_tensor(fp.values[v])}
@@ -292,7 +302,7 @@ def _function_json(fp: FunctionProgram, memory: MemoryPlan,
     }
 
 
-def _launch_json(launch: KernelLaunch, registers: dict[str, tuple[int, int]]) -> dict[str, Any]:
+def _launch_json(launch: KernelLaunch, registers: MeasuredRegisters) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "kernel": launch.kernel, "grid": list(launch.grid), "block": list(launch.block),
         "shared_bytes": launch.shared_bytes, "est_registers": launch.est_registers,
@@ -301,8 +311,9 @@ def _launch_json(launch: KernelLaunch, registers: dict[str, tuple[int, int]]) ->
         "args": [{"value": a.value, "view_shape": list(a.view_shape), "writes": a.writes}
                  for a in launch.args],
     }
-    if launch.kernel in registers:
-        entry["registers"], entry["spill_bytes"] = registers[launch.kernel]
+    if launch.library is None and launch.kernel in registers.kernels:
+        entry["registers"], entry["spill_bytes"] = registers.kernels[launch.kernel]
+        entry["register_source"] = registers.source
     if launch.library:
         entry.update(launch.library)
     return entry

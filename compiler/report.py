@@ -10,6 +10,13 @@ number of launches and HBM bytes before fusion (one kernel per op) and after.
   estimate code generation recorded (`KernelLaunch.hbm_bytes`) or else the
   bytes of every argument it reads or writes.
 
+With `--ptx-info` each kernel row also shows the measured registers and
+spill bytes beside the estimate, and the source they came from (`ptxas
+sm_90`, or the GPU present: `compiler/register_source.py`). A kernel that
+spills gets a line under its function's table with the remark that explains
+it (register-budget's `... has no legal split point: ptxas may spill`), or
+says that none does.
+
 Fusion decisions and refused fusions are rendered from the remarks the fusion
 pass stores on the module (`fusion.remarks`: `remark:`/`note:` lines, and
 `missed:` lines for refusals); when there are none the report says why
@@ -27,6 +34,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Operation
 
 from fusec.codegen.program import FunctionProgram, KernelLaunch, Program
+from fusec.compiler.register_source import MeasuredRegisters
 from fusec.compiler.remarks import collect_remarks
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -54,7 +62,7 @@ class ReportInputs:
     fusion_pass_ran: bool  # form-fusion-groups was available and ran
     target: str
     passes: tuple[str, ...]
-    registers: dict[str, tuple[int, int]]  # kernel -> (registers, spill bytes), if measured
+    registers: MeasuredRegisters  # kernel -> (registers, spill bytes), if measured
 
 
 def type_bytes(t: Attribute) -> int:
@@ -123,6 +131,7 @@ def render_report(r: ReportInputs) -> str:
         f"- target: `{r.target}`",
         f"- fusion: {'on' if r.fusion else 'off (--no-fusion)'}",
         f"- passes: {', '.join(f'`{p}`' for p in r.passes)}",
+        f"- registers: {_register_source(r.registers)}",
         "",
         "## Summary",
         "",
@@ -139,22 +148,41 @@ def render_report(r: ReportInputs) -> str:
     lines.append("")
     lines.append("Before: one kernel per op (constants and reshapes excluded). "
                  "After: the launches of kernels.py.")
+    notes = remarks(r.module)
     for fp in r.program.functions.values():
-        lines += ["", *_function_section(fp, r.registers)]
+        lines += ["", *_function_section(fp, r.registers, notes)]
     lines += ["", *_decisions(r)]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _function_section(fp: FunctionProgram, registers: dict[str, tuple[int, int]]) -> list[str]:
+def _register_source(registers: MeasuredRegisters) -> str:
+    if registers.source:
+        return f"estimated, and measured by `{registers.source}` (`--ptx-info`)"
+    if registers.note:
+        return f"estimated; {registers.note}"
+    return "estimated (measure them with `--ptx-info`)"
+
+
+def _measured_columns(registers: MeasuredRegisters) -> tuple[str, str]:
+    """The headers of the measured registers and spills: the GPU reports
+    local memory per thread, which holds the spills."""
+    if registers.source.startswith("gpu"):
+        return "registers (GPU)", "local bytes (spills)"
+    return "registers (ptxas)", "spill bytes"
+
+
+def _function_section(fp: FunctionProgram, registers: MeasuredRegisters,
+                      notes: list[str]) -> list[str]:
+    regs_header, spill_header = _measured_columns(registers)
     lines = [
         f"## @{fp.name}",
         "",
         "| # | kernel | group | ops | grid | block | shared bytes | est. registers "
-        "| registers (ptxas) | spill bytes | HBM bytes | est. time (us) |",
+        f"| {regs_header} | {spill_header} | HBM bytes | est. time (us) |",
         "|---:|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for i, launch in enumerate(fp.launches):
-        measured = registers.get(launch.kernel)
+        measured = registers.kernels.get(launch.kernel) if launch.library is None else None
         regs, spill = (str(measured[0]), str(measured[1])) if measured else ("-", "-")
         lines.append(
             f"| {i} | `{launch.kernel}` | {launch.group} | {', '.join(launch.ops)} | "
@@ -170,7 +198,31 @@ def _function_section(fp: FunctionProgram, registers: dict[str, tuple[int, int]]
         total_us = sum(launch.est_time_us for launch in fp.launches)
         lines.append(f"| | **total** ({len(fp.launches)} launches) | | | | | | | | | "
                      f"{total_bytes:,} | {_time(total_us)} |")
+    reasons = spill_reasons(fp, registers, notes)
+    if reasons:
+        lines += ["", f"Kernels that spill ({spill_header}, by `{registers.source}`):", ""]
+        lines += [f"- `{kernel}`: {registers.kernels[kernel][1]} bytes; "
+                  + (reason or "no remark explains why.") for kernel, reason in reasons.items()]
     return lines
+
+
+def spill_reasons(fp: FunctionProgram, registers: MeasuredRegisters,
+                  notes: list[str]) -> dict[str, str]:
+    """Each measured kernel of `fp` that spills, with the remark about its
+    group that says why ("" when none does)."""
+    out: dict[str, str] = {}
+    for launch in fp.launches:
+        measured = registers.kernels.get(launch.kernel)
+        if launch.library is not None or measured is None or measured[1] <= 0:
+            continue
+        group = re.compile(rf"\bgroup {re.escape(launch.group)}\b") if launch.group else None
+        out[launch.kernel] = next(
+            (note for note in notes if group and group.search(note) and _SPILL.search(note)), "")
+    return out
+
+
+# "may spill", "spills"; not the cost model's "T_spill 0.0" in every fusion remark.
+_SPILL = re.compile(r"\bspill")
 
 
 def _dims(d: tuple[int, ...]) -> str:

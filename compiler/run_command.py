@@ -4,6 +4,7 @@ NumPy reference interpreter.
 ```
 fusec run MODEL.mlir --check                 # compile in memory, random inputs, compare
 fusec run OUT --inputs in.npz --output out.npz --device gpu
+fusec run OUT --registers                    # + registers per kernel on the GPU
 ```
 
 - MODEL_OR_OUT: a `.mlir` file (compiled in memory; `--no-fusion`, `--target`
@@ -18,6 +19,10 @@ fusec run OUT --inputs in.npz --output out.npz --device gpu
   max|ref| when the reference is all zeros), with `tol` from `TOLERANCES` by
   the output's dtype; integer and boolean outputs must match exactly; NaN and
   infinities must appear in the same places. Any failure exits with 1.
+- `--registers` prints, after the run, each kernel's estimated registers
+  beside the registers, local memory (spills) and static shared memory the
+  driver reports for the variant numba compiled for this run (GPU only; a
+  note on the simulator, which compiles no machine code).
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--function", metavar="NAME", help="the entry function (default: the first)")
     p.add_argument("--no-fusion", action="store_true", help="one kernel per op (.mlir only)")
     p.add_argument("--target", default="auto", metavar="NAME", help="GPU profile (.mlir only)")
+    p.add_argument("--registers", action="store_true",
+                   help="after the run, print each kernel's registers and local memory on "
+                   "the GPU beside the estimate (GPU only)")
     p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -104,11 +112,27 @@ def main(argv: list[str]) -> int:
         print(f"output_{i}: {out.dtype} {tuple(out.shape)}")
     if args.output:
         _save(args.output, {f"output_{i}": o for i, o in enumerate(outputs)})
+    if args.registers:
+        _print_registers(model, device)
     if not args.check:
         return 0
     if func is None:
         raise FusecError(f"--check needs {Path(args.model) / 'model.mlir'}")
     return 0 if check_outputs(func, inputs, outputs) else 1
+
+
+def _print_registers(model: object, device: str) -> None:
+    """The `--registers` table, read from the kernels this run compiled."""
+    from fusec.codegen.gpu_registers import usage_table
+    from fusec.runtime.compiled_model import CompiledModel
+
+    assert isinstance(model, CompiledModel)
+    if device != "gpu":
+        print("fusec run: note: --registers needs a GPU: the simulator compiles no machine "
+              "code (for ptxas's counts: fusec MODEL -o OUT --ptx-info)", file=sys.stderr)
+        return
+    for line in usage_table(model.signature.launches, model.executor.kernel_usage()):
+        print(line)
 
 
 def _load(args: argparse.Namespace, device: str) -> _Loaded:

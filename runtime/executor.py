@@ -34,7 +34,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from fusec.codegen.program import FunctionProgram, KernelLaunch, Program, Tensor
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.memory_plan import MemoryPlan, plan_memory, storage_classes, view_roots
 from fusec.runtime.device import cuda_module
+
+if TYPE_CHECKING:
+    from fusec.codegen.gpu_registers import GpuUsage
 
 
 class _TextLoader(importlib.abc.SourceLoader):
@@ -197,6 +200,22 @@ class Executor:
         self.constants: dict[str, Any] = {}
         self.buffers: list[Any] = []
         self._bound: tuple[Any, list[Any], list[Any]] | None = None
+
+    def kernel_usage(self) -> GpuUsage:
+        """Registers, local and static shared memory per kernel of the
+        function, read from the driver (`fusec run --registers`). numba
+        compiled each kernel at its first launch, and `dispatcher.compile`
+        hands that variant back for the same argument types, so after a call
+        nothing is compiled again. Only asked for: a normal call never pays."""
+        if self.simulator:
+            raise FusecError("kernel registers need a GPU: the simulator compiles no machine "
+                             "code (for ptxas's counts compile with --ptx-info)")
+        from fusec.codegen.gpu_registers import measure_kernels
+        from fusec.codegen.ptx import launch_signature
+
+        signatures = {la.kernel: launch_signature(la, self.fp.values)
+                      for la in self.fp.launches if la.library is None}
+        return measure_kernels(self.cuda, self.module, signatures)
 
     def _kernel(self, launch: KernelLaunch) -> Any:
         if launch.library:  # run by runtime/library_gemm.py, not a kernel of kernels.py
