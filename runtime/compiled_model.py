@@ -129,16 +129,19 @@ def compile(
     fusion: bool = True,
     device: str = "auto",
     gemm: str = "auto",
+    fold_constants: bool = True,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
     `gemm` is "auto" (the cost model picks cuBLAS through CuPy or the fused
-    SIMT kernel per matmul), "library" or "fused", as `fusec --gemm`."""
+    SIMT kernel per matmul), "library" or "fused", as `fusec --gemm`;
+    `fold_constants=False` is `fusec --no-fold-constants`."""
     from fusec.compiler.compile import ScheduleOptions, compile_model
 
     select_device(device)  # before anything could import numba.cuda
     artifacts = compile_model(source, fusion=fusion, target=target,
-                              schedule=ScheduleOptions(gemm=gemm))
+                              schedule=ScheduleOptions(gemm=gemm),
+                              fold_constants=fold_constants)
     return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device)
 
 
