@@ -12,12 +12,16 @@ capped by the target's per-thread limit and `max_registers`. A group over
 budget is, in order:
 
 1. re-scheduled: a contraction takes the largest smaller GEMM tile that fits
-   (recorded as `gemm_tile`, which the emitter honours);
+   (recorded as `gemm_tile`, which the emitter honours); a lone window op
+   the first thread tile with fewer outputs per thread that fits (fewer
+   output channels, then fewer pixels; recorded as `window_tile` and
+   `window_thread`, which `tile-and-promote` keeps);
 2. split into stages at a legal point: two groups in program order whose
    crossing values go through memory (a pointwise group anywhere, a
    contraction or window group after its anchor, a reduction group where
    only full-row values cross), recursively until every stage fits;
-3. left as it is, with a `missed:` remark saying ptxas may spill.
+3. left as it is (a lone window op with its leanest thread tile), with a
+   `missed:` remark saying ptxas may spill.
 
 Every group gets `est_registers`; each decision a remark. The budget follows
 the GPU, so `target` matters; `occupancy` defaults to 0.25 (16 warps per SM:
@@ -36,7 +40,14 @@ from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.codegen.contraction import LARGE_TILE, MEDIUM_TILE, SMALL_TILE, GemmTile, tile_attr
-from fusec.codegen.register_model import RegisterEstimate, current_tile, estimate_registers
+from fusec.codegen.register_model import (
+    RegisterEstimate,
+    current_tile,
+    estimate_registers,
+    window_estimate,
+)
+from fusec.codegen.window_plan import TiledWindow, record_plan
+from fusec.codegen.window_schedule import group_window, thread_tiles_below
 from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.compiler.remarks import RemarkCollector
 from fusec.compiler.targets import TARGETS, Target, resolve_target
@@ -93,6 +104,30 @@ def smaller_tile(group: GroupOp, budget: int) -> tuple[GemmTile, RegisterEstimat
         if est.registers <= budget:
             return tile, est
     return None
+
+
+def smaller_window(group: GroupOp, budget: int) -> tuple[TiledWindow, RegisterEstimate] | None:
+    """The first window plan with fewer outputs per thread (smaller `ot`,
+    then `pt`; `window_schedule.THREAD_TILES`) whose estimate fits `budget`."""
+    tiled = group_window(group)
+    if tiled is None:  # conv + pool: one schedule
+        return None
+    for cand in thread_tiles_below(tiled):
+        est = window_estimate(group, cand)
+        if est.registers <= budget:
+            return cand, est
+    return None
+
+
+def leanest_window(group: GroupOp) -> tuple[TiledWindow, RegisterEstimate] | None:
+    """The window plan with the fewest registers, when it has fewer than now."""
+    tiled = group_window(group)
+    if tiled is None:
+        return None
+    now = window_estimate(group, tiled)
+    options = [(cand, window_estimate(group, cand)) for cand in thread_tiles_below(tiled)]
+    best = min(options, key=lambda o: o[1].registers, default=None)
+    return best if best is not None and best[1].registers < now.registers else None
 
 
 # --- splitting -----------------------------------------------------------------------------------
@@ -286,8 +321,21 @@ class _Budgeter:
                              f"the budget of {self.budget}; tile {tile.bm}x{tile.bn}x{tile.bk}, "
                              f"{tile.tm}x{tile.tn} per thread needs {est2.summary()}")
             return
+        if kind == "window" and (window := smaller_window(group, self.budget)):
+            tiled, est2 = window
+            record_plan(group, tiled.plan)
+            record(group, est2)
+            self.remarks.add("remark", f"re-scheduled group {name}: {est.summary()} is over "
+                             f"the budget of {self.budget}; window tile {tiled.plan.text()} "
+                             f"needs {est2.summary()}")
+            return
         k = best_split(group) if depth < MAX_SPLIT_DEPTH else None
         if k is None:
+            if kind == "window" and (leanest := leanest_window(group)) is not None:
+                # nothing fits: the fewest outputs per thread at least
+                tiled, est = leanest
+                record_plan(group, tiled.plan)
+                record(group, est)
             self.remarks.add("missed", f"group {name} needs {est.summary()}, over the budget of "
                              f"{self.budget}, and has no legal split point: ptxas may spill")
             return

@@ -6,9 +6,18 @@ lives in shared memory) as attributes the emitters read.
   double-buffered, the epilogue in registers. The tile `register-budget`
   chose (or the emitter's size-based default) shrinks until its shared
   bytes fit the limit.
-- window: a spatial output tile plus its halo per input channel step
-  (`window_tile = [th, tw]`); a depthwise convolution needs one input
-  channel per output channel, so it is recorded as `depthwise`.
+- window (one conv or pool, `codegen/window_plan.py`): the block tile
+  `window_tile = [th, tw, oc_t, ci_step]` (a `th x tw` output tile, or `tw`
+  consecutive pixels of a 1x1 conv, for `oc_t` output channels, staging
+  `ci_step` input channels with their halo and weights in shared memory per
+  step) and the thread tile `window_thread = [pt, ot]` (`pt` pixels x `ot`
+  channels in registers). The plan `register-budget` recorded, or the
+  default of `codegen/window_schedule.py`, shrinks (fewer channels per
+  step, then a smaller spatial tile, then fewer channels per block) until
+  its shared bytes fit the limit and numba's 48 KiB of static shared
+  memory. A depthwise conv or pool (one channel per block, weights in
+  registers) is also marked `depthwise`. A conv + pool group keeps its
+  `window_tile = [8, 8]` of pooled outputs (`codegen/conv_pool.py`).
 - reduction: the row held in registers when the reduction emitter chooses
   its register-resident schedule (`row_schedule = "registers"`), else kept on
   chip (`"on-chip"`) when the
@@ -51,6 +60,8 @@ from fusec.codegen.group_body import GroupBody, compute_type
 from fusec.codegen.reduction import SHARED_BUDGET_BYTES, ReductionOptions, plan_schedule
 from fusec.codegen.reduction_plan import analyze as analyze_rows
 from fusec.codegen.register_model import estimate_registers
+from fusec.codegen.window_plan import STATIC_SHARED_LIMIT, record_plan
+from fusec.codegen.window_schedule import fit_shared, group_window, smallest
 from fusec.compiler import gemm_choice
 from fusec.compiler.gemm_choice import GEMM_MODES, GemmChooser
 from fusec.compiler.remarks import RemarkCollector
@@ -59,10 +70,6 @@ from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.shapes import numel
 from fusec.passes.register_budget import EST_ATTR, FALLBACK_TILES, group_name, record
-
-WINDOW_TILES: tuple[tuple[int, int], ...] = ((16, 16), (8, 16), (8, 8), (4, 8), (4, 4))
-"""Spatial output tiles of a window group, largest first."""
-WINDOW_CHANNELS_PER_STEP = 4  # input channels staged per step of a direct conv
 
 
 def _int(v: int) -> IntegerAttr[IntegerType]:
@@ -126,29 +133,24 @@ class _Scheduler:
             group.attributes["window_tile"] = tile_attr_2d(POOL_TILE, POOL_TILE)
             return (f"conv + pool: a {ch}x{cw} conv tile (with halo) in shared memory per "
                     f"{POOL_TILE}x{POOL_TILE} pooled outputs", ch * cw * 4)
-        op = next(o for o in _ops(group) if isinstance(o, (nn.Conv2dOp, nn.MaxPool2dOp,
-                                                            nn.AvgPool2dOp)))
-        if isinstance(op, nn.Conv2dOp):
-            kh, kw = op.operand_shape(1)[2:]
-            depthwise = op.operand_shape(0)[1] // op.groups == 1
-        else:
-            kh, kw = op.kernel[0], op.kernel[1]
-            depthwise = True  # a pool reads one channel per output channel
-        channels = 1 if depthwise else WINDOW_CHANNELS_PER_STEP
-        sh, sw = op.strides
-        for th, tw in WINDOW_TILES:
-            used = channels * ((th - 1) * sh + kh) * ((tw - 1) * sw + kw) * 4
-            if used <= self.limit:
-                break
-        group.attributes["window_tile"] = tile_attr_2d(th, tw)
-        if depthwise:
+        start = group_window(group)
+        assert start is not None
+        tiled = fit_shared(start, self.limit)
+        if tiled is None:
+            tiled = smallest(start)
+            self.remarks.add("missed", f"group {group_name(group)}: no window tile fits "
+                             f"{self.limit} bytes of shared memory; using the smallest, "
+                             f"{tiled.plan.text()} ({tiled.shared_bytes} bytes)")
+        elif tiled != start:
+            self.remarks.add("remark", f"group {group_name(group)}: window tile "
+                             f"{start.plan.text()} needs {start.shared_bytes} bytes of shared "
+                             f"memory, over the limit of {min(self.limit, STATIC_SHARED_LIMIT)}; "
+                             f"using {tiled.plan.text()} ({tiled.shared_bytes} bytes)")
+        record_plan(group, tiled.plan)
+        if tiled.mode == "depthwise":
             group.attributes["depthwise"] = StringAttr("true")
-        if (th, tw) != WINDOW_TILES[0]:
-            self.remarks.add("remark", f"group {group_name(group)}: window tile {th}x{tw} "
-                             f"(shared-memory limit {self.limit} bytes)")
-        what = "depthwise, one channel per step" if depthwise else f"{channels} channels per step"
-        return (f"window: output tile {th}x{tw} plus a {kh - 1}x{kw - 1} halo in shared memory "
-                f"({what})", used)
+        record(group, estimate_registers(group))  # the thread tile sets the registers
+        return tiled.describe(), tiled.shared_bytes
 
     def reduction(self, group: GroupOp) -> tuple[str, int]:
         budget = min(SHARED_BUDGET_BYTES, self.limit)

@@ -99,11 +99,20 @@ def test_reduction_row_schedule_follows_the_shared_budget() -> None:
 
 
 def test_window_tile_shrinks_under_the_limit() -> None:
-    module = run((EXAMPLES / "inverted_residual.mlir").read_text(encoding="utf-8"),
-                 "shared_memory_limit=1024")
-    tiles = [ints(g.attributes["window_tile"]) for g in groups(module)
-             if "window_tile" in g.attributes]
-    assert tiles and all(th * tw < 256 for th, tw in tiles)
+    text = (EXAMPLES / "inverted_residual.mlir").read_text(encoding="utf-8")
+    free = {g.attributes["name"].data: ints(g.attributes["window_tile"])  # type: ignore[attr-defined]
+            for g in groups(run(text)) if "window_tile" in g.attributes}
+    module = run(text, "shared_memory_limit=1024")
+    windows = [g for g in groups(module) if "window_tile" in g.attributes]
+    assert len(windows) == 3 and all(len(ints(g.attributes["window_tile"])) == 4 for g in windows)
+    assert all(g.attributes["shared_bytes_est"].value.data <= 1024  # type: ignore[attr-defined]
+               for g in windows)
+    shrunk = [g for g in windows
+              if ints(g.attributes["window_tile"]) != free[g.attributes["name"].data]]  # type: ignore[attr-defined]
+    assert shrunk
+    notes = collect_remarks(module)
+    assert all(any(f"group {g.attributes['name'].data}: window tile" in n  # type: ignore[attr-defined]
+                   and "over the limit of 1024" in n for n in notes) for g in shrunk), notes
     assert any(g.attributes.get("depthwise") is not None for g in groups(module))
 
 
