@@ -88,6 +88,7 @@ def select_device(device: str = "auto") -> DeviceKind:
         raise FusecError(
             f"unknown device '{device}' (expected one of: {', '.join(DEVICE_CHOICES)})"
         )
+    _quiet_occupancy()
     loaded = _loaded_mode()
     if loaded is not None:
         return _check_loaded(device, loaded)
@@ -106,6 +107,20 @@ def select_device(device: str = "auto") -> DeviceKind:
     os.environ[SIM_ENV] = "1"
     _print_notice()
     return "sim"
+
+
+def _quiet_occupancy() -> None:
+    """Turn off numba's "grid size N will likely result in GPU
+    under-utilization" warning: fusec sizes every grid on purpose (a small
+    tensor gets a small grid, a split reduction as many blocks as pay), so the
+    warning would only repeat on every small kernel. A user's own setting of
+    NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS is kept."""
+    if "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS" in os.environ:
+        return
+    os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"
+    config = sys.modules.get("numba.cuda.core.config")  # read already: set it there too
+    if config is not None:
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
 
 
 def _check_loaded(device: str, loaded: DeviceKind) -> DeviceKind:

@@ -218,3 +218,15 @@ def test_non_contiguous_device_input_is_an_error() -> None:
     fp.values["x"] = TensorSpec((4, 2), "float32")
     with pytest.raises(FusecError, match="input 'x' of @f must be a C-contiguous"):
         run_program(Program(KERNELS, {"f": fp}), "f", [strided])
+
+
+def test_low_occupancy_warning_off_unless_the_user_set_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fusec.runtime import device
+
+    monkeypatch.delenv("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", raising=False)
+    device.select_device("sim")
+    assert os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] == "0"
+    monkeypatch.setenv("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "1")
+    device.select_device("sim")
+    assert os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] == "1"
