@@ -158,10 +158,13 @@ class _Scheduler:
             ra = analyze_rows(GroupBody.of(flat))
             sched = plan_schedule(ra, ReductionOptions(shared_budget=budget))
             full = plan_schedule(ra, ReductionOptions(shared_budget=1 << 62))
+        split = (f", each row split over {sched.splits} blocks (the last to arrive combines "
+                 "their partials)") if sched.splits > 1 else ""
         if sched.column:
             group.attributes["row_schedule"] = StringAttr("column")
-            return ("reduction: column schedule, tiles transposed through shared memory",
-                    sched.scratch_bytes)
+            return (f"reduction: column schedule, {sched.rows_per_block} columns x "
+                    f"{sched.lanes} lanes per block, partials transposed in shared memory"
+                    + split, sched.scratch_bytes + sched.cache_bytes)
         if sched.registers:
             group.attributes["row_schedule"] = StringAttr("registers")
             return (f"reduction: row in registers, {sched.per_lane} elements per lane, "
@@ -174,7 +177,7 @@ class _Scheduler:
                              "(later passes re-read the row from memory)")
         where = "kept on chip" if on_chip else "staged through memory"
         return (f"reduction: {sched.lanes} lanes per row, {sched.rows_per_block} rows per "
-                f"block, row {where}", sched.scratch_bytes + sched.cache_bytes)
+                f"block, row {where}" + split, sched.scratch_bytes + sched.cache_bytes)
 
 
 def tile_attr_2d(th: int, tw: int) -> ArrayAttr[IntegerAttr[IntegerType]]:
