@@ -18,8 +18,10 @@ expected. The driver adds the op's `file:line:col`.
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
+import numpy as np
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 from xdsl.ir import Dialect
 from xdsl.irdl import (
@@ -38,6 +40,7 @@ from fusec.dialects.nn_base import (
     NNOp,
     element_type,
     element_type_name,
+    numpy_to_dense,
     print_attr_dict,
     print_dense,
     type_str,
@@ -322,6 +325,9 @@ class ConstantOp(NNOp):
                 pos,
                 parser.pos,
             )
+        except OverflowError:  # xDSL packs each literal into the element type
+            parser.raise_error(
+                "'nn.constant' has a value out of range of its element type", pos, parser.pos)
         if not isinstance(value, DenseIntOrFPElementsAttr):
             parser.raise_error(
                 "'nn.constant' expects a dense elements attribute like "
@@ -329,13 +335,42 @@ class ConstantOp(NNOp):
                 pos,
                 parser.pos,
             )
-        attributes["value"] = value
+        attributes["value"] = _bare_hex_float(parser, value, pos)
         return cls.create(result_types=[value.get_type()], attributes=attributes)
 
     def print(self, printer: Printer) -> None:
         print_attr_dict(printer, {k: v for k, v in self.attributes.items() if k != "value"})
         printer.print_string(" ")
         print_dense(printer, self.value)
+
+
+_BARE_HEX = re.compile(r"dense\s*<\s*(0x[0-9a-fA-F]+)\s*>")
+
+
+def _bare_hex_float(parser: Parser, value: DenseIntOrFPElementsAttr,
+                    pos: int) -> DenseIntOrFPElementsAttr:
+    """MLIR reads `dense<0xFF800000> : tensor<f32>` as the bit pattern of the
+    float (-inf); xDSL reads the integer 4286578688 and converts it. Take
+    the MLIR meaning for a bare hex splat of exactly one element's width, and
+    refuse other bare hex literals of floats rather than guess."""
+    text = parser.lexer.input.slice(pos, parser.pos) or ""
+    match = _BARE_HEX.match(text.strip())
+    t = value.get_type()
+    if match is None or not isinstance(t, TensorType):
+        return value
+    name = element_type_name(t.element_type)
+    if not name.startswith("f"):
+        return value
+    digits = match.group(1)[2:]
+    dtype = {"f16": np.float16, "f32": np.float32, "f64": np.float64}.get(name)
+    width = np.dtype(dtype).itemsize if dtype is not None else 0
+    if len(digits) != 2 * width:
+        parser.raise_error(
+            f"'nn.constant' has a bare hex literal {match.group(1)} for {name} elements: "
+            f"write one element's bits ({2 * width or '?'} hex digits) or all bytes "
+            'quoted, as dense<"0x...">', pos, parser.pos)
+    bits = np.array([int(digits, 16)], dtype=f"u{width}").view(dtype)
+    return numpy_to_dense(np.full(t.get_shape(), bits[0]), t)
 
     def check(self) -> None:
         value = self.attributes.get("value")
