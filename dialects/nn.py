@@ -343,6 +343,19 @@ class ConstantOp(NNOp):
         printer.print_string(" ")
         print_dense(printer, self.value)
 
+    def check(self) -> None:
+        value = self.attributes.get("value")
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            raise self._fail(
+                "requires attribute 'value', a dense elements attribute like "
+                "dense<0.5> : tensor<f32>"
+            )
+        if value.get_type() != self.result.type:
+            raise self._fail(
+                f"value has type {type_str(value.get_type())} but the result has "
+                f"type {type_str(self.result.type)}"
+            )
+
 
 _BARE_HEX = re.compile(r"dense\s*<\s*(0x[0-9a-fA-F]+)\s*>")
 
@@ -371,19 +384,6 @@ def _bare_hex_float(parser: Parser, value: DenseIntOrFPElementsAttr,
             'quoted, as dense<"0x...">', pos, parser.pos)
     bits = np.array([int(digits, 16)], dtype=f"u{width}").view(dtype)
     return numpy_to_dense(np.full(t.get_shape(), bits[0]), t)
-
-    def check(self) -> None:
-        value = self.attributes.get("value")
-        if not isinstance(value, DenseIntOrFPElementsAttr):
-            raise self._fail(
-                "requires attribute 'value', a dense elements attribute like "
-                "dense<0.5> : tensor<f32>"
-            )
-        if value.get_type() != self.result.type:
-            raise self._fail(
-                f"value has type {type_str(value.get_type())} but the result has "
-                f"type {type_str(self.result.type)}"
-            )
 
 
 # --- reductions ------------------------------------------------------------------
