@@ -28,17 +28,18 @@ usage.kernels["f_g0_add"]           # KernelUsage(registers=10, local_bytes=0, .
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fusec.codegen.program import KernelLaunch, Program
-from fusec.codegen.ptx import COMPILE_TIMEOUT_S, Signature, program_signatures
+from fusec.codegen.ptx import (
+    Signature,
+    kernel_workdir,
+    program_signatures,
+    run_without_simulator,
+)
 from fusec.compiler.diagnostics import FusecError
 from fusec.runtime.device import gpu_probe
 
@@ -149,18 +150,8 @@ def driver_main(work: str) -> None:
 
 def _run_driver(source: str, signatures: Mapping[str, Signature]) -> str:
     """The driver's stdout, run in a process without the simulator."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    with tempfile.TemporaryDirectory(prefix="fusec-gpu-registers-") as tmp:
-        (Path(tmp) / "kernels.py").write_text(source, encoding="utf-8")
-        (Path(tmp) / "signatures.json").write_text(json.dumps(signatures), encoding="utf-8")
-        proc = subprocess.run(
-            [sys.executable, "-c", _DRIVER, tmp], env=env, capture_output=True, text=True,
-            timeout=COMPILE_TIMEOUT_S, check=False,
-        )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise FusecError(f"numba could not compile the generated kernels for the GPU:\n{tail}")
-    return proc.stdout
+    with kernel_workdir(source, signatures, "fusec-gpu-registers-") as work:
+        return run_without_simulator(_DRIVER, work, "for the GPU")
 
 
 def parse_driver_output(stdout: str) -> GpuUsage:

@@ -26,7 +26,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,23 +112,41 @@ def ptxas_usage(ptx: str, ptxas: str | None = None) -> dict[str, int]:
     }
 
 
-def _compile_in_subprocess(source: str, signatures: dict[str, Signature]) -> dict[str, str]:
-    """PTX text per kernel, compiled by numba in a process without the simulator."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    with tempfile.TemporaryDirectory(prefix="fusec-ptx-") as tmp:
+@contextmanager
+def kernel_workdir(source: str, signatures: Mapping[str, Signature], prefix: str,
+                   **extra: Any) -> Iterator[Path]:
+    """A temporary folder holding `kernels.py`, `signatures.json` and one
+    `<name>.json` per keyword: what a driver run by `run_without_simulator`
+    reads."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
         (work / "kernels.py").write_text(source, encoding="utf-8")
-        (work / "signatures.json").write_text(json.dumps(signatures), encoding="utf-8")
-        (work / "cc.json").write_text(json.dumps(list(TARGET_CC)), encoding="utf-8")
-        proc = subprocess.run(
-            [sys.executable, "-c", _DRIVER, str(work)], env=env, capture_output=True,
-            text=True, timeout=COMPILE_TIMEOUT_S, check=False,
-        )
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-            raise FusecError(f"numba could not compile the generated kernels to PTX:\n{tail}")
+        for name, value in {"signatures": signatures, **extra}.items():
+            (work / f"{name}.json").write_text(json.dumps(value), encoding="utf-8")
+        yield work
+
+
+def run_without_simulator(driver: str, work: Path, what: str) -> str:
+    """Run `driver` (Python source, given `work` as its argument) in a
+    process whose environment has `NUMBA_ENABLE_CUDASIM` removed; its stdout,
+    or a `FusecError` ending with its last lines of stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run(
+        [sys.executable, "-c", driver, str(work)], env=env, capture_output=True,
+        text=True, timeout=COMPILE_TIMEOUT_S, check=False,
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise FusecError(f"numba could not compile the generated kernels {what}:\n{tail}")
+    return proc.stdout
+
+
+def _compile_in_subprocess(source: str, signatures: dict[str, Signature]) -> dict[str, str]:
+    """PTX text per kernel, compiled by numba in a process without the simulator."""
+    with kernel_workdir(source, signatures, "fusec-ptx-", cc=list(TARGET_CC)) as work:
+        stdout = run_without_simulator(_DRIVER, work, "to PTX")
         out: dict[str, str] = {}
-        for line in proc.stdout.splitlines():
+        for line in stdout.splitlines():
             name, file = json.loads(line)
             out[name] = (work / file).read_text(encoding="utf-8")
     return out
