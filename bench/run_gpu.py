@@ -28,6 +28,10 @@ ROWS = ["chain16", "softmax", "add_layernorm_gelu", "mlp", "mlp_simt", "attentio
         "inverted_residual", "gpt2_block"]
 # Further rows beyond BENCHMARKS.md, run only when named in --rows.
 EXTRA_ROWS = ["column_sum", "column_sum_narrow"]
+# Programs outside the rows fusec's kernels were shaped around (bench/programs):
+# their torch peers are the same ops run by bench/torch_peer.py, so a new
+# program is a new .mlir file and nothing else. `--rows programs` runs them all.
+PROGRAMS = sorted(p.stem for p in (HERE / "programs").glob("*.mlir"))
 # Rows that compile a model of bench/models with a fixed GEMM choice:
 # "mlp_simt" is mlp.mlir with the library GEMM off (the fused SIMT kernel).
 VARIANTS = {"mlp_simt": ("mlp", "fused")}
@@ -48,9 +52,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="also check fusec against the float64 NumPy reference interpreter")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
-    unknown = [r for r in args.rows.split(",") if r not in ROWS + EXTRA_ROWS]
+    rows = [r for name in args.rows.split(",")
+            for r in (PROGRAMS if name == "programs" else [name])]
+    unknown = [r for r in rows if r not in ROWS + EXTRA_ROWS + PROGRAMS]
     if unknown:
-        p.error(f"unknown row '{unknown[0]}' (known: {', '.join(ROWS + EXTRA_ROWS)})")
+        known = ", ".join([*ROWS, *EXTRA_ROWS, "programs", *PROGRAMS])
+        p.error(f"unknown row '{unknown[0]}' (known: {known})")
 
     import fusec
     from fusec.runtime.device import select_device
@@ -66,9 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     copy_bw, gemm_rate = _ceilings(torch)
     lines = _header(torch, copy_bw, gemm_rate)
     failed = 0
-    for row in args.rows.split(","):
+    for row in rows:
         print(f"== {row}", flush=True)
         try:
+            if row in PROGRAMS:
+                lines += _measure_program(row, fusec, torch, args, copy_bw, gemm_rate)
+                continue
             model, _ = VARIANTS.get(row, (row, "auto"))
             lines += _measure_row(row, fusec, torch, PEERS[model], floor_work, args,
                                   copy_bw, gemm_rate)
@@ -106,6 +116,48 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
     if flops == flops:  # contractions: the achieved rate of fused fusec
         table.insert(1, f"fusec: {flops / (times['fusec'] * 1e-3) / 1e12:.1f} TFLOP/s")
     return table
+
+
+def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float,
+                     gemm_rate: float) -> list[str]:
+    """Check and time one program of bench/programs against its torch peer."""
+    from torch_peer import floor_work as program_floor
+    from torch_peer import torch_peer
+
+    from fusec.compiler.parsing import make_context, parse_module
+    from fusec.runtime.reference import find_function
+
+    path = HERE / "programs" / f"{row}.mlir"
+    func = find_function(parse_module(make_context(), path.read_text(), str(path)), None)
+    peer = torch_peer(func)
+    fused = fusec.compile(path, fusion=True, device="gpu")
+    off = fusec.compile(path, fusion=False, device="gpu")
+    inputs = _inputs(torch, fused)
+    ref = _as_list(peer(*inputs))
+    status = [_check_all(torch, _as_list(m(*inputs)), ref) for m in (fused, off)]
+    if args.reference:
+        status = [f"{s}, {_check_reference(path, m, inputs)}"
+                  for s, m in zip(status, (fused, off), strict=True)]
+    times = {
+        "fusec": _time_fusec(torch, fused, inputs, args),
+        "fusion off": _time_fusec(torch, off, inputs, args),
+        "torch eager": _time_torch(torch, peer, inputs, args),
+    }
+    if not args.no_compile:
+        times["torch.compile"] = _time_torch(torch, torch.compile(peer), inputs, args)
+    moved, flops = program_floor(func, inputs, ref)
+    floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
+    return _row_table(row, times, floor, fused.launches, off.launches, status)
+
+
+def _as_list(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+def _check_all(torch: Any, outs: list[Any], refs: list[Any]) -> str:
+    results = [_check(torch, o, r) for o, r in zip(outs, refs, strict=True)]
+    bad = [r for r in results if r != "ok"]
+    return bad[0] if bad else "ok"
 
 
 def _ceilings(torch: Any) -> tuple[float, float]:
