@@ -25,6 +25,7 @@ import sys
 from typing import NoReturn
 
 import fusec
+from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.pipeline import DEFAULT_PIPELINE, InternalPassError
 
@@ -75,10 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compile job: run each fused group on random data and split the "
                    "groups whose result differs from the unfused one by more than the "
                    "tolerance of their element type (pass check-precision)")
-    p.add_argument("--max-registers", type=int, default=0, metavar="N",
+    p.add_argument("--max-registers", type=non_negative_int, default=0, metavar="N",
                    help="compile job: registers per thread no kernel may exceed; groups "
                    "estimated over N are split or re-tiled (pass register-budget)")
-    p.add_argument("--shared-memory-limit", type=int, default=0, metavar="BYTES",
+    p.add_argument("--shared-memory-limit", type=non_negative_int, default=0, metavar="BYTES",
                    help="compile job: shared memory per block; bigger tiles are shrunk "
                    "(pass tile-and-promote)")
     p.add_argument("--gemm", choices=["auto", "library", "fused"], default="auto",
