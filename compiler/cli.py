@@ -119,6 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     except FusecError as err:
         print(err.render(sources), file=sys.stderr)
         return 1
+    except OSError as err:
+        if err.filename is None or traceback:
+            raise
+        # A path the system refuses (too long, no permission, disk full) is the
+        # user's to fix, wherever it is first touched.
+        print(f"fusec: error: cannot use '{err.filename}': {err.strerror}", file=sys.stderr)
+        return 1
     except (InternalPassError, Exception) as err:
         if traceback:
             raise

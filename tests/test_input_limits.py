@@ -61,3 +61,15 @@ def test_negative_params_above(capsys: pytest.CaptureFixture[str], tmp_path: Pat
                          str(tmp_path / "m.mlir"), "--params-above", "-1")
     assert code == 1
     assert "fusec import: error: argument --params-above: must be a non-negative" in err
+
+
+@pytest.mark.parametrize("suffix", ["", ".mlir", ".dot"])
+def test_output_name_too_long(capsys: pytest.CaptureFixture[str], model: Path,
+                              tmp_path: Path, suffix: str) -> None:
+    """A name the file system refuses is the user's error, naming the path."""
+    name = tmp_path / ("a" * 300 + suffix)
+    extra = ["--emit", "dot"] if suffix == ".dot" else []
+    code, err = run_main(capsys, str(model), "-o", str(name), *extra)
+    assert code == 1
+    assert err.startswith(f"fusec: error: cannot use '{name}': "), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.mlir"]
