@@ -73,3 +73,74 @@ def test_output_name_too_long(capsys: pytest.CaptureFixture[str], model: Path,
     assert code == 1
     assert err.startswith(f"fusec: error: cannot use '{name}': "), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.mlir"]
+
+
+def _relu_of_rank(rank: int) -> str:
+    t = "tensor<" + "1x" * rank + "f32>"
+    return (f"func.func @f(%a: {t}) -> {t} {{\n  %b = nn.relu %a : {t}\n"
+            f"  func.return %b : {t}\n}}\n")
+
+
+def test_rank_over_the_maximum_is_a_located_error(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
+    """A rank-300 tensor compiled, then could not run (NumPy's limit)."""
+    path = tmp_path / "r.mlir"
+    path.write_text(_relu_of_rank(300))
+    code, err = run_main(capsys, str(path), "-o", str(tmp_path / "out"))
+    assert code == 1
+    assert err.startswith(f"{path}:1:1: error: argument #0 of @f has 300 dimensions; "
+                          "at most 32 are supported"), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_rank_at_the_maximum_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "r.mlir"
+    path.write_text(_relu_of_rank(32))
+    code, err = run_main(capsys, "run", str(path), "--device", "sim", "--check")
+    assert code == 0, err
+
+
+def _nested_modules(depth: int) -> str:
+    body = ("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+            "  %b = nn.relu %a : tensor<4xf32>\n  func.return %b : tensor<4xf32>\n}\n")
+    return "builtin.module {\n" * depth + body + "}\n" * depth
+
+
+def _dense_of_depth(depth: int, attr: bool = False) -> str:
+    literal = "[" * depth + "1.0" + "]" * depth
+    if attr:  # a nested array attribute: no explicit limit, the safety net
+        return ("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                f"  %b = nn.relu %a {{x = {literal}}} : tensor<4xf32>\n"
+                "  func.return %b : tensor<4xf32>\n}\n")
+    t = "tensor<" + "1x" * depth + "f32>"
+    return (f"func.func @f() -> {t} {{\n  %0 = nn.constant dense<{literal}> : {t}\n"
+            f"  func.return %0 : {t}\n}}\n")
+
+
+@pytest.mark.parametrize(("text", "where", "message"), [
+    (_nested_modules(2000), "33:16", "regions are nested more than 32 deep"),
+    (_dense_of_depth(3000), "2:20",
+     "'nn.constant' has an invalid value: dense literal nested more than 32 deep"),
+    (_dense_of_depth(3000, attr=True), "2:", "the input is nested too deeply to parse"),
+], ids=["modules", "dense", "attribute"])
+def test_deep_nesting_is_a_located_error(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                         text: str, where: str, message: str) -> None:
+    """Deep nesting was a RecursionError (an internal error)."""
+    path = tmp_path / "n.mlir"
+    path.write_text(text)
+    code, err = run_main(capsys, str(path), "-o", str(tmp_path / "out"))
+    assert code == 1
+    head = err.split("\n")[0]
+    assert head.startswith(f"{path}:{where}") and message in head, head
+    assert not (tmp_path / "out").exists()
+
+
+def test_nesting_within_the_limits_compiles(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    path = tmp_path / "n.mlir"
+    path.write_text(_dense_of_depth(32))
+    code, err = run_main(capsys, "run", str(path), "--device", "sim", "--check")
+    assert code == 0, err
+    path.write_text(_nested_modules(31))
+    code, err = run_main(capsys, str(path), "-p", "decompose")
+    assert code == 0, err
