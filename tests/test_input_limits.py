@@ -144,3 +144,23 @@ def test_nesting_within_the_limits_compiles(capsys: pytest.CaptureFixture[str],
     path.write_text(_nested_modules(31))
     code, err = run_main(capsys, str(path), "-p", "decompose")
     assert code == 0, err
+
+
+BF16_MATMUL = """\
+func.func @f(%a: tensor<16x16xbf16>, %b: tensor<16x16xbf16>) -> tensor<16x16xbf16> {
+  %c = nn.matmul %a, %b : (tensor<16x16xbf16>, tensor<16x16xbf16>) -> tensor<16x16xbf16>
+  func.return %c : tensor<16x16xbf16>
+}
+"""
+
+
+@pytest.mark.parametrize("gemm", ["auto", "library", "fused"])
+def test_bf16_matmul_is_a_located_error(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                        gemm: str) -> None:
+    """Code generation has no bf16 yet: tile-and-promote crashed on the GEMM choice."""
+    path = tmp_path / "bf.mlir"
+    path.write_text(BF16_MATMUL)
+    code, err = run_main(capsys, str(path), "-o", str(tmp_path / "out"), "--gemm", gemm)
+    assert code == 1
+    assert err.startswith(f"{path}:2:3: error: element type bf16 is not supported"), err
+    assert not (tmp_path / "out").exists()
