@@ -4,6 +4,7 @@ never an internal error or a program that compiles and then cannot run."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,47 @@ def test_bf16_matmul_is_a_located_error(capsys: pytest.CaptureFixture[str], tmp_
     assert code == 1
     assert err.startswith(f"{path}:2:3: error: element type bf16 is not supported"), err
     assert not (tmp_path / "out").exists()
+
+
+def _concat_model(n: int) -> str:
+    args = ", ".join(f"%a{i}: tensor<2x1xf32>" for i in range(n))
+    operands = ", ".join(f"%a{i}" for i in range(n))
+    types = ", ".join(["tensor<2x1xf32>"] * n)
+    return (f"func.func @f({args}) -> tensor<2x{n}xf32> {{\n"
+            f"  %c = nn.concat {operands} {{axis = 1}} : ({types}) -> tensor<2x{n}xf32>\n"
+            f"  func.return %c : tensor<2x{n}xf32>\n}}\n")
+
+
+def test_concat_of_5000_operands_compiles_to_loadable_kernels(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One kernel of 5,000 arguments and an `elif` chain Python cannot parse
+    became a tree of concats of at most 32 operands each."""
+    path = tmp_path / "cat.mlir"
+    path.write_text(_concat_model(5000))
+    code, err = run_main(capsys, str(path), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    source = (tmp_path / "out" / "kernels.py").read_text()
+    tree = ast.parse(source)  # RecursionError before the split
+    kernels = [f for f in tree.body if isinstance(f, ast.FunctionDef)]
+    assert len(kernels) == 157 + 5 + 1  # 5000 -> 157 concats -> 5 -> 1
+    assert max(len(f.args.args) for f in kernels) == 32 + 1  # operands and the result
+
+
+def test_split_concat_keeps_the_values(capsys: pytest.CaptureFixture[str],
+                                       tmp_path: Path) -> None:
+    path = tmp_path / "cat.mlir"
+    path.write_text(_concat_model(70))
+    code, err = run_main(capsys, "run", str(path), "--device", "sim", "--check")
+    assert code == 0, err  # --check compares with the reference interpreter
+
+
+def test_split_concat_pass_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "cat.mlir"
+    path.write_text(_concat_model(5))
+    assert main([str(path), "-p", "decompose{max_concat_operands=2}"]) == 0
+    lines = [x for x in capsys.readouterr().out.split("\n") if "nn.concat" in x]
+    # 5 -> [2, 2, 1] -> [2 parts, 1] -> 1: four concats of two operands each.
+    assert len(lines) == 4
+    assert all(x.count("%") == 3 for x in lines), lines
+    code, err = run_main(capsys, str(path), "-p", "decompose{max_concat_operands=1}")
+    assert code == 1 and "option 'max_concat_operands'" in err, err
