@@ -25,6 +25,7 @@ import sys
 from typing import NoReturn
 
 import fusec
+from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.pipeline import DEFAULT_PIPELINE, InternalPassError
 
@@ -75,10 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compile job: run each fused group on random data and split the "
                    "groups whose result differs from the unfused one by more than the "
                    "tolerance of their element type (pass check-precision)")
-    p.add_argument("--max-registers", type=int, default=0, metavar="N",
+    p.add_argument("--max-registers", type=non_negative_int, default=0, metavar="N",
                    help="compile job: registers per thread no kernel may exceed; groups "
                    "estimated over N are split or re-tiled (pass register-budget)")
-    p.add_argument("--shared-memory-limit", type=int, default=0, metavar="BYTES",
+    p.add_argument("--shared-memory-limit", type=non_negative_int, default=0, metavar="BYTES",
                    help="compile job: shared memory per block; bigger tiles are shrunk "
                    "(pass tile-and-promote)")
     p.add_argument("--gemm", choices=["auto", "library", "fused"], default="auto",
@@ -117,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args, sources)
     except FusecError as err:
         print(err.render(sources), file=sys.stderr)
+        return 1
+    except OSError as err:
+        if err.filename is None or traceback:
+            raise
+        # A path the system refuses (too long, no permission, disk full) is the
+        # user's to fix, wherever it is first touched.
+        print(f"fusec: error: cannot use '{err.filename}': {err.strerror}", file=sys.stderr)
         return 1
     except (InternalPassError, Exception) as err:
         if traceback:

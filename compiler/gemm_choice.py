@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument
 
 from fusec.codegen.gemm_operands import operand_mode
-from fusec.codegen.kernel_source import value_dtype
+from fusec.codegen.kernel_source import UnsupportedTypeError, value_dtype
 from fusec.compiler.cost_model import GemmChoice, gemm_choice
 from fusec.compiler.remarks import RemarkCollector
 from fusec.compiler.targets import Target
@@ -61,7 +61,10 @@ def library_matmul(group: GroupOp) -> nn.MatmulOp | None:
     if len(mms) != 1:
         return None
     mm = mms[0]
-    if value_dtype(mm.result) not in LIBRARY_DTYPES:
+    try:
+        if value_dtype(mm.result) not in LIBRARY_DTYPES:
+            return None
+    except UnsupportedTypeError:  # bf16: code generation reports it, at the op
         return None
     for v in mm.operands:
         mode, loaded = operand_mode(v)

@@ -24,9 +24,13 @@ from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fusec.compiler.diagnostics import FusecError, SourceLoc, from_parse_error
-from fusec.dialects.nn_base import type_str
+from fusec.dialects.nn_base import MAX_RANK, type_str
 
 SPLIT_MARKER = "// -----"
+# Regions nested deeper than this are refused: the parser and the passes
+# recurse once per level, and Python's stack is far from bottomless. fusec's
+# own programs nest three deep (module, function, fusion group).
+MAX_REGION_DEPTH = 32
 
 
 def make_context() -> Context:
@@ -65,6 +69,8 @@ class LocatingParser(Parser):
         # `tensor<...>` types by their text: a program repeats a few types
         # thousands of times, and xDSL's type parser is the bulk of parsing.
         self._tensor_types: dict[str, TypeAttribute] = {}
+        # How many `[` of a dense literal are open.
+        self._literal_depth = 0
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         if self._current_token.kind == MLIRTokenKind.EOF:
@@ -73,6 +79,10 @@ class LocatingParser(Parser):
             )
         try:
             return super().parse_module(allow_implicit_module)
+        except RecursionError:
+            # A safety net under the explicit limits below (an attribute or a
+            # type nested thousands deep): the place where parsing stopped.
+            self.raise_error("the input is nested too deeply to parse")
         except ParseError as err:
             if err.msg == "Could not parse entire input!":
                 self.raise_error("expected an operation such as func.func here", err.span)
@@ -123,12 +133,29 @@ class LocatingParser(Parser):
     ) -> Region | None:
         opens = self._current_token.kind == MLIRTokenKind.L_BRACE
         if opens:
+            if len(self._open_regions) >= MAX_REGION_DEPTH:
+                self.raise_error(f"regions are nested more than {MAX_REGION_DEPTH} deep")
             self._open_regions.append(self._current_token.span)
         try:
             return super().parse_optional_region(arguments)
         finally:
             if opens:
                 self._open_regions.pop()
+
+    def _parse_tensor_literal(self) -> tuple[list[object], list[int]]:  # pyright: ignore
+        # A dense literal nests one `[` per dimension; past the most a tensor
+        # may have, refuse it before the recursion runs out of stack.
+        if self._current_token.kind == MLIRTokenKind.L_SQUARE:
+            self._literal_depth += 1
+            try:
+                if self._literal_depth > MAX_RANK:
+                    self.raise_error(
+                        f"dense literal nested more than {MAX_RANK} deep "
+                        f"(a tensor has at most {MAX_RANK} dimensions)")
+                return super()._parse_tensor_literal()  # pyright: ignore
+            finally:
+                self._literal_depth -= 1
+        return super()._parse_tensor_literal()  # pyright: ignore
 
     def _parse_block(self) -> Block:
         if self._current_token.kind == MLIRTokenKind.EOF and self._open_regions:

@@ -40,6 +40,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
+from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.diagnostics import FusecError
 
 # Relative tolerance (against max |reference|) per output dtype for --check:
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL_OR_OUT", help="a .mlir model or an OUT directory")
     p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed by argument name")
     p.add_argument("--output", metavar="OUT.npz", help="save outputs as output_0, output_1, ...")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of the random inputs (default 0)")
     p.add_argument("--check", action="store_true",
                    help="compare with the reference interpreter; exit 1 over tolerance")
     p.add_argument("--device", choices=["auto", "gpu", "sim"], default="auto",

@@ -390,6 +390,9 @@ FLOAT_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
 INT_TYPES = frozenset({"i32", "i64"})
 SUPPORTED_TYPES = FLOAT_TYPES | INT_TYPES | {"i1"}
 FUSION_CONTRACTS = ("never", "must")
+# The most dimensions a tensor may have: the runtime holds every tensor in a
+# NumPy array, and NumPy 1.x (which fusec supports) allows no more than 32.
+MAX_RANK = 32
 
 
 def type_str(t: Attribute) -> str:
@@ -407,6 +410,10 @@ def check_static_tensor(t: Attribute, what: str) -> None:
     if any(d < 0 for d in t.get_shape()):
         raise VerifyException(
             f"dynamic shapes are not supported: {what} has type {type_str(t)}"
+        )
+    if t.get_num_dims() > MAX_RANK:
+        raise VerifyException(
+            f"{what} has {t.get_num_dims()} dimensions; at most {MAX_RANK} are supported"
         )
     name = element_type_name(t.element_type)
     if name not in SUPPORTED_TYPES:

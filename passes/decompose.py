@@ -32,6 +32,7 @@ from xdsl.pattern_rewriter import (
 from fusec.compiler.rewriting import copy_location
 from fusec.dialects import nn, shapes
 from fusec.dialects.nn_base import NNOp, element_type, tensor_shape
+from fusec.passes.split_concat import SplitConcatPattern
 
 # --- building the expansion ---------------------------------------------------------
 
@@ -256,13 +257,20 @@ class DecomposePass(ModulePass):
     without the `nn.` prefix: `-p 'decompose{ops=softmax,layer_norm}'`; empty
     (the default) means all. A composite carrying a `fusion` contract is left
     whole. Dead ops are kept: removing them is not this pass's decision.
+
+    A concat of more than `max_concat_operands` operands becomes a tree of
+    smaller concats (`passes/split_concat.py`): one kernel cannot take
+    thousands of arguments.
     """
 
     name = "decompose"
 
     ops: tuple[str, ...] = ()
+    max_concat_operands: int = 32
 
     def __post_init__(self) -> None:
+        if self.max_concat_operands < 2:
+            raise ValueError("max_concat_operands must be at least 2")
         unknown = [n for n in self.ops if n.removeprefix("nn.") not in PATTERNS]
         if unknown:
             raise ValueError(
@@ -276,12 +284,13 @@ class DecomposePass(ModulePass):
         return [n for n in PATTERNS if not wanted or n in wanted]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        patterns = [PATTERNS[n]() for n in self.selected()]
+        patterns: list[RewritePattern] = [PATTERNS[n]() for n in self.selected()]
+        patterns.append(SplitConcatPattern(self.max_concat_operands))
         # dce_enabled=False: the greedy applier would otherwise erase every
         # unused (pure) nn op in the module, which is not decompose's call.
         # apply_recursively=False: the new ops are primitives, nothing to revisit.
         walker = PatternRewriteWalker(
-            GreedyRewritePatternApplier(list[RewritePattern](patterns), dce_enabled=False),
+            GreedyRewritePatternApplier(patterns, dce_enabled=False),
             apply_recursively=False,
         )
         walker.rewrite_module(op)

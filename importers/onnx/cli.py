@@ -19,6 +19,7 @@ from typing import NoReturn
 
 import numpy as np
 
+from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.diagnostics import FusecError
 
 
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="the ONNX model (.onnx); external data must lie beside it")
     p.add_argument("-o", "--output", metavar="PATH",
                    help="where to write the .mlir (default: stdout)")
-    p.add_argument("--params-above", metavar="BYTES", type=int,
+    p.add_argument("--params-above", metavar="BYTES", type=non_negative_int,
                    help="float weights of at least BYTES become function arguments, written "
                    "to OUTPUT.params.npz keyed by argument name (default: all weights are "
                    "constants in the .mlir)")

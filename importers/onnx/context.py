@@ -49,6 +49,9 @@ class GraphState:
 
     em: Emitter
     opset: int
+    fold_max_elements: int = 1 << 16
+    """Import-time folding makes results of at most this many elements (or no
+    bigger than the node's largest input); bigger ones stay ops."""
     values: dict[str, Value] = field(default_factory=dict)
     materialized: dict[str, Val] = field(default_factory=dict)
     graph_inputs: set[str] = field(default_factory=set)

@@ -72,6 +72,7 @@ def import_model(
     bind: Mapping[str, np.ndarray] | None = None,
     filename: str = "model.mlir",
     params_above: int | None = None,
+    fold_max_elements: int = 1 << 16,
 ) -> ImportResult:
     """Import an ONNX model (a path or a loaded `ModelProto`) into `nn`.
 
@@ -79,15 +80,17 @@ def import_model(
     arguments); use it for inputs that determine shapes. Weights become
     `nn.constant`s, except floating-point initializers of at least
     `params_above` bytes, which become trailing function arguments returned in
-    `ImportResult.params`. Raises `OnnxImportError` naming the node for
-    anything unsupported.
+    `ImportResult.params`. A node whose inputs are all known is computed at
+    import time when its result holds at most `fold_max_elements` elements or
+    no more than its largest input; a bigger one stays an op. Raises
+    `OnnxImportError` naming the node for anything unsupported.
     """
     if not isinstance(model, onnx.ModelProto):
         model = load_model(model)
     elif not any(model.graph.value_info):
         model = infer_shapes(model)
     graph = model.graph
-    state = GraphState(Emitter(), _default_opset(model))
+    state = GraphState(Emitter(), _default_opset(model), fold_max_elements)
     for init in graph.initializer:
         state.values[init.name] = tensor_to_array(init)
     args, names = _arguments(graph, state, dict(bind or {}))
@@ -190,11 +193,16 @@ def _import_node(
     for name in present:
         if name not in state.values:
             raise ctx.fail(f"input '{printable(name)}' is not defined before this node")
-    if present and known and node.op_type not in _NOT_FOLDABLE:
+    big = present and known and _too_big_to_fold(ctx, inferred)
+    if present and known and node.op_type not in _NOT_FOLDABLE and not big:
         outputs: list[Value] = list(_fold(ctx))
     elif node.op_type in HANDLERS:
         produced = HANDLERS[node.op_type](ctx)
         outputs = produced if isinstance(produced, list) else [produced]
+    elif big:
+        raise ctx.fail(f"op type {printable(node.op_type)} is not supported, and its result "
+                       f"is too big to compute at import time (over fold_max_elements = "
+                       f"{state.fold_max_elements} elements)")
     else:
         raise ctx.fail(f"op type {printable(node.op_type)} is not supported")
     for position, (name, value) in enumerate(zip(node.output, outputs, strict=False)):
@@ -204,6 +212,31 @@ def _import_node(
     missing = [n for n in node.output[len(outputs):] if n]
     if missing:
         raise ctx.fail(f"output '{printable(missing[0])}' is not supported")
+
+
+def _too_big_to_fold(ctx: NodeCtx, inferred: dict[str, onnx.ValueInfoProto]) -> bool:
+    """Whether the node's result, as far as it is known before computing it,
+    holds more than `fold_max_elements` elements and more than its largest
+    input (so that folding never makes a constant much bigger than the model's
+    own; 100000x100000 zeros must not be allocated at import time)."""
+    sizes = [_inferred_size(inferred.get(name)) for name in ctx.node.output if name]
+    if ctx.node.op_type == "ConstantOfShape":
+        sizes.append(int(np.prod(np.asarray(ctx.state.values[ctx.node.input[0]]),
+                                 dtype=np.float64)))
+    result = max((n for n in sizes if n is not None), default=0)
+    largest = max(np.asarray(ctx.state.values[n]).size for n in ctx.node.input if n)
+    return result > ctx.state.fold_max_elements and result > largest
+
+
+def _inferred_size(info: onnx.ValueInfoProto | None) -> int | None:
+    """Elements of a static shape ONNX inferred, if any."""
+    if info is None or not info.type.HasField("tensor_type"):
+        return None
+    shape = info.type.tensor_type.shape
+    if not info.type.tensor_type.HasField("shape") or not all(
+            d.HasField("dim_value") for d in shape.dim):
+        return None
+    return int(np.prod([d.dim_value for d in shape.dim], dtype=np.float64))
 
 
 def _fold(ctx: NodeCtx) -> list[np.ndarray]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import external_data_helper, numpy_helper, shape_inference
+from onnx import external_data_helper, helper, numpy_helper, shape_inference
 
 from fusec.importers.onnx.context import OnnxImportError, printable
 
@@ -21,19 +21,26 @@ from fusec.importers.onnx.context import OnnxImportError, printable
 def load_model(path: str | Path) -> onnx.ModelProto:
     """Parse `path`, check and load its external data, infer static shapes."""
     path = Path(path)
+    shown = printable(str(path))
     if not path.is_file():
-        raise OnnxImportError(f"cannot read '{printable(str(path))}': no such file")
+        raise OnnxImportError(f"cannot read '{shown}': no such file")
+    if path.stat().st_size == 0:
+        raise OnnxImportError(f"'{shown}' is empty: it is not an ONNX model")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # protobuf raises its own DecodeError, among others
-        raise OnnxImportError(f"'{printable(str(path))}' is not a valid ONNX model: "
+        raise OnnxImportError(f"'{shown}' is not a valid ONNX model: "
                               f"{printable(str(err))}") from None
+    if not model.HasField("graph") and not model.opset_import:
+        # Protobuf reads many a stray file as a message with unknown fields.
+        raise OnnxImportError(f"'{shown}' is not an ONNX model: it holds no graph and no opset")
     folder = path.resolve().parent
     external = [t for t in _all_tensors(model) if external_data_helper.uses_external_data(t)]
-    for tensor in external:
-        _check_location(tensor, folder)
+    sources = {t.name: _check_location(t, folder) for t in external}
     if external:
         external_data_helper.load_external_data_for_model(model, str(folder))
+    for tensor in _all_tensors(model):
+        _check_data_size(tensor, sources.get(tensor.name, shown))
     return infer_shapes(model)
 
 
@@ -52,10 +59,16 @@ def tensor_to_array(tensor: onnx.TensorProto) -> np.ndarray:
     if external_data_helper.uses_external_data(tensor):
         raise OnnxImportError(f"tensor '{printable(tensor.name)}' has external data that is not "
                               "loaded; import the model from its file")
-    return numpy_helper.to_array(tensor)
+    try:
+        return numpy_helper.to_array(tensor)
+    except ValueError as err:  # data that does not fill the shape (a model not from a file)
+        raise OnnxImportError(f"tensor '{printable(tensor.name)}' has data that does not match "
+                              f"its shape {list(tensor.dims)}: {printable(str(err))}") from None
 
 
-def _check_location(tensor: onnx.TensorProto, folder: Path) -> None:
+def _check_location(tensor: onnx.TensorProto, folder: Path) -> str:
+    """Refuse a location outside `folder` or a range past the file's end;
+    returns the location, printable."""
     info = {e.key: e.value for e in tensor.external_data}
     location = info.get("location", "")
     what = f"tensor '{printable(tensor.name)}' names external data file '{printable(location)}'"
@@ -71,6 +84,44 @@ def _check_location(tensor: onnx.TensorProto, folder: Path) -> None:
         raise OnnxImportError(f"{what}, which resolves outside the model's folder")
     if not target.is_file():
         raise OnnxImportError(f"{what}, which does not exist")
+    _check_range(info, target.stat().st_size, what)
+    return printable(location)
+
+
+def _check_range(info: dict[str, str], size: int, what: str) -> None:
+    """`offset` and `length` must be integers that lie within the file."""
+    try:
+        offset = int(info.get("offset", "0"))
+        length = int(info["length"]) if "length" in info else size - offset
+    except ValueError:
+        raise OnnxImportError(f"{what} with an offset or length that is not an integer") from None
+    if offset < 0 or length < 0 or offset + length > size:
+        raise OnnxImportError(f"{what}, but bytes {offset}..{offset + length} lie past the end "
+                              f"of that file ({size} bytes)")
+
+
+# The element types whose size in bytes is that of their NumPy type; others
+# (strings, sub-byte types) are left to `numpy_helper.to_array`.
+_BYTE_SIZED = frozenset(getattr(onnx.TensorProto, n) for n in (
+    "FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "INT8", "INT16", "INT32", "INT64", "UINT8",
+    "UINT16", "UINT32", "UINT64", "BOOL"))
+
+
+def _check_data_size(tensor: onnx.TensorProto, source: str) -> None:
+    """The tensor's data fills its shape exactly: raw bytes, or typed values."""
+    if tensor.data_type not in _BYTE_SIZED:
+        return
+    count = int(np.prod(tensor.dims, dtype=np.int64))
+    if tensor.HasField("raw_data"):
+        itemsize = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        have, need, unit = len(tensor.raw_data), count * itemsize, "bytes"
+    else:
+        have = len(getattr(tensor, helper.tensor_dtype_to_field(tensor.data_type)))
+        need, unit = count, "values"
+    if have != need:
+        raise OnnxImportError(
+            f"tensor '{printable(tensor.name)}' in '{source}' has {have} {unit} of data, but "
+            f"its shape {list(tensor.dims)} needs {need}")
 
 
 def _all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:

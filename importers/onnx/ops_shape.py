@@ -255,7 +255,13 @@ def _constant_of_shape(ctx: NodeCtx) -> Value:
     target = ctx.const_ints(0, "the shape")
     fill = ctx.attr("value")
     value = tensor_to_array(fill) if fill is not None else np.zeros(1, np.float32)
-    return np.full(target, value.reshape(-1)[0], dtype=value.dtype)
+    if any(d < 0 for d in target):
+        raise ctx.fail(f"the shape {target} has a negative dimension")
+    if shapes.numel(target) <= ctx.state.fold_max_elements:
+        return np.full(target, value.reshape(-1)[0], dtype=value.dtype)
+    # Too big to hold at import time: one element, broadcast where it is used.
+    one = ctx.constant(value.reshape(-1)[:1].reshape([1] * len(target)), ctx.hint)
+    return ctx.em.broadcast_to(one, target, ctx.hint)
 
 
 HANDLERS: dict[str, Handler] = {
