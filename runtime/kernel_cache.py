@@ -162,7 +162,11 @@ def user_store() -> KernelStore | None:
         return None
     folder = os.environ.get(CACHE_DIR_ENV)
     if not folder:
-        import platformdirs
-
-        folder = platformdirs.user_cache_dir("fusec", appauthor=False)
+        try:
+            import platformdirs
+        except ImportError:  # a declared dependency; a bare environment may still lack it
+            base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+            folder = str(Path(base) / "fusec")
+        else:
+            folder = platformdirs.user_cache_dir("fusec", appauthor=False)
     return KernelStore(Path(folder) / "kernels")

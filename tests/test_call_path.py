@@ -32,7 +32,7 @@ def _inputs() -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def model() -> Any:
-    return fusec.compile(MODEL, device="sim")
+    return fusec.compile(MODEL)
 
 
 def test_cpu_torch_tensors_in_torch_tensors_out(model: Any) -> None:
@@ -116,7 +116,7 @@ def test_graphs_never_in_the_simulator_and_need_cupy(monkeypatch, capsys) -> Non
 
 
 def test_graphs_option_reaches_the_executor(model: Any) -> None:
-    off = fusec.compile(MODEL, device="sim", graphs=False)
+    off = fusec.compile(MODEL, graphs=False)
     x, y = _inputs()
     np.testing.assert_allclose(off(x, y), model(x, y))
     assert off.executor.graphs is False and off.executor.graph is None

@@ -17,6 +17,7 @@ import pytest
 
 from fusec.compiler.cli import main as fusec_main
 from fusec.runtime import kernel_cache
+from fusec.runtime.device import gpu_available
 from fusec.runtime.kernel_build import linkable
 from fusec.runtime.kernel_cache import KernelStore, kernel_key, user_store
 
@@ -192,6 +193,7 @@ def test_unwritable_cache_is_reported_once(saved_out: Path, tmp_path: Path,
         store.store(key, name, ptx, strict=True)
 
 
+@pytest.mark.skipif(gpu_available(), reason="numba.cuda runs on the GPU in this process")
 def test_simulator_keeps_no_kernels(saved_out: Path, monkeypatch, tmp_path: Path) -> None:
     """The simulator compiles no machine code: running reads and writes no cache."""
     import fusec
