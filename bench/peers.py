@@ -55,7 +55,7 @@ def gpt2_block(x: Tensor, causal_mask: Tensor, ln1_g: Tensor, ln1_b: Tensor, w_q
     b, s, d = x.shape
     h = F.layer_norm(x, (d,), ln1_g, ln1_b, 1e-5)
     qkv = h @ w_qkv + b_qkv
-    q, k, v = (qkv[..., i * d:(i + 1) * d].reshape(b, s, 12, 64).transpose(1, 2)
+    q, k, v = (qkv[..., i * d:(i + 1) * d].reshape(b, s, d // 64, 64).transpose(1, 2)
                for i in range(3))
     att = torch.softmax((q @ k.transpose(-1, -2)) * 0.125 + causal_mask, dim=-1) @ v
     h = att.transpose(1, 2).reshape(b, s, d) @ w_out + b_out + x

@@ -6,6 +6,7 @@ fusec MODEL.mlir                         # run the default pipeline, print the I
 fusec MODEL.mlir -o OUT                  # compile: OUT/model.mlir, kernels.py, plan.json, ...
 fusec MODEL.mlir -o OUT --check-precision   # + split fused groups that drift from unfused
 fusec MODEL.mlir -o OUT --ptx-info          # + real registers and spills (GPU, else ptxas)
+fusec MODEL.mlir -o OUT --save-kernels      # + PTX of every kernel in OUT/kernels (no JIT later)
 fusec run MODEL.mlir|OUT --check         # run the kernels, compare with the reference
 fusec run OUT --registers                # + each kernel's registers on the GPU vs the estimate
 fusec MODEL.mlir -p decompose,form-fusion-groups --remarks   # + one line per fusion decision
@@ -86,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compile job: matmuls as a library GEMM (cuBLAS through CuPy) plus "
                    "an epilogue kernel, as fused SIMT kernels, or as the cost model "
                    "decides (default)")
+    p.add_argument("--save-kernels", action="store_true",
+                   help="compile job: compile every kernel to PTX now (all cores) and keep it "
+                   "in OUT/kernels and the per-user cache, so that running OUT links the "
+                   "kernels instead of JIT-compiling them")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar while kernels are compiled")
     p.add_argument("--remarks", action="store_true",
                    help="print one line per fusion decision (fused / missed, with the "
                    "reason) to stderr after compiling")
@@ -199,7 +206,14 @@ def _compile_job(args: argparse.Namespace, sources: dict[str, str]) -> int:
                               fold_constants=not args.no_fold_constants,
                               schedule=ScheduleOptions(args.max_registers,
                                                        args.shared_memory_limit, args.gemm))
-    write_out(artifacts, args.output)
+    entries = []
+    if args.save_kernels:
+        from fusec.runtime.kernel_loader import compile_for_out
+        from fusec.runtime.progress import set_quiet
+
+        set_quiet(args.quiet)
+        entries = compile_for_out(artifacts.program)
+    write_out(artifacts, args.output, entries)
     return 0
 
 

@@ -58,7 +58,7 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -389,9 +389,11 @@ def _library_from_json(e: dict[str, Any]) -> dict[str, Any] | None:
     return {k: e[k] for k in LIBRARY_KEYS if k in e}
 
 
-def write_out(artifacts: CompiledArtifacts, out_dir: str | Path) -> None:
+def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
+              kernel_entries: Sequence[tuple[str, str, str]] = ()) -> None:
     """Write OUT whole or not at all: the files go into a temporary directory
-    beside OUT, which then replaces OUT in one rename."""
+    beside OUT, which then replaces OUT in one rename. `kernel_entries`
+    (key, kernel, PTX) go to OUT/kernels (`--save-kernels`)."""
     target = Path(out_dir)
     _check_replaceable(target)
     parent = target.parent if str(target.parent) else Path(".")
@@ -408,6 +410,12 @@ def write_out(artifacts: CompiledArtifacts, out_dir: str | Path) -> None:
         (staging / "report.md").write_text(artifacts.report_md, encoding="utf-8")
         with (staging / "constants.npz").open("wb") as f:
             np.savez(f, **artifacts.constants)  # pyright: ignore[reportArgumentType]
+        if kernel_entries:
+            from fusec.runtime.kernel_cache import KernelStore
+
+            store = KernelStore(staging / "kernels")
+            for key, name, ptx in kernel_entries:
+                store.store(key, name, ptx, strict=True)
         replace_directory(staging, target)
     except OSError as err:
         raise FusecError(f"cannot write '{out_dir}': {err.strerror or err}") from None

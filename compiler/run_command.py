@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--registers", action="store_true",
                    help="after the run, print each kernel's registers and local memory on "
                    "the GPU beside the estimate (GPU only)")
+    p.add_argument("--no-graphs", action="store_true",
+                   help="launch the kernels one by one instead of replaying a captured CUDA "
+                   "graph (which repeated calls use on a GPU with CuPy)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar while kernels are compiled")
     p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -98,7 +103,9 @@ def main(argv: list[str]) -> int:
     """Entry point of `fusec run`; raises `FusecError` for bad input."""
     args = build_parser().parse_args(argv)
     from fusec.runtime.device import select_device
+    from fusec.runtime.progress import set_quiet
 
+    set_quiet(args.quiet)
     device = select_device(args.device)  # before anything imports numba.cuda
     loaded = _load(args, device)
     from fusec.runtime.compiled_model import CompiledModel
@@ -147,7 +154,7 @@ def _load(args: argparse.Namespace, device: str) -> _Loaded:
                   f"'{path}' is already compiled", file=sys.stderr)
         program, memory, plan = read_out(path)
         model = CompiledModel(program, memory, plan, device, args.function,
-                              path / "kernels.py")
+                              path / "kernels.py", graphs=False if args.no_graphs else None)
         mlir = path / "model.mlir"
         return _Loaded(model, _parse(mlir) if mlir.is_file() else None)
     if not path.exists():
@@ -156,7 +163,7 @@ def _load(args: argparse.Namespace, device: str) -> _Loaded:
 
     artifacts = compile_model(path, fusion=not args.no_fusion, target=args.target)
     model = CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
-                          args.function)
+                          args.function, graphs=False if args.no_graphs else None)
     # The reference runs the model as written, before any pass.
     return _Loaded(model, _parse(path))
 

@@ -8,6 +8,7 @@ y = model(x=x)              # by argument name
 model.launches              # kernel launches per call
 model.plan                  # plan.json, as a dict
 model.function("other")     # another entry function of the module
+model = fusec.compile(path, graphs=False)  # launch kernels one by one on every call
 ```
 
 `load_out(OUT)` gives the same object for a directory `fusec MODEL -o OUT`
@@ -43,6 +44,7 @@ class CompiledModel:
         device: str = "auto",
         function: str | None = None,
         kernels_path: Path | None = None,
+        graphs: bool | None = None,
     ) -> None:
         if not program.functions:
             raise FusecError("the model has no function to run")
@@ -55,6 +57,7 @@ class CompiledModel:
         self.device = select_device(device)
         self.name = function if function is not None else next(iter(program.functions))
         self.kernels_path = kernels_path
+        self.graphs = graphs
         self._executor: Executor | None = None
         self._siblings: dict[str, CompiledModel] = {self.name: self}
 
@@ -83,7 +86,7 @@ class CompiledModel:
         """The model bound to entry function `name` (shares kernels and plan)."""
         if name not in self._siblings:
             sibling = CompiledModel(self.program, self.memory, self.plan, self.device, name,
-                                    self.kernels_path)
+                                    self.kernels_path, self.graphs)
             sibling._siblings = self._siblings
             self._siblings[name] = sibling
         return self._siblings[name]
@@ -93,8 +96,10 @@ class CompiledModel:
         """The executor of the bound function (kernels loaded on first use);
         `executor.launch(inputs, outputs)` enqueues one call without waiting."""
         if self._executor is None:
+            store = self.kernels_path.parent / "kernels" if self.kernels_path else None
             self._executor = Executor(self.program, self.name, self.device,
-                                      self.memory.get(self.name), self.kernels_path)
+                                      self.memory.get(self.name), self.kernels_path,
+                                      self.graphs, store)
         return self._executor
 
     def __call__(self, *arrays: Any, **named: Any) -> Any:
@@ -130,19 +135,24 @@ def compile(
     device: str = "auto",
     gemm: str = "auto",
     fold_constants: bool = True,
+    graphs: bool | None = None,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
     `gemm` is "auto" (the cost model picks cuBLAS through CuPy or the fused
     SIMT kernel per matmul), "library" or "fused", as `fusec --gemm`;
-    `fold_constants=False` is `fusec --no-fold-constants`."""
+    `fold_constants=False` is `fusec --no-fold-constants`; `graphs=False`
+    launches kernels one by one on every call instead of replaying a CUDA
+    graph from the second call on (the default where a GPU and CuPy are
+    present; docs/running.md)."""
     from fusec.compiler.compile import ScheduleOptions, compile_model
 
     select_device(device)  # before anything could import numba.cuda
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm),
                               fold_constants=fold_constants)
-    return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device)
+    return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
+                         graphs=graphs)
 
 
 def read_out(out_dir: str | Path) -> tuple[Program, dict[str, MemoryPlan], dict[str, Any]]:
@@ -165,12 +175,15 @@ def read_out(out_dir: str | Path) -> tuple[Program, dict[str, MemoryPlan], dict[
     return program, memory, plan
 
 
-def load_out(out_dir: str | Path, device: str = "auto",
-             function: str | None = None) -> CompiledModel:
-    """A callable model from an OUT directory (nothing is recompiled)."""
+def load_out(out_dir: str | Path, device: str = "auto", function: str | None = None,
+             graphs: bool | None = None) -> CompiledModel:
+    """A callable model from an OUT directory (nothing is recompiled; on a
+    GPU, kernels kept in OUT/kernels or the per-user cache are linked
+    instead of JIT-compiled)."""
     select_device(device)
     program, memory, plan = read_out(out_dir)
-    return CompiledModel(program, memory, plan, device, function, Path(out_dir) / "kernels.py")
+    return CompiledModel(program, memory, plan, device, function, Path(out_dir) / "kernels.py",
+                         graphs)
 
 
 def _read_plan(path: Path) -> dict[str, Any]:

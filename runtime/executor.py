@@ -13,16 +13,21 @@ What happens on a call:
    from `OUT/kernels.py`), once per program; nothing else is executed;
 3. the inputs are checked against the function's signature (count, shape,
    dtype; errors name the argument by its model name) and moved to the
-   device if they are NumPy arrays;
-4. constants are uploaded once per `Executor`; intermediates live in the
+   device if they live on the host (NumPy, CPU torch tensors, CPU DLPack;
+   `runtime/arrays.py` lists the kinds accepted);
+4. on a GPU, each kernel is linked from kept PTX or compiled on all cores
+   first (`runtime/kernel_loader.py`), once per `Executor`;
+5. constants are uploaded once per `Executor`; intermediates live in the
    buffers of the memory plan (`compiler/memory_plan.py`), allocated once as
    byte arrays and viewed with each value's dtype and shape; outputs get
    fresh arrays per call;
-5. each launch gets contiguous views (`ArgSpec.view_shape`) of its values and
-   runs as `kernel[grid, block, stream, shared_bytes](*args)`;
-6. outputs come back as NumPy arrays when every input was NumPy, else as the
-   kind of the first device input (numba, CuPy or PyTorch; CuPy and PyTorch
-   are imported only when such an array was passed in).
+6. each launch gets contiguous views (`ArgSpec.view_shape`) of its values and
+   runs through `_Kernel.launch` (the simulator: its dispatcher), on the
+   caller's torch or CuPy stream, else fusec's own;
+7. outputs come back in the kind of the first input that is not NumPy
+   (`runtime/arrays.py`);
+8. on a GPU with CuPy, the first call then captures the launches in a CUDA
+   graph, which every later call replays (`runtime/graphs.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +46,15 @@ import numpy as np
 from fusec.codegen.program import FunctionProgram, KernelLaunch, Program, TensorSpec
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.memory_plan import MemoryPlan, plan_memory, storage_classes, view_roots
+from fusec.runtime.arrays import (
+    array_kind,
+    device_view,
+    host_array,
+    host_results,
+    on_host,
+    result_kind,
+    wrap_results,
+)
 from fusec.runtime.device import cuda_module
 
 if TYPE_CHECKING:
@@ -96,19 +110,10 @@ def load_kernels(source: str | None = None, path: str | Path | None = None) -> M
     return module
 
 
-def _array_kind(a: Any) -> str:
-    """"numpy", "torch", "cupy" or "numba" (any other device array)."""
-    if isinstance(a, np.ndarray):
-        return "numpy"
-    module = type(a).__module__.split(".")[0]
-    if module in ("torch", "cupy"):
-        return module
-    return "numba"
-
-
-def _shape_dtype(a: Any) -> tuple[tuple[int, ...], np.dtype[Any] | None]:
-    """Shape and dtype of a NumPy or device array (by its CUDA array
-    interface when it has one: torch dtypes are not NumPy dtypes)."""
+def _shape_dtype(a: Any) -> tuple[tuple[int, ...], np.dtype[Any] | str | None]:
+    """Shape and dtype of an input, by its CUDA array interface when it has
+    one; torch dtypes (`torch.float32`) are read by name, and a dtype NumPy
+    does not know (bfloat16) is returned as its name."""
     iface = getattr(a, "__cuda_array_interface__", None)
     if isinstance(iface, dict):
         return tuple(int(d) for d in iface["shape"]), np.dtype(str(iface["typestr"]))
@@ -116,10 +121,15 @@ def _shape_dtype(a: Any) -> tuple[tuple[int, ...], np.dtype[Any] | None]:
     dtype = getattr(a, "dtype", None)
     if shape is None or dtype is None:
         return (), None
+    dims = tuple(int(d) for d in shape)
     try:
-        return tuple(int(d) for d in shape), np.dtype(dtype)
+        return dims, np.dtype(dtype)
     except TypeError:
-        return tuple(int(d) for d in shape), None
+        name = str(dtype).rsplit(".", 1)[-1]
+        try:
+            return dims, np.dtype(name)
+        except TypeError:
+            return dims, name
 
 
 def check_inputs(fp: FunctionProgram, inputs: Sequence[Any]) -> None:
@@ -133,8 +143,7 @@ def check_inputs(fp: FunctionProgram, inputs: Sequence[Any]) -> None:
     for i, (value, a) in enumerate(zip(fp.inputs, inputs, strict=True)):
         spec = fp.values[value]
         name = names[i]
-        if not isinstance(a, np.ndarray) and not hasattr(a, "__cuda_array_interface__") \
-                and _array_kind(a) == "numba" and not hasattr(a, "copy_to_host"):
+        if array_kind(a) == "other" and not hasattr(a, "copy_to_host"):
             raise FusecError(
                 f"input '{name}' of @{fp.name}: expected an array, got {type(a).__name__}"
             )
@@ -171,8 +180,14 @@ def _is_oom(err: BaseException) -> bool:
 
 
 class Executor:
-    """Runs one function of a program; keeps the kernels module, the
-    uploaded constants and the pooled buffers between calls."""
+    """Runs one function of a program; keeps the kernels, the uploaded
+    constants, the pooled buffers and (on a GPU with CuPy) a captured CUDA
+    graph between calls.
+
+    `graphs`: None (the default) replays a graph from the second call on
+    where a GPU and CuPy are present; False never does; True insists (an
+    error without CuPy). `kernel_store` is a folder of kept PTX
+    (`OUT/kernels`) read before the per-user cache."""
 
     def __init__(
         self,
@@ -181,6 +196,8 @@ class Executor:
         device: str = "sim",
         memory: MemoryPlan | None = None,
         kernels_path: str | Path | None = None,
+        graphs: bool | None = None,
+        kernel_store: str | Path | None = None,
     ) -> None:
         if function not in program.functions:
             known = ", ".join(f"@{n}" for n in program.functions) or "none"
@@ -193,26 +210,38 @@ class Executor:
         self.memory = memory if memory is not None else plan_memory(self.fp)
         self.roots = view_roots(self.fp)
         self.classes = storage_classes(self.fp)
+        self.source = program.kernels_source
         self.module = load_kernels(program.kernels_source if kernels_path is None else None,
                                    kernels_path)
-        self.kernels = [self._kernel(launch) for launch in self.fp.launches]
+        if kernels_path is not None:
+            self.source = Path(kernels_path).read_text(encoding="utf-8")
+        self.dispatchers = [self._kernel(launch) for launch in self.fp.launches]
+        # What each launch runs: numba's dispatchers in the simulator; on a GPU
+        # `_Kernel`s from kept or freshly compiled PTX, resolved on first use.
+        self.kernels: list[Any] = list(self.dispatchers) if self.simulator else []
+        self.kernel_store = Path(kernel_store) if kernel_store is not None else None
+        self.graphs = graph_choice(graphs, self.simulator)
+        self.graph: Any = None
         self.stream: Any = None
         self.constants: dict[str, Any] = {}
         self.buffers: list[Any] = []
         self._bound: tuple[Any, list[Any], list[Any]] | None = None
+        self._streams: dict[int, Any] = {}
 
     def kernel_usage(self) -> GpuUsage:
         """Registers, local and static shared memory per kernel of the
-        function, read from the driver (`fusec run --registers`). numba
-        compiled each kernel at its first launch, and `dispatcher.compile`
-        hands that variant back for the same argument types, so after a call
-        nothing is compiled again. Only asked for: a normal call never pays."""
+        function, read from the driver (`fusec run --registers`). Each kernel
+        was compiled (or linked from kept PTX) and registered with its
+        dispatcher for the launch's argument types at the first call, and
+        `dispatcher.compile` hands that variant back, so nothing is compiled
+        again. Only asked for: a normal call never pays."""
         if self.simulator:
             raise FusecError("kernel registers need a GPU: the simulator compiles no machine "
                              "code (for ptxas's counts compile with --ptx-info)")
         from fusec.codegen.gpu_registers import measure_kernels
         from fusec.codegen.ptx import launch_signature
 
+        self._resolve_kernels()
         signatures = {la.kernel: launch_signature(la, self.fp.values)
                       for la in self.fp.launches if la.library is None}
         return measure_kernels(self.cuda, self.module, signatures)
@@ -230,11 +259,35 @@ class Executor:
             )
         return kernel
 
+    def _resolve_kernels(self) -> None:
+        """On a GPU: every kernel from kept PTX (OUT/kernels, then the
+        per-user cache), the missing ones compiled on all cores first."""
+        if self.kernels:
+            return
+        from fusec.codegen.ptx import launch_signature
+        from fusec.runtime.kernel_loader import load_gpu_kernels
+
+        signatures = {la.kernel: launch_signature(la, self.fp.values)
+                      for la in self.fp.launches if la.library is None}
+        loaded = load_gpu_kernels(self.cuda, self.module, self.source, signatures,
+                                  self.kernel_store)
+        self.kernels = [None if la.library is not None else loaded[la.kernel]
+                        for la in self.fp.launches]
+
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         """Run the function on `inputs`; outputs in the kind of the inputs."""
+        if self.graph is not None:
+            return self.graph(inputs)
         check_inputs(self.fp, inputs)
         try:
-            return self._run(inputs)
+            outputs = self._run(inputs)
+            if self.graphs and self.graph is None:
+                from fusec.runtime.graphs import capture_graph
+
+                self.graph = capture_graph(self)
+                if self.graph is None:
+                    self.graphs = False
+            return outputs
         except FusecError:
             raise
         except Exception as err:
@@ -249,13 +302,32 @@ class Executor:
             raise
 
     def _run(self, inputs: Sequence[Any]) -> list[Any]:
-        results, storage = self.launch(inputs)
-        return self._from_device(inputs, results, storage)
+        kind = result_kind(list(inputs))
+        stream = self._stream_of(kind)
+        results, _ = self.launch(inputs, stream=stream)
+        return self._from_device(kind, results, stream)
+
+    def _stream_of(self, kind: str) -> Any:
+        """The numba stream a call runs on: the caller's current stream for
+        torch and CuPy arrays (so results are ordered after the inputs'
+        producers and before their consumers, without waiting on the host),
+        else fusec's own."""
+        if self.stream is None:
+            self.stream = self.cuda.stream()
+        if self.simulator or kind not in ("torch", "cupy"):
+            return self.stream
+        ptr = caller_stream_ptr(kind)
+        if ptr not in self._streams:
+            self._streams[ptr] = self.cuda.external_stream(ptr) if ptr \
+                else self.cuda.default_stream()
+        return self._streams[ptr]
 
     def launch(
-        self, inputs: Sequence[Any], outputs: Sequence[Any] | None = None
+        self, inputs: Sequence[Any], outputs: Sequence[Any] | None = None,
+        stream: Any = None,
     ) -> tuple[list[Any], dict[str, Any]]:
-        """Enqueue every kernel on the stream and return without waiting.
+        """Enqueue every kernel on `stream` (default: fusec's own) and return
+        without waiting.
 
         `outputs` (device arrays, one per function output that is computed by
         a kernel) are written in place instead of freshly allocated ones: the
@@ -266,30 +338,42 @@ class Executor:
         cuda = self.cuda
         if self.stream is None:
             self.stream = cuda.stream()
+        stream = stream if stream is not None else self.stream
+        if not self.simulator:
+            self._resolve_kernels()
         storage: dict[str, Any] = {}
         names = self.fp.input_names or self.fp.inputs
         for name, value, a in zip(names, self.fp.inputs, inputs, strict=True):
-            storage[self.roots[value]] = self._to_device(a, name)
+            storage[self.roots[value]] = self._to_device(a, name, stream)
         given = iter(outputs or [])
         for root, cls in self.classes.items():
             if cls == "output" and root not in storage:
                 spec = self.fp.values[root]
                 out = next(given, None)
                 storage[root] = out if out is not None else cuda.device_array(
-                    spec.shape, dtype=np.dtype(spec.dtype), stream=self.stream)
+                    spec.shape, dtype=np.dtype(spec.dtype), stream=stream)
         calls, results = self._bind(storage)
+        self.enqueue(calls, stream)
+        return results, storage
+
+    def enqueue(self, calls: list[Any], stream: Any) -> None:
+        """Launch bound `calls` on `stream`: library GEMMs through CuPy, the
+        GPU's kernels straight through `_Kernel.launch` (no dispatcher
+        look-up), the simulator's through their dispatchers."""
+        core = None if self.simulator else core_stream(stream)
         for launch, kernel, args in calls:
             if kernel is None:
                 from fusec.runtime.library_gemm import run_library_call
 
-                run_library_call(launch, args, self.stream)
-                continue
-            kernel(*args)
-        return results, storage
+                run_library_call(launch, args, stream)
+            elif core is None:
+                kernel[launch.grid, launch.block, stream, launch.shared_bytes](*args)
+            else:
+                kernel.launch(args, launch.grid, launch.block, core, launch.shared_bytes)
 
     def _bind(self, storage: dict[str, Any]) -> tuple[list[Any], list[Any]]:
-        """The (launch, configured kernel, argument views) of every launch and
-        the output views, for the arrays in `storage`.
+        """The (launch, kernel, argument views) of every launch and the
+        output views, for the arrays in `storage`.
 
         Building device-array views costs tens of microseconds each in Python,
         more than a whole fused kernel runs, so the bound calls are kept for
@@ -305,22 +389,24 @@ class Executor:
         for launch, kernel in zip(self.fp.launches, self.kernels, strict=True):
             args = [self._view(storage, pooled, a.value).reshape(a.view_shape)
                     for a in launch.args]
-            configured = None if kernel is None else kernel[
-                launch.grid, launch.block, self.stream, launch.shared_bytes]
-            calls.append((launch, configured, args))
+            calls.append((launch, kernel, args))
         results = [self._view(storage, pooled, v) for v in self.fp.outputs]
         if key is not None:
             self._bound = (key, calls, results)
         return calls, results
 
-    def _to_device(self, a: Any, name: str) -> Any:
-        """A device array for input `name`: NumPy arrays are copied over;
-        device arrays are used in place (as_cuda_array waits for the stream
-        their producer named in the CUDA array interface)."""
-        if isinstance(a, np.ndarray):
-            return self.cuda.to_device(np.ascontiguousarray(a), stream=self.stream)
+    def _to_device(self, a: Any, name: str, stream: Any) -> Any:
+        """A device array for input `name`: host arrays (NumPy, CPU torch
+        tensors, CPU DLPack) are copied over; device arrays are used in place
+        (torch and CuPy arrays run on their own current stream, so nothing
+        waits; other arrays wait for the stream their producer named in the
+        CUDA array interface)."""
+        kind = array_kind(a)
+        if on_host(kind):
+            return self.cuda.to_device(host_array(a, kind), stream=stream)
+        a = device_view(a, kind)
         if not self.simulator and hasattr(a, "__cuda_array_interface__"):
-            a = self.cuda.as_cuda_array(a)
+            a = self.cuda.as_cuda_array(a, sync=kind not in ("torch", "cupy", "dlpack-cuda"))
         is_contiguous = getattr(a, "is_c_contiguous", None)
         if callable(is_contiguous) and not is_contiguous():
             # Kernels index flat views of their arguments.
@@ -357,33 +443,63 @@ class Executor:
             raise FusecError(f"the plan of @{self.fp.name} gives value {value} no storage")
         return base.reshape(spec.shape)
 
-    def _from_device(self, inputs: Sequence[Any], results: list[Any],
-                     storage: dict[str, Any]) -> list[Any]:
-        device_inputs = [a for a in inputs if not isinstance(a, np.ndarray)]
-        if not device_inputs:
-            out = [r.copy_to_host(stream=self.stream) for r in results]
-            self.stream.synchronize()
-            return out
-        self.stream.synchronize()
-        kind = _array_kind(device_inputs[0])
-        results = [self._own(r, v) for r, v in zip(results, self.fp.outputs, strict=True)]
-        if kind == "cupy" and "cupy" in sys.modules:
-            cupy = sys.modules["cupy"]
-            return [cupy.asarray(r) for r in results]
-        if kind == "torch" and "torch" in sys.modules:
-            torch = sys.modules["torch"]
-            return [torch.as_tensor(r, device="cuda") for r in results]
-        return results
+    def _from_device(self, kind: str, results: list[Any], stream: Any) -> list[Any]:
+        if on_host(kind):
+            out = [r.copy_to_host(stream=stream) for r in results]
+            stream.synchronize()
+            return host_results(kind, out)
+        results = [self._own(r, v, stream) for r, v in zip(results, self.fp.outputs, strict=True)]
+        if kind not in ("torch", "cupy"):
+            stream.synchronize()  # numba arrays carry no stream: finish before returning
+        return wrap_results(kind, results)
 
-    def _own(self, array: Any, value: str) -> Any:
+    def _own(self, array: Any, value: str, stream: Any) -> Any:
         """A returned input or constant is copied, so the caller can never
         write into our constants or see its input aliased."""
         if self.classes.get(self.roots.get(value, value)) == "output":
             return array
-        copy = self.cuda.device_array(array.shape, dtype=array.dtype, stream=self.stream)
-        copy.copy_to_device(array, stream=self.stream)
-        self.stream.synchronize()
+        copy = self.cuda.device_array(array.shape, dtype=array.dtype, stream=stream)
+        copy.copy_to_device(array, stream=stream)
         return copy
+
+
+def core_stream(stream: Any) -> Any:
+    """The cuda.core stream `_Kernel.launch` takes for a numba stream."""
+    from numba.cuda.cudadrv.driver import _to_core_stream
+
+    return _to_core_stream(stream)
+
+
+def caller_stream_ptr(kind: str) -> int:
+    """The caller's current stream (torch's or CuPy's) as a pointer."""
+    if kind == "torch":
+        return int(sys.modules["torch"].cuda.current_stream().cuda_stream)
+    return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
+
+
+_GRAPH_NOTE_PRINTED = False
+
+
+def graph_choice(graphs: bool | None, simulator: bool) -> bool:
+    """Whether calls replay CUDA graphs: never in the simulator; otherwise
+    as asked, by default when CuPy (which captures them) is installed, with
+    a one-time note saying why not."""
+    global _GRAPH_NOTE_PRINTED
+    if graphs is False or simulator:
+        return False
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        if graphs:
+            raise FusecError("graphs=True needs CuPy to capture CUDA graphs: install cupy "
+                             "(pip install cupy-cuda12x) or pass graphs=False") from None
+        if not _GRAPH_NOTE_PRINTED:
+            print("fusec: note: CUDA graphs are off because CuPy is not installed "
+                  "(pip install cupy-cuda12x); each call launches its kernels one by one",
+                  file=sys.stderr)
+            _GRAPH_NOTE_PRINTED = True
+        return False
+    return True
 
 
 def run_program(

@@ -42,15 +42,41 @@ def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any) -> 
     cp = _cupy()
     spec = launch.library
     assert spec is not None and cp is not None
-    handle = getattr(getattr(stream, "handle", None), "value", None)
-    ctx = cp.cuda.ExternalStream(handle) if handle else _NullContext()
+    ptr = stream_pointer(stream)
+    ctx = cp.cuda.ExternalStream(ptr) if ptr else _NullContext()
     with ctx:
         a, b, c = (_as_cupy(cp, x) for x in args)
         if spec.get("transpose_a"):
             a = cp.swapaxes(a, -1, -2)
         if spec.get("transpose_b"):
             b = cp.swapaxes(b, -1, -2)
-        c[...] = cp.matmul(a, b)
+        if c.flags.c_contiguous and c.shape == _matmul_shape(a.shape, b.shape):
+            cp.matmul(a, b, out=c)  # no temporary: nothing allocated, one kernel fewer
+        else:
+            c[...] = cp.matmul(a, b)
+
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape `matmul` gives for operands of shapes `a` and `b` (both at least 2-D)."""
+    batch = tuple(max(x, y) for x, y in zip(
+        (1,) * (len(b) - len(a)) + a[:-2], (1,) * (len(a) - len(b)) + b[:-2], strict=True))
+    return (*batch, a[-2], b[-1])
+
+
+def stream_pointer(stream: Any) -> int:
+    """The CUstream address of a numba stream (0: the default stream). numba
+    0.6x keeps a ctypes handle (`.value`), numba-cuda a driver binding
+    object (`int()`)."""
+    handle = getattr(stream, "handle", None)
+    if handle is None:
+        return 0
+    value = getattr(handle, "value", None)
+    if isinstance(value, int):
+        return value
+    try:
+        return int(handle)
+    except (TypeError, ValueError):
+        return 0
 
 
 class _NullContext:

@@ -1,0 +1,172 @@
+"""Compiled kernels kept across processes: one PTX entry per kernel.
+
+numba JIT-compiles every kernel in every new process (about two seconds
+each); an entry here lets a later process link the kernel's PTX instead.
+
+```python
+key = kernel_key(kernels_py, "f_g0_add", [(1, "float32"), (1, "float32")], (9, 0))
+store = user_store()                 # None when FUSEC_KERNEL_CACHE=0
+ptx = store.load(key, "f_g0_add")    # None when absent, corrupt or foreign (with a warning)
+store.store(key, "f_g0_add", ptx)    # atomic: a temporary file renamed into place
+```
+
+- The key is a SHA-256 over the whole kernels.py text (a kernel may call
+  helpers defined beside it), the kernel's name and argument types, the
+  compute capability and the numba and numba-cuda versions: any change of
+  those misses the cache instead of loading stale code.
+- An entry is a JSON file `KEY[:2]/KEY.json` holding the key, the kernel name,
+  the PTX and its SHA-256. A file that cannot be parsed, whose digest does not
+  match (truncated, corrupted) or that was written for another key or kernel
+  (foreign) is ignored with a warning on stderr; the caller compiles the
+  kernel again and its `store` replaces the entry.
+- Writers never leave a partial file: each writes a temporary file in the
+  entry's folder and renames it over the entry (`os.replace` is atomic on one
+  file system), so concurrent writers of the same key race harmlessly and a
+  reader sees either no entry or a whole one.
+- The per-user folder is platformdirs' user cache folder for "fusec"
+  (`~/.cache/fusec/kernels` on Linux), or `$FUSEC_CACHE_DIR`;
+  `FUSEC_KERNEL_CACHE=0` turns the per-user cache off. `fusec MODEL -o OUT
+  --save-kernels` writes the same entries into `OUT/kernels/`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ENTRY_FORMAT = "fusec-kernel"
+ENTRY_VERSION = 1
+CACHE_DIR_ENV = "FUSEC_CACHE_DIR"
+CACHE_SWITCH_ENV = "FUSEC_KERNEL_CACHE"
+
+# Argument types of one kernel: [(ndim, numba element type name), ...]
+# (codegen/ptx.py's Signature).
+Signature = Sequence[Sequence[Any]]
+
+
+def toolchain_versions() -> dict[str, str]:
+    """The versions that change the code numba generates."""
+    out = {}
+    for dist in ("numba", "numba-cuda"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "none"
+    return out
+
+
+def kernel_key(source: str, kernel: str, signature: Signature, cc: Sequence[int]) -> str:
+    """The cache key of one kernel of `source` (kernels.py) compiled for `cc`."""
+    payload = {
+        "format": ENTRY_FORMAT,
+        "version": ENTRY_VERSION,
+        "source": hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        "kernel": kernel,
+        "signature": [[int(n), str(t)] for n, t in signature],
+        "cc": [int(c) for c in cc],
+        **toolchain_versions(),
+    }
+    text = json.dumps(payload, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _warn(message: str) -> None:
+    print(f"fusec: warning: {message}", file=sys.stderr)
+
+
+class KernelStore:
+    """A folder of kernel entries (the per-user cache, or OUT/kernels)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._write_failed = False
+
+    def path(self, key: str) -> Path:
+        """Where the entry of `key` lives."""
+        return self.root / key[:2] / f"{key}.json"
+
+    def load(self, key: str, kernel: str) -> str | None:
+        """The PTX stored for `key`, or None when there is no usable entry
+        (a corrupt or foreign one is reported on stderr and left to be
+        replaced by the next `store`)."""
+        path = self.path(key)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            _warn(f"cannot read kernel cache entry '{path}' ({err.strerror}); compiling again")
+            return None
+        problem, ptx = _check_entry(raw, key, kernel)
+        if problem:
+            _warn(f"ignoring kernel cache entry '{path}' ({problem}); compiling "
+                  f"'{kernel}' again")
+            return None
+        return ptx
+
+    def store(self, key: str, kernel: str, ptx: str, strict: bool = False) -> None:
+        """Write the entry of `key` whole (temporary file + rename); a
+        folder that cannot be written is reported once and skipped (raised
+        as `OSError` when `strict`)."""
+        path = self.path(key)
+        entry = {"format": ENTRY_FORMAT, "version": ENTRY_VERSION, "key": key,
+                 "kernel": kernel, "toolchain": toolchain_versions(),
+                 "ptx_sha256": hashlib.sha256(ptx.encode("utf-8")).hexdigest(), "ptx": ptx}
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(entry, f)
+            os.replace(tmp, path)
+        except OSError as err:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            if strict:
+                raise
+            if not self._write_failed:
+                _warn(f"cannot write the kernel cache under '{self.root}' "
+                      f"({err.strerror or err}); kernels will be compiled again next time")
+                self._write_failed = True
+
+
+def _check_entry(raw: bytes, key: str, kernel: str) -> tuple[str, str]:
+    """("", ptx) for a sound entry of `key`, else (what is wrong, "")."""
+    try:
+        entry = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return "not a readable JSON file: corrupted or truncated", ""
+    if not isinstance(entry, dict) or entry.get("format") != ENTRY_FORMAT:
+        return "not a fusec kernel entry", ""
+    if entry.get("version") != ENTRY_VERSION:
+        return f"entry version {entry.get('version')!r}, expected {ENTRY_VERSION}", ""
+    if entry.get("key") != key or entry.get("kernel") != kernel:
+        return "written for another kernel (foreign entry)", ""
+    ptx = entry.get("ptx")
+    if not isinstance(ptx, str) or \
+            hashlib.sha256(ptx.encode("utf-8")).hexdigest() != entry.get("ptx_sha256"):
+        return "its PTX does not match its digest: corrupted", ""
+    return "", ptx
+
+
+def user_store() -> KernelStore | None:
+    """The per-user kernel cache, or None when `FUSEC_KERNEL_CACHE=0`."""
+    if os.environ.get(CACHE_SWITCH_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    folder = os.environ.get(CACHE_DIR_ENV)
+    if not folder:
+        try:
+            import platformdirs
+        except ImportError:  # a declared dependency; a bare environment may still lack it
+            base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+            folder = str(Path(base) / "fusec")
+        else:
+            folder = platformdirs.user_cache_dir("fusec", appauthor=False)
+    return KernelStore(Path(folder) / "kernels")
