@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="fusec: a kernel-fusion compiler for tensor programs in the nn dialect.",
     )
     p.add_argument("input", nargs="?", help="the model (.mlir); '-' reads stdin")
-    p.add_argument("-p", "--passes", metavar="PIPELINE",
+    p.add_argument("-p", "--passes", "--pipeline", dest="passes", metavar="PIPELINE",
                    help="the pass pipeline, comma-separated passes with space-separated "
                    "options, e.g. 'decompose,form-fusion-groups{target=h200 policy=greedy}'; "
                    "replaces the default pipeline (the compile job's, printed in report.md "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -22,8 +22,6 @@ from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.verify import verify_module
-
-AfterPass = Callable[[ModulePass, ModuleOp], None]
 
 
 def parse_pipeline_spec(registry: PassRegistry, spec: str,
@@ -154,7 +152,6 @@ class PipelineRunner:
 
     ctx: Context
     passes: Sequence[ModulePass]
-    after_pass: AfterPass | None = None
     instrument: Instrumentation | None = None
 
     def run(self, module: ModuleOp) -> None:
@@ -170,8 +167,6 @@ class PipelineRunner:
                     err.message = f"after pass '{p.name}': {err.message}"
                     raise
             instrument.after(p, module)
-            if self.after_pass is not None:
-                self.after_pass(p, module)
 
     def _apply(self, p: ModulePass, module: ModuleOp) -> None:
         try:

@@ -462,7 +462,7 @@ def test_compile_job_pipeline_is_recorded_and_replays(
     replay = run_main(capsys, str(tmp_path / "m.mlir"), "-p", spec)
     assert replay.code == 0, replay
     assert replay.out == without_launch_attributes((out / "model.mlir").read_text())
-    again = compile_out(capsys, tmp_path, "-p", spec)
+    again = compile_out(capsys, tmp_path, "--pipeline", spec)  # --pipeline is -p
     assert json.loads((again / "plan.json").read_text()) == plan
 
 
