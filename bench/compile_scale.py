@@ -15,6 +15,7 @@ arguments, all over 64x64 tensors, so every fusion pattern and refusal
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import sys
@@ -108,8 +109,19 @@ def time_compile(n_ops: int) -> Timing:
     return Timing(n_ops, t1 - t0, t2 - t1, t3 - t2, t4 - t3, groups, job, job_cpu)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """`python -m fusec.bench.compile_scale [SIZES...]`."""
+    p = argparse.ArgumentParser(
+        prog="python -m fusec.bench.compile_scale",
+        description="Compile time of generated graphs, by stage (CPU only).")
+    p.add_argument("sizes", nargs="*", type=int, metavar="OPS",
+                   help="graph sizes in ops (default: 1000 2000 5000 10000)")
+    return p
+
+
 def main(argv: list[str]) -> int:
-    sizes = [int(a) for a in argv] or [1000, 2000, 5000, 10000]
+    """Print the table for the sizes of `argv`; a bad argument exits with usage."""
+    sizes = build_parser().parse_args(argv).sizes or [1000, 2000, 5000, 10000]
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print("| ops | groups | parse (s) | decompose + verify (s) | form-fusion-groups (s) "
           "| verify (s) | whole compile job (s) | its CPU time (s) | CPU per 1k ops (s) |")

@@ -4,6 +4,9 @@
 fusec MODEL.mlir -p decompose            # run passes, print the IR (like xdsl-opt)
 fusec MODEL.mlir                         # run the default pipeline, print the IR
 fusec MODEL.mlir -o OUT                  # compile: OUT/model.mlir, kernels.py, plan.json, ...
+fusec MODEL.mlir -o OUT -p 'decompose,my-pass,form-fusion-groups,group-each-op'  # own pipeline
+fusec MODEL.mlir -o OUT --insert-after decompose=my-pass   # one pass added to the default
+fusec MODEL.mlir -o OUT --mlir-timing --print-ir-after=form-fusion-groups
 fusec MODEL.mlir -o OUT --check-precision   # + split fused groups that drift from unfused
 fusec MODEL.mlir -o OUT --ptx-info          # + real registers and spills (GPU, else ptxas)
 fusec MODEL.mlir -o OUT --save-kernels      # + PTX of every kernel in OUT/kernels (no JIT later)
@@ -28,7 +31,8 @@ from typing import NoReturn
 import fusec
 from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.diagnostics import FusecError
-from fusec.compiler.pipeline import DEFAULT_PIPELINE, InternalPassError
+from fusec.compiler.instrument import Instrumentation
+from fusec.compiler.pipeline import InternalPassError
 
 # Subcommands, imported only when used: `fusec run ...`, `fusec import ...`.
 # Each target is a `main(argv: list[str]) -> int` function.
@@ -53,19 +57,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="fusec: a kernel-fusion compiler for tensor programs in the nn dialect.",
     )
     p.add_argument("input", nargs="?", help="the model (.mlir); '-' reads stdin")
-    p.add_argument("-p", "--passes", metavar="PIPELINE",
-                   help="comma-separated passes with options, e.g. 'decompose'; "
-                   "prints the IR instead of compiling")
+    p.add_argument("-p", "--passes", "--pipeline", dest="passes", metavar="PIPELINE",
+                   help="the pass pipeline, comma-separated passes with space-separated "
+                   "options, e.g. 'decompose,form-fusion-groups{target=h200 policy=greedy}'; "
+                   "replaces the default pipeline (the compile job's, printed in report.md "
+                   "and plan.json) in every job")
     p.add_argument("-o", "--output", metavar="PATH",
-                   help="where to write the result: without -p, the output directory OUT "
-                   "of the compile job (a name ending in .mlir gets the final IR instead)")
+                   help="where to write the result: the output directory OUT of the compile "
+                   "job; a name ending in .mlir gets the IR after the pipeline instead "
+                   "(with --emit dot: the graph)")
+    p.add_argument("--insert-after", action="append", default=[], metavar="NAME=PASS",
+                   help="run PASS (with its options) after every pass NAME of the pipeline")
+    p.add_argument("--insert-before", action="append", default=[], metavar="NAME=PASS",
+                   help="run PASS (with its options) before every pass NAME of the pipeline")
     p.add_argument("--no-fusion", action="store_true",
-                   help="compile job: one kernel per op (skip form-fusion-groups)")
+                   help="default pipeline: one kernel per op (skip form-fusion-groups)")
     p.add_argument("--no-fold-constants", action="store_true",
-                   help="compile job: keep ops that read only constants as kernels "
+                   help="default pipeline: keep ops that read only constants as kernels "
                    "(skip fold-constants)")
-    p.add_argument("--target", default="auto", metavar="NAME",
-                   help="compile job: the GPU profile to compile for (default: auto)")
+    p.add_argument("--target", metavar="NAME",
+                   help="default pipeline: the GPU profile to compile for (default: auto)")
     p.add_argument("--ptx-info", action="store_true",
                    help="compile job: compile the kernels and record their real registers "
                    "and spills in plan.json and report.md, beside the estimate (slow)")
@@ -74,17 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "'ptxas' (-arch=sm_90, no GPU needed), 'gpu' (the kernels compiled for "
                    "the GPU present) or 'auto' (the GPU if any, else ptxas; the default)")
     p.add_argument("--check-precision", action="store_true",
-                   help="compile job: run each fused group on random data and split the "
+                   help="default pipeline: run each fused group on random data and split the "
                    "groups whose result differs from the unfused one by more than the "
                    "tolerance of their element type (pass check-precision)")
-    p.add_argument("--max-registers", type=non_negative_int, default=0, metavar="N",
-                   help="compile job: registers per thread no kernel may exceed; groups "
+    p.add_argument("--max-registers", type=non_negative_int, metavar="N",
+                   help="default pipeline: registers per thread no kernel may exceed; groups "
                    "estimated over N are split or re-tiled (pass register-budget)")
-    p.add_argument("--shared-memory-limit", type=non_negative_int, default=0, metavar="BYTES",
-                   help="compile job: shared memory per block; bigger tiles are shrunk "
+    p.add_argument("--shared-memory-limit", type=non_negative_int, metavar="BYTES",
+                   help="default pipeline: shared memory per block; bigger tiles are shrunk "
                    "(pass tile-and-promote)")
-    p.add_argument("--gemm", choices=["auto", "library", "fused"], default="auto",
-                   help="compile job: matmuls as a library GEMM (cuBLAS through CuPy) plus "
+    p.add_argument("--gemm", choices=["auto", "library", "fused"],
+                   help="default pipeline: matmuls as a library GEMM (cuBLAS through CuPy) plus "
                    "an epilogue kernel, as fused SIMT kernels, or as the cost model "
                    "decides (default)")
     p.add_argument("--save-kernels", action="store_true",
@@ -95,10 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="no progress bar while kernels are compiled")
     p.add_argument("--remarks", action="store_true",
                    help="print one line per fusion decision (fused / missed, with the "
-                   "reason) to stderr after compiling")
+                   "reason) to stderr after the passes ran")
     p.add_argument("--emit", choices=["dot"],
-                   help="'dot': write the op graph with its fusion groups as Graphviz "
-                   "clusters (stdout or -o FILE.dot); -p picks the passes")
+                   help="'dot': write the op graph after the pipeline, fusion groups as "
+                   "Graphviz clusters and shapes on the edges (stdout or -o FILE.dot)")
     p.add_argument("--split-input-file", action="store_true",
                    help="treat each '// -----' section as its own module")
     p.add_argument("--verify-diagnostics", action="store_true",
@@ -107,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print every op in MLIR's generic form")
     p.add_argument("--print-ir-after-all", action="store_true",
                    help="print the IR to stderr after every pass")
+    p.add_argument("--print-ir-before", action="append", default=[], metavar="NAME",
+                   help="print the IR to stderr before the pass NAME (repeat or "
+                   "comma-separate for several)")
+    p.add_argument("--print-ir-after", action="append", default=[], metavar="NAME",
+                   help="print the IR to stderr after the pass NAME")
+    p.add_argument("--mlir-timing", action="store_true",
+                   help="print the wall time of every pass and stage to stderr at the end")
     p.add_argument("--load-pass-plugin", action="append", default=[], metavar="FILE.py",
                    help="register the ModulePass subclasses defined in FILE.py")
     p.add_argument("--list-passes", action="store_true", help="list the available passes")
@@ -158,54 +176,70 @@ def _dispatch(argv: list[str], sources: dict[str, str]) -> int:
         return _list_passes(args.load_pass_plugin)
     if args.input is None:
         raise FusecError("no input file (try 'fusec --help')")
-    if args.emit == "dot":
-        from fusec.compiler.remarks import emit_dot
+    from fusec.compiler.cli_flags import check_flags, instrumentation
 
-        return emit_dot(args.input, args.passes, args.output, args.load_pass_plugin, sources)
-    if args.remarks:
-        from fusec.compiler.remarks import remarks_to_stderr
+    compile_job = check_flags(args)
+    instrument = instrumentation(args)
+    try:
+        if args.remarks:
+            from fusec.compiler.remarks import remarks_to_stderr
 
-        with remarks_to_stderr():
-            return _run_job(args, sources)
-    return _run_job(args, sources)
+            with remarks_to_stderr():
+                return _run_job(args, sources, compile_job, instrument)
+        return _run_job(args, sources, compile_job, instrument)
+    finally:
+        if args.mlir_timing:
+            sys.stderr.write(instrument.timer.report())
 
 
-def _run_job(args: argparse.Namespace, sources: dict[str, str]) -> int:
-    """The compile job (`-o OUT`) or the pass-pipeline job (`-p`, IR printed)."""
-    if args.passes is None and args.output is not None and not args.output.endswith(".mlir"):
-        return _compile_job(args, sources)
+def _run_job(args: argparse.Namespace, sources: dict[str, str], compile_job: bool,
+             instrument: Instrumentation) -> int:
+    """The compile job (`-o OUT`) or the IR job (IR or `--emit dot` printed)."""
+    from fusec.compiler.cli_flags import insertions, pipeline_options
+
+    if compile_job:
+        return _compile_job(args, sources, instrument)
     from fusec.compiler.driver import OptOptions, run_opt
 
+    render = None
+    if args.emit == "dot":
+        from fusec.compiler.remarks import module_to_dot
+
+        render = module_to_dot
     run_opt(
         OptOptions(
             input=args.input,
-            pipeline=args.passes if args.passes is not None else DEFAULT_PIPELINE,
+            pipeline=args.passes,
             output=args.output,
             split_input_file=args.split_input_file,
             verify_diagnostics=args.verify_diagnostics,
-            print_ir_after_all=args.print_ir_after_all,
             print_op_generic=args.print_op_generic,
             plugins=args.load_pass_plugin,
+            defaults=pipeline_options(args),
+            insertions=insertions(args),
+            instrument=instrument,
+            render=render,
         ),
         sources,
     )
     return 0
 
 
-def _compile_job(args: argparse.Namespace, sources: dict[str, str]) -> int:
+def _compile_job(args: argparse.Namespace, sources: dict[str, str],
+                 instrument: Instrumentation) -> int:
     """`fusec MODEL.mlir -o OUT`: compile and write OUT whole or not at all."""
-    if args.split_input_file or args.verify_diagnostics:
-        raise FusecError("--split-input-file and --verify-diagnostics need -p (not -o OUT)")
-    from fusec.compiler.compile import ScheduleOptions, compile_model, write_out
+    from fusec.compiler.cli_flags import insertions, pipeline_options
+    from fusec.compiler.compile import compile_model, write_out
 
-    artifacts = compile_model(args.input, fusion=not args.no_fusion, target=args.target,
+    options = pipeline_options(args)
+    artifacts = compile_model(args.input, fusion=options.fusion, target=options.target,
                               ptx_info=args.ptx_info or args.register_source is not None,
                               register_source=args.register_source or "auto",
                               plugins=args.load_pass_plugin,
-                              sources=sources, check_precision=args.check_precision,
-                              fold_constants=not args.no_fold_constants,
-                              schedule=ScheduleOptions(args.max_registers,
-                                                       args.shared_memory_limit, args.gemm))
+                              sources=sources, check_precision=options.check_precision,
+                              fold_constants=options.fold_constants,
+                              schedule=options.schedule, pipeline=args.passes,
+                              insertions=insertions(args), instrument=instrument)
     entries = []
     if args.save_kernels:
         from fusec.runtime.kernel_loader import compile_for_out
@@ -213,7 +247,8 @@ def _compile_job(args: argparse.Namespace, sources: dict[str, str]) -> int:
 
         set_quiet(args.quiet)
         entries = compile_for_out(artifacts.program)
-    write_out(artifacts, args.output, entries)
+    with instrument.timer.timed("(writing OUT)"):
+        write_out(artifacts, args.output, entries)
     return 0
 
 

@@ -1,11 +1,14 @@
 """The compile job: `fusec MODEL.mlir -o OUT` and `fusec.compile(...)`.
 
-parse → verify → `decompose` → `fold-constants` (unless `--no-fold-constants`;
-with fusion on or off, since computing constants at compile time is not
-fusion) → `form-fusion-groups` (when fusion is on and
-the pass is registered) → `check-precision` (with `--check-precision`) →
-`group-each-op` → `register-budget` → `tile-and-promote` → code generation → memory plan →
-the artifacts of OUT:
+parse → verify → the pass pipeline → code generation → memory plan → the
+artifacts of OUT. The pipeline is a spec (`compiler/compile_pipeline.py`): by
+default `decompose` → `cse` → `dce` → `fold-constants` (unless
+`--no-fold-constants`; with fusion on or off, since computing constants at
+compile time is not fusion) → `form-fusion-groups` (when fusion is on) →
+`check-precision` (with `--check-precision`) → `group-each-op` →
+`register-budget` → `tile-and-promote`; `-p SPEC -o OUT` runs SPEC instead,
+and `--insert-after/--insert-before` add passes to either. The spec that ran
+is recorded in plan.json (`pipeline`) and report.md.
 
 ```
 OUT/model.mlir     the IR after the whole pipeline (fusec parses it again)
@@ -21,6 +24,7 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
 ```json
 {"format": "fusec-plan", "version": 1, "source": "model.mlir", "target": "auto",
  "fusion": true, "passes": ["decompose", "group-each-op"],
+ "pipeline": "decompose,group-each-op",
  "kernels": "kernels.py", "constants_file": "constants.npz",
  "functions": {"f": {
    "inputs":  [{"name": "x", "value": "v0", "shape": [4, 8], "dtype": "float32"}],
@@ -51,7 +55,6 @@ A library GEMM launch (`--gemm`) names no kernel of kernels.py and carries
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import json
@@ -75,14 +78,20 @@ from fusec.codegen.program import (
     TensorSpec,
     View,
 )
+from fusec.compiler.compile_pipeline import (
+    FUSION_PASS,
+    PipelineOptions,
+    default_pipeline,
+)
+from fusec.compiler.compile_pipeline import ScheduleOptions as ScheduleOptions
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
+from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.memory_plan import MemoryPlan, plan_memory
 from fusec.compiler.outputs import replace_directory
 from fusec.compiler.parsing import make_context, parse_module, read_source
-from fusec.compiler.pipeline import PipelineRunner
+from fusec.compiler.pipeline import Insertion, PipelineRunner, parse_pipeline_spec, pipeline_text
 from fusec.compiler.register_source import MeasuredRegisters, measure_registers, resolve_source
-from fusec.compiler.registry import PassRegistry
 from fusec.compiler.report import ReportInputs, render_report
 from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
 from fusec.compiler.verify import verify_module
@@ -92,9 +101,6 @@ R = TypeVar("R")
 
 PLAN_FORMAT = "fusec-plan"
 PLAN_VERSION = 1
-FUSION_PASS = "form-fusion-groups"
-FOLD_PASS = "fold-constants"
-CHECK_PRECISION_PASS = "check-precision"
 OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz")
 
 
@@ -154,6 +160,9 @@ def compile_model(
     schedule: ScheduleOptions | None = None,
     register_source: str = "auto",
     fold_constants: bool = True,
+    pipeline: str | None = None,
+    insertions: Sequence[Insertion] = (),
+    instrument: Instrumentation | None = None,
 ) -> CompiledArtifacts:
     """Compile a model (its text or a path) into the artifacts of OUT; raises
     `FusecError` for bad input. `sources` receives the text read, by file name,
@@ -162,40 +171,64 @@ def compile_model(
     `--shared-memory-limit` and `--gemm` (register-budget, tile-and-promote).
     `ptx_info` measures each kernel's registers and spills from
     `register_source` (`auto`, `ptxas` or `gpu`; `--register-source`).
-    `fold_constants=False` skips `fold-constants` (`--no-fold-constants`)."""
+    `fold_constants=False` skips `fold-constants` (`--no-fold-constants`).
+    `pipeline` (a spec, `-p`) replaces the default pipeline those options
+    shape; `insertions` add passes to it; `instrument` dumps IR and times."""
+    instrument = instrument or Instrumentation()
     text, name = _source_text(source)
     if sources is not None:
         sources[name] = text
     _check_target(target)
     if ptx_info:
         resolve_source(register_source)  # a bad or unavailable source fails before compiling
-    ctx = make_context()
-    module = parse_module(ctx, text, name)
-    verify_module(module)
     registry = make_registry(plugins or [])
-    passes = _pipeline(registry, fusion, target, check_precision,
-                       fold_constants) + schedule_passes(
-        registry, target, schedule or ScheduleOptions())
-    PipelineRunner(ctx, passes).run(module)
+    spec = pipeline if pipeline is not None else default_pipeline(registry, PipelineOptions(
+        fusion, target, check_precision, fold_constants, schedule or ScheduleOptions()))
+    passes = parse_pipeline_spec(registry, spec, insertions)
+    instrument.check_names(passes)
+    if pipeline is not None:
+        target, fusion = pipeline_target(passes, target), FUSION_PASS in spec_names(passes)
+    ctx = make_context()
+    with instrument.timer.timed("(parse and verify)"):
+        module = parse_module(ctx, text, name)
+        verify_module(module)
+    PipelineRunner(ctx, passes, instrument=instrument).run(module)
     from fusec.codegen.generate import generate_program
 
-    program = generate_program(module, _cost_target(target))
-    memory = {fname: plan_memory(fp) for fname, fp in program.functions.items()}
+    with instrument.timer.timed("(code generation)"):
+        program = generate_program(module, _cost_target(target))
+        memory = {fname: plan_memory(fp) for fname, fp in program.functions.items()}
     registers = measure_registers(program, register_source) if ptx_info \
         else MeasuredRegisters()
-    pass_names = tuple(p.name for p in passes)
+    pass_names = spec_names(passes)
     plan, constants = build_plan(program, memory, registers)
-    plan.update(source=name, target=target, fusion=fusion, passes=list(pass_names))
+    plan.update(source=name, target=target, fusion=fusion, passes=list(pass_names),
+                pipeline=pipeline_text(passes))
     report = render_report(ReportInputs(
         source_name=name, module=module, program=program, fusion=fusion,
         fusion_pass_ran=FUSION_PASS in pass_names, target=target, passes=pass_names,
-        registers=registers,
+        registers=registers, pipeline=pipeline_text(passes),
     ))
     return CompiledArtifacts(
         source_name=name, module=module, program=program, memory=memory,
         model_mlir=module_to_text(module), kernels_py=program.kernels_source,
         plan=plan, report_md=report, constants=constants,
     )
+
+
+def spec_names(passes: Sequence[ModulePass]) -> tuple[str, ...]:
+    """The names of the passes, in order."""
+    return tuple(p.name for p in passes)
+
+
+def pipeline_target(passes: Sequence[ModulePass], default: str) -> str:
+    """The target of a user's pipeline: the `target` option of its first pass
+    that has one (form-fusion-groups, register-budget, ...), else `default`."""
+    for p in passes:
+        value = getattr(p, "target", None)
+        if isinstance(value, str):
+            return value
+    return default
 
 
 def _check_target(target: str) -> None:
@@ -217,46 +250,6 @@ def _cost_target(target: str) -> Target:
     if target.strip().lower() != "auto" or "numba.cuda" in sys.modules:
         return get_target(target)
     return get_target(DEFAULT_TARGET)
-
-
-def _pipeline(registry: PassRegistry, fusion: bool, target: str,
-              check_precision: bool = False, fold_constants: bool = True) -> list[ModulePass]:
-    """decompose, [fold-constants], [form-fusion-groups, [check-precision]], group-each-op."""
-    passes: list[ModulePass] = [registry.get("decompose")()]
-    if fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
-        passes.append(registry.get(FOLD_PASS)())
-    if fusion and FUSION_PASS in registry.factories:
-        cls = registry.get(FUSION_PASS)
-        fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) \
-            else set[str]()
-        passes.append(cls(target=target) if "target" in fields else cls())  # type: ignore[call-arg]
-        if check_precision:
-            passes.append(registry.get(CHECK_PRECISION_PASS)())
-    passes.append(registry.get("group-each-op")())
-    return passes
-
-
-@dataclass(frozen=True)
-class ScheduleOptions:
-    """The scheduling knobs of the compile job (CLI: `--max-registers`,
-    `--shared-memory-limit`, `--gemm`); 0 means the target's limit."""
-
-    max_registers: int = 0
-    shared_memory_limit: int = 0
-    gemm: str = "auto"
-
-
-def schedule_passes(registry: PassRegistry, target: str,
-                    options: ScheduleOptions) -> list[ModulePass]:
-    """register-budget then tile-and-promote, with the job's target and limits."""
-    pass_target = "h200" if target.strip().lower() == "auto" else target
-    return [
-        registry.get("register-budget")(  # type: ignore[call-arg]
-            target=pass_target, max_registers=options.max_registers),
-        registry.get("tile-and-promote")(  # type: ignore[call-arg]
-            target=pass_target, shared_memory_limit=options.shared_memory_limit,
-            gemm=options.gemm),
-    ]
 
 
 def build_plan(

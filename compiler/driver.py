@@ -1,17 +1,22 @@
-"""The `fusec MODEL.mlir -p PIPELINE` job, as in xdsl-opt: parse, verify, run
-passes (verifying after each) and print the IR."""
+"""The `fusec MODEL.mlir [-p PIPELINE]` job, as in xdsl-opt: parse, verify, run
+passes (verifying after each) and print the IR (or, for `--emit dot`, the op
+graph). Without `-p` the passes are the compile job's default pipeline, so the
+IR printed is the IR `-o OUT` would compile."""
 
 from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 
+from fusec.compiler.compile_pipeline import PipelineOptions, default_pipeline
 from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.outputs import write_text_atomically
 from fusec.compiler.parsing import (
     SPLIT_MARKER,
@@ -20,7 +25,7 @@ from fusec.compiler.parsing import (
     read_source,
     split_input,
 )
-from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.compiler.pipeline import Insertion, PipelineRunner, parse_pipeline_spec
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.verify import verify_module
 
@@ -30,13 +35,16 @@ class OptOptions:
     """What the command line asked of a parse-passes-print run."""
 
     input: str
-    pipeline: str
+    pipeline: str | None  # None: the compile job's default pipeline for `defaults`
     output: str | None = None
     split_input_file: bool = False
     verify_diagnostics: bool = False
-    print_ir_after_all: bool = False
     print_op_generic: bool = False
     plugins: list[str] = field(default_factory=list[str])
+    defaults: PipelineOptions = field(default_factory=PipelineOptions)
+    insertions: Sequence[Insertion] = ()
+    instrument: Instrumentation = field(default_factory=Instrumentation)
+    render: Callable[[ModuleOp], str] | None = None  # None: the IR (`--emit dot`: the graph)
 
 
 # How `Printer.print_bytes_literal` escapes each byte: `\\` for a backslash,
@@ -74,7 +82,10 @@ def make_registry(plugins: list[str]) -> PassRegistry:
 def run_opt(opts: OptOptions, sources: dict[str, str]) -> None:
     """Run the job; raises `FusecError` on bad input (nothing is written then)."""
     registry = make_registry(opts.plugins)
-    passes = parse_pipeline_spec(registry, opts.pipeline) if opts.pipeline else []
+    spec = opts.pipeline if opts.pipeline is not None else default_pipeline(registry,
+                                                                             opts.defaults)
+    passes = parse_pipeline_spec(registry, spec, opts.insertions) if spec else []
+    opts.instrument.check_names(passes)
     text = read_source(opts.input)
     name = "<stdin>" if opts.input == "-" else opts.input
     sources[name] = text
@@ -89,17 +100,15 @@ def run_opt(opts: OptOptions, sources: dict[str, str]) -> None:
 
 def _process(chunk: str, name: str, passes: list[ModulePass], opts: OptOptions) -> str:
     ctx = make_context()
-
-    def dump(p: ModulePass, module: ModuleOp) -> None:
-        sys.stderr.write(f"// -----// IR Dump After {p.name} //----- //\n")
-        sys.stderr.write(module_to_text(module, opts.print_op_generic))
-
     try:
-        module = parse_module(ctx, chunk, name)
-        verify_module(module)
-        PipelineRunner(ctx, passes, dump if opts.print_ir_after_all else None).run(module)
+        with opts.instrument.timer.timed("(parse and verify)"):
+            module = parse_module(ctx, chunk, name)
+            verify_module(module)
+        PipelineRunner(ctx, passes, instrument=opts.instrument).run(module)
     except FusecError as err:
         if not opts.verify_diagnostics:
             raise
         return err.render({name: chunk})
+    if opts.render is not None:
+        return opts.render(module)
     return module_to_text(module, opts.print_op_generic)

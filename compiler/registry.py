@@ -1,7 +1,8 @@
 """The pass registry: names to lazily imported `ModulePass` classes.
 
 Built-in passes are listed by module path and imported only when used, so
-start-up stays fast. Users add passes two ways:
+start-up stays fast; xDSL's generic passes that apply to `nn` (`cse`, `dce`,
+`canonicalize`) are registered beside them. Users add passes two ways:
 
 - `fusec --load-pass-plugin my_passes.py`: every `ModulePass` subclass defined
   in that file (with a `name`) is registered;
@@ -43,6 +44,26 @@ BUILTIN_PASSES: dict[str, str] = {
     "tile-and-promote": "fusec.passes.tile_and_promote:TileAndPromotePass",
 }
 
+# xDSL's generic passes that apply to `nn` programs (every `nn` op is Pure):
+# `cse` computes identical ops once, `dce` drops ops nothing reads, and
+# `canonicalize` runs the ops' canonicalization patterns (none in `nn` yet)
+# with dead-code removal. xDSL's other passes target dialects fusec does not
+# use (scf loops, memref, riscv, ...).
+XDSL_PASSES: dict[str, str] = {
+    "canonicalize": "xDSL: apply the ops' canonicalization patterns, then remove dead ops.",
+    "cse": "xDSL: compute identical pure ops once (common subexpression elimination).",
+    "dce": "xDSL: remove ops whose results nothing reads (dead code elimination).",
+}
+
+
+def _xdsl_pass(name: str) -> PassFactory:
+    def load() -> type[ModulePass]:
+        from xdsl.transforms import get_all_passes
+
+        return get_all_passes()[name]()
+
+    return load
+
 
 def _lazy(target: str) -> PassFactory:
     module, cls = target.split(":")
@@ -57,6 +78,9 @@ class PassRegistry:
             name: _lazy(target) for name, target in BUILTIN_PASSES.items()
         }
         self.origins: dict[str, str] = dict.fromkeys(BUILTIN_PASSES, "fusec")
+        for name in XDSL_PASSES:
+            self.factories[name] = _xdsl_pass(name)
+            self.origins[name] = "xdsl"
 
     def register(self, name: str, factory: PassFactory, origin: str) -> None:
         """Add a pass; a name already taken is an error naming both owners."""
@@ -121,6 +145,9 @@ class PassRegistry:
         """(name, first docstring line) of every pass, sorted by name."""
         rows: list[tuple[str, str]] = []
         for name in sorted(self.factories):
-            doc = inspect.getdoc(self.get(name)) or ""
+            # xDSL's classes carry no docstring of their own (getdoc would
+            # give ModulePass's): theirs is written here.
+            doc = XDSL_PASSES.get(name) if self.origins[name] == "xdsl" else None
+            doc = doc or inspect.getdoc(self.get(name)) or ""
             rows.append((name, doc.split("\n")[0]))
         return rows

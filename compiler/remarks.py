@@ -11,7 +11,8 @@ They are stored on the module as the string list attribute `fusion.remarks`
 (so `model.mlir` and the report keep them), read back with
 `collect_remarks(module)`, and streamed to listeners while a pass runs (the
 CLI's `--remarks` prints them to stderr). `module_to_dot` draws the op graph
-with every `fusion.group` as a Graphviz cluster (`fusec --emit dot`).
+with every `fusion.group` as a Graphviz cluster and shapes on the edges
+(`fusec MODEL --emit dot`, after the default pipeline or `-p`'s).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
@@ -119,42 +120,14 @@ def format_bytes(n: float) -> str:
 
 # --- Graphviz -----------------------------------------------------------------------------
 
-DOT_PIPELINE = "decompose,form-fusion-groups"
-"""What `fusec MODEL --emit dot` runs when no `-p` is given."""
-
-
-def emit_dot(path: str, pipeline: str | None, output: str | None, plugins: list[str],
-             sources: dict[str, str]) -> int:
-    """`fusec MODEL --emit dot [-p PIPELINE] [-o FILE.dot]`: run the passes,
-    write the op graph with its fusion groups as Graphviz."""
-    from fusec.compiler.driver import make_registry
-    from fusec.compiler.outputs import write_text_atomically
-    from fusec.compiler.parsing import make_context, parse_module, read_source
-    from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-    from fusec.compiler.verify import verify_module
-
-    passes = parse_pipeline_spec(make_registry(plugins), pipeline or DOT_PIPELINE)
-    name = "<stdin>" if path == "-" else path
-    sources[name] = read_source(path)
-    ctx = make_context()
-    module = parse_module(ctx, sources[name], name)
-    verify_module(module)
-    PipelineRunner(ctx, passes).run(module)
-    text = module_to_dot(module)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        write_text_atomically(output, text)
-    return 0
-
-
-
 def module_to_dot(module: ModuleOp) -> str:
     """The op graph of every function as Graphviz; each `fusion.group` is a
-    cluster labelled with its name and kind, values are edges.
+    cluster labelled with its name and kind, values are edges labelled with
+    their shape and element type.
 
     ```dot
-    digraph fusec { subgraph cluster_softmax_g0 { label="g0 (reduction)"; ... } }
+    digraph fusec { subgraph cluster_softmax_g0 { label="g0 (reduction)"; ... }
+      softmax_arg0 -> softmax_0_0 [label="4x8xf32"]; }
     ```
     """
     lines = ["digraph fusec {", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
@@ -186,7 +159,7 @@ def _function_dot(func: FuncOp) -> list[str]:
     for op, node in ids.items():
         for operand in op.operands:
             if operand in source and not op.regions:
-                out.append(f"    {source[operand]} -> {node};")
+                out.append(f'    {source[operand]} -> {node} [label="{edge_label(operand)}"];')
     out.append("  }")
     return out
 
@@ -218,6 +191,14 @@ def _group_dot(
         out.append(f'      {node} [label="{inner.name}"];')
     out.append("    }")
     return out
+
+
+def edge_label(value: SSAValue) -> str:
+    """`4x8xf32` for a `tensor<4x8xf32>` value (a scalar tensor: `f32`)."""
+    t = value.type
+    if isinstance(t, TensorType):
+        return "x".join([*(str(d) for d in t.get_shape()), str(t.element_type)])
+    return str(t)
 
 
 def _attr_text(op: Operation, key: str) -> str:

@@ -63,6 +63,7 @@ class ReportInputs:
     target: str
     passes: tuple[str, ...]
     registers: MeasuredRegisters  # kernel -> (registers, spill bytes), if measured
+    pipeline: str = ""  # the spec that ran: `fusec MODEL -p '<it>'` replays it
 
 
 def type_bytes(t: Attribute) -> int:
@@ -131,6 +132,8 @@ def render_report(r: ReportInputs) -> str:
         f"- target: `{r.target}`",
         f"- fusion: {'on' if r.fusion else 'off (--no-fusion)'}",
         f"- passes: {', '.join(f'`{p}`' for p in r.passes)}",
+        *([f"- pipeline (`fusec MODEL -p '<it>'` replays it): `{r.pipeline}`"]
+          if r.pipeline else []),
         f"- registers: {_register_source(r.registers)}",
         "",
         "## Summary",

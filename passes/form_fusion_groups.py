@@ -371,7 +371,8 @@ class FormFusionGroupsPass(ModulePass):
             raise ValueError(f"unknown policy '{self.policy}'; expected one of "
                              + ", ".join(POLICIES))
         if self.target.strip().lower() not in (*TARGETS, "auto"):
-            raise ValueError(f"unknown target '{self.target}'; expected one of "
+            # The same sentence as `--target xyz` (compiler/targets.py).
+            raise ValueError(f"unknown target '{self.target}'; known targets: "
                              + ", ".join((*TARGETS, "auto")))
         if self.max_registers < 0:
             raise ValueError("max_registers must be >= 0 (0: the target's limit)")

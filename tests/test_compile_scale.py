@@ -67,3 +67,18 @@ def test_every_launch_carries_its_roofline_estimate() -> None:
     # max(bytes/BW, flops/peak) + launch: at least h200's 0.8 us launch overhead.
     assert launches and all(la["est_time_us"] >= 0.8 for la in launches)
     assert "| **total** (" in artifacts.report_md
+
+
+def test_help_and_bad_sizes_exit_without_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fusec.bench.compile_scale import main
+
+    with pytest.raises(SystemExit) as ok:
+        main(["--help"])
+    assert ok.value.code == 0
+    assert "graph sizes in ops" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main(["abc"])
+    assert bad.value.code == 2
+    assert "invalid int value: 'abc'" in capsys.readouterr().err

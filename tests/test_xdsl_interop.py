@@ -1,4 +1,5 @@
-"""fusec's dialects in stock xDSL tools, and fusec's own context without them.
+"""fusec's dialects and passes in stock xDSL tools, xDSL's generic passes in
+fusec, and fusec's own context without the universe.
 
 pyproject declares `[project.entry-points."xdsl.universe"] fusec =
 "fusec.compiler.universe:FUSEC_UNIVERSE"`, so `xdsl-opt` finds `nn` and
@@ -15,10 +16,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+from xdsl.traits import Pure, is_side_effect_free
 from xdsl.universe import Universe
 
-from fusec.compiler.driver import module_to_text
+from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import parse_pipeline_spec
+from fusec.compiler.registry import BUILTIN_PASSES, XDSL_PASSES
 from fusec.compiler.universe import FUSEC_UNIVERSE
 from fusec.dialects.fusion import Fusion
 from fusec.dialects.nn import NN
@@ -115,3 +119,56 @@ def test_make_context_does_not_use_the_universe(monkeypatch: pytest.MonkeyPatch)
     assert ctx.get_optional_dialect("nn") is NN
     assert ctx.get_optional_dialect("fusion") is Fusion
     assert "fusion.group" in module_to_text(parse_module(ctx, MODEL, "model.mlir"))
+
+
+# --- passes both ways ---------------------------------------------------------------------
+
+TWICE = """\
+func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = nn.exp %x : tensor<4x8xf32>
+  %b = nn.exp %x : tensor<4x8xf32>
+  %dead = nn.tanh %a : tensor<4x8xf32>
+  %s = nn.add %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = nn.softmax %s {axis = -1} : tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+"""
+
+
+def test_universe_hands_out_fusec_passes() -> None:
+    assert set(FUSEC_UNIVERSE.all_passes) == set(BUILTIN_PASSES)
+    for name, load in FUSEC_UNIVERSE.all_passes.items():
+        assert load().name == name
+    assert "form-fusion-groups" in Universe.get_multiverse().all_passes
+
+
+def test_xdsl_opt_runs_fusec_passes_beside_its_own(tmp_path: Path) -> None:
+    model = tmp_path / "model.mlir"
+    model.write_text(TWICE)
+    proc = xdsl_opt(model, "-p", "decompose,cse,dce,form-fusion-groups{target=h200}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("fusion.group (") == 1
+    assert proc.stdout.count("= nn.exp ") == 2  # one of the duplicates, and the softmax's
+    assert "nn.tanh" not in proc.stdout and "nn.softmax" not in proc.stdout
+
+
+@pytest.mark.parametrize("name", sorted(XDSL_PASSES))
+def test_xdsl_generic_passes_run_in_fusec(name: str) -> None:
+    registry = make_registry([])
+    assert registry.origins[name] == "xdsl"
+    (p,) = parse_pipeline_spec(registry, name)
+    module = parse_module(make_context(), TWICE, "model.mlir")
+    p.apply(make_context(), module)
+    text = module_to_text(module)
+    assert "nn.tanh" not in text  # all three remove dead ops
+    assert text.count("nn.exp") == (1 if name == "cse" else 2)
+
+
+def test_every_nn_op_is_pure() -> None:
+    # What lets xDSL's cse and dce work on nn: no memory effects, speculatable.
+    for op_cls in NN.operations:
+        assert op_cls.has_trait(Pure), op_cls.name
+    module = parse_module(make_context(), TWICE, "model.mlir")
+    for op in module.walk():
+        if op.name.startswith("nn."):
+            assert is_side_effect_free(op), op.name

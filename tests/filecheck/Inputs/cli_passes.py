@@ -1,5 +1,6 @@
 """Passes for the CLI tests, loaded with `--load-pass-plugin`: one that
-changes nothing but has typed options, one that crashes (an internal error).
+changes nothing but has typed options, one that crashes (an internal error),
+one that validates its option in `__post_init__`.
 """
 
 from __future__ import annotations
@@ -33,3 +34,19 @@ class CliCrashPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Fail the way a buggy pass does."""
         raise RuntimeError("cli-crash always fails")
+
+
+@dataclass(frozen=True)
+class CliCheckedPass(ModulePass):
+    """Leave the module as it is; rejects a negative `min-count` itself."""
+
+    name = "cli-checked"
+
+    min_count: int = 0
+
+    def __post_init__(self) -> None:
+        if self.min_count < 0:
+            raise ValueError(f"min-count must be 0 or more, got {self.min_count}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        """Do nothing."""

@@ -7,7 +7,7 @@
 // Each composite becomes primitives; the captures prove which value feeds
 // which, the CHECK-NOTs that the composite is gone.
 
-// BADOPT: error: pass 'decompose':{{.*}}'ops'{{.*}}soft
+// BADOPT: error: pass 'decompose' option 'ops': unknown composite 'soft' in 'ops'
 
 // CHECK-LABEL: func.func @softmax_last_axis
 // CHECK-SAME: (%[[X:[^:]*]]: tensor<4x8xf32>)

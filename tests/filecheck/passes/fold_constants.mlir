@@ -6,7 +6,8 @@
 // Ops that read only constants become constants; the ops reading runtime
 // values stay and read the folded constants.
 
-// BADOPT: error: pass 'fold-constants': option 'max_elements' {{.*}}got '-1'
+// The pass's own message, with the option as the command line spells it.
+// BADOPT: error: pass 'fold-constants' option 'max-elements': max_elements must be 0 or more, got -1
 
 // BatchNorm's per-channel algebra as decompose writes it: the whole chain
 // folds into the two vectors the multiply-add reads, named as before; the

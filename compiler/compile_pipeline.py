@@ -1,0 +1,88 @@
+"""The compile job's default pass pipeline, as a spec the user can see and change.
+
+```
+decompose,cse,dce,fold-constants,form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
+```
+
+- `cse` and `dce` (xDSL's own passes) run before fusion so that an op written
+  twice is computed once and an op nobody reads gets no kernel; a dead reader
+  no longer forces its live producer to write its result out, which used to
+  stop that producer fusing with its live neighbours.
+- `fold-constants` follows them (`--no-fold-constants` drops it);
+  `form-fusion-groups` carries the job's `--target` (`--no-fusion` drops it),
+  `check-precision` follows it with `--check-precision`;
+- `register-budget` and `tile-and-promote` carry `--max-registers`,
+  `--shared-memory-limit` and `--gemm`.
+
+`fusec MODEL -o OUT` runs this spec (or the one given with `-p`) and writes it
+to plan.json (`pipeline`) and report.md, so `fusec MODEL -p '<that spec>'`
+replays it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from fusec.compiler.registry import PassRegistry
+
+FUSION_PASS = "form-fusion-groups"
+FOLD_PASS = "fold-constants"
+CHECK_PRECISION_PASS = "check-precision"
+# Before fusion: identical pure ops computed once, then what nothing reads dropped
+# (cse leaves the producers of the duplicates it erased, dce takes them).
+CLEANUP_PASSES = ("cse", "dce")
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    """The scheduling knobs of the compile job (CLI: `--max-registers`,
+    `--shared-memory-limit`, `--gemm`); 0 means the target's limit."""
+
+    max_registers: int = 0
+    shared_memory_limit: int = 0
+    gemm: str = "auto"
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """The compile flags that shape the default pipeline."""
+
+    fusion: bool = True
+    target: str = "auto"
+    check_precision: bool = False
+    fold_constants: bool = True
+    schedule: ScheduleOptions = field(default_factory=ScheduleOptions)
+
+
+def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
+    """The default pipeline's spec for `options`."""
+    passes = ["decompose", *CLEANUP_PASSES]
+    if options.fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
+        passes.append(FOLD_PASS)
+    if options.fusion and FUSION_PASS in registry.factories:
+        cls = registry.get(FUSION_PASS)
+        takes_target = dataclasses.is_dataclass(cls) and any(
+            f.name == "target" for f in dataclasses.fields(cls))
+        passes.append(_with(FUSION_PASS, target=options.target) if takes_target
+                      else FUSION_PASS)
+        if options.check_precision:
+            passes.append(CHECK_PRECISION_PASS)
+    passes.append("group-each-op")
+    # The scheduling passes have no `auto`: without a GPU to ask, h200 (as codegen prices it).
+    target = "h200" if options.target.strip().lower() == "auto" else options.target
+    sched = options.schedule
+    passes.append(_with("register-budget", target=target, max_registers=sched.max_registers))
+    passes.append(_with("tile-and-promote", target=target,
+                        shared_memory_limit=sched.shared_memory_limit, gemm=sched.gemm))
+    return ",".join(passes)
+
+
+def _with(name: str, **options: str | int) -> str:
+    """`name{a=1 b="x"}`, option names spelled as on the command line."""
+    text = " ".join(f"{k.replace('_', '-')}={_value(v)}" for k, v in options.items())
+    return f"{name}{{{text}}}"
+
+
+def _value(v: str | int) -> str:
+    return f'"{v}"' if isinstance(v, str) else str(v)
