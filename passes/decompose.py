@@ -270,7 +270,7 @@ class DecomposePass(ModulePass):
 
     def __post_init__(self) -> None:
         if self.max_concat_operands < 2:
-            raise ValueError("max_concat_operands must be at least 2")
+            raise ValueError("must be at least 2")
         unknown = [n for n in self.ops if n.removeprefix("nn.") not in PATTERNS]
         if unknown:
             raise ValueError(

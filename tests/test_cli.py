@@ -544,7 +544,7 @@ def test_bad_insertion(
     [
         (["--ptx-info"], "error: --ptx-info acts on compiled kernels: it needs the compile "
          "job (-o OUT, a directory)"),
-        (["--register-source", "ptxas", "-o", "x.mlir"], "error: --register-source measures "
+        (["--register-source", "ptxas", "-o", "x.mlir"], "error: --register-source acts on "
          "compiled kernels: it needs the compile job (-o OUT, a directory)"),
         (["-p", "decompose", "--target", "orin"], "error: --target shapes the default "
          "pipeline, which -p replaces; give the passes their option, e.g. "

@@ -207,5 +207,5 @@ def test_split_concat_pass_option(capsys: pytest.CaptureFixture[str], tmp_path: 
     # 5 -> [2, 2, 1] -> [2 parts, 1] -> 1: four concats of two operands each.
     assert len(lines) == 4
     assert all(x.count("%") == 3 for x in lines), lines
-    code, err = run_main(capsys, str(path), "-p", "decompose{max_concat_operands=1}")
-    assert code == 1 and "option 'max_concat_operands'" in err, err
+    code, err = run_main(capsys, str(path), "-p", "decompose{max-concat-operands=1}")
+    assert code == 1 and "option 'max-concat-operands': must be at least 2" in err, err
