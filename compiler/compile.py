@@ -56,7 +56,6 @@ import functools
 import gc
 import json
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,7 +83,7 @@ from fusec.compiler.pipeline import PipelineRunner
 from fusec.compiler.register_source import MeasuredRegisters, measure_registers, resolve_source
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.report import ReportInputs, render_report
-from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
+from fusec.compiler.targets import get_target
 from fusec.compiler.verify import verify_module
 
 P = ParamSpec("P")
@@ -166,7 +165,7 @@ def compile_model(
     text, name = _source_text(source)
     if sources is not None:
         sources[name] = text
-    _check_target(target)
+    profile = get_target(target)  # `auto` is resolved here, once, for every pass
     if ptx_info:
         resolve_source(register_source)  # a bad or unavailable source fails before compiling
     ctx = make_context()
@@ -179,7 +178,7 @@ def compile_model(
     PipelineRunner(ctx, passes).run(module)
     from fusec.codegen.generate import generate_program
 
-    program = generate_program(module, _cost_target(target))
+    program = generate_program(module, profile)
     memory = {fname: plan_memory(fp) for fname, fp in program.functions.items()}
     registers = measure_registers(program, register_source) if ptx_info \
         else MeasuredRegisters()
@@ -196,27 +195,6 @@ def compile_model(
         model_mlir=module_to_text(module), kernels_py=program.kernels_source,
         plan=plan, report_md=report, constants=constants,
     )
-
-
-def _check_target(target: str) -> None:
-    """Reject unknown target names early. `auto` is only recorded here: probing
-    the device would import numba.cuda before the runtime chose GPU or
-    simulator."""
-    if target.strip().lower() == "auto":
-        return
-    from fusec.compiler.targets import resolve_target
-
-    resolve_target(target)
-
-
-def _cost_target(target: str) -> Target:
-    """The profile that prices each launch. `auto` is probed only when
-    numba.cuda is already loaded (the fusion pass probed it): importing it
-    here would fix GPU-or-simulator before the runtime chooses. Otherwise
-    `auto` uses h200, as it does without a GPU."""
-    if target.strip().lower() != "auto" or "numba.cuda" in sys.modules:
-        return get_target(target)
-    return get_target(DEFAULT_TARGET)
 
 
 def _pipeline(registry: PassRegistry, fusion: bool, target: str,
@@ -248,13 +226,13 @@ class ScheduleOptions:
 
 def schedule_passes(registry: PassRegistry, target: str,
                     options: ScheduleOptions) -> list[ModulePass]:
-    """register-budget then tile-and-promote, with the job's target and limits."""
-    pass_target = "h200" if target.strip().lower() == "auto" else target
+    """register-budget then tile-and-promote, with the job's target (`auto`
+    names the profile `get_target` resolved once) and limits."""
     return [
         registry.get("register-budget")(  # type: ignore[call-arg]
-            target=pass_target, max_registers=options.max_registers),
+            target=target, max_registers=options.max_registers),
         registry.get("tile-and-promote")(  # type: ignore[call-arg]
-            target=pass_target, shared_memory_limit=options.shared_memory_limit,
+            target=target, shared_memory_limit=options.shared_memory_limit,
             gemm=options.gemm),
     ]
 
