@@ -17,6 +17,7 @@ from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.remarks import collect_remarks
 from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import WindowSchedule
 from fusec.dialects.shapes import conv2d_shape, pool2d_shape
 from tests.codegen_harness import check_program, tensor
 
@@ -38,8 +39,22 @@ def window_groups(module: ModuleOp) -> list[GroupOp]:
             and op.attributes["kind"].data == "window"]  # type: ignore[attr-defined]
 
 
+WINDOW_FIELDS = {"window_tile": ("th", "tw", "oc_t", "ci_step"), "window_thread": ("pt", "ot")}
+
+
 def ints(group: GroupOp, key: str) -> list[int]:
-    return [a.value.data for a in group.attributes[key].data]  # type: ignore[attr-defined]
+    """The block tile (`window_tile`) or thread tile (`window_thread`) of
+    the group's `#fusion.window` schedule."""
+    attr = group.attributes["schedule"]
+    assert isinstance(attr, WindowSchedule)
+    return [attr.int_field(k) for k in WINDOW_FIELDS[key]]
+
+
+def schedule_text(path: str, tile: list[int], thread: list[int]) -> str:
+    """`#fusion.window<...>` for a hand-recorded plan."""
+    values = dict(zip(("th", "tw", "oc_t", "ci_step", "pt", "ot"), [*tile, *thread], strict=True))
+    return f'#fusion.window<path = "{path}", ' + ", ".join(
+        f"{k} = {v}" for k, v in values.items()) + ">"
 
 
 def conv_program(x: tuple[int, int, int, int], w: tuple[int, int, int, int],
@@ -139,10 +154,12 @@ def recorded_group(x: tuple[int, int, int, int], w: tuple[int, int, int, int], c
         if m := re.search(key + r" = \[([0-9, ]+)\]", conv_attrs):
             value[:] = [int(v) for v in m.group(1).split(",")]
     out = tensor(conv2d_shape(x, w, strides, pads, [1, 1], groups))
+    path = "depthwise" if w[1] == 1 else "pixels" if (
+        w[2:] == (1, 1) and strides == [1, 1] and not any(pads)) else "general"
     return f"""
 func.func @f(%x: {tensor(x)}, %w: {tensor(w)}) -> {out} {{
-  %y = fusion.group (%x, %w) {{name = "g0", kind = "window", window_tile = {tile},
-      window_thread = {thread}}} : ({tensor(x)}, {tensor(w)}) -> {out} {{
+  %y = fusion.group (%x, %w) {{name = "g0", kind = "window",
+      schedule = {schedule_text(path, tile, thread)}}} : ({tensor(x)}, {tensor(w)}) -> {out} {{
   ^bb0(%xa: {tensor(x)}, %wa: {tensor(w)}):
     %c = nn.conv2d %xa, %wa {{{conv_attrs}}} : ({tensor(x)}, {tensor(w)}) -> {out}
     fusion.yield %c : {out}
@@ -374,8 +391,6 @@ def test_shared_memory_limit_forces_a_smaller_tile() -> None:
 
 
 def test_recorded_plan_that_cannot_be_built_is_an_error() -> None:
-    from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType
-
     from fusec.codegen.window import emit
     from fusec.compiler.diagnostics import FusecError
 
@@ -384,6 +399,6 @@ def test_recorded_plan_that_cannot_be_built_is_an_error() -> None:
              if isinstance(op, GroupOp))
     with pytest.raises(FusecError, match="not a whole number of thread tiles"):
         emit(g, "k")
-    g.attributes["window_thread"] = ArrayAttr([IntegerAttr(2, IntegerType(64)),
-                                               IntegerAttr(1, IntegerType(64))])
+    g.attributes["schedule"] = WindowSchedule.make(path="general", th=4, tw=4, oc_t=4,
+                                                   ci_step=2, pt=2, ot=1)
     emit(g, "k")  # 4 rows of 2 per thread, 4 channels of 1: buildable
