@@ -44,7 +44,9 @@ WINDOW_FIELDS = {"window_tile": ("th", "tw", "oc_t", "ci_step"), "window_thread"
 
 def ints(group: GroupOp, key: str) -> list[int]:
     """The block tile (`window_tile`) or thread tile (`window_thread`) of
-    the group's `#fusion.window` schedule."""
+    the group's `#fusion.window` schedule, or an integer array attribute."""
+    if key not in WINDOW_FIELDS:
+        return [a.value.data for a in group.attributes[key].data]  # type: ignore[attr-defined]
     attr = group.attributes["schedule"]
     assert isinstance(attr, WindowSchedule)
     return [attr.int_field(k) for k in WINDOW_FIELDS[key]]
@@ -95,7 +97,7 @@ def test_pointwise_conv(x: tuple[int, int, int, int], w: tuple[int, int, int, in
                         groups: int) -> None:
     text = conv_program(x, w, [1, 1], [0, 0, 0, 0], [1, 1], groups)
     g = schedule(text)
-    assert g.attributes["schedule"].data.startswith("window: 1x1 conv as a GEMM over pixels")  # type: ignore[attr-defined]
+    assert g.attributes["schedule_text"].data.startswith("window: 1x1 conv as a GEMM over pixels")  # type: ignore[attr-defined]
     th, tw, oc_t, ci_step = ints(g, "window_tile")
     pt, ot = ints(g, "window_thread")
     assert th == 1 and tw % pt == 0 and oc_t % ot == 0
@@ -140,7 +142,7 @@ def test_general_conv(x: tuple[int, int, int, int], w: tuple[int, int, int, int]
                       groups: int) -> None:
     text = conv_program(x, w, strides, pads, dilations, groups)
     g = schedule(text)
-    assert g.attributes["schedule"].data.startswith("window: output tile")  # type: ignore[attr-defined]
+    assert g.attributes["schedule_text"].data.startswith("window: output tile")  # type: ignore[attr-defined]
     assert "depthwise" not in g.attributes
     check_program(text, pipeline=PIPELINE)
 
@@ -215,7 +217,7 @@ def test_depthwise_conv(x: tuple[int, int, int, int], w: tuple[int, int, int, in
                         strides: list[int], pads: list[int], groups: int) -> None:
     text = conv_program(x, w, strides, pads, [1, 1], groups)
     g = schedule(text)
-    assert g.attributes["depthwise"].data == "true"  # type: ignore[attr-defined]
+    assert g.attributes["schedule"].str_field("path") == "depthwise"  # type: ignore[attr-defined]
     tile = ints(g, "window_tile")
     assert tile[2:] == [1, 1] and ints(g, "window_thread")[1] == 1
     assert ints(g, "grid")[1:] == [w[0], x[0]]  # a block per (output channel, image)
@@ -242,7 +244,7 @@ func.func @f(%x: {tensor(x)}) -> {out} {{
   func.return %y : {out}
 }}"""
     g = schedule(text)
-    assert g.attributes["schedule"].data.startswith(f"window: {op[:3]} pool, one channel")  # type: ignore[attr-defined]
+    assert g.attributes["schedule_text"].data.startswith(f"window: {op[:3]} pool, one channel")  # type: ignore[attr-defined]
     program = check_program(text, pipeline=PIPELINE)
     if op == "max_pool2d" and any(pads):
         assert "float32(-math.inf)" in program.kernels_source  # padding never wins
@@ -272,7 +274,7 @@ func.func @f(%x: tensor<2x4x9x9xf32>, %we: tensor<12x4x1x1xf32>, %be: tensor<12x
 def test_inverted_residual_epilogues_three_kernels() -> None:
     """bias + clamp after the 1x1 expand and the depthwise conv, bias +
     residual add after the 1x1 project: three tiled kernels."""
-    modes = [g.attributes["schedule"].data.split(",")[0]  # type: ignore[attr-defined]
+    modes = [g.attributes["schedule_text"].data.split(",")[0]  # type: ignore[attr-defined]
              for g in window_groups(run(INVERTED_RESIDUAL, FUSED))]
     assert modes == ["window: 1x1 conv as a GEMM over pixels", "window: depthwise conv",
                      "window: 1x1 conv as a GEMM over pixels"]
