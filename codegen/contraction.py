@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType
 from xdsl.ir import SSAValue
 
 from fusec.codegen.decompose_group import decomposed
@@ -51,7 +50,6 @@ from fusec.codegen.group_body import (
     store_lines,
 )
 from fusec.codegen.kernel_source import (
-    TARGET_SMS,
     KernelSource,
     float_literal,
     int_literal,
@@ -61,105 +59,25 @@ from fusec.codegen.kernel_source import (
     unravel,
 )
 from fusec.codegen.operand_reader import fused_prologue
+from fusec.codegen.schedule_input import group_schedule
 from fusec.compiler.diagnostics import op_error
 from fusec.compiler.op_kinds import op_kind
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.schedule import ContractionSchedule
 from fusec.dialects.shapes import Shape, fmt, numel
+from fusec.scheduling.contraction import (
+    LARGE_TILE,
+    MEDIUM_TILE,
+    SMALL_TILE,
+    SMEM_PAD,
+    GemmTile,
+    gemm_shared_bytes,
+    tile_of,
+)
 
-SMEM_PAD = 4  # extra words per shared tile row: the transposing stores hit distinct banks
-
-
-@dataclass(frozen=True)
-class GemmTile:
-    """Block tile `bm x bn`, K step `bk`, per-thread micro-tile `tm x tn`."""
-
-    bm: int
-    bn: int
-    bk: int
-    tm: int
-    tn: int
-    vec: int = 1  # consecutive rows/columns per thread in each strip of its micro-tile
-
-    def __post_init__(self) -> None:
-        # The loaders give every thread whole rows of the A and B tiles.
-        assert self.threads % self.bk == 0 and self.threads % self.bn == 0
-        assert (self.bm * self.bk) % self.threads == 0 and (self.bk * self.bn) % self.threads == 0
-        assert self.tm % self.vec == 0 and self.tn % self.vec == 0
-
-    def row(self, i: int, thread: str) -> str:
-        """Micro-tile row `i` of thread row `thread`, relative to the block tile:
-        strips of `vec` consecutive rows, `threads_m * vec` rows apart."""
-        strip, lane = divmod(i, self.vec)
-        return _affine(thread, self.vec, strip * self.threads_m * self.vec + lane)
-
-    def col(self, j: int, thread: str) -> str:
-        """Micro-tile column `j` of thread column `thread` (as `row`)."""
-        strip, lane = divmod(j, self.vec)
-        return _affine(thread, self.vec, strip * self.threads_n * self.vec + lane)
-
-    @property
-    def threads_m(self) -> int:
-        return self.bm // self.tm
-
-    @property
-    def threads_n(self) -> int:
-        return self.bn // self.tn
-
-    @property
-    def threads(self) -> int:
-        return self.threads_m * self.threads_n
-
-
-def _affine(var: str, scale: int, offset: int) -> str:
-    """`var * scale + offset`, without the trivial parts."""
-    text = var if scale == 1 else f"{var} * {int_literal(scale)}"
-    return f"{text} + {int_literal(offset)}" if offset else text
-
-
-# 128x128 tiles, 8x8 per thread (256 threads, 64 accumulators each): the
-# large-matrix configuration (2 x 8 KiB of shared tiles, double buffered).
-# Pairs of adjacent columns per thread (vec=2): a warp's 16 column threads
-# read B fragments from 16 distinct banks, and ptxas keeps the kernel at
-# ~120 registers (2 blocks per SM) where 16-apart columns need ~150.
-LARGE_TILE = GemmTile(bm=128, bn=128, bk=8, tm=8, tn=8, vec=2)
-# 64x64 tiles, 4x4 per thread (256 threads): products with a side of 64 to
-# 127 (attention's P @ V with head size 64), which a 128 tile would half waste.
-MEDIUM_TILE = GemmTile(bm=64, bn=64, bk=8, tm=4, tn=4, vec=2)
-# 32x32 tiles, 4x4 per thread (64 threads): small products, where bigger
-# tiles would leave most SMs idle.
-SMALL_TILE = GemmTile(bm=32, bn=32, bk=8, tm=4, tn=4)
-
-
-GEMM_TILE_ATTR = "gemm_tile"
-"""Group attribute `tile-and-promote` records: `[bm, bn, bk, tm, tn, vec]`."""
-
-
-def recorded_tile(group: GroupOp) -> GemmTile | None:
-    """The tile recorded on `group` by `tile-and-promote`, if any."""
-    attr = group.attributes.get(GEMM_TILE_ATTR)
-    if not isinstance(attr, ArrayAttr):
-        return None
-    bm, bn, bk, tm, tn, vec = (int(x.value.data) for x in attr.data)
-    return GemmTile(bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vec=vec)
-
-
-def tile_attr(tile: GemmTile) -> ArrayAttr[IntegerAttr[IntegerType]]:
-    """`tile` as the `gemm_tile` attribute."""
-    values = (tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, tile.vec)
-    return ArrayAttr([IntegerAttr(v, IntegerType(64)) for v in values])
-
-
-def choose_tile(batch: int, m: int, n: int) -> GemmTile:
-    """The biggest tile that fits inside the product and still gives every
-    SM at least one block; the small tile otherwise."""
-    for tile in (LARGE_TILE, MEDIUM_TILE):
-        blocks = batch * -(-m // tile.bm) * -(-n // tile.bn)
-        if m >= tile.bm and n >= tile.bn and blocks >= TARGET_SMS:
-            return tile
-    return SMALL_TILE
-
+__all__ = ["LARGE_TILE", "MEDIUM_TILE", "SMALL_TILE", "GemmTile", "emit"]
 
 @dataclass
 class GemmShape:
@@ -219,13 +137,12 @@ def analyze(body: GroupBody) -> GemmShape:
 
 
 def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> KernelSource:
-    """The kernel of a `kind = "contraction"` group (see the module docstring);
-    `tile` overrides the size-based choice."""
+    """The kernel of a `kind = "contraction"` group (see the module docstring)
+    under its `#fusion.contraction` schedule; `tile` overrides it (tests)."""
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         g = analyze(body)
-        # the schedule tile-and-promote recorded wins over the size-based default
-        tile = tile or recorded_tile(group) or choose_tile(numel(g.batch), g.m, g.n)
+        tile = tile or tile_of(group_schedule(group, ContractionSchedule))
         name = sanitize_identifier(kernel_name)
         grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), max(1, numel(g.batch)))
         block = (tile.threads, 1, 1)
@@ -246,11 +163,6 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
 def _shared_bytes(g: GemmShape, t: GemmTile) -> int:
     item = 8 if compute_type(g.matmul.result) == "float64" else 4
     return gemm_shared_bytes(t, item)
-
-
-def gemm_shared_bytes(t: GemmTile, item: int = 4) -> int:
-    """Static shared memory of a tile: double-buffered, padded A and B tiles."""
-    return 2 * t.bk * (t.bm + t.bn + 2 * SMEM_PAD) * item
 
 
 class _GemmWriter:

@@ -61,14 +61,21 @@ def split_conv_pool(body: GroupBody) -> tuple[nn.Conv2dOp, nn.MaxPool2dOp | nn.A
     return convs[0], pools[0]
 
 
-def shared_tile(pool: nn.MaxPool2dOp | nn.AvgPool2dOp) -> tuple[int, int]:
-    """Rows and columns of conv outputs one block's pool windows cover."""
+def shared_tile(pool: nn.MaxPool2dOp | nn.AvgPool2dOp,
+                tile: tuple[int, int] = (POOL_TILE, POOL_TILE)) -> tuple[int, int]:
+    """Rows and columns of conv outputs one block's pool windows cover, for
+    a `tile` of pooled outputs."""
     (kh, kw), (sh, sw) = pool.kernel, pool.strides
-    return (POOL_TILE - 1) * sh + kh, (POOL_TILE - 1) * sw + kw
+    return (tile[0] - 1) * sh + kh, (tile[1] - 1) * sw + kw
 
 
-def emit(group: GroupOp, kernel_name: str, body: GroupBody) -> KernelSource:
-    """The kernel (see the module docstring); `body` is the decomposed group's."""
+def emit(group: GroupOp, kernel_name: str, body: GroupBody,
+         tile: tuple[int, int]) -> KernelSource:
+    """The kernel (see the module docstring); `body` is the decomposed
+    group's, `tile` the pooled outputs per block its schedule records."""
+    if tile != (POOL_TILE, POOL_TILE):
+        raise op_error(group, f"the conv + pool kernel builds {POOL_TILE}x{POOL_TILE} pooled "
+                       f"tiles, not {tile[0]}x{tile[1]}")
     conv, pool = split_conv_pool(body)
     conv_out, pool_out = tensor_shape(conv.results[0]), tensor_shape(pool.results[0])
     kh, kw = conv.operand_shape(1)[2:]

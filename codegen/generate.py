@@ -246,10 +246,14 @@ def kernels_text(kernels: list[KernelSource]) -> str:
 def generate_program(module: ModuleOp, target: Target | None = None) -> Program:
     """Generate every kernel of `module` and the launch plan of each public
     function; annotates each group with `kernel`, `grid`, `block` and
-    `shared_bytes`; prices each launch on `target` (default h200). Raises a
+    `shared_bytes`; schedules the groups that have no `schedule` yet and
+    prices each launch on `target` (default h200). Raises a
     located `FusecError` for what it cannot generate.
     """
     profile = target or get_target(DEFAULT_TARGET)
+    from fusec.scheduling.choose import ensure_schedules
+
+    ensure_schedules([g for g in module.walk() if isinstance(g, GroupOp)], profile)
     names = NameTable()
     kernels: list[KernelSource] = []
     functions: dict[str, FunctionProgram] = {}

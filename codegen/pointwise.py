@@ -24,8 +24,9 @@ A result smaller than the iteration shape is written only by the threads at
 coordinate 0 of the dimensions it is broadcast along. The `[C]` parameters of
 an undecomposed `nn.batch_norm` are read as `[C, 1, ..., 1]` (along axis 1).
 
-Schedule: 256 threads per block, one block per chunk of 256 * `UNROLL`
-elements; thread t takes the chunk's elements t, t + 256, ... (each warp load
+Schedule (`#fusion.pointwise<elements_per_thread = E, block = B>`, chosen
+by `scheduling/pointwise.py`): B threads per block, one block per chunk of
+B * E elements; thread t takes the chunk's elements t, t + B, ... (each warp load
 reads 128 consecutive bytes) and issues all their loads before any
 arithmetic. Every array is passed as a flat view; full-shaped operands are
 read at the element's flat index, broadcast ones at an index computed from
@@ -44,7 +45,6 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from fusec.codegen.kernel_source import (
-    THREADS_PER_BLOCK,
     KernelParam,
     KernelSource,
     UnsupportedTypeError,
@@ -59,23 +59,14 @@ from fusec.codegen.kernel_source import (
     unravel,
     value_dtype,
 )
+from fusec.codegen.schedule_input import group_schedule
 from fusec.compiler.diagnostics import op_error
 from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, tensor_shape
+from fusec.dialects.schedule import PointwiseSchedule
 
-# Elements each thread loads (all before any arithmetic) per block-sized chunk.
-# Element e of thread t is chunk element e * THREADS_PER_BLOCK + t, so every
-# load instruction of a warp reads 128 consecutive bytes. Measured on H200
-# (2026-11-30, 2^28 f32, 32-op chain, flat views): 4 strided elements per
-# thread and one chunk per block 97% of copy bandwidth (8: 96%, 16: 96%);
-# 4 consecutive elements per thread ([n/4, 4] views) 91%; a grid-stride loop
-# over the chunks with the grid capped at 2112 blocks 83%; 2-d [n/4, 4] views
-# indexed [r, t % 4] inside a loop over chunks 76%.
-UNROLL = 4
-# Values a thread holds per output at once (the register estimate reads it).
-VECTOR_WIDTH = UNROLL
 # CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop
 # over chunks beyond.
 MAX_GRID_X = 2**31 - 1
@@ -133,6 +124,8 @@ class _Plan:
     iter_shape: tuple[int, ...]  # collapsed
     inputs: list[_Access]
     outputs: list[_Access]
+    unroll: int = 1  # elements per thread (the schedule's `elements_per_thread`)
+    threads: int = 1  # threads per block (the schedule's `block`)
 
     @property
     def numel(self) -> int:
@@ -307,18 +300,18 @@ def _element_parts(
 
 
 def _chunk_lines(plan: _Plan) -> list[str]:
-    """The `UNROLL` elements of this thread in chunk `c`, unrolled: every
+    """The `plan.unroll` elements of this thread in chunk `c`, unrolled: every
     index, then every load, then the arithmetic, then every store. Outputs may
     alias inputs as far as the compiler knows, so a load after a store could
-    not be moved up; issuing the loads together keeps `UNROLL` requests in
+    not be moved up; issuing the loads together keeps `plan.unroll` requests in
     flight per thread. Elements past the end (a partial last chunk) load at a
     clamped, valid index and store nothing."""
     n = plan.numel
-    tail = n % (THREADS_PER_BLOCK * UNROLL) != 0
+    tail = n % (plan.threads * plan.unroll) != 0
     index_lines: list[str] = []
     parts = []
-    for e in range(UNROLL):
-        raw = f"base + {int_literal(e * THREADS_PER_BLOCK)}"
+    for e in range(plan.unroll):
+        raw = f"base + {int_literal(e * plan.threads)}"
         if tail:
             index_lines += [f"i{e}_raw = {raw}", f"ok{e} = i{e}_raw < {int_literal(n)}",
                             f"i{e} = min(i{e}_raw, {int_literal(n - 1)})"]
@@ -358,8 +351,8 @@ def _scalar_loads(plan: _Plan) -> list[str]:
 
 
 def _chunks(plan: _Plan) -> int:
-    """Block-sized chunks of `UNROLL` elements per thread."""
-    return max(1, -(-plan.numel // (THREADS_PER_BLOCK * UNROLL)))
+    """Block-sized chunks of `plan.unroll` elements per thread."""
+    return max(1, -(-plan.numel // (plan.threads * plan.unroll)))
 
 
 def _loop_lines(plan: _Plan) -> list[str]:
@@ -368,7 +361,7 @@ def _loop_lines(plan: _Plan) -> list[str]:
     gridDim costs a 64-bit division per thread, so it is only used there)."""
     if plan.numel == 0:
         return ["pass"]  # an empty result: one block that does nothing
-    chunk = int_literal(THREADS_PER_BLOCK * UNROLL)
+    chunk = int_literal(plan.threads * plan.unroll)
     body = [*_chunk_lines(plan)]
     if _chunks(plan) <= MAX_GRID_X:
         return [f"base = cuda.blockIdx.x * {chunk} + t", *body]
@@ -381,10 +374,14 @@ def _view_shape(access: _Access) -> tuple[int, ...]:
 
 
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
-    """Generate the kernel of pointwise `group`, named `kernel_name`."""
+    """Generate the kernel of pointwise `group`, named `kernel_name`, under
+    its `#fusion.pointwise` schedule."""
+    schedule = group_schedule(group, PointwiseSchedule)
     plan = plan_group(group)
-    grid, block = (min(_chunks(plan), MAX_GRID_X), 1, 1), (THREADS_PER_BLOCK, 1, 1)
-    per_thread = f"{UNROLL} elements per thread, {THREADS_PER_BLOCK} apart"
+    plan.unroll = schedule.int_field("elements_per_thread")
+    plan.threads = schedule.int_field("block")
+    grid, block = (min(_chunks(plan), MAX_GRID_X), 1, 1), (plan.threads, 1, 1)
+    per_thread = f"{plan.unroll} elements per thread, {plan.threads} apart"
     notes = [f"iteration shape {shapes.fmt(plan.iter_shape)} (dimensions collapsed)"]
     header = kernel_header(group, plan.ops, launch_text(grid, block, per_thread), notes)
     params = [a.name for a in (*plan.inputs, *plan.outputs)]

@@ -49,9 +49,8 @@ sum-of-squares cancellation and no need for Welford's update.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import (
@@ -85,160 +84,17 @@ from fusec.codegen.reduction_tree import (
     identity_literal,
     mean_scale,
 )
-from fusec.compiler.targets import DEFAULT_TARGET, get_target
+from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.schedule import ReductionSchedule
 from fusec.dialects.shapes import Shape, numel
-
-BLOCK_THREADS = 256  # threads per block
-MAX_LANES = 256  # threads cooperating on one row (a power of two)
-COLUMN_ROWS = 32  # rows per block in the column schedule: one warp of consecutive rows
-SHARED_BUDGET_BYTES = 48 * 1024  # static shared memory a block may declare
-# Register-resident rows: at most this many row elements per lane. Measured on
-# H200 (2026-11-30, 16384 rows of 4096 f32): softmax with 32 elements x 128
-# lanes ran at 93% of copy bandwidth, 16 x 256 at 88%, 8 x 512 at 75%,
-# 4 x 1024 at 52%; add + layer_norm + gelu 82%, 80%, 77%, 54%; 64 x 64 lanes
-# 83% and 66%.
-REGISTER_ELEMS = 32
-# Lanes of one register-resident row at most (a CUDA block holds 1024 threads).
-MAX_REGISTER_LANES = 1024
-# Threads per block of the register schedule (more rows per block when rows
-# are short): the measured 4096-element rows ran best as one 128-lane row.
-REGISTER_BLOCK_THREADS = 128
-# Lanes of a row at least, when the row is that long: one warp reads one
-# contiguous 128-byte line per element.
-MIN_REGISTER_LANES = 32
-_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
-# Threads a reduction should run as, at least: four times what the default
-# target holds at once (H200: 132 SMs x 2048), so the last wave's idle SMs
-# cost little. A schedule with fewer than half as many splits its rows over
-# more blocks. Measured on H200 (2026-11-30): a column sum of 8192 x 8192 f32
-# took 0.11 ms unsplit and about 0.08 ms in 16 splits; the sum of 64 columns
-# of a million rows 9.0 ms in 2 blocks, 0.08-0.10 ms in 512 or 2048 splits.
-FILL_THREADS = 4 * get_target(DEFAULT_TARGET).max_resident_threads
-# Row elements one lane reduces per split at least: fewer, and the partials'
-# round trip through the workspace costs more than the split gains.
-MIN_SPLIT_ELEMS = 64
-MAX_SPLITS = 4096
-# Row elements a lane loads per step of a streamed pass, written out one after
-# another so their loads are in flight together: one load per lane at a time
-# keeps about 8 KB in flight per SM, far from what HBM needs.
-STREAM_UNROLL = 4
-
-
-@dataclass(frozen=True)
-class ReductionOptions:
-    """Tunables of the reduction schedule (defaults: the named constants).
-
-    `registers` allows the register-resident row schedule
-    (`codegen/reduction_registers.py`) for row (not column) reductions whose
-    row fits `register_elems` elements per lane; otherwise rows are streamed
-    with the shared-memory row cache."""
-
-    block_threads: int = BLOCK_THREADS
-    max_lanes: int = MAX_LANES
-    shared_budget: int = SHARED_BUDGET_BYTES
-    registers: bool = True
-    register_elems: int = REGISTER_ELEMS
-    max_register_lanes: int = MAX_REGISTER_LANES
-    split: bool = True  # rows split over blocks when they cannot fill the GPU
-    fill_threads: int = FILL_THREADS
-    min_split_elems: int = MIN_SPLIT_ELEMS
-    unroll: int = STREAM_UNROLL
-
-
-# What `emit` uses when it is given no options (tests may swap it).
-DEFAULT_OPTIONS = ReductionOptions()
-
-
-@dataclass
-class RowSchedule:
-    """How the rows map onto threads, and which row values are cached."""
-
-    column: bool  # column schedule (threadIdx.x runs over rows)
-    lanes: int
-    rows_per_block: int
-    cached: list[SSAValue]  # computed (or loaded) in pass 1, read back by later passes
-    scratch_bytes: int
-    cache_bytes: int
-    registers: bool = False  # the row stays in registers (reduction_registers)
-    per_lane: int = 0  # register schedule: row elements per lane (the last may overhang)
-    splits: int = 1  # blocks sharing one row (`blockIdx.y`), see "Split rows"
-    chunk: int = 0  # split rows: the row elements of one block (a multiple of `lanes`)
-    unroll: int = STREAM_UNROLL  # row elements per lane per step of a streamed pass
-
-    @property
-    def block(self) -> tuple[int, int, int]:
-        if self.column:
-            return (self.rows_per_block, self.lanes, 1)
-        return (self.lanes, self.rows_per_block, 1)
-
-    def grid(self, rows: int) -> tuple[int, int, int]:
-        return (-(-rows // self.rows_per_block), self.splits, 1)
-
-
-def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
-
-
-def _bytes(v: SSAValue) -> int:
-    return _ITEMSIZE.get(compute_type(v), 4)
-
-
-def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
-    """Lanes and rows per block, and the row caches that fit the budget."""
-    column = not ra.trailing and (len(ra.shape) - 1) not in ra.axes
-    if not column and opts.registers and (regs := _register_schedule(ra, opts)) is not None:
-        # Rows in registers, unless they are too few to fill the GPU and
-        # splitting them over blocks does.
-        streamed = plan_schedule(ra, replace(opts, registers=False)) if opts.split else regs
-        return streamed if streamed.splits > 1 else regs
-    if column:
-        rows = min(COLUMN_ROWS, _pow2_at_least(ra.rows), opts.block_threads)
-        lanes = min(opts.block_threads // rows, _pow2_at_least(ra.row_length))
-    else:
-        lanes = min(opts.max_lanes, opts.block_threads, _pow2_at_least(ra.row_length))
-        rows = max(1, min(opts.block_threads // lanes, _pow2_at_least(ra.rows)))
-    scratch = sum(rows * lanes * _bytes(r.results[0]) for r in ra.reductions)
-    cached: list[SSAValue] = []
-    cache_bytes = 0
-    for v in _cache_candidates(ra):
-        size = rows * ra.row_length * _bytes(v)
-        if scratch + cache_bytes + size <= opts.shared_budget:
-            cached.append(v)
-            cache_bytes += size
-    sched = RowSchedule(column, lanes, rows, cached, scratch, cache_bytes, unroll=opts.unroll)
-    if opts.split:
-        _split_rows(ra, sched, opts)
-    return sched
-
-
-def _split_rows(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
-    """Split each row over several blocks when the rows' threads are fewer
-    than half of `fill_threads` (see "Split rows"): as many splits as fill
-    the GPU, each lane keeping at least `min_split_elems` elements."""
-    if ra.stages != 1 or _pass_roots(ra, 2) or sched.cached:
-        return
-    threads = sched.grid(ra.rows)[0] * sched.rows_per_block * sched.lanes
-    if 2 * threads > opts.fill_threads:
-        return
-    want = -(-opts.fill_threads // threads)
-    most = ra.row_length // (sched.lanes * opts.min_split_elems)
-    splits = min(want, most, MAX_SPLITS)
-    if splits < 2:
-        return
-    # Rather a few splits less whose chunks tile the row exactly: then no
-    # element needs a bounds check and the pass unrolls.
-    steps = ra.row_length // sched.lanes if ra.row_length % sched.lanes == 0 else 0
-    exact = [k for k in range(splits, max(1, splits // 2), -1) if steps and steps % k == 0]
-    splits = exact[0] if exact else splits
-    per_lane = -(-ra.row_length // (splits * sched.lanes))
-    sched.chunk = per_lane * sched.lanes
-    sched.splits = -(-ra.row_length // sched.chunk)  # no block without elements
+from fusec.scheduling.reduction import (
+    RowSchedule,
+    from_attr,
+    pass_roots,
+)
 
 
 def workspaces(ra: RowAnalysis, sched: RowSchedule) -> list[Workspace]:
@@ -251,72 +107,7 @@ def workspaces(ra: RowAnalysis, sched: RowSchedule) -> list[Workspace]:
     return [*parts, Workspace((sched.grid(ra.rows)[0],), "int32")]
 
 
-def _register_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule | None:
-    """The register-resident schedule: the fewest lanes (a power of two, at
-    least a warp when the row is that long) that hold the row in at most
-    `register_elems` elements each; None when even the widest row of lanes
-    would need more."""
-    want = _pow2_at_least(-(-ra.row_length // opts.register_elems))
-    lanes = max(min(MIN_REGISTER_LANES, _pow2_at_least(ra.row_length)), want)
-    if lanes > opts.max_register_lanes:
-        return None
-    rows = max(1, min(REGISTER_BLOCK_THREADS // lanes, _pow2_at_least(ra.rows)))
-    scratch = sum(rows * lanes * _bytes(r.results[0]) for r in ra.reductions)
-    per_lane = -(-ra.row_length // lanes)
-    return RowSchedule(False, lanes, rows, [], scratch, 0, True, per_lane)
-
-
-def _cache_candidates(ra: RowAnalysis) -> list[SSAValue]:
-    """What the later passes read back: either the row-varying inputs they
-    read, or the row-varying values they need that no reduction feeds (the
-    *frontier*: `a + b` before a layer norm, rather than `a` and `b`),
-    whichever takes fewer bytes per row."""
-    inputs: list[SSAValue] = list(_reread_args(ra))
-    frontier = _frontier(ra)
-    if sum(map(_bytes, frontier)) <= sum(map(_bytes, inputs)):
-        return frontier
-    return inputs
-
-
-def _frontier(ra: RowAnalysis) -> list[SSAValue]:
-    """Row-varying values of stage 0 that passes 2.. evaluate per element and
-    that read what pass 1 read (a value read only later gains nothing)."""
-    first = set(ra.varying_args(_pass_roots(ra, 1)))
-    found: dict[SSAValue, None] = {}
-    stack = [v for s in range(2, ra.stages + 2) for v in _pass_roots(ra, s)]
-    seen: set[SSAValue] = set()
-    while stack:
-        v = stack.pop()
-        if v in seen or not ra.value_varies(v):
-            continue
-        seen.add(v)
-        if ra.stage.get(v, 0) == 0:
-            if first & set(ra.varying_args([v])):
-                found[v] = None
-        else:
-            assert isinstance(v.owner, Operation)
-            stack.extend(v.owner.operands)
-    return list(found)
-
-
-def _pass_roots(ra: RowAnalysis, stage: int) -> list[SSAValue]:
-    """What pass `stage` evaluates per element: the inputs of its reductions,
-    or, for the final pass (stages + 1), the row-varying outputs."""
-    if stage > ra.stages:
-        return list(dict.fromkeys(v for v in ra.body.outputs if ra.value_varies(v)))
-    return [r.operands[0] for r in ra.reductions if ra.stage[r.results[0]] == stage]
-
-
-def _reread_args(ra: RowAnalysis) -> list[BlockArgument]:
-    """Row-varying inputs read by more than one pass, in order of first use."""
-    uses: dict[BlockArgument, int] = {}
-    for stage in range(1, ra.stages + 2):
-        for arg in ra.varying_args(_pass_roots(ra, stage)):
-            uses[arg] = uses.get(arg, 0) + 1
-    return [a for a, n in uses.items() if n > 1]
-
-
-def emit(group: GroupOp, kernel_name: str, options: ReductionOptions | None = None) -> KernelSource:
+def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """The kernel of a `kind = "reduction"` group.
 
     Accepts any body of elementwise ops, splat constants and reductions that
@@ -326,7 +117,7 @@ def emit(group: GroupOp, kernel_name: str, options: ReductionOptions | None = No
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         ra = analyze(body)
-        sched = plan_schedule(ra, options or DEFAULT_OPTIONS)
+        sched = from_attr(ra, group_schedule(group, ReductionSchedule))
         name = sanitize_identifier(kernel_name)
         text = _RowKernelWriter(ra, sched).write(name)
         spaces = workspaces(ra, sched)
@@ -387,7 +178,7 @@ class _RowKernelWriter:
         for stage in range(1, ra.stages + 1):
             lines += self._pass(stage)
             lines += self._combine(stage)
-        if _pass_roots(ra, ra.stages + 1):
+        if pass_roots(ra, ra.stages + 1):
             lines += self._pass(ra.stages + 1)
         lines += self._row_outputs()
         head = kernel_header(
@@ -484,7 +275,7 @@ class _RowKernelWriter:
         if self.elements is not None:
             return self._register_pass(stage, self.elements)
         ev = self._element_evaluator()
-        roots = _pass_roots(ra, stage)
+        roots = pass_roots(ra, stage)
         final = stage > ra.stages
         body_lines: list[str] = []
         unravel_lines, names = unravel("j", ra.reduce_shape, prefix="jc")
@@ -516,7 +307,7 @@ class _RowKernelWriter:
         """Pass `stage` over the lane's register elements, unrolled; values
         of earlier passes are reused by name."""
         ra = self.ra
-        roots = _pass_roots(ra, stage)
+        roots = pass_roots(ra, stage)
         final = stage > ra.stages
         reds = [] if final else self._stage_reductions(stage)
         terms: list[list[Term]] = [[] for _ in reds]
@@ -553,7 +344,7 @@ class _RowKernelWriter:
     def _row_loop(self, body: list[str]) -> list[str]:
         """This lane's elements of its row, `lanes` apart (of this block's
         chunk of it, when rows are split). Without bounds checks the body is
-        written out `unroll` times per step (`STREAM_UNROLL`), so each lane
+        written out `unroll` times per step (the schedule's `unroll`), so each lane
         has that many loads in flight; the rest of the trip follows."""
         n, lanes, s = self.ra.row_length, self.sched.lanes, self.sched
         span = s.chunk if s.splits > 1 else n

@@ -36,21 +36,25 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
-from fusec.codegen import pointwise, reduction
-from fusec.codegen.contraction import GemmTile, choose_tile
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.pointwise import plan_group
-from fusec.codegen.reduction import plan_schedule
-from fusec.codegen.reduction_plan import analyze as analyze_rows
-from fusec.codegen.window_plan import TiledWindow
-from fusec.codegen.window_schedule import group_window
+from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.compiler.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.schedule import (
+    SCHEDULE_KEY,
+    ContractionSchedule,
+    PointwiseSchedule,
+    ReductionSchedule,
+    ScheduleAttr,
+)
 from fusec.dialects.shapes import numel
+from fusec.scheduling.contraction import GemmTile, tile_of
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
 POINTWISE_BASE = 13  # thread index, chunk loop, bounds
@@ -117,29 +121,49 @@ def _params(group: GroupOp) -> int:
     return len(group.block.args) + len(_outputs(group))
 
 
-def estimate_registers(group: GroupOp, tile: GemmTile | None = None) -> RegisterEstimate:
-    """The registers per thread of `group`'s kernel; `tile` overrides the
-    GEMM tile its emitter would choose (what `register-budget` tries when it
-    re-schedules)."""
+def group_schedule_or_proposed(group: GroupOp, target: Target) -> ScheduleAttr | None:
+    """The schedule recorded on `group`, else the one the scheduler would
+    choose on `target` (`scheduling/choose.py`): the models read the same
+    decision the emitter will."""
+    attr = group.attributes.get(SCHEDULE_KEY)
+    if isinstance(attr, ScheduleAttr):
+        return attr
+    from fusec.scheduling.choose import proposed_schedule
+
+    return proposed_schedule(group, target)
+
+
+def estimate_registers(group: GroupOp, target: Target,
+                       tile: GemmTile | None = None) -> RegisterEstimate:
+    """The registers per thread of `group`'s kernel under its schedule on
+    `target`; `tile` overrides the GEMM tile (what `register-budget` tries
+    when it re-schedules)."""
     kind = group.attributes.get("kind")
     name = getattr(kind, "data", "pointwise")
-    if name == "contraction":
-        return _contraction(group, tile)
-    if name == "reduction":
-        return _reduction(group)
-    if name == "window":
-        return _window(group)
     if name == "layout":
         return _make(("layout copy", LAYOUT_REGISTERS))
-    return _pointwise(group)
+    schedule = group_schedule_or_proposed(group, target)
+    if name == "contraction":
+        assert tile is not None or isinstance(schedule, ContractionSchedule)
+        if tile is None and schedule.str_field("impl") == "library":  # type: ignore[union-attr]
+            return _make(("library call, no kernel", 0))
+        return _contraction(group, tile or tile_of(schedule))  # type: ignore[arg-type]
+    if name == "reduction":
+        assert isinstance(schedule, ReductionSchedule)
+        return _reduction(group, schedule)
+    if name == "window":
+        return _window(group)
+    assert isinstance(schedule, PointwiseSchedule)
+    return _pointwise(group, schedule)
 
 
-def _pointwise(group: GroupOp) -> RegisterEstimate:
+def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:
     """Every element's loads are issued before any arithmetic, so a thread
-    holds, per array it reads or writes, a base address and `UNROLL` values;
-    elements whose coordinates are unravelled one by one add index math."""
+    holds, per array it reads or writes, a base address and its
+    `elements_per_thread` values; elements whose coordinates are unravelled
+    one by one add index math."""
     plan = plan_group(group)
-    unroll = getattr(pointwise, "UNROLL", 1)  # elements per thread of the emitter
+    unroll = schedule.int_field("elements_per_thread")
     arrays = sum(1 for a in plan.inputs if a.numel != 1) + len(plan.outputs)
     scalars = sum(1 for a in plan.inputs if a.numel == 1)
     coords = 0
@@ -179,50 +203,42 @@ def gemm_registers(tile: GemmTile, k: int, epilogue_ops: int = 0,
                  ("addressing", GEMM_ADDRESSING), ("epilogue", min(epilogue_ops, 2)))
 
 
-def current_tile(group: GroupOp) -> GemmTile:
-    """The tile the contraction emitter will build for `group`."""
-    with decomposed(group) as flat:
-        g = analyze_gemm(GroupBody.of(flat))
-        return scheduled_tile(group) or choose_tile(numel(g.batch), g.m, g.n)
+def current_tile(group: GroupOp, target: Target) -> GemmTile:
+    """The tile of `group`'s contraction schedule (recorded or proposed)."""
+    schedule = group_schedule_or_proposed(group, target)
+    assert isinstance(schedule, ContractionSchedule)
+    return tile_of(schedule)
 
 
-def _contraction(group: GroupOp, tile: GemmTile | None) -> RegisterEstimate:
+def _contraction(group: GroupOp, tile: GemmTile) -> RegisterEstimate:
     with decomposed(group) as flat:
         g = analyze_gemm(GroupBody.of(flat))
-        chosen = tile or scheduled_tile(group) or choose_tile(numel(g.batch), g.m, g.n)
         epilogue = len(_ops(flat)) - 1
         direct = all(operand_mode(v)[0] == "direct" for v in (g.a, g.b))
-        return gemm_registers(chosen, g.k, epilogue, direct)
+        return gemm_registers(tile, g.k, epilogue, direct)
 
 
-def scheduled_tile(group: GroupOp) -> GemmTile | None:
-    """The GEMM tile `tile-and-promote` recorded on `group` (`gemm_tile`)."""
-    from fusec.codegen.contraction import recorded_tile
-
-    return recorded_tile(group)
-
-
-def _reduction(group: GroupOp) -> RegisterEstimate:
+def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
     """Partials per reduction, elementwise temporaries, and the row elements
-    a lane walks: held across passes in the register-resident schedule, an
-    unrolled loop otherwise (the schedule is `codegen/reduction.py`'s)."""
+    a lane walks: held across passes when the schedule keeps the row in
+    registers, an unrolled loop otherwise."""
     ops = _ops(group)
     reds = [op for op in ops if op_kind(op) is OpKind.REDUCTION]
     ew = len(ops) - len(reds)
-    with decomposed(group) as flat:
-        sched = plan_schedule(analyze_rows(GroupBody.of(flat)), reduction.DEFAULT_OPTIONS)
     per_lane, tail = 1, 0
-    if getattr(sched, "registers", False):
-        per_lane = max(1, getattr(sched, "per_lane", 1))
+    if schedule.str_field("row") == "registers":
+        per_lane = max(1, schedule.int_field("per_lane"))
         if per_lane > 1 and ew >= REDUCTION_LONG_TAIL:
             tail = REDUCTION_TAIL_REGISTERS
         held = REDUCTION_PER_HELD_ELEMENT * per_lane
     else:
         # a streamed pass walks the row in steps of `lanes`, unrolled
-        held = REDUCTION_PER_ELEMENT * (min(_row_steps(group, sched.lanes), 16) - 1)
+        lanes = schedule.int_field("lanes")
+        held = REDUCTION_PER_ELEMENT * (min(_row_steps(group, lanes), 16) - 1)
+    column = schedule.str_field("layout") == "column"
     return _make(
         ("base", REDUCTION_BASE),
-        ("column indexing", REDUCTION_COLUMN_REGISTERS if sched.column else 0),
+        ("column indexing", REDUCTION_COLUMN_REGISTERS if column else 0),
         ("partials", REDUCTION_PER_REDUCE * max(1, len(reds))),
         ("temporaries", min(ew, REDUCTION_EW_CAP)),
         ("row elements", held),
@@ -240,11 +256,14 @@ def _row_steps(group: GroupOp, lanes: int) -> int:
 
 def _window(group: GroupOp) -> RegisterEstimate:
     """A lone window op under its recorded tiled schedule, or the default
-    `tile-and-promote` starts from (`register-budget` runs before it); a
+    plan the scheduler starts from (`register-budget` runs before it); a
     conv + pool group."""
-    tiled = group_window(group)
-    if tiled is not None:
-        return window_estimate(group, tiled)
+    op = window_op(group)
+    if op is not None:
+        from fusec.codegen.window_schedule import default_plan
+
+        geo = geometry(op)
+        return window_estimate(group, TiledWindow(geo, recorded_plan(group) or default_plan(geo)))
     return _conv_pool(group)
 
 

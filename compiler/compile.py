@@ -59,7 +59,6 @@ import functools
 import gc
 import json
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,7 +92,7 @@ from fusec.compiler.parsing import make_context, parse_module, read_source
 from fusec.compiler.pipeline import Insertion, PipelineRunner, parse_pipeline_spec, pipeline_text
 from fusec.compiler.register_source import MeasuredRegisters, measure_registers, resolve_source
 from fusec.compiler.report import ReportInputs, render_report
-from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
+from fusec.compiler.targets import get_target
 from fusec.compiler.verify import verify_module
 
 P = ParamSpec("P")
@@ -178,7 +177,6 @@ def compile_model(
     text, name = _source_text(source)
     if sources is not None:
         sources[name] = text
-    _check_target(target)
     if ptx_info:
         resolve_source(register_source)  # a bad or unavailable source fails before compiling
     registry = make_registry(plugins or [])
@@ -188,6 +186,7 @@ def compile_model(
     instrument.check_names(passes)
     if pipeline is not None:
         target, fusion = pipeline_target(passes, target), FUSION_PASS in spec_names(passes)
+    profile = get_target(target)  # `auto` is resolved here, once, for every pass
     ctx = make_context()
     with instrument.timer.timed("(parse and verify)"):
         module = parse_module(ctx, text, name)
@@ -196,7 +195,7 @@ def compile_model(
     from fusec.codegen.generate import generate_program
 
     with instrument.timer.timed("(code generation)"):
-        program = generate_program(module, _cost_target(target))
+        program = generate_program(module, profile)
         memory = {fname: plan_memory(fp) for fname, fp in program.functions.items()}
     registers = measure_registers(program, register_source) if ptx_info \
         else MeasuredRegisters()
@@ -229,27 +228,6 @@ def pipeline_target(passes: Sequence[ModulePass], default: str) -> str:
         if isinstance(value, str):
             return value
     return default
-
-
-def _check_target(target: str) -> None:
-    """Reject unknown target names early. `auto` is only recorded here: probing
-    the device would import numba.cuda before the runtime chose GPU or
-    simulator."""
-    if target.strip().lower() == "auto":
-        return
-    from fusec.compiler.targets import resolve_target
-
-    resolve_target(target)
-
-
-def _cost_target(target: str) -> Target:
-    """The profile that prices each launch. `auto` is probed only when
-    numba.cuda is already loaded (the fusion pass probed it): importing it
-    here would fix GPU-or-simulator before the runtime chooses. Otherwise
-    `auto` uses h200, as it does without a GPU."""
-    if target.strip().lower() != "auto" or "numba.cuda" in sys.modules:
-        return get_target(target)
-    return get_target(DEFAULT_TARGET)
 
 
 def build_plan(

@@ -69,8 +69,8 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
         if options.check_precision:
             passes.append(CHECK_PRECISION_PASS)
     passes.append("group-each-op")
-    # The scheduling passes have no `auto`: without a GPU to ask, h200 (as codegen prices it).
-    target = "h200" if options.target.strip().lower() == "auto" else options.target
+    # `auto` is probed once per process (compiler/targets.py), so every pass sees one profile.
+    target = options.target
     sched = options.schedule
     passes.append(_with("register-budget", target=target, max_registers=sched.max_registers))
     passes.append(_with("tile-and-promote", target=target,

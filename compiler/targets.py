@@ -20,6 +20,8 @@ back to h200 and says so in `resolve_target(...)`'s note.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from dataclasses import dataclass
 
 from fusec.compiler.diagnostics import FusecError
@@ -202,9 +204,17 @@ def resolve_target(name: str) -> tuple[Target, str | None]:
     return TARGETS[key], None
 
 
+@functools.cache
 def _detect() -> tuple[Target, str | None]:
-    """Read the current CUDA device through numba, on top of the closest profile."""
+    """Read the current CUDA device through numba, on top of the closest
+    profile; once per process, so every pass and the driver see one profile.
+    Without a GPU (asked of the driver library first), numba.cuda is not
+    imported, so the runtime may still choose the simulator."""
     try:
+        from fusec.runtime.device import gpu_probe
+
+        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") or not gpu_probe()[0]:
+            raise RuntimeError("no CUDA device")
         from numba import config, cuda  # imported lazily: slow, and absent on some hosts
 
         if config.ENABLE_CUDASIM:

@@ -34,6 +34,7 @@ from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator
 from xdsl.utils.exceptions import VerifyException
 
 from fusec.dialects.nn_base import print_attr_dict, type_str
+from fusec.dialects.schedule import SCHEDULE_ATTRS
 
 
 class _IsolatedBody(IsolatedFromAbove):
@@ -190,5 +191,5 @@ class YieldOp(IRDLOperation):
             printer.print_list([v.type for v in self.values], printer.print_attribute)
 
 
-Fusion = Dialect("fusion", [GroupOp, YieldOp], [])
+Fusion = Dialect("fusion", [GroupOp, YieldOp], list(SCHEDULE_ATTRS))
 """The `fusion` dialect."""

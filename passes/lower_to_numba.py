@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from fusec.codegen.generate import generate_program
+from fusec.compiler.targets import TARGETS, resolve_target
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,17 @@ class LowerToNumbaPass(ModulePass):
 
     Every op outside a group other than `nn.constant` and `nn.reshape` is an
     error (run `group-each-op` first), as is a group no emitter can generate.
+    A group without a `schedule` (no `tile-and-promote` before) is scheduled
+    for `target` first.
     """
 
     name = "lower-to-numba"
 
+    target: str = "h200"
+
+    def __post_init__(self) -> None:
+        if self.target.strip().lower() not in (*TARGETS, "auto"):
+            raise ValueError(f"unknown target '{self.target}'")
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        generate_program(op)
+        generate_program(op, resolve_target(self.target)[0])

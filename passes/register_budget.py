@@ -12,10 +12,10 @@ capped by the target's per-thread limit and `max_registers`. A group over
 budget is, in order:
 
 1. re-scheduled: a contraction takes the largest smaller GEMM tile that fits
-   (recorded as `gemm_tile`, which the emitter honours); a lone window op
-   the first thread tile with fewer outputs per thread that fits (fewer
-   output channels, then fewer pixels; recorded as `window_tile` and
-   `window_thread`, which `tile-and-promote` keeps);
+   (recorded as the group's `#fusion.contraction` schedule, which
+   `tile-and-promote` starts from); a lone window op the first thread tile
+   with fewer outputs per thread that fits (fewer output channels, then
+   fewer pixels; recorded as its `#fusion.window` schedule);
 2. split into stages at a legal point: two groups in program order whose
    crossing values go through memory (a pointwise group anywhere, a
    contraction or window group after its anchor, a reduction group where
@@ -39,7 +39,6 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.codegen.contraction import LARGE_TILE, MEDIUM_TILE, SMALL_TILE, GemmTile, tile_attr
 from fusec.codegen.register_model import (
     RegisterEstimate,
     current_tile,
@@ -54,18 +53,15 @@ from fusec.compiler.targets import TARGETS, Target, resolve_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import ShapeError, broadcast_shapes
 from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
+from fusec.scheduling.contraction import FALLBACK_TILES, GemmTile, tile_attr
 
 EST_ATTR = "est_registers"
 REGISTER_GRANULE = 8  # registers are allocated per thread in multiples of 8
 DEFAULT_OCCUPANCY = 0.25
 MAX_SPLIT_DEPTH = 6  # 2^6 stages at most: past that the group is one op anyway
-# Tiles tried when a contraction is over budget, largest first.
-FALLBACK_TILES: tuple[GemmTile, ...] = (
-    LARGE_TILE, MEDIUM_TILE, GemmTile(bm=64, bn=64, bk=8, tm=4, tn=4), SMALL_TILE,
-    GemmTile(bm=32, bn=32, bk=8, tm=2, tn=2),
-)
 
 
 def register_budget(target: Target, occupancy: float, max_registers: int = 0) -> int:
@@ -95,12 +91,13 @@ def recorded_estimate(group: GroupOp) -> int:
 # --- re-scheduling ----------------------------------------------------------------------------
 
 
-def smaller_tile(group: GroupOp, budget: int) -> tuple[GemmTile, RegisterEstimate] | None:
+def smaller_tile(group: GroupOp, budget: int,
+                 target: Target) -> tuple[GemmTile, RegisterEstimate] | None:
     """The first fallback tile, no bigger than the current one, whose
     estimate fits `budget` (a bigger tile would idle threads on the edges)."""
-    now = current_tile(group)
+    now = current_tile(group, target)
     for tile in (t for t in FALLBACK_TILES if t.bm * t.bn <= now.bm * now.bn and t != now):
-        est = estimate_registers(group, tile)
+        est = estimate_registers(group, target, tile)
         if est.registers <= budget:
             return tile, est
     return None
@@ -304,18 +301,19 @@ def split_group(group: GroupOp, k: int) -> tuple[GroupOp, GroupOp]:
 class _Budgeter:
     budget: int
     remarks: RemarkCollector
+    target: Target
 
     def fit(self, group: GroupOp, depth: int = 0) -> None:
         """Estimate, then re-schedule or split until `group` fits."""
-        est = estimate_registers(group)
+        est = estimate_registers(group, self.target)
         record(group, est)
         if est.registers <= self.budget:
             return
         name = group_name(group)
         kind = getattr(group.attributes.get("kind"), "data", "")
-        if kind == "contraction" and (found := smaller_tile(group, self.budget)):
+        if kind == "contraction" and (found := smaller_tile(group, self.budget, self.target)):
             tile, est2 = found
-            group.attributes["gemm_tile"] = tile_attr(tile)
+            group.attributes[SCHEDULE_KEY] = tile_attr(tile)
             record(group, est2)
             self.remarks.add("remark", f"re-scheduled group {name}: {est.summary()} is over "
                              f"the budget of {self.budget}; tile {tile.bm}x{tile.bn}x{tile.bk}, "
@@ -323,7 +321,7 @@ class _Budgeter:
             return
         if kind == "window" and (window := smaller_window(group, self.budget)):
             tiled, est2 = window
-            record_plan(group, tiled.plan)
+            record_plan(group, tiled.plan, tiled.mode)
             record(group, est2)
             self.remarks.add("remark", f"re-scheduled group {name}: {est.summary()} is over "
                              f"the budget of {self.budget}; window tile {tiled.plan.text()} "
@@ -334,7 +332,7 @@ class _Budgeter:
             if kind == "window" and (leanest := leanest_window(group)) is not None:
                 # nothing fits: the fewest outputs per thread at least
                 tiled, est = leanest
-                record_plan(group, tiled.plan)
+                record_plan(group, tiled.plan, tiled.mode)
                 record(group, est)
             self.remarks.add("missed", f"group {name} needs {est.summary()}, over the budget of "
                              f"{self.budget}, and has no legal split point: ptxas may spill")
@@ -383,7 +381,7 @@ class RegisterBudgetPass(ModulePass):
         target, _ = resolve_target(self.target)
         budget = register_budget(target, self.occupancy, self.max_registers)
         collector = RemarkCollector()
-        budgeter = _Budgeter(budget, collector)
+        budgeter = _Budgeter(budget, collector, target)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if not func.body.blocks:
                 continue

@@ -9,16 +9,22 @@ pin exactly which ops share one kernel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from fusec.codegen.generate import generate_program
+from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.program import Program
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.compiler.targets import H200, Target
 from fusec.compiler.verify import verify_module
+from fusec.dialects.fusion import GroupOp
 from fusec.runtime.executor import run_program
 from fusec.runtime.reference import find_function, random_inputs, run_module
+from fusec.scheduling.choose import ensure_schedules
 
 # float32 kernels against the float64 oracle; sums of a few hundred terms and
 # transcendental functions lose a few ulps more than a single op.
@@ -34,6 +40,14 @@ def compile_text(text: str, pipeline: str | None) -> Program:
     if pipeline:
         PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), pipeline)).run(module)
     return generate_program(module)
+
+
+def emit_scheduled(emit: Callable[[GroupOp, str], KernelSource], group: GroupOp,
+                   target: Target = H200) -> KernelSource:
+    """`emit(group, "k")` after the scheduler recorded the group's schedule
+    for `target` (as code generation does for an unscheduled group)."""
+    ensure_schedules([group], target)
+    return emit(group, "k")
 
 
 def check_program(

@@ -19,15 +19,16 @@ from fusec.codegen.contraction import (
     MEDIUM_TILE,
     SMALL_TILE,
     GemmTile,
-    choose_tile,
     emit,
 )
 from fusec.codegen.kernel_source import KERNEL_PRELUDE
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.targets import H200
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import matmul_shape
-from tests.codegen_harness import check_program, tensor
+from fusec.scheduling.contraction import choose_tile
+from tests.codegen_harness import check_program, emit_scheduled, tensor
 
 
 def _matmul_program(a: tuple[int, ...], b: tuple[int, ...]) -> str:
@@ -123,9 +124,9 @@ def _run_alone(text: str, name: str, program: str, grid: tuple[int, int, int],
 
 
 def test_tile_choice() -> None:
-    assert choose_tile(1, 4096, 4096) == LARGE_TILE
-    assert choose_tile(96, 512, 64) == MEDIUM_TILE  # attention's P @ V
-    assert choose_tile(1, 20, 24) == SMALL_TILE
+    assert choose_tile(1, 4096, 4096, H200) == LARGE_TILE
+    assert choose_tile(96, 512, 64, H200) == MEDIUM_TILE  # attention's P @ V
+    assert choose_tile(1, 20, 24, H200) == SMALL_TILE
 
 
 def test_transpose_and_scale_prologue() -> None:
@@ -202,7 +203,7 @@ func.func @f(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> (tensor<4x4xf32>, tens
   func.return %y, %z : tensor<4x4xf32>, tensor<4x4xf32>
 }"""
     with pytest.raises(FusecError, match=r"feeds nn\.matmul and other ops"):
-        emit(_group(text), "k")
+        emit_scheduled(emit, _group(text))
 
 
 BIAS = """

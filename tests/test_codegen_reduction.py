@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import pytest
 
-from fusec.codegen import reduction
 from fusec.codegen.group_body import GroupBody
-from fusec.codegen.reduction import ReductionOptions, emit, plan_schedule
-from fusec.codegen.reduction_plan import analyze
+from fusec.codegen.reduction import emit
+from fusec.codegen.reduction_plan import RowAnalysis, analyze
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.targets import H200
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import reduced_shape
-from tests.codegen_harness import check_program, tensor
+from fusec.scheduling import reduction
+from fusec.scheduling.reduction import ReductionOptions, for_target, to_attr
+from tests.codegen_harness import check_program, emit_scheduled, tensor
+
+
+def plan(ra: RowAnalysis, opts: ReductionOptions) -> reduction.RowSchedule:
+    """The schedule of `ra` under `opts` on the h200 profile."""
+    return reduction.plan_schedule(ra, for_target(H200, opts))
 
 
 def _reduce_program(op: str, shape: tuple[int, ...], axes: list[int], keepdims: bool) -> str:
@@ -111,20 +118,21 @@ def test_softmax_caches_the_row_unless_over_budget() -> None:
     group = _group(SOFTMAX.format(n=300))
     ra = analyze(GroupBody.of(group))
     streamed = ReductionOptions(registers=False)
-    assert plan_schedule(ra, streamed).cached == [ra.body.args[0]]
+    assert plan(ra, streamed).cached == [ra.body.args[0]]
     tight = ReductionOptions(registers=False, shared_budget=2048)
-    assert plan_schedule(ra, tight).cached == []
-    assert "cache0" not in emit(group, "k", tight).text
+    assert plan(ra, tight).cached == []
+    group.attributes["schedule"] = to_attr(ra, plan(ra, tight))
+    assert "cache0" not in emit_scheduled(emit, group).text
 
 
 def test_register_schedule_needs_a_row_that_fits() -> None:
     group = _group(SOFTMAX.format(n=300))
     ra = analyze(GroupBody.of(group))
-    sched = plan_schedule(ra, ReductionOptions())
+    sched = plan(ra, ReductionOptions())
     assert (sched.registers, sched.lanes, sched.per_lane, sched.cached) == (True, 32, 10, [])
     # At most 4 elements per lane would need 128 lanes; 64 are allowed.
     narrow = ReductionOptions(register_elems=4, max_register_lanes=64)
-    assert not plan_schedule(ra, narrow).registers
+    assert not plan(ra, narrow).registers
 
 
 ADD_LAYERNORM_GELU = """
@@ -245,4 +253,4 @@ func.func @f(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<8xf32>) {
   func.return %a, %b : tensor<4xf32>, tensor<8xf32>
 }"""
     with pytest.raises(FusecError, match="share their input shape and axes"):
-        emit(_group(text), "k")
+        emit_scheduled(emit, _group(text))

@@ -11,7 +11,7 @@ from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import conv2d_shape, pool2d_shape
-from tests.codegen_harness import check_program, tensor
+from tests.codegen_harness import check_program, emit_scheduled, tensor
 
 
 def _conv_program(
@@ -117,7 +117,7 @@ def test_depthwise_has_no_channel_loop() -> None:
 
     GroupEachOpPass().apply(make_context(), module)
     group = next(op for op in module.walk() if isinstance(op, GroupOp))
-    assert "for ci in range" not in emit(group, "k").text
+    assert "for ci in range" not in emit_scheduled(emit, group).text
 
 
 def test_relu_prologue_before_pool() -> None:
@@ -168,4 +168,4 @@ func.func @f(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x1xf32> {
     module = parse_module(make_context(), text, "test.mlir")
     group = next(op for op in module.walk() if isinstance(op, GroupOp))
     with pytest.raises(FusecError, match="cannot be fused into the epilogue"):
-        emit(group, "k")
+        emit_scheduled(emit, group)

@@ -57,4 +57,5 @@ def test_fusion_is_a_remark_and_the_schedule_is_recorded() -> None:
     PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), PIPELINE)).run(module)
     assert any("fused nn.max_pool2d (%p) into group g0" in n for n in collect_remarks(module))
     (g,) = [op for op in module.walk() if isinstance(op, GroupOp)]
-    assert g.attributes["schedule"].data.startswith("conv + pool: a 16x16 conv tile")
+    assert g.attributes["schedule_text"].data.startswith("conv + pool: a 16x16 conv tile")  # type: ignore[attr-defined]
+    assert g.attributes["schedule"].str_field("path") == "conv_pool"  # type: ignore[attr-defined]

@@ -10,14 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusec.codegen import reduction
 from fusec.codegen.group_body import GroupBody
-from fusec.codegen.reduction import ReductionOptions, plan_schedule
-from fusec.codegen.reduction_plan import analyze
+from fusec.codegen.reduction_plan import RowAnalysis, analyze
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.targets import H200
 from fusec.dialects.fusion import GroupOp
 from fusec.runtime.executor import Executor
 from fusec.runtime.reference import find_function, random_inputs, run_module
+from fusec.scheduling import reduction
+from fusec.scheduling.reduction import ReductionOptions, for_target
 from tests.codegen_harness import check_program, compile_text
 
 SMALL = ReductionOptions(fill_threads=4096, min_split_elems=4)
@@ -34,6 +35,11 @@ func.func @f(%x: tensor<600x8xf32>) -> tensor<1x8xf32> {
   %s = nn.reduce_sum %x {axes = [0], keepdims = true} : (tensor<600x8xf32>) -> tensor<1x8xf32>
   func.return %s : tensor<1x8xf32>
 }"""
+
+
+def plan(ra: RowAnalysis, opts: ReductionOptions) -> reduction.RowSchedule:
+    """The schedule of `ra` under `opts` on the h200 profile."""
+    return reduction.plan_schedule(ra, for_target(H200, opts))
 
 
 def test_column_sum_split_over_blocks() -> None:
@@ -126,7 +132,7 @@ def test_counters_return_to_zero_between_launches() -> None:
 def _schedule(text: str, opts: ReductionOptions) -> reduction.RowSchedule:
     program = parse_module(make_context(), text, "test.mlir")
     group = next(op for op in program.walk() if isinstance(op, GroupOp))
-    return plan_schedule(analyze(GroupBody.of(group)), opts)
+    return plan(analyze(GroupBody.of(group)), opts)
 
 
 GROUPED = """

@@ -181,7 +181,9 @@ def test_contraction_over_budget_is_retiled_not_split() -> None:
     module = run_pipeline(text, "decompose,form-fusion-groups{target=h200},group-each-op,"
                           "register-budget{max_registers=100}")
     (g,) = groups(module)
-    assert [a.value.data for a in g.attributes["gemm_tile"].data] == [64, 64, 8, 4, 4, 2]
+    tile = g.attributes["schedule"]
+    assert [tile.int_field(k) for k in ("bm", "bn", "bk", "tm", "tn", "vec")] == [  # type: ignore[attr-defined]
+        64, 64, 8, 4, 4, 2]
     assert g.attributes["est_registers"].value.data <= 100
     notes = collect_remarks(module)
     assert any("re-scheduled group g0" in n and "tile 64x64x8" in n for n in notes), notes
@@ -202,7 +204,8 @@ def test_window_over_budget_is_retiled_not_split() -> None:
     assert len(windows) == 4  # no split: each conv and the pool one kernel
     assert all(g.attributes["est_registers"].value.data <= 48 for g in windows)  # type: ignore[attr-defined]
     expand = windows[0]
-    assert [a.value.data for a in expand.attributes["window_thread"].data] == [4, 4]  # type: ignore[attr-defined]
+    thread = expand.attributes["schedule"]
+    assert (thread.int_field("pt"), thread.int_field("ot")) == (4, 4)  # type: ignore[attr-defined]
     notes = collect_remarks(module)
     assert any(n.startswith("remark: re-scheduled group g0:") and "window tile" in n
                for n in notes), notes

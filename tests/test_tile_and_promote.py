@@ -23,6 +23,7 @@ from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.remarks import collect_remarks
 from fusec.compiler.targets import get_target
 from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr, WindowSchedule
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -67,23 +68,35 @@ def groups(module: ModuleOp) -> list[GroupOp]:
     return [op for op in module.walk() if isinstance(op, GroupOp)]
 
 
-def ints(attr: object) -> list[int]:
-    return [a.value.data for a in attr.data]  # type: ignore[attr-defined]
+def sched(g: GroupOp) -> ScheduleAttr:
+    attr = g.attributes["schedule"]
+    assert isinstance(attr, ScheduleAttr)
+    return attr
+
+
+def tile(g: GroupOp) -> list[int]:
+    """A window group's `[th, tw, oc_t, ci_step]`."""
+    return [sched(g).int_field(k) for k in ("th", "tw", "oc_t", "ci_step")]
+
+
+def windows_of(module: ModuleOp) -> list[GroupOp]:
+    return [g for g in groups(module) if isinstance(g.attributes.get("schedule"), WindowSchedule)]
 
 
 def test_contraction_schedule_is_recorded_and_honoured() -> None:
     module = run(MATMUL)
     (g,) = groups(module)
-    assert ints(g.attributes["gemm_tile"]) == [128, 128, 8, 8, 8, 2]
-    assert "double-buffered" in g.attributes["schedule"].data
+    s = sched(g)
+    assert isinstance(s, ContractionSchedule)
+    assert [s.int_field(k) for k in ("bm", "bn", "bk", "tm", "tn", "vec")] == [128, 128, 8, 8, 8, 2]
+    assert "double-buffered" in g.attributes["schedule_text"].data  # type: ignore[attr-defined]
     assert g.attributes["shared_bytes_est"].value.data == 2 * 8 * (128 + 128 + 8) * 4
 
 
 def test_shared_memory_limit_forces_a_smaller_tile() -> None:
     module = run(MATMUL, "shared_memory_limit=9000")
     (g,) = groups(module)
-    tile = ints(g.attributes["gemm_tile"])
-    assert tile[:2] == [64, 64]
+    assert (sched(g).int_field("bm"), sched(g).int_field("bn")) == (64, 64)
     assert g.attributes["shared_bytes_est"].value.data == 8704
     notes = collect_remarks(module)
     assert any("tile 128x128x8 (8x8 per thread) needs 16896 bytes of shared memory, over the "
@@ -93,27 +106,27 @@ def test_shared_memory_limit_forces_a_smaller_tile() -> None:
 
 def test_reduction_row_schedule_follows_the_shared_budget() -> None:
     (g,) = groups(run(SOFTMAX))
-    assert g.attributes["row_schedule"].data in ("registers", "on-chip")
+    assert sched(g).str_field("row") in ("registers", "shared")
     (g,) = groups(run(SOFTMAX, "shared_memory_limit=4096"))
-    assert g.attributes["row_schedule"].data in ("registers", "staged")
+    assert sched(g).str_field("row") in ("registers", "memory")
 
 
 def test_window_tile_shrinks_under_the_limit() -> None:
     text = (EXAMPLES / "inverted_residual.mlir").read_text(encoding="utf-8")
-    free = {g.attributes["name"].data: ints(g.attributes["window_tile"])  # type: ignore[attr-defined]
-            for g in groups(run(text)) if "window_tile" in g.attributes}
+    free = {g.attributes["name"].data: tile(g)  # type: ignore[attr-defined]
+            for g in windows_of(run(text))}
     module = run(text, "shared_memory_limit=1024")
-    windows = [g for g in groups(module) if "window_tile" in g.attributes]
-    assert len(windows) == 3 and all(len(ints(g.attributes["window_tile"])) == 4 for g in windows)
+    windows = windows_of(module)
+    assert len(windows) == 3
     assert all(g.attributes["shared_bytes_est"].value.data <= 1024  # type: ignore[attr-defined]
                for g in windows)
     shrunk = [g for g in windows
-              if ints(g.attributes["window_tile"]) != free[g.attributes["name"].data]]  # type: ignore[attr-defined]
+              if tile(g) != free[g.attributes["name"].data]]  # type: ignore[attr-defined]
     assert shrunk
     notes = collect_remarks(module)
     assert all(any(f"group {g.attributes['name'].data}: window tile" in n  # type: ignore[attr-defined]
                    and "over the limit of 1024" in n for n in notes) for g in shrunk), notes
-    assert any(g.attributes.get("depthwise") is not None for g in groups(module))
+    assert any(sched(g).str_field("path") == "depthwise" for g in windows)
 
 
 def test_cli_options_reach_the_passes(tmp_path: Path) -> None:

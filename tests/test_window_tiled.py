@@ -17,6 +17,7 @@ from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.remarks import collect_remarks
 from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import WindowSchedule
 from fusec.dialects.shapes import conv2d_shape, pool2d_shape
 from tests.codegen_harness import check_program, tensor
 
@@ -38,8 +39,24 @@ def window_groups(module: ModuleOp) -> list[GroupOp]:
             and op.attributes["kind"].data == "window"]  # type: ignore[attr-defined]
 
 
+WINDOW_FIELDS = {"window_tile": ("th", "tw", "oc_t", "ci_step"), "window_thread": ("pt", "ot")}
+
+
 def ints(group: GroupOp, key: str) -> list[int]:
-    return [a.value.data for a in group.attributes[key].data]  # type: ignore[attr-defined]
+    """The block tile (`window_tile`) or thread tile (`window_thread`) of
+    the group's `#fusion.window` schedule, or an integer array attribute."""
+    if key not in WINDOW_FIELDS:
+        return [a.value.data for a in group.attributes[key].data]  # type: ignore[attr-defined]
+    attr = group.attributes["schedule"]
+    assert isinstance(attr, WindowSchedule)
+    return [attr.int_field(k) for k in WINDOW_FIELDS[key]]
+
+
+def schedule_text(path: str, tile: list[int], thread: list[int]) -> str:
+    """`#fusion.window<...>` for a hand-recorded plan."""
+    values = dict(zip(("th", "tw", "oc_t", "ci_step", "pt", "ot"), [*tile, *thread], strict=True))
+    return f'#fusion.window<path = "{path}", ' + ", ".join(
+        f"{k} = {v}" for k, v in values.items()) + ">"
 
 
 def conv_program(x: tuple[int, int, int, int], w: tuple[int, int, int, int],
@@ -80,7 +97,7 @@ def test_pointwise_conv(x: tuple[int, int, int, int], w: tuple[int, int, int, in
                         groups: int) -> None:
     text = conv_program(x, w, [1, 1], [0, 0, 0, 0], [1, 1], groups)
     g = schedule(text)
-    assert g.attributes["schedule"].data.startswith("window: 1x1 conv as a GEMM over pixels")  # type: ignore[attr-defined]
+    assert g.attributes["schedule_text"].data.startswith("window: 1x1 conv as a GEMM over pixels")  # type: ignore[attr-defined]
     th, tw, oc_t, ci_step = ints(g, "window_tile")
     pt, ot = ints(g, "window_thread")
     assert th == 1 and tw % pt == 0 and oc_t % ot == 0
@@ -125,7 +142,7 @@ def test_general_conv(x: tuple[int, int, int, int], w: tuple[int, int, int, int]
                       groups: int) -> None:
     text = conv_program(x, w, strides, pads, dilations, groups)
     g = schedule(text)
-    assert g.attributes["schedule"].data.startswith("window: output tile")  # type: ignore[attr-defined]
+    assert g.attributes["schedule_text"].data.startswith("window: output tile")  # type: ignore[attr-defined]
     assert "depthwise" not in g.attributes
     check_program(text, pipeline=PIPELINE)
 
@@ -139,10 +156,12 @@ def recorded_group(x: tuple[int, int, int, int], w: tuple[int, int, int, int], c
         if m := re.search(key + r" = \[([0-9, ]+)\]", conv_attrs):
             value[:] = [int(v) for v in m.group(1).split(",")]
     out = tensor(conv2d_shape(x, w, strides, pads, [1, 1], groups))
+    path = "depthwise" if w[1] == 1 else "pixels" if (
+        w[2:] == (1, 1) and strides == [1, 1] and not any(pads)) else "general"
     return f"""
 func.func @f(%x: {tensor(x)}, %w: {tensor(w)}) -> {out} {{
-  %y = fusion.group (%x, %w) {{name = "g0", kind = "window", window_tile = {tile},
-      window_thread = {thread}}} : ({tensor(x)}, {tensor(w)}) -> {out} {{
+  %y = fusion.group (%x, %w) {{name = "g0", kind = "window",
+      schedule = {schedule_text(path, tile, thread)}}} : ({tensor(x)}, {tensor(w)}) -> {out} {{
   ^bb0(%xa: {tensor(x)}, %wa: {tensor(w)}):
     %c = nn.conv2d %xa, %wa {{{conv_attrs}}} : ({tensor(x)}, {tensor(w)}) -> {out}
     fusion.yield %c : {out}
@@ -198,7 +217,7 @@ def test_depthwise_conv(x: tuple[int, int, int, int], w: tuple[int, int, int, in
                         strides: list[int], pads: list[int], groups: int) -> None:
     text = conv_program(x, w, strides, pads, [1, 1], groups)
     g = schedule(text)
-    assert g.attributes["depthwise"].data == "true"  # type: ignore[attr-defined]
+    assert g.attributes["schedule"].str_field("path") == "depthwise"  # type: ignore[attr-defined]
     tile = ints(g, "window_tile")
     assert tile[2:] == [1, 1] and ints(g, "window_thread")[1] == 1
     assert ints(g, "grid")[1:] == [w[0], x[0]]  # a block per (output channel, image)
@@ -225,7 +244,7 @@ func.func @f(%x: {tensor(x)}) -> {out} {{
   func.return %y : {out}
 }}"""
     g = schedule(text)
-    assert g.attributes["schedule"].data.startswith(f"window: {op[:3]} pool, one channel")  # type: ignore[attr-defined]
+    assert g.attributes["schedule_text"].data.startswith(f"window: {op[:3]} pool, one channel")  # type: ignore[attr-defined]
     program = check_program(text, pipeline=PIPELINE)
     if op == "max_pool2d" and any(pads):
         assert "float32(-math.inf)" in program.kernels_source  # padding never wins
@@ -255,7 +274,7 @@ func.func @f(%x: tensor<2x4x9x9xf32>, %we: tensor<12x4x1x1xf32>, %be: tensor<12x
 def test_inverted_residual_epilogues_three_kernels() -> None:
     """bias + clamp after the 1x1 expand and the depthwise conv, bias +
     residual add after the 1x1 project: three tiled kernels."""
-    modes = [g.attributes["schedule"].data.split(",")[0]  # type: ignore[attr-defined]
+    modes = [g.attributes["schedule_text"].data.split(",")[0]  # type: ignore[attr-defined]
              for g in window_groups(run(INVERTED_RESIDUAL, FUSED))]
     assert modes == ["window: 1x1 conv as a GEMM over pixels", "window: depthwise conv",
                      "window: 1x1 conv as a GEMM over pixels"]
@@ -374,8 +393,6 @@ def test_shared_memory_limit_forces_a_smaller_tile() -> None:
 
 
 def test_recorded_plan_that_cannot_be_built_is_an_error() -> None:
-    from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType
-
     from fusec.codegen.window import emit
     from fusec.compiler.diagnostics import FusecError
 
@@ -384,6 +401,6 @@ def test_recorded_plan_that_cannot_be_built_is_an_error() -> None:
              if isinstance(op, GroupOp))
     with pytest.raises(FusecError, match="not a whole number of thread tiles"):
         emit(g, "k")
-    g.attributes["window_thread"] = ArrayAttr([IntegerAttr(2, IntegerType(64)),
-                                               IntegerAttr(1, IntegerType(64))])
+    g.attributes["schedule"] = WindowSchedule.make(path="general", th=4, tw=4, oc_t=4,
+                                                   ci_step=2, pt=2, ot=1)
     emit(g, "k")  # 4 rows of 2 per thread, 4 channels of 1: buildable

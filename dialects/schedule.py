@@ -1,0 +1,190 @@
+"""Schedule attributes: how one `fusion.group` runs, as data.
+
+Each group carries ONE of these under the key `schedule`, chosen by the
+`tile-and-promote` pass for the resolved target. The emitters read it
+verbatim; the register model, the cost model and the report read the same
+attribute (docs/scheduling.md lists every field).
+
+```mlir
+%y = fusion.group (%x) {name = "g0", kind = "reduction",
+    schedule = #fusion.reduction<layout = "row", row = "registers", lanes = 128,
+                                 rows_per_block = 1, splits = 1, chunk = 0,
+                                 per_lane = 32, cached = 0, unroll = 4>} ...
+```
+
+The syntax is `#fusion.<kind><key = value, ...>` with every parameter
+present, in declaration order; values are integers or string literals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, TypeVar
+
+from xdsl.dialects.builtin import IntAttr, StringAttr
+from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+S = TypeVar("S", bound="ScheduleAttr")
+
+
+class ScheduleAttr(ParametrizedAttribute):
+    """Base of the schedule attributes: `<key = value, ...>` syntax, typed
+    field access, and the choices a string field accepts."""
+
+    name = "fusion.schedule"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """The parameter names, in order."""
+        return [k for k, _ in cls.get_irdl_definition().parameters]
+
+    @classmethod
+    def make(cls: type[S], **values: int | str) -> S:
+        """The attribute from plain Python values (every key required)."""
+        missing = [k for k in cls.field_names() if k not in values]
+        extra = [k for k in values if k not in cls.field_names()]
+        if missing or extra:
+            raise ValueError(f"{cls.name}: missing {missing}, unknown {extra}")
+        return cls(*(_wrap(values[k]) for k in cls.field_names()))
+
+    def get(self, key: str) -> int | str:
+        """Field `key` as an int or a str."""
+        attr = getattr(self, key)
+        return attr.data if isinstance(attr, (IntAttr, StringAttr)) else str(attr)
+
+    def int_field(self, key: str) -> int:
+        """An integer field."""
+        value = self.get(key)
+        assert isinstance(value, int)
+        return value
+
+    def str_field(self, key: str) -> str:
+        """A string field."""
+        value = self.get(key)
+        assert isinstance(value, str)
+        return value
+
+    def as_dict(self) -> dict[str, int | str]:
+        """Every field by name (plan.json, the report)."""
+        return {k: self.get(k) for k in self.field_names()}
+
+    def verify(self) -> None:
+        for key, allowed in self.CHOICES.items():
+            if self.get(key) not in allowed:
+                raise VerifyException(f"{self.name}: {key} must be one of {', '.join(allowed)}, "
+                                 f"not '{self.get(key)}'")
+        for key in self.field_names():
+            value = self.get(key)
+            if isinstance(value, int) and value < 0:
+                raise VerifyException(f"{self.name}: {key} must be >= 0, not {value}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        values: list[Attribute] = []
+        with parser.in_angle_brackets():
+            for i, key in enumerate(cls.field_names()):
+                if i:
+                    parser.parse_punctuation(",")
+                parser.parse_keyword(key, f" (the fields of {cls.name} are "
+                                     f"{', '.join(cls.field_names())}, in that order)")
+                parser.parse_punctuation("=")
+                text = parser.parse_optional_str_literal()
+                values.append(StringAttr(text) if text is not None
+                              else IntAttr(parser.parse_integer(allow_boolean=False)))
+        return values
+
+    def print_parameters(self, printer: Printer) -> None:
+        parts = [f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}"
+                 for k, v in self.as_dict().items()]
+        printer.print_string("<" + ", ".join(parts) + ">")
+
+
+def _wrap(value: int | str) -> Attribute:
+    return StringAttr(value) if isinstance(value, str) else IntAttr(value)
+
+
+@irdl_attr_definition
+class PointwiseSchedule(ScheduleAttr):
+    """A pointwise group: `elements_per_thread` elements per thread, `block`
+    apart (each warp load reads consecutive addresses), `block` threads per
+    block, one block per chunk of `block * elements_per_thread` elements."""
+
+    name = "fusion.pointwise"
+    elements_per_thread: IntAttr
+    block: IntAttr
+
+
+@irdl_attr_definition
+class ReductionSchedule(ScheduleAttr):
+    """A reduction group (`codegen/reduction.py`): `layout` row (lanes along
+    the contiguous reduced axis) or column (threadIdx.x over rows); where the
+    row lives between passes (`registers`, `shared`: a shared-memory cache of
+    the first `cached` cache candidates, `memory`: re-read); `lanes` threads
+    per row, `rows_per_block` rows per block; a row split over `splits`
+    blocks of `chunk` elements; `per_lane` row elements per lane held in
+    registers; `unroll` elements per lane per step of a streamed pass."""
+
+    name = "fusion.reduction"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "layout": ("row", "column"), "row": ("registers", "shared", "memory")}
+    layout: StringAttr
+    row: StringAttr
+    lanes: IntAttr
+    rows_per_block: IntAttr
+    splits: IntAttr
+    chunk: IntAttr
+    per_lane: IntAttr
+    cached: IntAttr
+    unroll: IntAttr
+
+
+@irdl_attr_definition
+class ContractionSchedule(ScheduleAttr):
+    """A contraction group: `impl` simt (fusec's tiled kernel: block tile
+    `bm x bn`, K step `bk`, `tm x tn` outputs per thread in strips of `vec`,
+    `stages` shared-memory buffers) or library (cuBLAS; the tile is unused)."""
+
+    name = "fusion.contraction"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"impl": ("simt", "library")}
+    impl: StringAttr
+    bm: IntAttr
+    bn: IntAttr
+    bk: IntAttr
+    tm: IntAttr
+    tn: IntAttr
+    vec: IntAttr
+    stages: IntAttr
+
+
+@irdl_attr_definition
+class WindowSchedule(ScheduleAttr):
+    """A window group: `path` pixels / general / depthwise (the tiled kernels
+    of a lone conv or pool: a `th x tw` output tile of `oc_t` channels per
+    block, `ci_step` input channels staged with their halo per step, `pt x
+    ot` outputs per thread), conv_pool (a `th x tw` tile of pooled outputs
+    per block over a shared conv tile, each conv output a direct loop) or
+    direct (one output per thread, a direct loop over the taps)."""
+
+    name = "fusion.window"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "path": ("pixels", "general", "depthwise", "conv_pool", "direct")}
+    path: StringAttr
+    th: IntAttr
+    tw: IntAttr
+    oc_t: IntAttr
+    ci_step: IntAttr
+    pt: IntAttr
+    ot: IntAttr
+
+
+SCHEDULE_ATTRS: tuple[type[ScheduleAttr], ...] = (
+    PointwiseSchedule, ReductionSchedule, ContractionSchedule, WindowSchedule)
+"""The schedule attribute of each group kind (registered by the fusion dialect)."""
+
+SCHEDULE_KEY = "schedule"
+"""The group attribute holding the schedule."""

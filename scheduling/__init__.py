@@ -1,0 +1,1 @@
+"""Scheduling: the schedule of each group kind, chosen for a target."""

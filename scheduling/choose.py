@@ -1,0 +1,197 @@
+"""Choosing every group's schedule for a target: the one place a decision
+is made (`tile-and-promote` runs it; code generation runs it for a group
+that reaches it without one). Each kind's choice is recorded as the group's
+`schedule` attribute (`dialects/schedule.py`), with a readable line
+(`schedule_text`) and the shared memory it uses (`shared_bytes_est`).
+
+- pointwise: `scheduling/pointwise.py`;
+- reduction: `scheduling/reduction.py`, its shared-memory cache within the
+  budget (`SHARED_BUDGET_BYTES`, or the limit when smaller);
+- contraction: the tile `register-budget` chose, or the size-based one, made
+  smaller until its shared bytes fit the limit; a library GEMM is recorded
+  as `impl = "library"`;
+- window: a lone conv or pool the tiled plan (`codegen/window_schedule.py`)
+  shrunk until it fits the limit; conv + pool its pooled tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr
+from xdsl.ir import Operation
+
+from fusec.codegen.contraction import analyze as analyze_gemm
+from fusec.codegen.conv_pool import POOL_TILE, shared_tile
+from fusec.codegen.decompose_group import decomposed
+from fusec.codegen.group_body import GroupBody, compute_type
+from fusec.codegen.reduction_plan import analyze as analyze_rows
+from fusec.codegen.window_plan import STATIC_SHARED_LIMIT, WindowPlan, plan_attr
+from fusec.codegen.window_schedule import fit_shared, group_window, smallest
+from fusec.compiler.remarks import RemarkCollector
+from fusec.compiler.targets import Target
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.schedule import SCHEDULE_KEY, ContractionSchedule, ScheduleAttr
+from fusec.dialects.shapes import numel
+from fusec.scheduling import reduction
+from fusec.scheduling.contraction import (
+    FALLBACK_TILES,
+    GemmTile,
+    choose_tile,
+    gemm_shared_bytes,
+    recorded_tile,
+    tile_attr,
+)
+from fusec.scheduling.pointwise import pointwise_schedule
+
+
+def _int(v: int) -> IntegerAttr[IntegerType]:
+    return IntegerAttr(v, IntegerType(64))
+
+
+def _name(group: GroupOp) -> str:
+    attr = group.attributes.get("name")
+    return attr.data if isinstance(attr, StringAttr) else "?"
+
+
+def _ops(group: GroupOp) -> list[Operation]:
+    return [op for op in group.block.ops if not isinstance(op, YieldOp)]
+
+
+def _tile(t: GemmTile) -> str:
+    return f"{t.bm}x{t.bn}x{t.bk} ({t.tm}x{t.tn} per thread)"
+
+
+@dataclass
+class Scheduler:
+    """Chooses and records the schedule of each group on `target`, within
+    `limit` bytes of shared memory per block; remarks say what was shrunk."""
+
+    target: Target
+    limit: int
+    remarks: RemarkCollector
+
+    def schedule(self, group: GroupOp) -> None:
+        """Record `schedule`, `schedule_text` and `shared_bytes_est` on `group`."""
+        attr, line, used = self.choose(group)
+        if attr is not None:
+            group.attributes[SCHEDULE_KEY] = attr
+        group.attributes["schedule_text"] = StringAttr(line)
+        group.attributes["shared_bytes_est"] = _int(used)
+
+    def choose(self, group: GroupOp) -> tuple[ScheduleAttr | None, str, int]:
+        """The schedule of `group` (None for a layout copy), a readable line,
+        and its shared bytes; nothing is recorded."""
+        kind = getattr(group.attributes.get("kind"), "data", "")
+        attr: ScheduleAttr | None = None
+        if kind == "contraction" and "gemm" in group.attributes:
+            line, used = "library GEMM (cuBLAS through CuPy), no kernel of fusec's", 0
+            attr = ContractionSchedule.make(impl="library", bm=0, bn=0, bk=0, tm=0, tn=0, vec=0,
+                                            stages=0)
+        elif kind == "contraction":
+            attr, line, used = self.contraction(group)
+        elif kind == "window":
+            attr, line, used = self.window(group)
+        elif kind == "reduction":
+            attr, line, used = self.reduction(group)
+        elif kind == "pointwise":
+            attr = pointwise_schedule(self.target)
+            line = (f"pointwise: {attr.int_field('elements_per_thread')} elements per thread, "
+                    f"{attr.int_field('block')} threads per block")
+            used = 0
+        else:
+            line, used = f"{kind}: index remapping copy", 0
+        return attr, line, used
+
+    def contraction(self, group: GroupOp) -> tuple[ScheduleAttr, str, int]:
+        with decomposed(group) as flat:
+            g = analyze_gemm(GroupBody.of(flat))
+            item = 8 if compute_type(g.matmul.result) == "float64" else 4
+            start = recorded_tile(group) or choose_tile(numel(g.batch), g.m, g.n, self.target)
+        candidates = [start, *(t for t in FALLBACK_TILES
+                               if gemm_shared_bytes(t, item) < gemm_shared_bytes(start, item))]
+        fitting = [t for t in candidates if gemm_shared_bytes(t, item) <= self.limit]
+        if fitting:
+            tile = fitting[0]
+        else:
+            tile = min(candidates, key=lambda t: gemm_shared_bytes(t, item))
+            self.remarks.add("missed", f"group {_name(group)}: no GEMM tile fits "
+                             f"{self.limit} bytes of shared memory; using the smallest, "
+                             f"{_tile(tile)}")
+        if tile != start:
+            self.remarks.add("remark", f"group {_name(group)}: tile {_tile(start)} needs "
+                             f"{gemm_shared_bytes(start, item)} bytes of shared memory, over the "
+                             f"limit of {self.limit}; using {_tile(tile)} "
+                             f"({gemm_shared_bytes(tile, item)} bytes)")
+        return (tile_attr(tile), f"gemm: block tile {_tile(tile)}, A and B tiles in shared "
+                "memory (double-buffered), epilogue in registers", gemm_shared_bytes(tile, item))
+
+    def window(self, group: GroupOp) -> tuple[ScheduleAttr, str, int]:
+        ops = _ops(group)
+        pool = next((o for o in ops if isinstance(o, (nn.MaxPool2dOp, nn.AvgPool2dOp))), None)
+        if pool is not None and any(isinstance(o, nn.Conv2dOp) for o in ops):
+            ch, cw = shared_tile(pool)
+            attr = plan_attr(WindowPlan(POOL_TILE, POOL_TILE, 1, 1, 1, 1), "conv_pool")
+            return (attr, f"conv + pool: a {ch}x{cw} conv tile (with halo) in shared memory "
+                    f"per {POOL_TILE}x{POOL_TILE} pooled outputs, each conv output a direct "
+                    "loop over input channels and taps", ch * cw * 4)
+        start = group_window(group)
+        assert start is not None
+        tiled = fit_shared(start, self.limit)
+        if tiled is None:
+            tiled = smallest(start)
+            self.remarks.add("missed", f"group {_name(group)}: no window tile fits "
+                             f"{self.limit} bytes of shared memory; using the smallest, "
+                             f"{tiled.plan.text()} ({tiled.shared_bytes} bytes)")
+        elif tiled != start:
+            self.remarks.add("remark", f"group {_name(group)}: window tile "
+                             f"{start.plan.text()} needs {start.shared_bytes} bytes of shared "
+                             f"memory, over the limit of {min(self.limit, STATIC_SHARED_LIMIT)}; "
+                             f"using {tiled.plan.text()} ({tiled.shared_bytes} bytes)")
+        return plan_attr(tiled.plan, tiled.mode), tiled.describe(), tiled.shared_bytes
+
+    def reduction(self, group: GroupOp) -> tuple[ScheduleAttr, str, int]:
+        budget = min(reduction.SHARED_BUDGET_BYTES, self.limit)
+        with decomposed(group) as flat:
+            ra = analyze_rows(GroupBody.of(flat))
+            sched = reduction.plan_schedule(
+                ra, reduction.for_target(self.target, shared_limit=budget))
+            attr = reduction.to_attr(ra, sched)
+        split = (f", each row split over {sched.splits} blocks (the last to arrive combines "
+                 "their partials)") if sched.splits > 1 else ""
+        used = sched.scratch_bytes + sched.cache_bytes
+        if sched.column:
+            return attr, (f"reduction: column schedule, {sched.rows_per_block} columns x "
+                          f"{sched.lanes} lanes per block, partials transposed in shared "
+                          "memory" + split), used
+        if sched.registers:
+            return attr, (f"reduction: row in registers, {sched.per_lane} elements per lane, "
+                          f"{sched.lanes} lanes per row"), sched.scratch_bytes
+        on_chip = attr.str_field("row") == "shared"
+        if not on_chip:
+            self.remarks.add("remark", f"group {_name(group)}: rows of {ra.row_length} "
+                             f"elements do not fit {budget} bytes of shared memory; staged "
+                             "(later passes re-read the row from memory)")
+        where = "kept on chip" if on_chip else "staged through memory"
+        return attr, (f"reduction: {sched.lanes} lanes per row, {sched.rows_per_block} rows per "
+                      f"block, row {where}" + split), used
+
+
+def ensure_schedules(groups: list[GroupOp], target: Target) -> None:
+    """Schedule the groups that have none (code generation of a module that
+    did not run `tile-and-promote`), within the target's shared memory."""
+    scheduler = Scheduler(target, target.shared_memory_per_block, RemarkCollector())
+    for group in groups:
+        if SCHEDULE_KEY not in group.attributes:
+            attr = scheduler.choose(group)[0]
+            if attr is not None:
+                group.attributes[SCHEDULE_KEY] = attr
+
+
+def proposed_schedule(group: GroupOp, target: Target) -> ScheduleAttr | None:
+    """The schedule `group` would get on `target` (nothing recorded, no
+    remarks): what the register and cost models read before
+    `tile-and-promote` ran."""
+    scheduler = Scheduler(target, target.shared_memory_per_block, RemarkCollector())
+    return scheduler.choose(group)[0]
