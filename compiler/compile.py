@@ -14,6 +14,8 @@ OUT/plan.json      the launch plan, below
 OUT/report.md      groups, launches and HBM bytes before/after, refused fusions
 OUT/constants.npz  the values of the program's nn.constant ops (always written,
                    possibly empty), keyed "c0", "c1", ... as plan.json says
+OUT/fusec-out.json the marker: format, version and the files above
+                   (`compiler/out_marker.py`); only such an OUT is replaced
 ```
 
 plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
@@ -78,6 +80,7 @@ from fusec.codegen.program import (
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.memory_plan import MemoryPlan, plan_memory
+from fusec.compiler.out_marker import MARKER, check_replaceable, write_marker
 from fusec.compiler.outputs import replace_directory
 from fusec.compiler.parsing import make_context, parse_module, read_source
 from fusec.compiler.pipeline import PipelineRunner
@@ -95,7 +98,7 @@ PLAN_VERSION = 1
 FUSION_PASS = "form-fusion-groups"
 FOLD_PASS = "fold-constants"
 CHECK_PRECISION_PASS = "check-precision"
-OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz")
+OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz", MARKER)
 
 
 @dataclass
@@ -391,9 +394,10 @@ def _library_from_json(e: dict[str, Any]) -> dict[str, Any] | None:
 
 def write_out(artifacts: CompiledArtifacts, out_dir: str | Path) -> None:
     """Write OUT whole or not at all: the files go into a temporary directory
-    beside OUT, which then replaces OUT in one rename."""
+    beside OUT, which then replaces OUT in one rename. An existing OUT is
+    replaced only if fusec wrote it (`out_marker.check_replaceable`)."""
     target = Path(out_dir)
-    _check_replaceable(target)
+    check_replaceable(target)
     parent = target.parent if str(target.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -408,18 +412,10 @@ def write_out(artifacts: CompiledArtifacts, out_dir: str | Path) -> None:
         (staging / "report.md").write_text(artifacts.report_md, encoding="utf-8")
         with (staging / "constants.npz").open("wb") as f:
             np.savez(f, **artifacts.constants)  # pyright: ignore[reportArgumentType]
+        write_marker(staging, [n for n in OUT_FILES if n != MARKER])
         replace_directory(staging, target)
     except OSError as err:
         raise FusecError(f"cannot write '{out_dir}': {err.strerror or err}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
-
-def _check_replaceable(target: Path) -> None:
-    """Refuse to replace a directory that is not an earlier fusec output: a
-    mistyped `-o` must never delete someone's files."""
-    if target.is_dir() and any(target.iterdir()) and not (target / "plan.json").is_file():
-        raise FusecError(
-            f"'{target}' exists and is not a fusec output directory (no plan.json); "
-            "refusing to replace it"
-        )
