@@ -24,6 +24,7 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
 {"format": "fusec-plan", "version": 1, "source": "model.mlir", "target": "auto",
  "fusion": true, "passes": ["decompose", "group-each-op"],
  "kernels": "kernels.py", "constants_file": "constants.npz",
+ "kernels_sha256": "<sha256 of kernels.py>",
  "functions": {"f": {
    "inputs":  [{"name": "x", "value": "v0", "shape": [4, 8], "dtype": "float32"}],
    "outputs": [{"name": "output_0", "value": "v3", "shape": [4, 8], "dtype": "float32"}],
@@ -48,7 +49,8 @@ estimate for the group, always present.
 A library GEMM launch (`--gemm`) names no kernel of kernels.py and carries
 `library`, `a`, `b`, `c`, `transpose_a`, `transpose_b`, `batch`, `m`, `n`, `k`
 (`codegen/library_gemm.py`); the runtime runs it with CuPy.
-`program_from_plan` reads it back for `fusec run OUT`.
+`program_from_plan` reads it back for `fusec run OUT` (after
+`runtime/out_dir.py` checked it against `compiler/plan_schema.py`).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ from fusec.compiler.registry import PassRegistry
 from fusec.compiler.report import ReportInputs, render_report
 from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
 from fusec.compiler.verify import verify_module
+from fusec.runtime.out_dir import kernels_digest
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -280,7 +283,8 @@ def build_plan(
                                          keys)
     plan: dict[str, Any] = {
         "format": PLAN_FORMAT, "version": PLAN_VERSION,
-        "kernels": "kernels.py", "constants_file": "constants.npz", "functions": functions,
+        "kernels": "kernels.py", "constants_file": "constants.npz",
+        "kernels_sha256": kernels_digest(program.kernels_source), "functions": functions,
     }
     return plan, constants
 

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--registers", action="store_true",
                    help="after the run, print each kernel's registers and local memory on "
                    "the GPU beside the estimate (GPU only)")
+    p.add_argument("--trust-modified-kernels", action="store_true",
+                   help="run an OUT whose kernels.py was edited after compiling (it no "
+                   "longer matches the digest in plan.json)")
     p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -143,11 +146,14 @@ def _load(args: argparse.Namespace, device: str) -> _Loaded:
         if args.no_fusion or args.target != "auto":
             print("fusec run: note: --no-fusion and --target apply to a .mlir model; "
                   f"'{path}' is already compiled", file=sys.stderr)
-        program, memory, plan = read_out(path)
+        program, memory, plan = read_out(path, args.trust_modified_kernels)
         model = CompiledModel(program, memory, plan, device, args.function,
                               path / "kernels.py")
-        mlir = path / "model.mlir"
-        return _Loaded(model, _parse(mlir) if mlir.is_file() else None)
+        if not (path / "model.mlir").exists():
+            return _Loaded(model, None)
+        from fusec.runtime.out_dir import out_path
+
+        return _Loaded(model, _parse(out_path(path, "model.mlir")))
     if not path.exists():
         raise FusecError(f"cannot read '{args.model}': no such file or directory")
     from fusec.compiler.compile import compile_model

@@ -67,8 +67,10 @@ _MODULES: dict[str, ModuleType] = {}
 
 def load_kernels(source: str | None = None, path: str | Path | None = None) -> ModuleType:
     """The kernels module, from its text or from a `kernels.py` file; loaded
-    once per distinct text (numba compiles each kernel once per module)."""
-    if path is not None:
+    once per distinct text (numba compiles each kernel once per module). With
+    both, the text is used and `path` only names it (the text read_out checked
+    against plan.json's digest, so the file is not read a second time)."""
+    if path is not None and source is None:
         try:
             source = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
@@ -80,10 +82,7 @@ def load_kernels(source: str | None = None, path: str | Path | None = None) -> M
         return _MODULES[digest]
     name = f"fusec_kernels_{digest}"
     filename = str(path) if path is not None else f"<fusec kernels {digest}>"
-    if path is not None:
-        spec = importlib.util.spec_from_file_location(name, filename)
-    else:
-        spec = importlib.util.spec_from_loader(name, _TextLoader(source, filename))
+    spec = importlib.util.spec_from_loader(name, _TextLoader(source, filename))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -193,8 +192,7 @@ class Executor:
         self.memory = memory if memory is not None else plan_memory(self.fp)
         self.roots = view_roots(self.fp)
         self.classes = storage_classes(self.fp)
-        self.module = load_kernels(program.kernels_source if kernels_path is None else None,
-                                   kernels_path)
+        self.module = load_kernels(program.kernels_source, kernels_path)
         self.kernels = [self._kernel(launch) for launch in self.fp.launches]
         self.stream: Any = None
         self.constants: dict[str, Any] = {}

@@ -116,10 +116,10 @@ def test_bad_npz_names_the_key(out: Path, tmp_path: Path, capsys: pytest.Capture
         (lambda out: (out / "plan.json").write_text("{not json"), "plan.json' is corrupt"),
         (lambda out: (out / "plan.json").write_text('{"format": "fusec-plan", "version": 1, '
                                                     '"functions": {"f": {}}}'),
-         "plan.json is malformed"),
+         "plan.json' is invalid at $: missing field 'kernels'"),
         (lambda out: (out / "constants.npz").write_bytes(b"garbage"), "constants.npz' is corrupt"),
-        (lambda out: (out / "kernels.py").unlink(), "cannot read"),
-        (lambda out: (out / "kernels.py").write_text("def (:"), "cannot load kernels"),
+        (lambda out: (out / "kernels.py").unlink(), "kernels.py' is missing"),
+        (lambda out: (out / "kernels.py").write_text("def (:"), "does not match the sha256"),
     ],
 )
 def test_damaged_out_is_a_clear_error(out: Path, capsys: pytest.CaptureFixture[str],
