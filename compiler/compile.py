@@ -61,7 +61,6 @@ import gc
 import json
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +82,12 @@ from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.memory_plan import MemoryPlan, plan_memory
 from fusec.compiler.out_marker import MARKER, check_replaceable, write_marker
-from fusec.compiler.outputs import replace_directory
+from fusec.compiler.outputs import (
+    make_staging_dir,
+    replace_directory,
+    stop_cleanly,
+    through_link,
+)
 from fusec.compiler.parsing import make_context, parse_module, read_source
 from fusec.compiler.pipeline import PipelineRunner
 from fusec.compiler.register_source import MeasuredRegisters, measure_registers, resolve_source
@@ -400,14 +404,19 @@ def write_out(artifacts: CompiledArtifacts, out_dir: str | Path) -> None:
     """Write OUT whole or not at all: the files go into a temporary directory
     beside OUT, which then replaces OUT in one rename. An existing OUT is
     replaced only if fusec wrote it (`out_marker.check_replaceable`)."""
-    target = Path(out_dir)
+    target = through_link(Path(out_dir))  # a link to OUT: replace what it points to
     check_replaceable(target)
-    parent = target.parent if str(target.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
-    except OSError as err:
-        raise FusecError(f"cannot write '{out_dir}': {err.strerror}") from None
+    with stop_cleanly():
+        try:
+            staging = make_staging_dir(target, set(OUT_FILES))
+        except OSError as err:
+            raise FusecError(f"cannot write '{out_dir}': {err.strerror}") from None
+        _write_staging(artifacts, staging, target, out_dir)
+
+
+def _write_staging(artifacts: CompiledArtifacts, staging: Path, target: Path,
+                   out_dir: str | Path) -> None:
+    """Fill `staging` and move it to `target`; `staging` is gone after."""
     try:
         (staging / "model.mlir").write_text(artifacts.model_mlir, encoding="utf-8")
         (staging / "kernels.py").write_text(artifacts.kernels_py, encoding="utf-8")

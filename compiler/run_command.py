@@ -28,9 +28,7 @@ fusec run OUT --registers                    # + registers per kernel on the GPU
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,19 +215,9 @@ def read_inputs(path: str, names: list[str], function: str) -> list[np.ndarray]:
 
 def _save(path: str, arrays: dict[str, np.ndarray]) -> None:
     """Write the .npz whole or not at all."""
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
-    except OSError as err:
-        raise FusecError(f"cannot write '{path}': {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)  # pyright: ignore[reportArgumentType]
-        os.replace(tmp, target)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise FusecError(f"cannot write '{path}': {err.strerror}") from None
+    from fusec.compiler.outputs import write_atomically
+
+    write_atomically(path, lambda f: np.savez(f, **arrays))  # pyright: ignore[reportArgumentType]
 
 
 def check_outputs(func: FuncOp, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> bool:
