@@ -31,7 +31,9 @@ import hashlib
 import importlib.abc
 import importlib.util
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -169,6 +171,20 @@ def _is_oom(err: BaseException) -> bool:
     return "OUT_OF_MEMORY" in text or "OUT OF MEMORY" in text
 
 
+@contextmanager
+def _quiet_float_errors(simulator: bool) -> Iterator[None]:
+    """In the simulator, kernels compute with NumPy scalars, which warn on
+    overflow, 0/0 and the like; a GPU gives inf or NaN silently, and so must
+    the simulator. Its threads do not inherit `np.errstate`, so the warnings
+    are filtered (process-wide) instead, only while kernels run."""
+    if not simulator:
+        yield
+        return
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
 class Executor:
     """Runs one function of a program; keeps the kernels module, the
     uploaded constants and the pooled buffers between calls."""
@@ -247,8 +263,9 @@ class Executor:
             raise
 
     def _run(self, inputs: Sequence[Any]) -> list[Any]:
-        results, storage = self.launch(inputs)
-        return self._from_device(inputs, results, storage)
+        with _quiet_float_errors(self.simulator):
+            results, storage = self.launch(inputs)
+            return self._from_device(inputs, results, storage)
 
     def launch(
         self, inputs: Sequence[Any], outputs: Sequence[Any] | None = None
