@@ -25,7 +25,7 @@ import sys
 from typing import NoReturn
 
 import fusec
-from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.diagnostics import FusecError, escape_controls
 from fusec.compiler.pipeline import DEFAULT_PIPELINE, InternalPassError
 
 # Subcommands, imported only when used: `fusec run ...`, `fusec import ...`.
@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         what = str(err) if isinstance(err, InternalPassError) else (
             f"internal error: {type(err).__name__}: {err}"
         )
-        print(f"fusec: {what} (rerun with --traceback for details)", file=sys.stderr)
+        print(f"fusec: {escape_controls(what)} (rerun with --traceback for details)",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("fusec: interrupted", file=sys.stderr)

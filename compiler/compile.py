@@ -94,7 +94,7 @@ from fusec.compiler.register_source import MeasuredRegisters, measure_registers,
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.report import ReportInputs, render_report
 from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
-from fusec.compiler.verify import verify_module
+from fusec.compiler.verify import reject_calls, verify_module
 from fusec.runtime.out_dir import kernels_digest
 
 P = ParamSpec("P")
@@ -128,7 +128,7 @@ def _source_text(source: str | Path) -> tuple[str, str]:
     read; anything else is the model's text."""
     if isinstance(source, Path) or ("\n" not in source and "{" not in source):
         return read_source(str(source)), "<stdin>" if str(source) == "-" else str(source)
-    return source, "<model>"
+    return source.removeprefix("\ufeff"), "<model>"
 
 
 GC_YOUNG_THRESHOLD = 50_000
@@ -182,6 +182,7 @@ def compile_model(
     ctx = make_context()
     module = parse_module(ctx, text, name)
     verify_module(module)
+    reject_calls(module)
     registry = make_registry(plugins or [])
     passes = _pipeline(registry, fusion, target, check_precision,
                        fold_constants) + schedule_passes(

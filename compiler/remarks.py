@@ -25,6 +25,8 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
+from fusec.compiler.diagnostics import escape_controls
+
 REMARKS_ATTR = "fusion.remarks"
 
 Listener = Callable[[str], None]
@@ -104,7 +106,7 @@ def remarks_to_stderr() -> Iterator[None]:
             yield
     finally:
         for line in lines:
-            print(line, file=sys.stderr)
+            print(escape_controls(line), file=sys.stderr)
 
 
 def format_bytes(n: float) -> str:

@@ -38,7 +38,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.diagnostics import FusecError, escape_controls
 
 # Relative tolerance (against max |reference|) per output dtype for --check:
 # float32 kernels may reorder sums and use fused multiply-adds, so they differ
@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
     inputs = _inputs(args, model, func)
     result = model(*inputs)
     outputs = list(result) if isinstance(result, tuple) else [result]
-    print(f"ran @{model.name}: {model.launches} kernel launch(es) on {device}")
+    print(f"ran @{escape_controls(model.name)}: {model.launches} kernel launch(es) on {device}")
     for i, out in enumerate(outputs):
         print(f"output_{i}: {out.dtype} {tuple(out.shape)}")
     if args.output:
