@@ -137,7 +137,7 @@ def run_without_simulator(driver: str, work: Path, what: str) -> str:
     )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise FusecError(f"numba could not compile the generated kernels {what}:\n{tail}")
+        raise FusecError(f"numba could not compile the generated kernels {what}:", context=tail)
     return proc.stdout
 
 

@@ -6,7 +6,8 @@ and every thread keeps a `pt x ot` tile of outputs in scalar accumulators.
 
 ```mlir
 %y = fusion.group (%x, %w, %b) {kind = "window", schedule = #fusion.window<path = "pixels",
-    th = 1, tw = 128, oc_t = 64, ci_step = 32, pt = 4, ot = 8>} : (...) -> tensor<32x192x56x56xf32> {
+    th = 1, tw = 128, oc_t = 64, ci_step = 32, pt = 4, ot = 8>}
+    : (...) -> tensor<32x192x56x56xf32> {
 ^bb0(%xa: tensor<32x32x56x56xf32>, %wa: tensor<192x32x1x1xf32>, %ba: tensor<192x1x1xf32>):
   %c = nn.conv2d %xa, %wa : (...) -> tensor<32x192x56x56xf32>
   %s = nn.add %c, %ba : (...) -> tensor<32x192x56x56xf32>

@@ -30,7 +30,7 @@ from typing import NoReturn
 
 import fusec
 from fusec.compiler.arg_types import non_negative_int
-from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.diagnostics import FusecError, escape_controls
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.pipeline import InternalPassError
 
@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         what = str(err) if isinstance(err, InternalPassError) else (
             f"internal error: {type(err).__name__}: {err}"
         )
-        print(f"fusec: {what} (rerun with --traceback for details)", file=sys.stderr)
+        print(f"fusec: {escape_controls(what)} (rerun with --traceback for details)",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("fusec: interrupted", file=sys.stderr)

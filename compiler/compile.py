@@ -17,6 +17,8 @@ OUT/plan.json      the launch plan, below
 OUT/report.md      groups, launches and HBM bytes before/after, refused fusions
 OUT/constants.npz  the values of the program's nn.constant ops (always written,
                    possibly empty), keyed "c0", "c1", ... as plan.json says
+OUT/fusec-out.json the marker: format, version and the files above
+                   (`compiler/out_marker.py`); only such an OUT is replaced
 ```
 
 plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
@@ -26,6 +28,7 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
  "fusion": true, "passes": ["decompose", "group-each-op"],
  "pipeline": "decompose,group-each-op",
  "kernels": "kernels.py", "constants_file": "constants.npz",
+ "kernels_sha256": "<sha256 of kernels.py>",
  "functions": {"f": {
    "inputs":  [{"name": "x", "value": "v0", "shape": [4, 8], "dtype": "float32"}],
    "outputs": [{"name": "output_0", "value": "v3", "shape": [4, 8], "dtype": "float32"}],
@@ -50,7 +53,8 @@ estimate for the group, always present.
 A library GEMM launch (`--gemm`) names no kernel of kernels.py and carries
 `library`, `a`, `b`, `c`, `transpose_a`, `transpose_b`, `batch`, `m`, `n`, `k`
 (`codegen/library_gemm.py`); the runtime runs it with CuPy.
-`program_from_plan` reads it back for `fusec run OUT`.
+`program_from_plan` reads it back for `fusec run OUT` (after
+`runtime/out_dir.py` checked it against `compiler/plan_schema.py`).
 """
 
 from __future__ import annotations
@@ -59,7 +63,6 @@ import functools
 import gc
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,20 +90,29 @@ from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.memory_plan import MemoryPlan, plan_memory
-from fusec.compiler.outputs import replace_directory
+from fusec.compiler.out_marker import MARKER, check_replaceable, write_marker
+from fusec.compiler.outputs import (
+    make_staging_dir,
+    replace_directory,
+    stop_cleanly,
+    through_link,
+)
 from fusec.compiler.parsing import make_context, parse_module, read_source
 from fusec.compiler.pipeline import Insertion, PipelineRunner, parse_pipeline_spec, pipeline_text
 from fusec.compiler.register_source import MeasuredRegisters, measure_registers, resolve_source
 from fusec.compiler.report import ReportInputs, render_report
 from fusec.compiler.targets import get_target
-from fusec.compiler.verify import verify_module
+from fusec.compiler.verify import reject_calls, verify_module
+from fusec.runtime.out_dir import kernels_digest
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 PLAN_FORMAT = "fusec-plan"
 PLAN_VERSION = 1
-OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz")
+OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz", MARKER)
+# Folders fusec may write into OUT (`--save-kernels`).
+OUT_FOLDERS = ("kernels",)
 
 
 @dataclass
@@ -123,7 +135,7 @@ def _source_text(source: str | Path) -> tuple[str, str]:
     read; anything else is the model's text."""
     if isinstance(source, Path) or ("\n" not in source and "{" not in source):
         return read_source(str(source)), "<stdin>" if str(source) == "-" else str(source)
-    return source, "<model>"
+    return source.removeprefix("\ufeff"), "<model>"
 
 
 GC_YOUNG_THRESHOLD = 50_000
@@ -191,6 +203,7 @@ def compile_model(
     with instrument.timer.timed("(parse and verify)"):
         module = parse_module(ctx, text, name)
         verify_module(module)
+        reject_calls(module)
     PipelineRunner(ctx, passes, instrument=instrument).run(module)
     from fusec.codegen.generate import generate_program
 
@@ -248,7 +261,8 @@ def build_plan(
                                          keys)
     plan: dict[str, Any] = {
         "format": PLAN_FORMAT, "version": PLAN_VERSION,
-        "kernels": "kernels.py", "constants_file": "constants.npz", "functions": functions,
+        "kernels": "kernels.py", "constants_file": "constants.npz",
+        "kernels_sha256": kernels_digest(program.kernels_source), "functions": functions,
     }
     return plan, constants
 
@@ -363,16 +377,22 @@ def _library_from_json(e: dict[str, Any]) -> dict[str, Any] | None:
 def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
               kernel_entries: Sequence[tuple[str, str, str]] = ()) -> None:
     """Write OUT whole or not at all: the files go into a temporary directory
-    beside OUT, which then replaces OUT in one rename. `kernel_entries`
-    (key, kernel, PTX) go to OUT/kernels (`--save-kernels`)."""
-    target = Path(out_dir)
-    _check_replaceable(target)
-    parent = target.parent if str(target.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
-    except OSError as err:
-        raise FusecError(f"cannot write '{out_dir}': {err.strerror}") from None
+    beside OUT, which then replaces OUT in one rename. An existing OUT is
+    replaced only if fusec wrote it (`out_marker.check_replaceable`).
+    `kernel_entries` (key, kernel, PTX) go to OUT/kernels (`--save-kernels`)."""
+    target = through_link(Path(out_dir))  # a link to OUT: replace what it points to
+    check_replaceable(target)
+    with stop_cleanly():
+        try:
+            staging = make_staging_dir(target, {*OUT_FILES, *OUT_FOLDERS})
+        except OSError as err:
+            raise FusecError(f"cannot write '{out_dir}': {err.strerror}") from None
+        _write_staging(artifacts, staging, target, out_dir, kernel_entries)
+
+
+def _write_staging(artifacts: CompiledArtifacts, staging: Path, target: Path,
+                   out_dir: str | Path, kernel_entries: Sequence[tuple[str, str, str]]) -> None:
+    """Fill `staging` and move it to `target`; `staging` is gone after."""
     try:
         (staging / "model.mlir").write_text(artifacts.model_mlir, encoding="utf-8")
         (staging / "kernels.py").write_text(artifacts.kernels_py, encoding="utf-8")
@@ -387,18 +407,11 @@ def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
             store = KernelStore(staging / "kernels")
             for key, name, ptx in kernel_entries:
                 store.store(key, name, ptx, strict=True)
+        written = [n for n in OUT_FILES if n != MARKER]
+        write_marker(staging, written, [d for d in OUT_FOLDERS if (staging / d).is_dir()])
         replace_directory(staging, target)
     except OSError as err:
         raise FusecError(f"cannot write '{out_dir}': {err.strerror or err}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
-
-def _check_replaceable(target: Path) -> None:
-    """Refuse to replace a directory that is not an earlier fusec output: a
-    mistyped `-o` must never delete someone's files."""
-    if target.is_dir() and any(target.iterdir()) and not (target / "plan.json").is_file():
-        raise FusecError(
-            f"'{target}' exists and is not a fusec output directory (no plan.json); "
-            "refusing to replace it"
-        )

@@ -7,6 +7,7 @@ anything else is a bug in fusec and is reported as an internal error.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
@@ -41,9 +42,26 @@ class FusecError(Exception):
 
     def render(self, sources: dict[str, str] | None = None) -> str:
         """`file:line:col: error: message`, then the source line and a caret."""
-        head = f"{self.loc}: error: {self.message}" if self.loc else f"error: {self.message}"
+        message = escape_controls(self.message)
+        head = f"{self.loc}: error: {message}" if self.loc else f"error: {message}"
         context = self.context or _source_context(self.loc, sources or {})
+        context = "\n".join(escape_controls(line) for line in context.split("\n"))
         return head + ("\n" + context if context else "")
+
+
+# Bidirectional overrides and isolates: they reorder what a terminal shows.
+_BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
+
+
+def escape_controls(text: str) -> str:
+    """`text` safe for a terminal: control characters (a newline or an escape
+    sequence in a function name, say) written as Python escapes (`\\n`, `\\x1b`)."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in _BIDI_CONTROLS else c
+        for c in text)
 
 
 def loc_of(op: Operation) -> SourceLoc | None:
@@ -71,6 +89,8 @@ def from_parse_error(err: ParseError) -> FusecError:
     text = err.span.input.content
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
+    # xDSL's lexer leaves this placeholder unfilled; the span starts at the sigil.
+    message = message.replace("{first_char}", repr(text[err.span.start : err.span.start + 1]))
     line_start = text.rfind("\n", 0, err.span.start) + 1
     line_end = text.find("\n", err.span.start)
     line = text[line_start : line_end if line_end >= 0 else len(text)]

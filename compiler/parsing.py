@@ -230,6 +230,7 @@ def read_source(path: str) -> str:
             f"the file is not valid UTF-8 (byte 0x{data[err.start]:02x})",
             SourceLoc(path, line, col),
         ) from None
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte order mark, as some editors write
     if not text.strip():
         raise FusecError(f"'{path}' is empty: expected an MLIR module of func.func functions")
     return text

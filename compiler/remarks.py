@@ -26,6 +26,8 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
+from fusec.compiler.diagnostics import escape_controls
+
 REMARKS_ATTR = "fusion.remarks"
 
 Listener = Callable[[str], None]
@@ -105,7 +107,7 @@ def remarks_to_stderr() -> Iterator[None]:
             yield
     finally:
         for line in lines:
-            print(line, file=sys.stderr)
+            print(escape_controls(line), file=sys.stderr)
 
 
 def format_bytes(n: float) -> str:

@@ -28,9 +28,7 @@ fusec run OUT --registers                    # + registers per kernel on the GPU
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +39,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
 from fusec.compiler.arg_types import non_negative_int
-from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.diagnostics import FusecError, escape_controls
 
 # Relative tolerance (against max |reference|) per output dtype for --check:
 # float32 kernels may reorder sums and use fused multiply-adds, so they differ
@@ -87,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "graph (which repeated calls use on a GPU with CuPy)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar while kernels are compiled")
+    p.add_argument("--trust-modified-kernels", action="store_true",
+                   help="run an OUT whose kernels.py was edited after compiling (it no "
+                   "longer matches the digest in plan.json)")
     p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -116,7 +117,7 @@ def main(argv: list[str]) -> int:
     inputs = _inputs(args, model, func)
     result = model(*inputs)
     outputs = list(result) if isinstance(result, tuple) else [result]
-    print(f"ran @{model.name}: {model.launches} kernel launch(es) on {device}")
+    print(f"ran @{escape_controls(model.name)}: {model.launches} kernel launch(es) on {device}")
     for i, out in enumerate(outputs):
         print(f"output_{i}: {out.dtype} {tuple(out.shape)}")
     if args.output:
@@ -152,11 +153,14 @@ def _load(args: argparse.Namespace, device: str) -> _Loaded:
         if args.no_fusion or args.target != "auto":
             print("fusec run: note: --no-fusion and --target apply to a .mlir model; "
                   f"'{path}' is already compiled", file=sys.stderr)
-        program, memory, plan = read_out(path)
+        program, memory, plan = read_out(path, args.trust_modified_kernels)
         model = CompiledModel(program, memory, plan, device, args.function,
                               path / "kernels.py", graphs=False if args.no_graphs else None)
-        mlir = path / "model.mlir"
-        return _Loaded(model, _parse(mlir) if mlir.is_file() else None)
+        if not (path / "model.mlir").exists():
+            return _Loaded(model, None)
+        from fusec.runtime.out_dir import out_path
+
+        return _Loaded(model, _parse(out_path(path, "model.mlir")))
     if not path.exists():
         raise FusecError(f"cannot read '{args.model}': no such file or directory")
     from fusec.compiler.compile import compile_model
@@ -220,19 +224,9 @@ def read_inputs(path: str, names: list[str], function: str) -> list[np.ndarray]:
 
 def _save(path: str, arrays: dict[str, np.ndarray]) -> None:
     """Write the .npz whole or not at all."""
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
-    except OSError as err:
-        raise FusecError(f"cannot write '{path}': {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)  # pyright: ignore[reportArgumentType]
-        os.replace(tmp, target)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise FusecError(f"cannot write '{path}': {err.strerror}") from None
+    from fusec.compiler.outputs import write_atomically
+
+    write_atomically(path, lambda f: np.savez(f, **arrays))  # pyright: ignore[reportArgumentType]
 
 
 def check_outputs(func: FuncOp, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import weakref
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.dialects.func import FuncOp
+from xdsl.dialects.func import CallOp, FuncOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.traits import HasParent
 from xdsl.utils.exceptions import VerifyException
@@ -182,6 +182,20 @@ def _name(value: SSAValue, user: Operation) -> str:
         return f"%{value.name_hint}"
     index = next(i for i, v in enumerate(user.operands) if v is value)
     return f"operand #{index}"
+
+
+def reject_calls(module: ModuleOp) -> None:
+    """The compile job generates kernels for one function at a time: a
+    `func.call` is a located error before any pass runs (the reference
+    interpreter does run calls)."""
+    for op in module.walk():
+        if isinstance(op, CallOp):
+            caller = op.parent_op()
+            while caller is not None and not isinstance(caller, FuncOp):
+                caller = caller.parent_op()
+            into = f" into @{caller.sym_name.data}" if caller is not None else ""
+            raise op_error(op, f"func.call is not supported; inline the callee "
+                           f"@{op.callee.string_value()}{into}")
 
 
 def require_functions(module: ModuleOp) -> None:

@@ -19,12 +19,8 @@ numba.cuda is imported; kernels are loaded and compiled on the first call.
 
 from __future__ import annotations
 
-import json
-import zipfile
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from fusec.codegen.program import FunctionProgram, Program
 from fusec.compiler.diagnostics import FusecError
@@ -155,54 +151,33 @@ def compile(
                          graphs=graphs)
 
 
-def read_out(out_dir: str | Path) -> tuple[Program, dict[str, MemoryPlan], dict[str, Any]]:
-    """The program, memory plans and plan.json of an OUT directory; a missing
-    or corrupt file is a `FusecError` naming it."""
+def read_out(out_dir: str | Path, trust_modified_kernels: bool = False
+             ) -> tuple[Program, dict[str, MemoryPlan], dict[str, Any]]:
+    """The program, memory plans and plan.json of an OUT directory; a missing,
+    corrupt or altered file is a `FusecError` naming it (`runtime/out_dir.py`).
+    A kernels.py that differs from the digest in plan.json is refused unless
+    `trust_modified_kernels`."""
     from fusec.compiler.compile import program_from_plan
+    from fusec.runtime.out_dir import read_constants, read_kernels, read_plan
 
     out = Path(out_dir)
     if not out.is_dir():
         raise FusecError(f"'{out_dir}' is not a directory written by 'fusec MODEL -o OUT'")
-    plan = _read_plan(out / "plan.json")
-    kernels = out / "kernels.py"
-    try:
-        source = kernels.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise FusecError(f"cannot read '{kernels}': {getattr(err, 'strerror', None) or err}") \
-            from None
-    constants = _read_constants(out / str(plan.get("constants_file", "constants.npz")))
+    plan = read_plan(out)
+    source = read_kernels(out, plan, trust_modified_kernels)
+    constants = read_constants(out, plan)
     program, memory = program_from_plan(plan, source, constants)
     return program, memory, plan
 
 
 def load_out(out_dir: str | Path, device: str = "auto", function: str | None = None,
-             graphs: bool | None = None) -> CompiledModel:
+             graphs: bool | None = None,
+             trust_modified_kernels: bool = False) -> CompiledModel:
     """A callable model from an OUT directory (nothing is recompiled; on a
     GPU, kernels kept in OUT/kernels or the per-user cache are linked
-    instead of JIT-compiled)."""
+    instead of JIT-compiled). A kernels.py edited after compiling is refused
+    unless `trust_modified_kernels=True` (`fusec run --trust-modified-kernels`)."""
     select_device(device)
-    program, memory, plan = read_out(out_dir)
+    program, memory, plan = read_out(out_dir, trust_modified_kernels)
     return CompiledModel(program, memory, plan, device, function, Path(out_dir) / "kernels.py",
                          graphs)
-
-
-def _read_plan(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FusecError(f"'{path}' is missing; compile the model again") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise FusecError(f"'{path}' is corrupt ({err}); compile the model again") from None
-    if not isinstance(data, dict):
-        raise FusecError(f"'{path}' is corrupt (not a JSON object); compile the model again")
-    return data
-
-
-def _read_constants(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: np.asarray(npz[k]) for k in npz.files}
-    except FileNotFoundError:
-        raise FusecError(f"'{path}' is missing; compile the model again") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise FusecError(f"'{path}' is corrupt ({err}); compile the model again") from None

@@ -36,7 +36,9 @@ import hashlib
 import importlib.abc
 import importlib.util
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -81,8 +83,10 @@ _MODULES: dict[str, ModuleType] = {}
 
 def load_kernels(source: str | None = None, path: str | Path | None = None) -> ModuleType:
     """The kernels module, from its text or from a `kernels.py` file; loaded
-    once per distinct text (numba compiles each kernel once per module)."""
-    if path is not None:
+    once per distinct text (numba compiles each kernel once per module). With
+    both, the text is used and `path` only names it (the text read_out checked
+    against plan.json's digest, so the file is not read a second time)."""
+    if path is not None and source is None:
         try:
             source = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
@@ -94,10 +98,7 @@ def load_kernels(source: str | None = None, path: str | Path | None = None) -> M
         return _MODULES[digest]
     name = f"fusec_kernels_{digest}"
     filename = str(path) if path is not None else f"<fusec kernels {digest}>"
-    if path is not None:
-        spec = importlib.util.spec_from_file_location(name, filename)
-    else:
-        spec = importlib.util.spec_from_loader(name, _TextLoader(source, filename))
+    spec = importlib.util.spec_from_loader(name, _TextLoader(source, filename))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -179,6 +180,20 @@ def _is_oom(err: BaseException) -> bool:
     return "OUT_OF_MEMORY" in text or "OUT OF MEMORY" in text
 
 
+@contextmanager
+def _quiet_float_errors(simulator: bool) -> Iterator[None]:
+    """In the simulator, kernels compute with NumPy scalars, which warn on
+    overflow, 0/0 and the like; a GPU gives inf or NaN silently, and so must
+    the simulator. Its threads do not inherit `np.errstate`, so the warnings
+    are filtered (process-wide) instead, only while kernels run."""
+    if not simulator:
+        yield
+        return
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
 class Executor:
     """Runs one function of a program; keeps the kernels, the uploaded
     constants, the pooled buffers and (on a GPU with CuPy) a captured CUDA
@@ -210,11 +225,9 @@ class Executor:
         self.memory = memory if memory is not None else plan_memory(self.fp)
         self.roots = view_roots(self.fp)
         self.classes = storage_classes(self.fp)
+        # The text read_out checked against plan.json's digest: kernels.py is not read again.
         self.source = program.kernels_source
-        self.module = load_kernels(program.kernels_source if kernels_path is None else None,
-                                   kernels_path)
-        if kernels_path is not None:
-            self.source = Path(kernels_path).read_text(encoding="utf-8")
+        self.module = load_kernels(program.kernels_source, kernels_path)
         self.dispatchers = [self._kernel(launch) for launch in self.fp.launches]
         # What each launch runs: numba's dispatchers in the simulator; on a GPU
         # `_Kernel`s from kept or freshly compiled PTX, resolved on first use.
@@ -304,8 +317,9 @@ class Executor:
     def _run(self, inputs: Sequence[Any]) -> list[Any]:
         kind = result_kind(list(inputs))
         stream = self._stream_of(kind)
-        results, _ = self.launch(inputs, stream=stream)
-        return self._from_device(kind, results, stream)
+        with _quiet_float_errors(self.simulator):
+            results, _ = self.launch(inputs, stream=stream)
+            return self._from_device(kind, results, stream)
 
     def _stream_of(self, kind: str) -> Any:
         """The numba stream a call runs on: the caller's current stream for

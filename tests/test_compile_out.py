@@ -12,6 +12,7 @@ import pytest
 
 from fusec.compiler import compile as compile_job
 from fusec.compiler.cli import main
+from fusec.compiler.out_marker import MARKER
 from fusec.compiler.parsing import make_context, parse_module
 
 MODEL = """
@@ -89,13 +90,13 @@ def test_a_failed_compile_leaves_nothing(
 def test_an_existing_out_is_replaced_only_on_success(model: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert compile_to(model, out) == 0
-    (out / "marker").write_text("old")
+    (out / "report.md").write_text("old")
     bad = tmp_path / "bad.mlir"
     bad.write_text("func.func @f(")
     assert compile_to(bad, out) == 1
-    assert (out / "marker").exists()  # the old OUT is untouched
+    assert (out / "report.md").read_text() == "old"  # the old OUT is untouched
     assert compile_to(model, out) == 0
-    assert not (out / "marker").exists()
+    assert (out / "report.md").read_text() != "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.mlir", "model.mlir", "out"]
 
 
@@ -118,6 +119,83 @@ def test_a_foreign_directory_is_never_replaced(model: Path, tmp_path: Path,
     assert compile_to(model, precious) == 1
     assert "is not a fusec output directory" in capsys.readouterr().err
     assert (precious / "thesis.tex").exists()
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_directory_with_a_plan_json_is_not_replaced(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 10 item 3: a plan.json alone used to pass for a fusec output.
+    precious = tmp_path / "precious"
+    (precious / "src").mkdir(parents=True)
+    (precious / "plan.json").write_text('{"mine": true}')
+    (precious / "src" / "main.c").write_text("int main(void) { return 0; }")
+    (precious / "thesis.tex").write_text("\\documentclass{article}")
+    before = _tree(precious)
+    assert compile_to(model, precious) == 1
+    err = capsys.readouterr().err
+    assert "error: " in err and "is not a fusec output directory" in err
+    assert f"no valid {MARKER}" in err
+    assert _tree(precious) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.mlir", "precious"]
+
+
+@pytest.mark.parametrize("extra", ["notes.txt", "sub/deep.txt"])
+def test_an_out_with_files_fusec_did_not_write_is_not_replaced(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str
+) -> None:
+    out = tmp_path / "out"
+    assert compile_to(model, out) == 0
+    (out / extra).parent.mkdir(exist_ok=True)
+    (out / extra).write_text("mine")
+    before = _tree(out)
+    assert compile_to(model, out) == 1
+    assert f"holds files fusec did not write ({extra.split('/')[0]})" in capsys.readouterr().err
+    assert _tree(out) == before
+
+
+def test_a_folder_under_a_manifest_name_is_not_replaced(
+    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert compile_to(model, out) == 0
+    (out / "report.md").unlink()
+    (out / "report.md").mkdir()
+    (out / "report.md" / "draft.txt").write_text("mine")
+    assert compile_to(model, out) == 1
+    assert "holds files fusec did not write (report.md)" in capsys.readouterr().err
+    assert (out / "report.md" / "draft.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("marker", [
+    "", "{", '{"format": "fusec-out", "version": 99, "files": []}',
+    '{"format": "fusec-out", "version": 1, "files": ["../x"]}', "[]",
+])
+def test_an_invalid_marker_is_refused(model: Path, tmp_path: Path, marker: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert compile_to(model, out) == 0
+    (out / MARKER).write_text(marker)
+    before = _tree(out)
+    assert compile_to(model, out) == 1
+    assert "is not a fusec output directory" in capsys.readouterr().err
+    assert _tree(out) == before
+
+
+def test_the_marker_lists_what_fusec_wrote(model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert compile_to(model, out) == 0
+    marker = json.loads((out / MARKER).read_text())
+    assert marker["format"] == "fusec-out" and marker["version"] == 1
+    assert sorted(marker["files"]) == sorted(n for n in compile_job.OUT_FILES if n != MARKER)
+    assert compile_to(model, out) == 0  # its own output is replaced
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert compile_to(model, empty) == 0  # an empty directory holds nothing to lose
 
 
 def test_mlir_output_and_no_output_still_print_ir(model: Path, tmp_path: Path,

@@ -1,0 +1,255 @@
+"""The schema of plan.json, checked before `fusec run OUT` / `fusec.load_out`
+trusts a single field of it.
+
+A damaged or edited plan must fail with one clear error naming the file and
+the JSON path of the bad field (`functions.f.launches[0].grid[2]`), never
+with an internal error from deep inside the runtime or an out-of-bounds
+launch. Checked: every field the runtime reads has its type and range; every
+value id a function mentions is one of its `values`; a launch's grid and
+block are within CUDA's limits; each argument's `view_shape` has as many
+elements as its value; views form no cycle and alias values of equal size;
+each pooled buffer is big enough for the values placed in it; the files the
+plan names are plain names inside OUT.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import numpy as np
+
+from fusec.compiler.diagnostics import FusecError
+from fusec.dialects.nn_base import _NUMPY_DTYPES  # pyright: ignore[reportPrivateUsage]
+
+PLAN_DTYPES = frozenset(np.dtype(t).name for t in _NUMPY_DTYPES.values())
+"""The element types a plan may name: those the code generator emits."""
+
+MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's gridDim limits (x, y, z)
+MAX_BLOCK = (1024, 1024, 64)  # CUDA's blockDim limits; x*y*z <= MAX_THREADS
+MAX_THREADS = 1024
+MAX_DIM = 2**31 - 1  # kernels index with 32-bit ints past this
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class _Checker:
+    """Type and range checks that name `file` and the JSON path on failure."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, path: str, what: str) -> NoReturn:
+        raise FusecError(f"'{self.file}' is invalid at {path}: {what}; "
+                         "compile the model again")
+
+    def obj(self, x: Any, path: str) -> dict[str, Any]:
+        if not isinstance(x, dict):
+            self.fail(path, f"expected an object, got {_kind(x)}")
+        return x  # pyright: ignore[reportUnknownVariableType]
+
+    def seq(self, x: Any, path: str, length: int | None = None) -> list[Any]:
+        if not isinstance(x, list):
+            self.fail(path, f"expected a list, got {_kind(x)}")
+        if length is not None and len(x) != length:  # pyright: ignore[reportUnknownArgumentType]
+            self.fail(path, f"expected {length} entries, got {len(x)}")  # pyright: ignore
+        return x  # pyright: ignore[reportUnknownVariableType]
+
+    def field(self, d: dict[str, Any], key: str, path: str) -> Any:
+        if key not in d:
+            self.fail(path, f"missing field '{key}'")
+        return d[key]
+
+    def int_(self, x: Any, path: str, lo: int = 0, hi: int | None = None) -> int:
+        if not isinstance(x, int) or isinstance(x, bool):
+            self.fail(path, f"expected an integer, got {_kind(x)}")
+        if x < lo or (hi is not None and x > hi):
+            bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+            self.fail(path, f"expected an integer {bound}, got {x}")
+        return x
+
+    def num(self, x: Any, path: str) -> float:
+        if not isinstance(x, int | float) or isinstance(x, bool) or not math.isfinite(x):
+            self.fail(path, f"expected a finite number, got {_kind(x)}")
+        return float(x)
+
+    def str_(self, x: Any, path: str) -> str:
+        if not isinstance(x, str):
+            self.fail(path, f"expected a string, got {_kind(x)}")
+        return x
+
+    def bool_(self, x: Any, path: str) -> bool:
+        if not isinstance(x, bool):
+            self.fail(path, f"expected true or false, got {_kind(x)}")
+        return x
+
+    def shape(self, x: Any, path: str) -> tuple[int, ...]:
+        return tuple(self.int_(d, f"{path}[{i}]", 0, MAX_DIM)
+                     for i, d in enumerate(self.seq(x, path)))
+
+    def value(self, x: Any, path: str, values: dict[str, tuple[tuple[int, ...], str]]) -> str:
+        name = self.str_(x, path)
+        if name not in values:
+            self.fail(path, f"unknown value {name!r} (not in 'values')")
+        return name
+
+
+def _kind(x: Any) -> str:
+    """A short description of a JSON value for messages."""
+    if isinstance(x, bool | int | float):
+        return repr(x)
+    if isinstance(x, str):
+        return repr(x) if len(x) <= 40 else "a string"
+    return {dict: "an object", list: "a list", type(None): "null"}.get(type(x), type(x).__name__)
+
+
+def _key(path: str, key: str) -> str:
+    return f"{path}.{key}" if _IDENTIFIER.fullmatch(key) else f"{path}[{key!r}]"
+
+
+def check_plan(plan: Any, file: str, file_name_ok: Callable[[str], bool]) -> None:
+    """Raise a `FusecError` naming `file` and the path of the first bad field
+    of `plan` (plan.json, parsed); `file_name_ok` says whether a file name the
+    plan gives (kernels, constants) may be opened."""
+    from fusec.compiler.compile import PLAN_FORMAT, PLAN_VERSION
+
+    c = _Checker(file)
+    top = c.obj(plan, "$")
+    if top.get("format") != PLAN_FORMAT or top.get("version") != PLAN_VERSION:
+        c.fail("$.format", f"not a {PLAN_FORMAT} version {PLAN_VERSION} plan")
+    for key in ("kernels", "constants_file"):
+        name = c.str_(c.field(top, key, "$"), f"$.{key}")
+        if not file_name_ok(name):
+            c.fail(f"$.{key}", f"{name!r} is not a file name inside the output directory")
+    digest = c.str_(c.field(top, "kernels_sha256", "$"), "$.kernels_sha256")
+    if not _SHA256.fullmatch(digest):
+        c.fail("$.kernels_sha256", "expected 64 lowercase hex digits")
+    for name, f in c.obj(c.field(top, "functions", "$"), "$.functions").items():
+        _check_function(c, f, _key("$.functions", name))
+
+
+def _check_function(c: _Checker, f: Any, path: str) -> None:
+    f = c.obj(f, path)
+    values: dict[str, tuple[tuple[int, ...], str]] = {}
+    for v, spec in c.obj(c.field(f, "values", path), f"{path}.values").items():
+        p = _key(f"{path}.values", v)
+        spec = c.obj(spec, p)
+        dtype = c.str_(c.field(spec, "dtype", p), f"{p}.dtype")
+        if dtype not in PLAN_DTYPES:
+            c.fail(f"{p}.dtype", f"unknown element type {dtype!r}")
+        values[v] = (c.shape(c.field(spec, "shape", p), f"{p}.shape"), dtype)
+    for key in ("inputs", "outputs"):
+        for i, entry in enumerate(c.seq(c.field(f, key, path), f"{path}.{key}")):
+            p = f"{path}.{key}[{i}]"
+            entry = c.obj(entry, p)
+            c.str_(c.field(entry, "name", p), f"{p}.name")
+            v = c.value(c.field(entry, "value", p), f"{p}.value", values)
+            shape = c.shape(c.field(entry, "shape", p), f"{p}.shape")
+            if (shape, c.field(entry, "dtype", p)) != values[v]:
+                c.fail(p, f"shape and dtype differ from value {v}'s in 'values'")
+    for i, launch in enumerate(c.seq(c.field(f, "launches", path), f"{path}.launches")):
+        _check_launch(c, launch, f"{path}.launches[{i}]", values)
+    _check_views(c, c.seq(c.field(f, "views", path), f"{path}.views"), f"{path}.views", values)
+    for v, key in c.obj(c.field(f, "constants", path), f"{path}.constants").items():
+        c.value(v, f"{path}.constants", values)
+        c.str_(key, _key(f"{path}.constants", v))
+    _check_memory(c, c.obj(c.field(f, "memory", path), f"{path}.memory"), f"{path}.memory",
+                  values)
+
+
+def _elements(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+def _check_launch(c: _Checker, e: Any, path: str,
+                  values: dict[str, tuple[tuple[int, ...], str]]) -> None:
+    e = c.obj(e, path)
+    kernel = c.str_(c.field(e, "kernel", path), f"{path}.kernel")
+    if "library" not in e and not _IDENTIFIER.fullmatch(kernel):
+        c.fail(f"{path}.kernel", f"{kernel!r} is not a kernel name")
+    grid = c.seq(c.field(e, "grid", path), f"{path}.grid", 3)
+    block = c.seq(c.field(e, "block", path), f"{path}.block", 3)
+    for i in range(3):
+        c.int_(grid[i], f"{path}.grid[{i}]", 1, MAX_GRID[i])
+        c.int_(block[i], f"{path}.block[{i}]", 1, MAX_BLOCK[i])
+    if math.prod(block) > MAX_THREADS:
+        c.fail(f"{path}.block", f"{math.prod(block)} threads per block (at most {MAX_THREADS})")
+    c.int_(c.field(e, "shared_bytes", path), f"{path}.shared_bytes")
+    for i, op in enumerate(c.seq(c.field(e, "ops", path), f"{path}.ops")):
+        c.str_(op, f"{path}.ops[{i}]")
+    for key, check in (("group", c.str_), ("est_registers", c.int_), ("hbm_bytes", c.int_),
+                       ("est_time_us", c.num), ("registers", c.int_),
+                       ("spill_bytes", c.int_), ("register_source", c.str_)):
+        if key in e:
+            check(e[key], f"{path}.{key}")
+    for i, a in enumerate(c.seq(c.field(e, "args", path), f"{path}.args")):
+        p = f"{path}.args[{i}]"
+        a = c.obj(a, p)
+        v = c.value(c.field(a, "value", p), f"{p}.value", values)
+        view = c.shape(c.field(a, "view_shape", p), f"{p}.view_shape")
+        if _elements(view) != _elements(values[v][0]):
+            c.fail(f"{p}.view_shape", f"{list(view)} does not hold the "
+                   f"{_elements(values[v][0])} elements of value {v}")
+        c.bool_(c.field(a, "writes", p), f"{p}.writes")
+    if "library" in e:
+        _check_library(c, e, path, values)
+
+
+def _check_library(c: _Checker, e: dict[str, Any], path: str,
+                   values: dict[str, tuple[tuple[int, ...], str]]) -> None:
+    c.str_(e["library"], f"{path}.library")
+    for key in ("a", "b", "c"):
+        c.value(c.field(e, key, path), f"{path}.{key}", values)
+    for key in ("transpose_a", "transpose_b"):
+        c.bool_(c.field(e, key, path), f"{path}.{key}")
+    c.shape(c.field(e, "batch", path), f"{path}.batch")
+    for key in ("m", "n", "k"):
+        c.int_(c.field(e, key, path), f"{path}.{key}", 0, MAX_DIM)
+
+
+def _nbytes(spec: tuple[tuple[int, ...], str]) -> int:
+    return _elements(spec[0]) * np.dtype(spec[1]).itemsize
+
+
+def _check_views(c: _Checker, views: list[Any], path: str,
+                 values: dict[str, tuple[tuple[int, ...], str]]) -> None:
+    source: dict[str, str] = {}
+    for i, w in enumerate(views):
+        p = f"{path}[{i}]"
+        w = c.obj(w, p)
+        v = c.value(c.field(w, "value", p), f"{p}.value", values)
+        s = c.value(c.field(w, "source", p), f"{p}.source", values)
+        if _nbytes(values[v]) != _nbytes(values[s]):
+            c.fail(p, f"view {v} and its source {s} differ in size")
+        source[v] = s
+    for start in source:
+        seen = {start}
+        cur = start
+        while cur in source:
+            cur = source[cur]
+            if cur in seen:
+                c.fail(path, f"the views of {start} form a cycle")
+            seen.add(cur)
+
+
+def _check_memory(c: _Checker, m: dict[str, Any], path: str,
+                  values: dict[str, tuple[tuple[int, ...], str]]) -> None:
+    sizes: list[int] = []
+    for i, b in enumerate(c.seq(c.field(m, "buffers", path), f"{path}.buffers")):
+        p = f"{path}.buffers[{i}]"
+        b = c.obj(b, p)
+        c.int_(c.field(b, "id", p), f"{p}.id", i, i)
+        sizes.append(c.int_(c.field(b, "bytes", p), f"{p}.bytes"))
+    for v, buf in c.obj(c.field(m, "assignment", path), f"{path}.assignment").items():
+        p = _key(f"{path}.assignment", v)
+        c.value(v, p, values)
+        buf = c.int_(buf, p, 0, len(sizes) - 1) if sizes else c.fail(p, "there are no buffers")
+        if sizes[buf] < _nbytes(values[v]):
+            c.fail(p, f"buffer {buf} has {sizes[buf]} bytes, value {v} needs {_nbytes(values[v])}")
+    for v, r in c.obj(m.get("live", {}), f"{path}.live").items():
+        p = _key(f"{path}.live", v)
+        c.value(v, p, values)
+        for j, x in enumerate(c.seq(r, p, 2)):
+            c.int_(x, f"{p}[{j}]")
