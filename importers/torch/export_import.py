@@ -18,8 +18,9 @@ importer's `--params-above`, so `fusec run --inputs` reads them the same way.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,8 @@ def from_torch(module: torch.nn.Module, example_inputs: Sequence[Any],
     translate it (`from_exported`). Put the module in eval mode first for
     inference (batch norm with running statistics, no dropout)."""
     try:
-        exported = torch.export.export(module, tuple(example_inputs))
+        with _quiet_torch():
+            exported = torch.export.export(module, tuple(example_inputs))
     except Exception as err:  # torch.export raises many kinds of its own errors
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TorchImportError(f"torch.export cannot export the module: {first}") from None
@@ -76,9 +78,7 @@ def load_pt2(path: str | Path) -> ExportedProgram:
     if not path.is_file():
         raise TorchImportError(f"cannot read '{path}': no such file")
     try:
-        with warnings.catch_warnings():
-            # PyTorch's loader warns about its own deprecated internals.
-            warnings.simplefilter("ignore", FutureWarning)
+        with _quiet_torch():
             return torch.export.load(str(path))
     except Exception as err:  # zip, JSON and pickle errors alike
         raise TorchImportError(f"'{path}' is not a program saved by torch.export.save: "
@@ -89,7 +89,8 @@ def load_pt2(path: str | Path) -> ExportedProgram:
 def from_exported(exported: ExportedProgram, params_above: int | None = None,
                   filename: str = "model.mlir", name: str = "main") -> TorchImportResult:
     """Translate an ExportedProgram into a verified `nn` module."""
-    exported = exported.run_decompositions(decompositions())
+    with _quiet_torch():
+        exported = exported.run_decompositions(decompositions())
     for spec in exported.graph_signature.output_specs:
         if spec.kind != OutputKind.USER_OUTPUT:
             raise TorchImportError(f"the program {spec.kind.name.lower()}s "
@@ -132,6 +133,15 @@ def _state_value(exported: ExportedProgram, target: str | None, kind: InputKind)
     except TypeError as err:  # bf16 and other types NumPy lacks
         raise TorchImportError(f"{kind.name.lower()} '{target}' has element type "
                                f"{value.dtype}, which fusec does not support ({err})") from None
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """PyTorch's export machinery warns about its own deprecated internals
+    (`LeafSpec`); those warnings are not the user's to act on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
 
 
 def _header() -> str:
