@@ -160,3 +160,16 @@ def test_entry_point_names_the_backend() -> None:
     module, _, attr = target.partition(":")
     assert module == fusec_backend.__module__ and attr == fusec_backend.__name__
     assert "fusec.importers.torch" in meta["tool"]["setuptools"]["packages"]
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_through_the_backend() -> None:
+    """On a GPU, CUDA tensors go in and come out (zero-copy on torch's stream)."""
+    torch.manual_seed(6)
+    module = CORPUS["attention_causal"][0]().cuda()
+    inputs = tuple(t.cuda() for t in _qkv())
+    out, backend = _run(module, inputs)
+    assert out.is_cuda and backend.reports[0].fallback_nodes == []
+    with torch.no_grad():
+        np.testing.assert_allclose(out.cpu().numpy(), module(*inputs).cpu().numpy(),
+                                   rtol=1e-4, atol=1e-5)
