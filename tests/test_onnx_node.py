@@ -55,6 +55,7 @@ GENERATORS: dict[str, str] = {
     "Shape": "shape", "Size": "size", "Max": "max", "Min": "min",
     "LessOrEqual": "less_or_equal", "GreaterOrEqual": "greater_or_equal",
     "GlobalMaxPool": "globalmaxpool", "Dropout": "dropout",
+    "IsNaN": "isnan", "IsInf": "isinf",
 }
 
 # Per-op pass counts documented in docs/onnx.md; a drop is a regression.
@@ -64,7 +65,8 @@ EXPECTED_PASSES: dict[str, int] = {
     "Div": 3, "Dropout": 8, "Equal": 2, "Erf": 1, "Exp": 2, "Expand": 2, "Flatten": 9,
     "Gather": 4, "Gelu": 4, "Gelu (expanded)": 4, "Gemm": 11, "GlobalAveragePool": 2,
     "GlobalMaxPool": 2, "Greater": 2, "GreaterOrEqual": 2, "GreaterOrEqual (expanded)": 2,
-    "Identity": 1, "LayerNormalization": 19, "LayerNormalization (expanded)": 38, "Less": 2,
+    "Identity": 1, "IsInf": 4, "IsNaN": 2, "LayerNormalization": 19,
+    "LayerNormalization (expanded)": 38, "Less": 2,
     "LessOrEqual": 2, "LessOrEqual (expanded)": 2, "Log": 2, "LogSoftmax": 7,
     "LogSoftmax (expanded)": 14, "MatMul": 7, "Max": 8, "MaxPool": 11, "Min": 8, "Mul": 3,
     "Neg": 2, "Pow": 6, "Reciprocal": 2, "ReduceMax": 11, "ReduceMean": 8, "ReduceMin": 10,

@@ -2,6 +2,7 @@
 
 ```
 fusec import mobilenet.onnx -o mobilenet.mlir
+fusec import model.pt2 -o model.mlir      # torch.export.save output (importers/torch)
 fusec mobilenet.mlir -o out/
 ```
 
@@ -15,7 +16,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -35,9 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     """The arguments of `fusec import`."""
     p = _ArgumentParser(
         prog="fusec import",
-        description="Import an ONNX model into the nn dialect (weights become constants).",
+        description="Import an ONNX model or a torch.export program into the nn dialect "
+        "(weights become constants).",
     )
-    p.add_argument("model", help="the ONNX model (.onnx); external data must lie beside it")
+    p.add_argument("model", help="the ONNX model (.onnx; external data must lie beside it) "
+                   "or a program saved by torch.export.save (.pt2)")
     p.add_argument("-o", "--output", metavar="PATH",
                    help="where to write the .mlir (default: stdout)")
     p.add_argument("--params-above", metavar="BYTES", type=non_negative_int,
@@ -50,17 +53,33 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Run `fusec import`; returns the exit code (errors exit 1)."""
     args = build_parser().parse_args(argv)
+    output = Path(args.output) if args.output else None
+    if args.params_above is not None and output is None:
+        raise FusecError("--params-above needs -o OUTPUT (the params go beside it)")
+    if str(args.model).endswith(".pt2"):
+        return _import_pt2(args.model, output, args.params_above)
     try:
-        from fusec.importers.onnx.context import printable
         from fusec.importers.onnx.graph import import_model
     except ImportError:
         raise FusecError("'fusec import' needs the onnx package: pip install 'fusec[onnx]'"
                          ) from None
-    output = Path(args.output) if args.output else None
-    if args.params_above is not None and output is None:
-        raise FusecError("--params-above needs -o OUTPUT (the params go beside it)")
     result = import_model(args.model, filename=str(output or "<stdout>"),
                           params_above=args.params_above)
+    return write_result(result, output)
+
+
+def _import_pt2(model: str, output: Path | None, params_above: int | None) -> int:
+    try:
+        from fusec.importers.torch.export_import import from_exported, load_pt2
+    except ImportError:
+        raise FusecError("importing a .pt2 program needs PyTorch: pip install 'fusec[torch]'"
+                         ) from None
+    result = from_exported(load_pt2(model), params_above, str(output or "<stdout>"))
+    return write_result(result, output)
+
+
+def write_result(result: Any, output: Path | None) -> int:
+    """Write an import's text (and params file) to `output`, or the text to stdout."""
     if output is None:
         sys.stdout.write(result.text)
         return 0
@@ -72,7 +91,8 @@ def main(argv: list[str]) -> int:
     _write_atomically(output, lambda p: p.write_text(result.text, encoding="utf-8"))
     for onnx_name, arg in result.inputs.items():
         if onnx_name != arg:
-            print(f"note: input '{printable(onnx_name)}' is argument %{arg}", file=sys.stderr)
+            shown = "".join(c if c.isprintable() else "?" for c in onnx_name)[:80]
+            print(f"note: input '{shown}' is argument %{arg}", file=sys.stderr)
     return 0
 
 

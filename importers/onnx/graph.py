@@ -26,7 +26,13 @@ from xdsl.dialects.builtin import ModuleOp
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.verify import require_functions, verify_module
-from fusec.importers.onnx import ops_elementwise, ops_nn, ops_shape, ops_window
+from fusec.importers.onnx import (
+    fold_fallback,
+    ops_elementwise,
+    ops_nn,
+    ops_shape,
+    ops_window,
+)
 from fusec.importers.onnx.context import (
     GraphState,
     Handler,
@@ -194,8 +200,11 @@ def _import_node(
         if name not in state.values:
             raise ctx.fail(f"input '{printable(name)}' is not defined before this node")
     big = present and known and _too_big_to_fold(ctx, inferred)
+    folded = None
     if present and known and node.op_type not in _NOT_FOLDABLE and not big:
-        outputs: list[Value] = list(_fold(ctx))
+        folded = _fold(ctx)
+    if folded is not None:
+        outputs: list[Value] = list(folded)
     elif node.op_type in HANDLERS:
         produced = HANDLERS[node.op_type](ctx)
         outputs = produced if isinstance(produced, list) else [produced]
@@ -239,8 +248,11 @@ def _inferred_size(info: onnx.ValueInfoProto | None) -> int | None:
     return int(np.prod([d.dim_value for d in shape.dim], dtype=np.float64))
 
 
-def _fold(ctx: NodeCtx) -> list[np.ndarray]:
-    """Run a node whose inputs are all known, with ONNX's reference evaluator."""
+def _fold(ctx: NodeCtx) -> list[np.ndarray] | None:
+    """Run a node whose inputs are all known, with ONNX's reference evaluator;
+    where that fails, with fusec's own evaluation of the op
+    (`fold_fallback.py`), or None: the node's handler emits it, and fusec's
+    `fold-constants` pass computes it at compile time."""
     from onnx.reference import ReferenceEvaluator
 
     feeds = {n: ctx.state.values[n] for n in ctx.node.input if n}
@@ -248,6 +260,10 @@ def _fold(ctx: NodeCtx) -> list[np.ndarray]:
         evaluator = ReferenceEvaluator(ctx.node, opsets={"": ctx.opset})
         results = evaluator.run(None, feeds)
     except Exception as err:  # the evaluator raises whatever its op raises
+        if ctx.node.op_type in fold_fallback.FOLDERS:
+            return fold_fallback.FOLDERS[ctx.node.op_type](ctx)
+        if ctx.node.op_type in HANDLERS:
+            return None
         raise ctx.fail(f"cannot evaluate at import time: {printable(str(err), 200)}") from None
     return [np.asarray(r) for r in results]
 

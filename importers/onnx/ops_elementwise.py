@@ -197,6 +197,31 @@ def _not(ctx: NodeCtx) -> Value:
     return ctx.em.op("cmp", [x, false], x.shape, x.dtype, {"predicate": "eq"}, ctx.hint)
 
 
+def _isnan(ctx: NodeCtx) -> Value:
+    """IsNaN(x) = x != x: nn has no isnan op, and only NaN differs from itself."""
+    ctx.only_attrs(())
+    x = ctx.tensor(0)
+    ctx.expect_dtype(x, FLOAT_DTYPES, "IsNaN takes floats")
+    return ctx.em.op("cmp", [x, x], x.shape, np.dtype(bool), {"predicate": "ne"}, ctx.hint)
+
+
+def _isinf(ctx: NodeCtx) -> Value:
+    """IsInf(x) as comparisons with the infinities (attributes `detect_negative`,
+    `detect_positive`, both on by default)."""
+    ctx.only_attrs(("detect_negative", "detect_positive"))
+    x = ctx.tensor(0)
+    ctx.expect_dtype(x, FLOAT_DTYPES, "IsInf takes floats")
+    negative, positive = ctx.attr("detect_negative", 1), ctx.attr("detect_positive", 1)
+    if negative and positive:
+        x, sign = ctx.em.unary("abs", x, ctx.hint), 1.0
+    elif negative or positive:
+        sign = 1.0 if positive else -1.0
+    else:  # neither: all false
+        sign = float("nan")  # NaN equals nothing
+    inf = ctx.constant(np.asarray(sign * np.inf, dtype=x.dtype), "inf")
+    return ctx.em.op("cmp", [x, inf], x.shape, np.dtype(bool), {"predicate": "eq"}, ctx.hint)
+
+
 def _identity(ctx: NodeCtx) -> Value:
     ctx.only_attrs(())
     return ctx.value(0)
@@ -228,6 +253,8 @@ HANDLERS: dict[str, Handler] = {
     "And": _logical("min"),
     "Or": _logical("max"),
     "Not": _not,
+    "IsNaN": _isnan,
+    "IsInf": _isinf,
     "Sum": _binary("add", NUMERIC),
     "Identity": _identity,
     "Dropout": _dropout,

@@ -1,0 +1,229 @@
+"""`torch.compile(model, backend="fusec")`: fusec as a TorchDynamo backend.
+
+```python
+import torch
+y = torch.compile(model, backend="fusec")(x)
+y = torch.compile(model, backend="fusec", options={"remarks": True, "target": "h100"})(x)
+
+import fusec
+backend = fusec.torch.Backend(fusion=False)      # an object that keeps its reports
+y = torch.compile(model, backend=backend)(x)
+backend.reports[-1].partitions                    # what ran where
+```
+
+Dynamo hands over each captured FX graph; `aot_autograd` (with PyTorch's core
+ATen decompositions) turns it into a functional graph of a small op set.
+That graph is split (`partition.py`): the parts fusec translates are each
+compiled with `fusec.compile` into one function and run on fusec's runtime
+(PyTorch tensors in and out, zero-copy on the GPU); the other nodes run in
+PyTorch between them, each named in a `fallback:` remark.
+
+Parameters and buffers are *inputs* of the compiled functions, as Dynamo
+passes them: the `.mlir` holds no weights, an in-place weight update is seen
+by the next call, and nothing is recompiled for it. Shapes are static per
+compiled graph; guards and recompiles are PyTorch's. Only the forward (or
+inference) graph is compiled by fusec; a backward graph, when autograd needs
+one, runs in PyTorch.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import inspect
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+
+from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.remarks import remarks_to_stderr
+from fusec.importers.torch.decompositions import attention_as_math, decompositions
+from fusec.importers.torch.partition import partition, scan_support
+from fusec.importers.torch.translate import translate_graph
+
+log = logging.getLogger("fusec.torch")
+"""Remarks (`fallback: ...`, one line per partition) at INFO level."""
+
+BACKEND_OPTIONS = frozenset({"remarks"})
+"""Options of the backend itself; every other option is a keyword of `fusec.compile`."""
+
+REPORTS_KEPT = 64
+_reports: collections.deque[GraphReport] = collections.deque(maxlen=REPORTS_KEPT)
+
+
+@dataclass
+class PartitionInfo:
+    """One part of a graph: run by fusec (`launches` kernel launches per
+    call) or by PyTorch (`launches` is None)."""
+
+    name: str
+    nodes: list[str]
+    launches: int | None
+    text: str = ""
+    """The `nn` module fusec compiled (empty for PyTorch parts)."""
+    model: Any = None
+    """The `fusec.CompiledModel` (None for PyTorch parts)."""
+
+
+@dataclass
+class GraphReport:
+    """What the backend did with one graph Dynamo handed it."""
+
+    partitions: list[PartitionInfo] = field(default_factory=list)
+    remarks: list[str] = field(default_factory=list)
+
+    @property
+    def fusec_partitions(self) -> list[PartitionInfo]:
+        """The parts fusec runs."""
+        return [p for p in self.partitions if p.launches is not None]
+
+    @property
+    def fallback_nodes(self) -> list[str]:
+        """The FX nodes PyTorch runs, by name."""
+        return [n for p in self.partitions if p.launches is None for n in p.nodes]
+
+    @property
+    def launches(self) -> int:
+        """fusec kernel launches per call, over all its parts."""
+        return sum(p.launches or 0 for p in self.partitions)
+
+
+def reports() -> list[GraphReport]:
+    """The reports of the last graphs compiled with `backend="fusec"` (newest last)."""
+    return list(_reports)
+
+
+class Backend:
+    """A `torch.compile` backend with fixed options, keeping a report per graph."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = check_options(options)
+        self.reports: list[GraphReport] = []
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any],
+                 **kwargs: Any) -> Callable[..., Any]:
+        from torch._dynamo.backends.common import aot_autograd
+
+        options = {**self.options, **check_options(kwargs.get("options") or {})}
+        compile_forward = _ForwardCompiler(options, self.reports)
+        attention_as_math(gm)
+        return aot_autograd(fw_compiler=compile_forward, bw_compiler=_eager,
+                            decompositions=decompositions())(gm, example_inputs)
+
+
+def fusec_backend(gm: fx.GraphModule, example_inputs: Sequence[Any],
+                  options: dict[str, Any] | None = None) -> Callable[..., Any]:
+    """The backend registered as "fusec" (entry point `torch_dynamo_backends`);
+    its reports go to `reports()`."""
+    backend = Backend(**(options or {}))
+    compiled = backend(gm, example_inputs)
+    return _Recorded(compiled, backend.reports)
+
+
+class _Recorded:
+    """The compiled callable; moves the backend's reports (filled when
+    aot_autograd compiles, possibly on the first call) to `reports()`."""
+
+    def __init__(self, compiled: Callable[..., Any], pending: list[GraphReport]) -> None:
+        self.compiled = compiled
+        self.pending = pending
+        self._boxed_call = getattr(compiled, "_boxed_call", False)
+        _flush(pending)
+
+    def __call__(self, *args: Any) -> Any:
+        out = self.compiled(*args)
+        if self.pending:
+            _flush(self.pending)
+        return out
+
+
+def _flush(pending: list[GraphReport]) -> None:
+    _reports.extend(pending)
+    pending.clear()
+
+
+def check_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Refuse an option that is neither the backend's nor `fusec.compile`'s."""
+    from fusec.runtime.compiled_model import compile as fusec_compile
+
+    known = BACKEND_OPTIONS | set(inspect.signature(fusec_compile).parameters) - {"source"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise FusecError(f"unknown fusec backend option '{unknown[0]}' "
+                         f"(known: {', '.join(sorted(known))})")
+    return dict(options)
+
+
+def _eager(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    return gm.forward
+
+
+class _ForwardCompiler:
+    """aot_autograd's forward compiler: partition, compile, splice in."""
+
+    def __init__(self, options: dict[str, Any], reports: list[GraphReport]) -> None:
+        self.remarks = bool(options.get("remarks", False))
+        self.compile_options = {k: v for k, v in options.items() if k not in BACKEND_OPTIONS}
+        self.reports = reports
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        report = GraphReport()
+        scan = scan_support(gm)
+        fused, names = partition(gm, scan)
+        for name in names:
+            report.partitions.append(self._compile_part(fused, name))
+        # (fusing may rebuild the graph: nodes are matched by name)
+        unsupported = {n.name for n in scan.reasons}
+        fallback = [n.name for n in fused.graph.nodes
+                    if n.op == "call_function" and n.name in unsupported]
+        if fallback:
+            report.partitions.append(PartitionInfo("torch", fallback, None))
+        report.remarks = scan.remarks() + [
+            f"partition {p.name}: {len(p.nodes)} nodes, {p.launches} launch(es)"
+            for p in report.fusec_partitions]
+        self._announce(report)
+        self.reports.append(report)
+        fused.recompile()
+        return fused.forward
+
+    def _compile_part(self, fused: fx.GraphModule, name: str) -> PartitionInfo:
+        from fusec.runtime.compiled_model import compile as fusec_compile
+
+        sub = getattr(fused, name)
+        nodes = [n.name for n in sub.graph.nodes if n.op == "call_function"]
+        translation = translate_graph(sub, name)
+        if not translation.args:
+            # Only constants: PyTorch computes them once per call, no kernel needed.
+            return PartitionInfo(name, nodes, None)
+        with remarks_to_stderr() if self.remarks else contextlib.nullcontext():
+            model = fusec_compile(translation.text, **self.compile_options)
+        outputs = next(n for n in sub.graph.nodes if n.op == "output").args[0]
+        setattr(fused, name, FusecPartition(model, isinstance(outputs, tuple | list)))
+        return PartitionInfo(name, nodes, model.launches, translation.text, model)
+
+    def _announce(self, report: GraphReport) -> None:
+        for line in report.remarks:
+            log.info("%s", line)
+            if self.remarks:
+                print(f"fusec: {line}", file=sys.stderr)
+
+
+class FusecPartition(torch.nn.Module):
+    """A compiled fusec function in place of a fused FX submodule."""
+
+    def __init__(self, model: Any, returns_tuple: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.returns_tuple = returns_tuple
+
+    def forward(self, *args: torch.Tensor) -> Any:
+        """Run the function on PyTorch tensors; results are PyTorch tensors."""
+        out = self.model(*[a.contiguous() for a in args])
+        if not self.returns_tuple:
+            return out
+        return tuple(out) if isinstance(out, tuple) else (out,)

@@ -1,0 +1,123 @@
+"""ATen view and layout ops -> `nn.reshape`, `nn.transpose`, `nn.broadcast_to`,
+`nn.slice`, `nn.concat`.
+
+Shapes are static, so every view's result shape is read off the traced
+result (`-1` entries of `view`/`expand` need no arithmetic here). Results
+are fresh tensors: the graphs fusec receives are functional (aot_autograd
+and torch.export remove mutation and aliasing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from fusec.dialects import shapes
+from fusec.importers.onnx.emit import Val
+from fusec.importers.torch.context import OpCtx, Translator, Value
+
+aten = torch.ops.aten
+
+
+def _reshape(ctx: OpCtx) -> Value:
+    return ctx.em.reshape(ctx.tensor("self"), ctx.out_shape, ctx.hint)
+
+
+def _permute(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    perm = [shapes.normalize_axis(int(d), x.rank) for d in ctx.arg("dims")]
+    return ctx.em.transpose(x, perm, ctx.hint)
+
+
+def _transpose(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    perm = list(range(x.rank))
+    a, b = (shapes.normalize_axis(int(ctx.arg(n)), x.rank) for n in ("dim0", "dim1"))
+    perm[a], perm[b] = perm[b], perm[a]
+    return ctx.em.transpose(x, perm, ctx.hint)
+
+
+def _t(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    return ctx.em.transpose(x, list(range(x.rank))[::-1], ctx.hint)
+
+
+def _expand(ctx: OpCtx) -> Value:
+    return ctx.em.broadcast_to(ctx.tensor("self"), ctx.out_shape, ctx.hint)
+
+
+def _slice(x: Val, ctx: OpCtx, dim: int, start: int, end: int, step: int) -> Val:
+    starts, limits, strides = [0] * x.rank, list(x.shape), [1] * x.rank
+    starts[dim], limits[dim], strides[dim] = start, end, step
+    if (start, end, step) == (0, x.shape[dim], 1):
+        return x
+    attrs = {"starts": starts, "limits": limits, "strides": strides}
+    out = shapes.slice_shape(x.shape, starts, limits, strides)
+    return ctx.em.op("slice", [x], out, x.dtype, attrs, ctx.hint)
+
+
+def _bounds(size: int, start: Any, end: Any, step: int) -> tuple[int, int]:
+    """Python slice bounds of one dimension, clamped as PyTorch does."""
+    begin, stop, _ = slice(start, end, step).indices(size)
+    return begin, max(stop, begin)
+
+
+def _slice_tensor(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    dim = shapes.normalize_axis(int(ctx.arg("dim")), x.rank)
+    step = int(ctx.arg("step") or 1)
+    if step < 1:
+        raise ctx.fail(f"slice step {step} is not supported")
+    start, end = _bounds(x.shape[dim], ctx.arg("start"), ctx.arg("end"), step)
+    return _slice(x, ctx, dim, start, end, step)
+
+
+def _select(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    dim = shapes.normalize_axis(int(ctx.arg("dim")), x.rank)
+    index = int(ctx.arg("index")) % x.shape[dim]
+    picked = _slice(x, ctx, dim, index, index + 1, 1)
+    return ctx.em.reshape(picked, ctx.out_shape, ctx.hint)
+
+
+def _split(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    dim = shapes.normalize_axis(int(ctx.arg("dim")), x.rank)
+    outputs, start = [], 0
+    for piece in ctx.node.meta["val"]:
+        size = int(piece.shape[dim])
+        outputs.append(_slice(x, ctx, dim, start, start + size, 1))
+        start += size
+    return tuple(outputs)
+
+
+def _cat(ctx: OpCtx) -> Value:
+    dtype = ctx.out_dtype
+    parts = [ctx.em.cast(ctx.as_val(t), dtype, ctx.hint) for t in ctx.arg("tensors")]
+    parts = [p for p in parts if p.shape != (0,)]  # torch.cat skips empty 1-d tensors
+    axis = shapes.normalize_axis(int(ctx.arg("dim")), parts[0].rank)
+    if len(parts) == 1:
+        return parts[0]
+    return ctx.em.op("concat", parts, ctx.out_shape, dtype, {"axis": axis}, ctx.hint)
+
+
+TRANSLATORS: dict[Any, Translator] = {
+    aten.view.default: _reshape,
+    aten._unsafe_view.default: _reshape,
+    aten.reshape.default: _reshape,
+    aten.unsqueeze.default: _reshape,
+    aten.squeeze.dim: _reshape,
+    aten.squeeze.dims: _reshape,
+    aten.squeeze.default: _reshape,
+    aten.permute.default: _permute,
+    aten.transpose.int: _transpose,
+    aten.t.default: _t,
+    aten.expand.default: _expand,
+    aten.slice.Tensor: _slice_tensor,
+    aten.select.int: _select,
+    aten.split_with_sizes.default: _split,
+    aten.split.Tensor: _split,
+    aten.cat.default: _cat,
+}
+"""ATen overload -> its translator (layout part of the table)."""

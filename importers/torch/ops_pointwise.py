@@ -1,0 +1,217 @@
+"""ATen elementwise ops -> `nn` elementwise ops, comparisons, `nn.select`, casts.
+
+PyTorch's type promotion is read off the traced result (`ctx.out_dtype`):
+operands are cast to it first, so `int_tensor * 0.5` multiplies in f32 as
+eager does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from fusec.importers.onnx.emit import FLOAT_DTYPES, Val
+from fusec.importers.torch.context import OpCtx, Translator, Value, schema_args
+
+aten = torch.ops.aten
+
+
+def _operand(ctx: OpCtx, arg: Any, dtype: np.dtype) -> Val:
+    """A tensor or Python-number operand as a value of `dtype`."""
+    if isinstance(arg, bool | int | float):
+        return ctx.scalar(arg, dtype)
+    return ctx.em.cast(ctx.as_val(arg), dtype, ctx.hint)
+
+
+def _binary(name: str) -> Translator:
+    def translate(ctx: OpCtx) -> Value:
+        dtype = ctx.out_dtype
+        a = _operand(ctx, ctx.arg("self"), dtype)
+        other = ctx.arg("other") if "other" in _schema_names(ctx) else ctx.arg("exponent")
+        b = _operand(ctx, other, dtype)
+        alpha = ctx.arg("alpha") if "alpha" in _schema_names(ctx) else None
+        if alpha not in (None, 1):
+            b = ctx.em.binary("mul", b, ctx.scalar(alpha, dtype), ctx.hint)
+        if name == "div" and dtype.name not in FLOAT_DTYPES:
+            raise ctx.fail("integer division is not supported")
+        return ctx.em.binary(name, a, b, ctx.hint)
+
+    return translate
+
+
+def _schema_names(ctx: OpCtx) -> set[str]:
+    return set(schema_args(ctx.node))
+
+
+def _unary(name: str, float_only: bool = True, **attrs: object) -> Translator:
+    def translate(ctx: OpCtx) -> Value:
+        x = ctx.em.cast(ctx.tensor("self"), ctx.out_dtype, ctx.hint)
+        if float_only and x.dtype.name not in FLOAT_DTYPES:
+            raise ctx.fail(f"element type {x.dtype} is not supported (nn.{name} takes floats)")
+        return ctx.em.unary(name, x, ctx.hint, **attrs)
+
+    return translate
+
+
+def _gelu(ctx: OpCtx) -> Value:
+    approximate = ctx.arg("approximate") or "none"
+    if approximate not in ("none", "tanh"):
+        raise ctx.fail(f"approximate='{approximate}' is not supported")
+    return _unary("gelu", approximate=approximate)(ctx)
+
+
+def _clamp(low_name: str, high_name: str) -> Translator:
+    def translate(ctx: OpCtx) -> Value:
+        low, high = ctx.arg(low_name), ctx.arg(high_name)
+        if not all(v is None or isinstance(v, int | float) for v in (low, high)):
+            raise ctx.fail("tensor bounds are not supported")
+        x = ctx.tensor("self")
+        if x.dtype.name not in FLOAT_DTYPES:
+            raise ctx.fail(f"element type {x.dtype} is not supported")
+        bounds = {k: float(v) for k, v in (("min", low), ("max", high)) if v is not None}
+        return ctx.em.unary("clamp", x, ctx.hint, **bounds)
+
+    return translate
+
+
+def _cmp(predicate: str) -> Translator:
+    def translate(ctx: OpCtx) -> Value:
+        a_arg, b_arg = ctx.arg("self"), ctx.arg("other")
+        a_dtype = ctx.as_val(a_arg).dtype
+        b_dtype = ctx.as_val(b_arg).dtype if not isinstance(b_arg, int | float) else None
+        dtype = a_dtype if b_dtype is None else np.result_type(a_dtype, b_dtype)
+        if isinstance(b_arg, float) and dtype.kind != "f":
+            dtype = np.dtype("float32")
+        a, b = _operand(ctx, a_arg, dtype), _operand(ctx, b_arg, dtype)
+        return _compare(ctx, predicate, a, b)
+
+    return translate
+
+
+def _compare(ctx: OpCtx, predicate: str, a: Val, b: Val) -> Val:
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    return ctx.em.op("cmp", [a, b], shape, np.dtype(bool), {"predicate": predicate}, ctx.hint)
+
+
+def _isnan(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    return _compare(ctx, "ne", x, x)
+
+
+def _isinf(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    magnitude = ctx.em.unary("abs", x, ctx.hint)
+    return _compare(ctx, "eq", magnitude, ctx.scalar(math.inf, x.dtype))
+
+
+def _where(ctx: OpCtx) -> Value:
+    dtype = ctx.out_dtype
+    cond = ctx.tensor("condition")
+    a, b = _operand(ctx, ctx.arg("self"), dtype), _operand(ctx, ctx.arg("other"), dtype)
+    return ctx.em.op("select", [cond, a, b], ctx.out_shape, dtype, hint=ctx.hint)
+
+
+def _bool_operand(ctx: OpCtx, name: str) -> Val:
+    x = ctx.tensor(name)
+    if x.dtype.kind == "b":
+        return x
+    return _compare(ctx, "ne", x, ctx.scalar(0, x.dtype))
+
+
+def _logical_not(ctx: OpCtx) -> Value:
+    x = _bool_operand(ctx, "self")
+    return _compare(ctx, "eq", x, ctx.scalar(False, x.dtype))
+
+
+def _logical(is_and: bool) -> Translator:
+    def translate(ctx: OpCtx) -> Value:
+        a, b = _bool_operand(ctx, "self"), _bool_operand(ctx, "other")
+        shape = ctx.out_shape
+        b = ctx.em.broadcast_to(b, shape, ctx.hint)
+        # a and b == select(a, b, false); a or b == select(a, true, b).
+        fixed = ctx.em.broadcast_to(ctx.scalar(not is_and, a.dtype), shape, ctx.hint)
+        branches = [b, fixed] if is_and else [fixed, b]
+        return ctx.em.op("select", [a, *branches], shape, np.dtype(bool), hint=ctx.hint)
+
+    return translate
+
+
+def _any_all(reduction: str) -> Translator:
+    def translate(ctx: OpCtx) -> Value:
+        x = _bool_operand(ctx, "self")
+        named = schema_args(ctx.node)
+        dims = named.get("dim")
+        dims = list(range(x.rank)) if dims is None else [dims] if isinstance(dims, int) else dims
+        as_float = ctx.em.cast(x, np.dtype("float32"), ctx.hint)
+        keepdim = bool(named.get("keepdim"))
+        reduced = ctx.em.reduce(reduction, as_float, dims, keepdim, ctx.hint)
+        return _compare(ctx, "gt", reduced, ctx.scalar(0.5, reduced.dtype))
+
+    return translate
+
+
+def _to_copy(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    if ctx.out_dtype.kind == "b" and x.dtype.kind != "b":
+        return _compare(ctx, "ne", x, ctx.scalar(0, x.dtype))
+    return ctx.em.cast(x, ctx.out_dtype, ctx.hint)
+
+
+def _identity(ctx: OpCtx) -> Value:
+    return ctx.tensor("self")
+
+
+def _full_like(ctx: OpCtx) -> Value:
+    fill = ctx.arg("fill_value")
+    if not isinstance(fill, bool | int | float):
+        raise ctx.fail("a tensor fill value is not supported")
+    return np.full(ctx.out_shape, fill, dtype=ctx.out_dtype)
+
+
+TRANSLATORS: dict[Any, Translator] = {
+    **{op: _binary("add") for op in (aten.add.Tensor, aten.add.Scalar)},
+    **{op: _binary("sub") for op in (aten.sub.Tensor, aten.sub.Scalar)},
+    **{op: _binary("mul") for op in (aten.mul.Tensor, aten.mul.Scalar)},
+    **{op: _binary("div") for op in (aten.div.Tensor, aten.div.Scalar)},
+    aten.maximum.default: _binary("max"),
+    aten.minimum.default: _binary("min"),
+    aten.pow.Tensor_Tensor: _binary("pow"),
+    aten.pow.Tensor_Scalar: _binary("pow"),
+    aten.neg.default: _unary("neg", float_only=False),
+    aten.abs.default: _unary("abs", float_only=False),
+    aten.exp.default: _unary("exp"),
+    aten.log.default: _unary("log"),
+    aten.sqrt.default: _unary("sqrt"),
+    aten.rsqrt.default: _unary("rsqrt"),
+    aten.reciprocal.default: _unary("reciprocal"),
+    aten.tanh.default: _unary("tanh"),
+    aten.erf.default: _unary("erf"),
+    aten.sigmoid.default: _unary("sigmoid"),
+    aten.relu.default: _unary("relu"),
+    aten.silu.default: _unary("silu"),
+    aten.gelu.default: _gelu,
+    aten.hardtanh.default: _clamp("min_val", "max_val"),
+    aten.clamp.default: _clamp("min", "max"),
+    **{getattr(aten, p).Tensor: _cmp(p) for p in ("eq", "ne", "lt", "le", "gt", "ge")},
+    **{getattr(aten, p).Scalar: _cmp(p) for p in ("eq", "ne", "lt", "le", "gt", "ge")},
+    aten.isnan.default: _isnan,
+    aten.isinf.default: _isinf,
+    aten.where.self: _where,
+    aten.logical_not.default: _logical_not,
+    aten.logical_and.default: _logical(is_and=True),
+    aten.logical_or.default: _logical(is_and=False),
+    aten.any.dim: _any_all("max"),
+    aten.any.dims: _any_all("max"),
+    aten.any.default: _any_all("max"),
+    aten.all.dim: _any_all("min"),
+    aten.all.default: _any_all("min"),
+    aten._to_copy.default: _to_copy,
+    aten.clone.default: _identity,
+    aten.alias.default: _identity,
+    aten.detach.default: _identity,
+    aten.full_like.default: _full_like,
+}
+"""ATen overload -> its translator (elementwise part of the table)."""

@@ -1,0 +1,181 @@
+"""ATen reductions, softmax, matmul, norms, convolution and pooling -> `nn`.
+
+The norms return PyTorch's tuples (`native_layer_norm` gives the output,
+the mean and the inverse deviation); only the output is translated, the
+others are `None`, and the partitioner keeps a node whose other outputs are
+used in PyTorch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from fusec.dialects import shapes
+from fusec.importers.onnx.emit import FLOAT_DTYPES, Val
+from fusec.importers.torch.context import OpCtx, Translator, Value
+
+aten = torch.ops.aten
+
+
+def _float_input(ctx: OpCtx, name: str = "self") -> Val:
+    x = ctx.tensor(name)
+    if x.dtype.name not in FLOAT_DTYPES:
+        raise ctx.fail(f"element type {x.dtype} is not supported")
+    return x
+
+
+def _softmax(name: str) -> Translator:
+    def translate(ctx: OpCtx) -> Value:
+        x = _float_input(ctx)
+        axis = shapes.normalize_axis(int(ctx.arg("dim")), x.rank)
+        return ctx.em.cast(ctx.em.unary(name, x, ctx.hint, axis=axis), ctx.out_dtype, ctx.hint)
+
+    return translate
+
+
+def _reduce(name: str) -> Translator:
+    def translate(ctx: OpCtx) -> Value:
+        x = ctx.em.cast(_float_input(ctx), ctx.out_dtype, ctx.hint)
+        dims = ctx.arg("dim")
+        dims = list(range(x.rank)) if not dims else [dims] if isinstance(dims, int) else dims
+        return ctx.em.reduce(name, x, dims, bool(ctx.arg("keepdim")), ctx.hint)
+
+    return translate
+
+
+def _matmul(ctx: OpCtx) -> Value:
+    a, b = _float_input(ctx), _float_input(ctx, "mat2")
+    return ctx.em.op("matmul", [a, b], shapes.matmul_shape(a.shape, b.shape), a.dtype,
+                     hint=ctx.hint)
+
+
+def _addmm(ctx: OpCtx) -> Value:
+    beta, alpha = ctx.arg("beta"), ctx.arg("alpha")
+    a, b = _float_input(ctx, "mat1"), _float_input(ctx, "mat2")
+    product = ctx.em.op("matmul", [a, b], shapes.matmul_shape(a.shape, b.shape), a.dtype,
+                        hint=ctx.hint)
+    if alpha != 1:
+        product = ctx.em.binary("mul", product, ctx.scalar(alpha, a.dtype), ctx.hint)
+    bias = _float_input(ctx)
+    if beta != 1:
+        bias = ctx.em.binary("mul", bias, ctx.scalar(beta, a.dtype), ctx.hint)
+    return ctx.em.binary("add", product, bias, ctx.hint)
+
+
+def _optional_param(ctx: OpCtx, name: str, shape: tuple[int, ...], fill: float,
+                    dtype: np.dtype) -> Val:
+    """A weight or bias argument, or the constant it defaults to when None."""
+    if ctx.arg(name) is None:
+        return ctx.constant(np.full(shape, fill, dtype=dtype), name)
+    return ctx.tensor(name)
+
+
+def _layer_norm(ctx: OpCtx) -> Value:
+    x = _float_input(ctx, "input")
+    normalized = tuple(int(d) for d in ctx.arg("normalized_shape"))
+    axis = x.rank - len(normalized)
+    scale = _optional_param(ctx, "weight", normalized, 1.0, x.dtype)
+    bias = _optional_param(ctx, "bias", normalized, 0.0, x.dtype)
+    out = ctx.em.op("layer_norm", [x, scale, bias], x.shape, x.dtype,
+                    {"axis": axis, "epsilon": float(ctx.arg("eps"))}, ctx.hint)
+    return (out, None, None)
+
+
+def _batch_norm(ctx: OpCtx) -> Value:
+    x = _float_input(ctx, "input")
+    if x.rank != 4:
+        raise ctx.fail(f"batch norm over rank {x.rank} is not supported (NCHW only)")
+    channels = (x.shape[1],)
+    scale = _optional_param(ctx, "weight", channels, 1.0, x.dtype)
+    bias = _optional_param(ctx, "bias", channels, 0.0, x.dtype)
+    mean, var = ctx.tensor("running_mean"), ctx.tensor("running_var")
+    out = ctx.em.op("batch_norm", [x, scale, bias, mean, var], x.shape, x.dtype,
+                    {"epsilon": float(ctx.arg("eps"))}, ctx.hint)
+    return (out, None, None)
+
+
+def _pair(values: Any, default: int | None = None) -> list[int]:
+    values = [int(v) for v in values] if values else []
+    if not values and default is not None:
+        return [default, default]
+    return values * 2 if len(values) == 1 else values
+
+
+def _convolution(ctx: OpCtx) -> Value:
+    x, w = _float_input(ctx, "input"), _float_input(ctx, "weight")
+    if x.rank != 4:
+        raise ctx.fail(f"{x.rank - 2}-d convolution is not supported (2-d only)")
+    if ctx.arg("transposed"):
+        raise ctx.fail("transposed convolution is not supported")
+    pad = _pair(ctx.arg("padding"), 0)
+    attrs = {"strides": _pair(ctx.arg("stride"), 1), "pads": [pad[0], pad[1], pad[0], pad[1]],
+             "dilations": _pair(ctx.arg("dilation"), 1), "groups": int(ctx.arg("groups"))}
+    y = ctx.em.op("conv2d", [x, w], ctx.out_shape, x.dtype, attrs, ctx.hint)
+    if ctx.arg("bias") is None:
+        return y
+    bias = ctx.em.reshape(ctx.tensor("bias"), (1, w.shape[0], 1, 1), ctx.hint)
+    return ctx.em.binary("add", y, bias, ctx.hint)
+
+
+def _pool_attrs(ctx: OpCtx) -> dict[str, object]:
+    if ctx.arg("ceil_mode"):
+        raise ctx.fail("ceil_mode=True is not supported")
+    kernel = _pair(ctx.arg("kernel_size"))
+    pad = _pair(ctx.arg("padding"), 0)
+    return {"kernel": kernel, "strides": _pair(ctx.arg("stride")) or kernel,
+            "pads": [pad[0], pad[1], pad[0], pad[1]]}
+
+
+def _max_pool(ctx: OpCtx) -> Value:
+    x = _float_input(ctx)
+    if _pair(ctx.arg("dilation"), 1) != [1, 1]:
+        raise ctx.fail("dilated pooling is not supported")
+    out = ctx.em.op("max_pool2d", [x], ctx.out_shape, x.dtype, _pool_attrs(ctx), ctx.hint)
+    return (out, None)
+
+
+def _avg_pool(ctx: OpCtx) -> Value:
+    x = _float_input(ctx)
+    attrs = _pool_attrs(ctx)
+    padded = any(attrs["pads"])  # type: ignore[arg-type]
+    if ctx.arg("divisor_override") is not None or (padded and ctx.arg("count_include_pad")):
+        raise ctx.fail("counting padding in the average is not supported")
+    return ctx.em.op("avg_pool2d", [x], ctx.out_shape, x.dtype, attrs, ctx.hint)
+
+
+def _embedding(ctx: OpCtx) -> Value:
+    table, indices = _float_input(ctx, "weight"), ctx.tensor("indices")
+    indices = ctx.em.cast(indices, np.dtype("int64"), ctx.hint)
+    return ctx.em.op("gather", [table, indices], ctx.out_shape, table.dtype, {"axis": 0},
+                     ctx.hint)
+
+
+TRANSLATORS: dict[Any, Translator] = {
+    aten._softmax.default: _softmax("softmax"),
+    aten._log_softmax.default: _softmax("log_softmax"),
+    aten.sum.dim_IntList: _reduce("sum"),
+    aten.mean.dim: _reduce("mean"),
+    aten.amax.default: _reduce("max"),
+    aten.amin.default: _reduce("min"),
+    aten.mm.default: _matmul,
+    aten.bmm.default: _matmul,
+    aten.addmm.default: _addmm,
+    aten.native_layer_norm.default: _layer_norm,
+    aten._native_batch_norm_legit_no_training.default: _batch_norm,
+    aten.convolution.default: _convolution,
+    aten.max_pool2d_with_indices.default: _max_pool,
+    aten.avg_pool2d.default: _avg_pool,
+    aten.embedding.default: _embedding,
+}
+"""ATen overload -> its translator (structured part of the table)."""
+
+MULTI_OUTPUT_USED: dict[Any, frozenset[int]] = {
+    aten.native_layer_norm.default: frozenset({0}),
+    aten._native_batch_norm_legit_no_training.default: frozenset({0}),
+    aten.max_pool2d_with_indices.default: frozenset({0}),
+}
+"""Multi-output ops and the outputs that are translated: the node falls back
+to PyTorch when any other output is used."""

@@ -1,0 +1,175 @@
+"""`torch.compile(model, backend="fusec")` on a corpus of small modules, in the
+simulator, against eager PyTorch (fresh random inputs, tiny shapes)."""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+from fusec.compiler.diagnostics import FusecError  # noqa: E402
+from fusec.importers.torch import Backend, fusec_backend, reports  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _register() -> None:
+    """The entry point registers "fusec" in an installed fusec; a source tree
+    on PYTHONPATH registers the same function by hand."""
+    from torch._dynamo import list_backends, register_backend
+
+    if "fusec" not in list_backends(exclude_tags=()):
+        register_backend(fusec_backend, name="fusec")
+
+
+class Attention(nn.Module):
+    """`F.scaled_dot_product_attention` with a boolean, a float or a causal mask."""
+
+    def __init__(self, mask: str) -> None:
+        super().__init__()
+        self.mask = mask
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        s = q.shape[-2]
+        if self.mask == "causal":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if self.mask == "bool":
+            keep = torch.ones(s, s, dtype=torch.bool).tril()
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        if self.mask == "float":
+            bias = torch.arange(s, dtype=torch.float32).reshape(1, s) * -0.25
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+class Cumulative(nn.Module):
+    """A Linear, `cumsum` (which fusec lacks), then more fusec ops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(torch.cumsum(torch.relu(self.proj(x)), dim=-1)) * 2.0
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4), nn.Sigmoid())
+
+
+def _conv_block() -> nn.Module:
+    block = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU6(),
+                          nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    bn = block[1]
+    bn.running_mean.uniform_(-0.5, 0.5)  # non-trivial statistics
+    bn.running_var.uniform_(0.5, 1.5)
+    return block
+
+
+def _qkv() -> tuple[torch.Tensor, ...]:
+    return tuple(torch.randn(1, 2, 4, 8) for _ in range(3))
+
+
+CORPUS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple[torch.Tensor, ...]]]] = {
+    "mlp": (_mlp, lambda: (torch.randn(2, 8),)),
+    "conv_bn": (_conv_block, lambda: (torch.randn(1, 3, 6, 6),)),
+    "attention": (lambda: Attention("none"), _qkv),
+    "attention_bool_mask": (lambda: Attention("bool"), _qkv),
+    "attention_float_mask": (lambda: Attention("float"), _qkv),
+    "attention_causal": (lambda: Attention("causal"), _qkv),
+    "layer_norm": (lambda: nn.LayerNorm(8), lambda: (torch.randn(2, 3, 8),)),
+}
+
+
+def _run(module: nn.Module, inputs: tuple[torch.Tensor, ...], **options: object
+         ) -> tuple[torch.Tensor, Backend]:
+    torch._dynamo.reset()
+    backend = Backend(**options)
+    with torch.no_grad():
+        out = torch.compile(module, backend=backend)(*inputs)
+    return out, backend
+
+
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_corpus_matches_eager(name: str) -> None:
+    build, make_inputs = CORPUS[name]
+    torch.manual_seed(sum(map(ord, name)))
+    module, inputs = build().eval(), make_inputs()
+    out, backend = _run(module, inputs)
+    (report,) = backend.reports
+    assert report.fallback_nodes == [], report.remarks
+    assert len(report.fusec_partitions) == 1
+    assert report.launches >= 1
+    with torch.no_grad():
+        expected = module(*inputs)
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_unsupported_op_falls_back_to_pytorch(caplog: pytest.LogCaptureFixture) -> None:
+    torch.manual_seed(3)
+    module, x = Cumulative().eval(), torch.randn(2, 8)
+    with caplog.at_level(logging.INFO, logger="fusec.torch"):
+        out, backend = _run(module, (x,))
+    (report,) = backend.reports
+    assert report.fallback_nodes == ["cumsum"]
+    assert len(report.fusec_partitions) == 2  # before and after the cumsum
+    assert any("fallback: node 'cumsum' (aten.cumsum.default)" in r.message
+               for r in caplog.records)
+    with torch.no_grad():
+        np.testing.assert_allclose(out.numpy(), module(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_options_pass_through_to_fusec() -> None:
+    torch.manual_seed(4)
+    module, x = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh()), \
+        torch.randn(2, 8)
+    fused, on = _run(module, (x,))
+    unfused, off = _run(module, (x,), fusion=False)
+    assert off.reports[0].launches > on.reports[0].launches
+    np.testing.assert_allclose(fused.numpy(), unfused.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_unknown_option_is_refused() -> None:
+    with pytest.raises(FusecError, match="unknown fusec backend option 'tile'"):
+        Backend(tile=4)
+
+
+def test_backend_by_name_and_its_reports() -> None:
+    _register()
+    torch.manual_seed(5)
+    torch._dynamo.reset()
+    module, x = nn.Sequential(nn.Linear(4, 4), nn.SiLU()), torch.randn(3, 4)
+    with torch.no_grad():
+        out = torch.compile(module, backend="fusec", options={"remarks": False})(x)
+        np.testing.assert_allclose(out.numpy(), module(x).numpy(), rtol=1e-4, atol=1e-5)
+    assert reports()[-1].fusec_partitions[0].model is not None
+
+
+def test_entry_point_names_the_backend() -> None:
+    """pyproject.toml registers the backend function under "fusec"."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    target = meta["project"]["entry-points"]["torch_dynamo_backends"]["fusec"]
+    module, _, attr = target.partition(":")
+    assert module == fusec_backend.__module__ and attr == fusec_backend.__name__
+    assert "fusec.importers.torch" in meta["tool"]["setuptools"]["packages"]
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_through_the_backend() -> None:
+    """On a GPU, CUDA tensors go in and come out (zero-copy on torch's stream)."""
+    torch.manual_seed(6)
+    module = CORPUS["attention_causal"][0]().cuda()
+    inputs = tuple(t.cuda() for t in _qkv())
+    out, backend = _run(module, inputs)
+    assert out.is_cuda and backend.reports[0].fallback_nodes == []
+    with torch.no_grad():
+        np.testing.assert_allclose(out.cpu().numpy(), module(*inputs).cpu().numpy(),
+                                   rtol=1e-4, atol=1e-5)
