@@ -131,6 +131,10 @@ def estimate_registers(group: GroupOp, tile: GemmTile | None = None) -> Register
         return _window(group)
     if name == "layout":
         return _make(("layout copy", LAYOUT_REGISTERS))
+    if name == "attention":
+        from fusec.codegen.attention import group_registers  # imports this module
+
+        return group_registers(group)
     return _pointwise(group)
 
 

@@ -2,7 +2,7 @@
 
 parse → verify → `decompose` → `fold-constants` (unless `--no-fold-constants`;
 with fusion on or off, since computing constants at compile time is not
-fusion) → `form-fusion-groups` (when fusion is on and
+fusion) → `fuse-attention` and `form-fusion-groups` (when fusion is on and
 the pass is registered) → `check-precision` (with `--check-precision`) →
 `group-each-op` → `register-budget` → `tile-and-promote` → code generation → memory plan →
 the artifacts of OUT:
@@ -93,6 +93,7 @@ R = TypeVar("R")
 PLAN_FORMAT = "fusec-plan"
 PLAN_VERSION = 1
 FUSION_PASS = "form-fusion-groups"
+ATTENTION_PASS = "fuse-attention"
 FOLD_PASS = "fold-constants"
 CHECK_PRECISION_PASS = "check-precision"
 OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz")
@@ -221,10 +222,13 @@ def _cost_target(target: str) -> Target:
 
 def _pipeline(registry: PassRegistry, fusion: bool, target: str,
               check_precision: bool = False, fold_constants: bool = True) -> list[ModulePass]:
-    """decompose, [fold-constants], [form-fusion-groups, [check-precision]], group-each-op."""
+    """decompose, [fold-constants], [fuse-attention, form-fusion-groups,
+    [check-precision]], group-each-op."""
     passes: list[ModulePass] = [registry.get("decompose")()]
     if fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(registry.get(FOLD_PASS)())
+    if fusion and ATTENTION_PASS in registry.factories:  # before grouping: it makes groups
+        passes.append(registry.get(ATTENTION_PASS)(target=target))  # type: ignore[call-arg]
     if fusion and FUSION_PASS in registry.factories:
         cls = registry.get(FUSION_PASS)
         fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) \

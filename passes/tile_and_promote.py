@@ -44,6 +44,8 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
+from fusec.codegen.attention import group_tile as attention_tile
+from fusec.codegen.attention_schedule import shared_bytes as attention_shared
 from fusec.codegen.contraction import (
     GemmTile,
     choose_tile,
@@ -91,6 +93,8 @@ class _Scheduler:
             line, used = self.window(group)
         elif kind == "reduction":
             line, used = self.reduction(group)
+        elif kind == "attention":
+            line, used = self.attention(group)
         elif kind == "pointwise":
             line, used = "pointwise: 4 consecutive elements per thread (16-byte accesses)", 0
         else:
@@ -124,6 +128,17 @@ class _Scheduler:
         used = gemm_shared_bytes(tile, item)
         return (f"gemm: block tile {_tile(tile)}, A and B tiles in shared memory "
                 "(double-buffered), epilogue in registers", used)
+
+    def attention(self, group: GroupOp) -> tuple[str, int]:
+        """The tile fuse-attention chose; over the limit, a remark (the
+        static shared memory of the kernel cannot shrink below its tile)."""
+        tile, shape, _ = attention_tile(group)
+        used = attention_shared(tile, shape.d, shape.dv)
+        if used > self.limit:
+            self.remarks.add("missed", f"group {group_name(group)}: attention tile "
+                             f"{tile.text()} needs {used} bytes of shared memory, over the "
+                             f"limit of {self.limit}")
+        return f"attention: {tile.text()}, Q/K/V/P tiles in shared memory, online softmax", used
 
     def window(self, group: GroupOp) -> tuple[str, int]:
         pool = next((o for o in _ops(group) if isinstance(o, (nn.MaxPool2dOp, nn.AvgPool2dOp))),
