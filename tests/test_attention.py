@@ -186,3 +186,22 @@ def test_full_size_attention_on_gpu_one_launch() -> None:
     assert model.launches == 1
     ok, message = compare(np.asarray(model(*inputs)), expected[0])
     assert ok, message
+
+
+def test_two_dim_odd_head_dims_key_given_transposed() -> None:
+    # K arrives as [D, S] (read along its unit-stride keys), a div scale,
+    # head dims 5 and 3 that no lane count divides
+    check_program(ODD_DIMS, 1, PIPELINE)
+
+
+ODD_DIMS = """\
+func.func @f(%q: tensor<13x5xf32>, %kt: tensor<5x11xf32>, %v: tensor<11x3xf32>)
+    -> tensor<13x3xf32> {
+  %s = nn.matmul %q, %kt : (tensor<13x5xf32>, tensor<5x11xf32>) -> tensor<13x11xf32>
+  %c = nn.constant dense<3.0> : tensor<f32>
+  %x = nn.div %s, %c : (tensor<13x11xf32>, tensor<f32>) -> tensor<13x11xf32>
+  %p = nn.softmax %x {axis = 1} : tensor<13x11xf32>
+  %o = nn.matmul %p, %v : (tensor<13x11xf32>, tensor<11x3xf32>) -> tensor<13x3xf32>
+  func.return %o : tensor<13x3xf32>
+}
+"""
