@@ -64,6 +64,7 @@ EMITTER_MODULES: dict[str, str] = {
     "reduction": "fusec.codegen.reduction",
     "contraction": "fusec.codegen.contraction",
     "window": "fusec.codegen.window",
+    "attention": "fusec.codegen.attention",
 }
 
 # Which op names a kernel: the first op of the highest-ranked kind in its group.

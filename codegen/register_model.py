@@ -142,6 +142,10 @@ def estimate_registers(group: GroupOp, target: Target,
     name = getattr(kind, "data", "pointwise")
     if name == "layout":
         return _make(("layout copy", LAYOUT_REGISTERS))
+    if name == "attention":
+        from fusec.codegen.attention import group_registers  # imports this module
+
+        return group_registers(group)
     schedule = group_schedule_or_proposed(group, target)
     if name == "contraction":
         assert tile is not None or isinstance(schedule, ContractionSchedule)

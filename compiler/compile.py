@@ -4,7 +4,8 @@ parse → verify → the pass pipeline → code generation → memory plan → t
 artifacts of OUT. The pipeline is a spec (`compiler/compile_pipeline.py`): by
 default `decompose` → `cse` → `dce` → `fold-constants` (unless
 `--no-fold-constants`; with fusion on or off, since computing constants at
-compile time is not fusion) → `form-fusion-groups` (when fusion is on) →
+compile time is not fusion) → `fuse-attention` and `form-fusion-groups`
+(when fusion is on) →
 `check-precision` (with `--check-precision`) → `group-each-op` →
 `register-budget` → `tile-and-promote`; `-p SPEC -o OUT` runs SPEC instead,
 and `--insert-after/--insert-before` add passes to either. The spec that ran

@@ -1,7 +1,7 @@
 """The compile job's default pass pipeline, as a spec the user can see and change.
 
 ```
-decompose,cse,dce,fold-constants,form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
+decompose,cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
 ```
 
 - `cse` and `dce` (xDSL's own passes) run before fusion so that an op written
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from fusec.compiler.registry import PassRegistry
 
 FUSION_PASS = "form-fusion-groups"
+ATTENTION_PASS = "fuse-attention"
 FOLD_PASS = "fold-constants"
 CHECK_PRECISION_PASS = "check-precision"
 # Before fusion: identical pure ops computed once, then what nothing reads dropped
@@ -60,6 +61,8 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     passes = ["decompose", *CLEANUP_PASSES]
     if options.fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(FOLD_PASS)
+    if options.fusion and ATTENTION_PASS in registry.factories:  # before grouping: it makes groups
+        passes.append(_with(ATTENTION_PASS, target=options.target))
     if options.fusion and FUSION_PASS in registry.factories:
         cls = registry.get(FUSION_PASS)
         takes_target = dataclasses.is_dataclass(cls) and any(

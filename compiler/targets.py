@@ -72,6 +72,11 @@ class Target:
     fused_gemm_flops: float = 27.0e12
     """fp32 FLOP/s of fusec's fused SIMT GEMM with its epilogue (bias + gelu),
     measured on H200 at 4096^3; the rate of a fused contraction kernel."""
+    fma_lanes_per_sm: int = 128
+    """fp32 FMAs one SM issues per clock (Volta and later: 4 x 32 lanes); with
+    `shared_lanes_per_sm`, what the attention schedule balances."""
+    shared_lanes_per_sm: int = 32
+    """32-bit shared-memory words one SM reads per clock (32 banks)."""
 
     @property
     def max_resident_threads(self) -> int:

@@ -327,6 +327,10 @@ class _Budgeter:
                              f"the budget of {self.budget}; window tile {tiled.plan.text()} "
                              f"needs {est2.summary()}")
             return
+        if kind == "attention":  # its tile was sized for the budget by fuse-attention
+            self.remarks.add("missed", f"group {name} needs {est.summary()}, over the budget of "
+                             f"{self.budget}: ptxas may spill")
+            return
         k = best_split(group) if depth < MAX_SPLIT_DEPTH else None
         if k is None:
             if kind == "window" and (leanest := leanest_window(group)) is not None:

@@ -20,7 +20,7 @@ MAX_FUSED_LAUNCHES = {
     "softmax": 1,
     "add_layernorm_gelu": 1,
     "mlp": 2,
-    "attention": 3,
+    "attention": 1,
     "inverted_residual": 3,
     "gpt2_block": 10,
 }

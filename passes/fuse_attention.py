@@ -1,0 +1,185 @@
+"""The `fuse-attention` pass: wrap each attention, `softmax(f(Q @ Kᵀ)) @ V`,
+in one `fusion.group` of kind `attention` (one FlashAttention-style kernel,
+`codegen/attention.py`), before `form-fusion-groups`, which leaves groups
+alone.
+
+```mlir
+// before (after decompose): matmul, mul, add, reduce_max, sub, exp, reduce_sum, div, matmul
+// after:
+%o = fusion.group (%q, %k, %mask, %v) {name = "attn0", kind = "attention",
+    attn_block_q = 64, attn_block_k = 32, attn_rows = 4, attn_lanes = 8} : (...) -> ... {
+^bb0(...):
+  %c = nn.constant dense<0.125> : tensor<f32>     // splat constants are cloned in
+  %kt = nn.transpose %k_1 {perm = [0, 1, 3, 2]} ...
+  ...
+  fusion.yield %6 : tensor<8x12x512x64xf32>
+}
+```
+
+What is matched is `compiler/attention_pattern.py`; the tile is chosen by
+`codegen/attention_schedule.py` for the target. Each attention found gets a
+remark: `remark: fused attention ...` with the bytes the scores no longer
+cost, or `missed: attention ... not fused into one kernel: <reason>` (scores
+read elsewhere, softmax not over the keys, a mask that broadcasts the scores,
+a type other than f32, a head dim too large for the tile's registers and
+shared memory); a refused one stays with `form-fusion-groups` (three
+kernels, the scores through memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from fusec.codegen.attention import attention_shape
+from fusec.codegen.attention_schedule import AttentionTile, choose_tile, tile_attributes
+from fusec.compiler.attention_pattern import AttentionPattern, Refusal, match_attention
+from fusec.compiler.remarks import RemarkCollector, format_bytes
+from fusec.compiler.targets import TARGETS, Target, resolve_target
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import fmt, numel
+from fusec.passes.dependency_analysis import value_names
+
+ITEM = 4  # f32 bytes
+# Unfused, the scores are written by the QK kernel, read and written by the
+# softmax kernel, and read by the PV kernel.
+SCORE_PASSES = 4
+
+
+def build_group(pattern: AttentionPattern, name: str, attrs: Mapping[str, Attribute]) -> GroupOp:
+    """Move the pattern's ops into a new `fusion.group` placed after its last
+    op; splat constants are cloned in (the kernel writes them as literals)."""
+    block = pattern.pv.parent_block()
+    assert block is not None
+    members = {op for op in pattern.ops() if not isinstance(op, nn.ConstantOp)}
+    ops = [op for op in block.ops if op in members]
+    constants = [op for op in pattern.ops() if isinstance(op, nn.ConstantOp)]
+    after = ops[-1].next_op
+    assert after is not None  # a function body ends with func.return
+    output = pattern.output
+    outside = [u for u in output.uses if u.operation not in members]
+    clones = {c.results[0]: c.clone() for c in constants}
+    inputs: list[SSAValue] = []
+    for op in ops:
+        for v in op.operands:
+            inside = isinstance(v, OpResult) and v.op in members
+            if not inside and v not in clones and v not in inputs:
+                inputs.append(v)
+    body = Block(arg_types=[v.type for v in inputs])
+    for arg, v in zip(body.args, inputs, strict=True):
+        arg.name_hint = v.name_hint
+    position = {v: body.args[k] for k, v in enumerate(inputs)}
+    position.update({v: c.results[0] for v, c in clones.items()})
+    for c in clones.values():
+        body.add_op(c)
+    for op in ops:
+        op.detach()
+        body.add_op(op)
+        for i, v in enumerate(op.operands):
+            if v in position:
+                op.operands[i] = position[v]
+    body.add_op(YieldOp([output]))
+    group = GroupOp(inputs, [output.type], Region(body),
+                    {"name": StringAttr(name), "kind": StringAttr("attention"), **attrs})
+    group.location = pattern.qk.location
+    group.outputs[0].name_hint = output.name_hint
+    Rewriter.insert_op(group, InsertPoint.before(after))
+    for use in outside:
+        use.operation.operands[use.index] = group.outputs[0]
+    for c in constants:  # the originals, when only the pattern read them
+        if not c.results[0].uses and c.parent is not None:
+            Rewriter.erase_op(c)
+    return group
+
+
+@dataclass
+class _Fuser:
+    target: Target
+    tile: AttentionTile | None
+    remarks: RemarkCollector
+    count: int = 0
+
+    def run(self, func: FuncOp) -> None:
+        names = value_names(func)
+
+        def describe(op: Operation) -> str:
+            return f"{op.name} ({names.get(op.results[0], '%?')})" if op.results else op.name
+
+        block = func.body.block
+        for op in list(block.ops):
+            if op.parent_block() is not block:  # already moved into a group
+                continue
+            found = match_attention(op, describe)
+            if isinstance(found, Refusal):
+                self.remarks.add("missed", f"attention at {describe(found.op)} not fused into "
+                                 f"one kernel: {found.reason}")
+            elif found is not None:
+                self._fuse(found, describe)
+
+    def _fuse(self, p: AttentionPattern, describe: Callable[[Operation], str]) -> None:
+        heads, s, skv, d, dv = attention_shape(p)
+        ops = set(p.ops())
+        inputs = {v for op in ops for v in op.operands
+                  if not (isinstance(v, OpResult) and v.op in ops)}
+        tile = self.tile or choose_tile(self.target, heads, s, skv, d, dv, len(inputs) + 1)
+        if isinstance(tile, str):
+            self.remarks.add("missed", f"attention at {describe(p.pv)} not fused into one "
+                             f"kernel: {tile}")
+            return
+        name = f"attn{self.count}"
+        self.count += 1
+        scores = tensor_shape(p.qk.result)
+        saved = SCORE_PASSES * numel(scores) * ITEM
+        subject = f"{describe(p.qk)} .. {describe(p.pv)}"
+        build_group(p, name, tile_attributes(tile))
+        self.remarks.add("remark", f"fused attention {subject} into one kernel, group {name}: "
+                         f"the {fmt(scores)} scores stay on chip (saves {format_bytes(saved)} "
+                         f"and 2 launches); tile {tile.text()}")
+
+
+@dataclass(frozen=True)
+class FuseAttentionPass(ModulePass):
+    """Wrap each `softmax(f(Q @ Kᵀ)) @ V` in one `attention` group.
+
+    Options: `target` (profile of compiler/targets.py, or `auto`), `block_q`,
+    `block_k`, `rows`, `lanes` (a fixed tile, all four or none; 0: chosen
+    per attention for the target), `remarks`.
+    """
+
+    name = "fuse-attention"
+
+    target: str = "h200"
+    block_q: int = 0
+    block_k: int = 0
+    rows: int = 0
+    lanes: int = 0
+    remarks: bool = True
+
+    def __post_init__(self) -> None:
+        if self.target.strip().lower() not in (*TARGETS, "auto"):
+            raise ValueError(f"unknown target '{self.target}'; expected one of "
+                             + ", ".join((*TARGETS, "auto")))
+        fixed = (self.block_q, self.block_k, self.rows, self.lanes)
+        if any(fixed) and not all(v > 0 for v in fixed):
+            raise ValueError("block_q, block_k, rows and lanes must be given together")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target, _ = resolve_target(self.target)
+        tile = AttentionTile(self.block_q, self.block_k, self.rows, self.lanes) \
+            if self.block_q else None
+        collector = RemarkCollector()
+        fuser = _Fuser(target, tile, collector)
+        for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
+            if func.body.blocks:
+                fuser.run(func)
+        if self.remarks:
+            collector.store(op)
