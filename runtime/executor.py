@@ -31,7 +31,9 @@ import hashlib
 import importlib.abc
 import importlib.util
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -160,6 +162,21 @@ def _simulating() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
+# NumPy's floating-point warnings ("overflow encountered in scalar multiply").
+_FLOAT_ERROR_WARNING = r"(overflow|invalid value|divide by zero|underflow) encountered"
+
+
+@contextmanager
+def _quiet_float_errors() -> Iterator[None]:
+    """Silence NumPy's floating-point warnings while simulated kernels run:
+    a GPU gives inf and NaN silently, and the simulator runs each thread in
+    its own Python thread, where `np.errstate` of the caller does not reach
+    (the warnings filter is process-wide)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", _FLOAT_ERROR_WARNING, RuntimeWarning)
+        yield
+
+
 def _device_pointer(a: Any) -> int:
     """The device address of an array (the key of a bound call)."""
     return int(a.__cuda_array_interface__["data"][0])
@@ -278,13 +295,14 @@ class Executor:
                 storage[root] = out if out is not None else cuda.device_array(
                     spec.shape, dtype=np.dtype(spec.dtype), stream=self.stream)
         calls, results = self._bind(storage)
-        for launch, kernel, args in calls:
-            if kernel is None:
-                from fusec.runtime.library_gemm import run_library_call
+        with _quiet_float_errors() if self.simulator else nullcontext():
+            for launch, kernel, args in calls:
+                if kernel is None:
+                    from fusec.runtime.library_gemm import run_library_call
 
-                run_library_call(launch, args, self.stream)
-                continue
-            kernel(*args)
+                    run_library_call(launch, args, self.stream)
+                    continue
+                kernel(*args)
         return results, storage
 
     def _bind(self, storage: dict[str, Any]) -> tuple[list[Any], list[Any]]:
