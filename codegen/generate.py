@@ -160,7 +160,10 @@ class _FunctionBuilder:
     def visit(self, op: Operation) -> None:
         assert self.program is not None
         if isinstance(op, nn.ConstantOp):
-            self.program.constants[self.value_id(op.result)] = dense_to_numpy(op.value)
+            # A splat left outside every group (read by a matmul, say) is a
+            # broadcast view: the runtime needs its elements.
+            self.program.constants[self.value_id(op.result)] = np.ascontiguousarray(
+                dense_to_numpy(op.value))
         elif isinstance(op, nn.ReshapeOp):
             source = self.value_id(op.x)
             self.program.views.append(View(self.value_id(op.result), source))

@@ -63,7 +63,7 @@ from fusec.compiler.diagnostics import op_error
 from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import dense_to_numpy, tensor_shape
+from fusec.dialects.nn_base import splat_value, tensor_shape
 
 # Elements each thread loads (all before any arithmetic) per block-sized chunk.
 # Element e of thread t is chunk element e * THREADS_PER_BLOCK + t, so every
@@ -152,14 +152,13 @@ class _Plan:
 
 def splat_literal(op: nn.ConstantOp) -> str | None:
     """A splat constant as a typed literal (`float32(0.5)`), else None."""
-    values = dense_to_numpy(op.value).reshape(-1)
-    if values.size == 0 or not np.all(values == values[0]):
+    v = splat_value(op.value)
+    if v is None:
         return None
-    v = values[0]
-    if values.dtype == np.bool_:
+    if v.dtype == np.bool_:
         return "True" if v else "False"
-    ctype = compute_type(values.dtype.name)
-    if values.dtype.kind in "iu":
+    ctype = compute_type(v.dtype.name)
+    if v.dtype.kind in "iu":
         return f"{ctype}({int_literal(int(v))})"
     return float_literal(float(v), ctype)
 
