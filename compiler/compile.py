@@ -221,8 +221,12 @@ def _cost_target(target: str) -> Target:
 
 def _pipeline(registry: PassRegistry, fusion: bool, target: str,
               check_precision: bool = False, fold_constants: bool = True) -> list[ModulePass]:
-    """decompose, [fold-constants], [form-fusion-groups, [check-precision]], group-each-op."""
-    passes: list[ModulePass] = [registry.get("decompose")()]
+    """fold-empty, decompose, [fold-constants], [form-fusion-groups, [check-precision]],
+    group-each-op."""
+    # fold-empty always, and first: no kernel can compute a tensor with a
+    # zero-size dimension, and a softmax over an empty axis is empty while
+    # its decomposition would take the maximum of nothing.
+    passes: list[ModulePass] = [registry.get("fold-empty")(), registry.get("decompose")()]
     if fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(registry.get(FOLD_PASS)())
     if fusion and FUSION_PASS in registry.factories:

@@ -36,6 +36,7 @@ BUILTIN_PASSES: dict[str, str] = {
     "decompose": "fusec.passes.decompose:DecomposePass",
     "dependency-analysis": "fusec.passes.dependency_analysis:DependencyAnalysisPass",
     "fold-constants": "fusec.passes.fold_constants:FoldConstantsPass",
+    "fold-empty": "fusec.passes.fold_empty:FoldEmptyPass",
     "form-fusion-groups": "fusec.passes.form_fusion_groups:FormFusionGroupsPass",
     "group-each-op": "fusec.passes.group_each_op:GroupEachOpPass",
     "lower-to-numba": "fusec.passes.lower_to_numba:LowerToNumbaPass",

@@ -418,6 +418,12 @@ class ReduceOp(NNOp):
         self.expect_result_shape(
             shapes.reduced_shape(self.operand_shape(), self.axes, self.keepdims)
         )
+        empty = [a for a in self.axes if self.operand_shape()[a] == 0]
+        if empty and self.name in ("nn.reduce_max", "nn.reduce_min") and \
+                0 not in self.result_shape:
+            # As in NumPy and PyTorch: no element has no maximum.
+            raise self._fail(f"reduces over axis {empty[0]} of size 0: the "
+                             f"{self.name[10:]}imum of no elements is undefined")
 
 
 def _reduce(op_name: str, doc: str, float_only: bool = False) -> type[ReduceOp]:

@@ -329,7 +329,9 @@ def print_dense(printer: Printer, attr: DenseIntOrFPElementsAttr) -> None:
     # (xDSL's `0xff800000` reads as an integer), so they take the hex form.
     finite = bool(np.all(np.isfinite(flat.astype(np.float64))))
     splat = _is_splat(flat)
-    if finite and splat:
+    if values.size == 0:
+        body = ""
+    elif finite and splat:
         body = _literal(flat[0])
     elif finite and flat.size <= _MAX_LITERAL_ELEMENTS:
         body = _nested(values)
