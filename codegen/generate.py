@@ -161,11 +161,19 @@ class _FunctionBuilder:
     def visit(self, op: Operation) -> None:
         assert self.program is not None
         if isinstance(op, nn.ConstantOp):
-            self.program.constants[self.value_id(op.result)] = dense_to_numpy(op.value)
+            # A splat left outside every group (read by a matmul, say) is a
+            # broadcast view: the runtime needs its elements.
+            self.program.constants[self.value_id(op.result)] = np.ascontiguousarray(
+                dense_to_numpy(op.value))
         elif isinstance(op, nn.ReshapeOp):
             source = self.value_id(op.x)
             self.program.views.append(View(self.value_id(op.result), source))
         elif isinstance(op, GroupOp):
+            if all(0 in tensor_shape(r) for r in op.outputs):
+                # Nothing to compute: the runtime allocates empty outputs.
+                for r in op.outputs:
+                    self.value_id(r, op)
+                return
             self.program.launches.append(self.launch(op))
         elif isinstance(op, ReturnOp):
             self.program.outputs = [self.value_id(v) for v in op.arguments]

@@ -42,7 +42,7 @@ from fusec.compiler.diagnostics import op_error
 from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import dense_to_numpy, element_type, numpy_dtype, tensor_shape
+from fusec.dialects.nn_base import element_type, numpy_dtype, splat_value, tensor_shape
 from fusec.dialects.shapes import Shape, numel
 
 # Op kinds a point evaluator computes: elementwise ops and nn.broadcast_to.
@@ -129,11 +129,10 @@ class GroupBody:
 
 def constant_literal(op: nn.ConstantOp) -> str:
     """A splat constant as a typed literal; other constants must be group inputs."""
-    values = dense_to_numpy(op.value).reshape(-1)
-    if values.size == 0 or not np.all(values == values[0]):
+    first = splat_value(op.value)
+    if first is None:
         raise op_error(op, "a non-splat nn.constant inside a fused kernel must be a group input")
     ctype = compute_type(op.result)
-    first = values[0]
     if ctype == "boolean":
         return "True" if bool(first) else "False"
     if ctype.startswith("int"):

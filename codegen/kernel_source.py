@@ -49,6 +49,31 @@ import numba
 import numpy as np
 from numba import boolean, cuda, float32, float64, int32, int64
 from numba.types import float16
+
+# Python math raises (log(0), sqrt(-1), exp(1000), pow(-2, 0.5), ...) where
+# a GPU returns inf or NaN. In the simulator these go through `_ieee`, which
+# answers what NumPy (IEEE 754, like the GPU) answers when math raises, in the
+# float type of the operands. On the GPU they are the math functions
+# themselves, so the PTX is the same as calling math.* directly.
+if numba.cuda.core.config.ENABLE_CUDASIM:
+
+    def _ieee(fn, fallback):
+        def call(*args):
+            dtype = np.result_type(*args)
+            dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
+            with np.errstate(all="ignore"):
+                try:
+                    return dtype.type(fn(*args))
+                except (ValueError, OverflowError):
+                    return dtype.type(fallback(*args))
+        return call
+
+    ieee_exp, ieee_log = _ieee(math.exp, np.exp), _ieee(math.log, np.log)
+    ieee_sqrt, ieee_pow = _ieee(math.sqrt, np.sqrt), _ieee(math.pow, np.power)
+    ieee_tanh, ieee_erf = _ieee(math.tanh, np.tanh), _ieee(math.erf, math.erf)
+else:
+    ieee_exp, ieee_log, ieee_sqrt = math.exp, math.log, math.sqrt
+    ieee_tanh, ieee_erf, ieee_pow = math.tanh, math.erf, math.pow
 """
 
 
@@ -108,7 +133,8 @@ def sanitize_identifier(name: str, prefix: str = "k") -> str:
 # Names the prelude binds in kernels.py: a kernel must never shadow them.
 PRELUDE_NAMES = frozenset(
     {"math", "np", "numba", "cuda", "boolean", "float16", "float32", "float64", "int32",
-     "int64"}
+     "int64", "ieee_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
+     "_ieee"}
 )
 
 
@@ -148,8 +174,8 @@ def _gelu(op: nn.GeluOp, a: str, t: str) -> str:
     half, one = float_literal(0.5, t), float_literal(1.0, t)
     if op.approximate == "tanh":
         c, k = float_literal(math.sqrt(2.0 / math.pi), t), float_literal(0.044715, t)
-        return f"({half} * {a} * ({one} + math.tanh({c} * ({a} + {k} * {a} * {a} * {a}))))"
-    return f"({half} * {a} * ({one} + math.erf({a} * {float_literal(1 / math.sqrt(2.0), t)})))"
+        return f"({half} * {a} * ({one} + ieee_tanh({c} * ({a} + {k} * {a} * {a} * {a}))))"
+    return f"({half} * {a} * ({one} + ieee_erf({a} * {float_literal(1 / math.sqrt(2.0), t)})))"
 
 
 def _clamp(op: nn.ClampOp, a: str, t: str) -> str:
@@ -164,16 +190,16 @@ def _clamp(op: nn.ClampOp, a: str, t: str) -> str:
 _UNARY: dict[type[Operation], str] = {
     nn.NegOp: "(-{a})",
     nn.AbsOp: "abs({a})",
-    nn.ExpOp: "math.exp({a})",
-    nn.LogOp: "math.log({a})",
-    nn.SqrtOp: "math.sqrt({a})",
-    nn.RsqrtOp: "({one} / math.sqrt({a}))",
+    nn.ExpOp: "ieee_exp({a})",
+    nn.LogOp: "ieee_log({a})",
+    nn.SqrtOp: "ieee_sqrt({a})",
+    nn.RsqrtOp: "({one} / ieee_sqrt({a}))",
     nn.ReciprocalOp: "({one} / {a})",
-    nn.TanhOp: "math.tanh({a})",
-    nn.ErfOp: "math.erf({a})",
-    nn.SigmoidOp: "({one} / ({one} + math.exp(-{a})))",
+    nn.TanhOp: "ieee_tanh({a})",
+    nn.ErfOp: "ieee_erf({a})",
+    nn.SigmoidOp: "({one} / ({one} + ieee_exp(-{a})))",
     nn.ReluOp: "max({a}, {zero})",
-    nn.SiluOp: "({a} / ({one} + math.exp(-{a})))",
+    nn.SiluOp: "({a} / ({one} + ieee_exp(-{a})))",
 }
 
 _BINARY: dict[type[Operation], str] = {
@@ -183,7 +209,7 @@ _BINARY: dict[type[Operation], str] = {
     nn.DivOp: "({a} / {b})",
     nn.MaxOp: "max({a}, {b})",
     nn.MinOp: "min({a}, {b})",
-    nn.PowOp: "math.pow({a}, {b})",
+    nn.PowOp: "ieee_pow({a}, {b})",
 }
 
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -213,7 +239,7 @@ def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
         # args: x, scale, bias, mean, var, each already read at x's channel.
         x, scale, bias, mean, var = args
         eps = float_literal(op.epsilon, ctype)
-        return f"(({x} - {mean}) / math.sqrt({var} + {eps}) * {scale} + {bias})"
+        return f"(({x} - {mean}) / ieee_sqrt({var} + {eps}) * {scale} + {bias})"
     if isinstance(op, nn.CastOp):
         return f"({args[0]} != 0)" if ctype == "boolean" else f"{ctype}({args[0]})"
     raise NotImplementedError(f"{op.name} is not an elementwise op")

@@ -64,7 +64,7 @@ from fusec.compiler.diagnostics import op_error
 from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import dense_to_numpy, tensor_shape
+from fusec.dialects.nn_base import splat_value, tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 
 # CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop
@@ -145,14 +145,13 @@ class _Plan:
 
 def splat_literal(op: nn.ConstantOp) -> str | None:
     """A splat constant as a typed literal (`float32(0.5)`), else None."""
-    values = dense_to_numpy(op.value).reshape(-1)
-    if values.size == 0 or not np.all(values == values[0]):
+    v = splat_value(op.value)
+    if v is None:
         return None
-    v = values[0]
-    if values.dtype == np.bool_:
+    if v.dtype == np.bool_:
         return "True" if v else "False"
-    ctype = compute_type(values.dtype.name)
-    if values.dtype.kind in "iu":
+    ctype = compute_type(v.dtype.name)
+    if v.dtype.kind in "iu":
         return f"{ctype}({int_literal(int(v))})"
     return float_literal(float(v), ctype)
 

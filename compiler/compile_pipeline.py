@@ -1,7 +1,7 @@
 """The compile job's default pass pipeline, as a spec the user can see and change.
 
 ```
-decompose,cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
+fold-empty,decompose,cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
 ```
 
 - `cse` and `dce` (xDSL's own passes) run before fusion so that an op written
@@ -58,7 +58,10 @@ class PipelineOptions:
 
 def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     """The default pipeline's spec for `options`."""
-    passes = ["decompose", *CLEANUP_PASSES]
+    # fold-empty always, and first: no kernel can compute a tensor with a
+    # zero-size dimension, and a softmax over an empty axis is empty while
+    # its decomposition would take the maximum of nothing.
+    passes = ["fold-empty", "decompose", *CLEANUP_PASSES]
     if options.fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(FOLD_PASS)
     if options.fusion and ATTENTION_PASS in registry.factories:  # before grouping: it makes groups

@@ -38,6 +38,7 @@ BUILTIN_PASSES: dict[str, str] = {
     "dependency-analysis": "fusec.passes.dependency_analysis:DependencyAnalysisPass",
     "fold-constants": "fusec.passes.fold_constants:FoldConstantsPass",
     "fuse-attention": "fusec.passes.fuse_attention:FuseAttentionPass",
+    "fold-empty": "fusec.passes.fold_empty:FoldEmptyPass",
     "form-fusion-groups": "fusec.passes.form_fusion_groups:FormFusionGroupsPass",
     "group-each-op": "fusec.passes.group_each_op:GroupEachOpPass",
     "lower-to-numba": "fusec.passes.lower_to_numba:LowerToNumbaPass",

@@ -34,6 +34,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError
 
 from fusec.dialects import shapes
+from fusec.dialects.dense_splat import parse_optional_splat
 from fusec.dialects.nn_base import (
     FLOAT_TYPES,
     INT_TYPES,
@@ -317,7 +318,7 @@ class ConstantOp(NNOp):
                 parser.pos,
             )
         try:
-            value = parser.parse_attribute()
+            value = parse_optional_splat(parser) or parser.parse_attribute()
         except ParseError as err:
             # xDSL's own wording ("Shape mismatch in dense literal...") names no op.
             parser.raise_error(
@@ -383,7 +384,7 @@ def _bare_hex_float(parser: Parser, value: DenseIntOrFPElementsAttr,
             f"write one element's bits ({2 * width or '?'} hex digits) or all bytes "
             'quoted, as dense<"0x...">', pos, parser.pos)
     bits = np.array([int(digits, 16)], dtype=f"u{width}").view(dtype)
-    return numpy_to_dense(np.full(t.get_shape(), bits[0]), t)
+    return numpy_to_dense(np.broadcast_to(bits[0], t.get_shape()), t)
 
 
 # --- reductions ------------------------------------------------------------------
@@ -417,6 +418,12 @@ class ReduceOp(NNOp):
         self.expect_result_shape(
             shapes.reduced_shape(self.operand_shape(), self.axes, self.keepdims)
         )
+        empty = [a for a in self.axes if self.operand_shape()[a] == 0]
+        if empty and self.name in ("nn.reduce_max", "nn.reduce_min") and \
+                0 not in self.result_shape:
+            # As in NumPy and PyTorch: no element has no maximum.
+            raise self._fail(f"reduces over axis {empty[0]} of size 0: the "
+                             f"{self.name[10:]}imum of no elements is undefined")
 
 
 def _reduce(op_name: str, doc: str, float_only: bool = False) -> type[ReduceOp]:

@@ -274,15 +274,34 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
         flat = np.frombuffer(raw, dtype=dtype)
     shape = tuple(t.get_shape())
     if flat.size == 1:
-        return np.broadcast_to(flat.reshape(()), shape).copy()
+        # A splat (stored as its one element, as MLIR stores it): a read-only
+        # view, so a huge splat costs nothing until someone computes with it.
+        return np.broadcast_to(flat.reshape(()), shape)
     return flat.reshape(shape).copy()
+
+
+def splat_value(attr: DenseIntOrFPElementsAttr) -> np.generic | None:
+    """The one value of every element of `attr` (a splat, however it is
+    stored), or None when they differ or there are none."""
+    values = dense_to_numpy(attr)
+    if values.size == 0:
+        return None
+    first = values.reshape(-1)[:1]
+    if values.strides.count(0) == values.ndim or bool(np.all(values == first[0])):
+        return first[0]
+    return None
 
 
 def numpy_to_dense(array: np.ndarray, t: TensorType) -> DenseIntOrFPElementsAttr:
     """A dense attribute of type `t` holding `array` (of `t`'s shape), stored
-    as the parser stores one, so `dense_to_numpy` reads it back bit for bit."""
-    values = np.asarray(array).astype(numpy_dtype(t.element_type))
+    as the parser stores one, so `dense_to_numpy` reads it back bit for bit.
+    A broadcast scalar (every stride 0, as `np.broadcast_to` makes) is stored
+    as its one element: a splat."""
+    values = np.asarray(array)
     assert values.shape == tuple(t.get_shape()), (values.shape, t)
+    if values.size > 1 and values.strides.count(0) == values.ndim:
+        values = values.reshape(-1)[:1]
+    values = values.astype(numpy_dtype(t.element_type))
     if values.dtype == np.bool_:
         values = values.astype(np.uint8) * 0xFF  # i1 true is the byte 0xFF, as parsed
     data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes()
@@ -303,16 +322,22 @@ def print_dense(printer: Printer, attr: DenseIntOrFPElementsAttr) -> None:
         printer.print_attribute(attr)
         return
     values = dense_to_numpy(attr)
-    flat = values.reshape(-1)
+    # A splat prints from its one element, however many the type has.
+    flat = values.reshape(-1)[:1] if values.strides.count(0) == values.ndim else \
+        values.reshape(-1)
     # Non-finite values have no literal spelling that reads back exactly
     # (xDSL's `0xff800000` reads as an integer), so they take the hex form.
     finite = bool(np.all(np.isfinite(flat.astype(np.float64))))
-    if finite and _is_splat(flat):
+    splat = _is_splat(flat)
+    if values.size == 0:
+        body = ""
+    elif finite and splat:
         body = _literal(flat[0])
     elif finite and flat.size <= _MAX_LITERAL_ELEMENTS:
         body = _nested(values)
     else:
-        data = values.astype(values.dtype.newbyteorder("<"))
+        # One element's bytes stand for a splat (MLIR reads them so).
+        data = (flat[:1] if splat else values).astype(values.dtype.newbyteorder("<"))
         if data.dtype == np.bool_:
             data = data.astype(np.uint8) * 0xFF
         body = '"0x' + data.tobytes().hex().upper() + '"'

@@ -530,3 +530,8 @@ class GatherOp(NNOp):
         self.expect_result_shape(
             shapes.gather_shape(self.operand_shape(0), self.operand_shape(1), self.axis)
         )
+        if self.operand_shape(0)[self.axis] == 0 and 0 not in self.operand_shape(1):
+            # No index is in range of an empty axis.
+            count = shapes.numel(self.operand_shape(1))
+            raise self._fail(f"gathers from axis {self.axis} of size 0 with {count} "
+                             "index(es): none can be in range")

@@ -30,6 +30,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.compiler.remarks import RemarkCollector
 from fusec.compiler.rewriting import copy_location
 from fusec.dialects import nn
@@ -56,9 +57,32 @@ def constant_operands(op: Operation) -> list[nn.ConstantOp] | None:
 
 
 def _compute_array(constant: nn.ConstantOp) -> np.ndarray:
-    """A constant's value as the interpreter holds it: floats in float64."""
+    """A constant's value as the interpreter holds it: floats in float64 (a
+    splat stays a broadcast view)."""
     array = dense_to_numpy(constant.value)
-    return array.astype(np.float64) if array.dtype.kind == "f" else array
+    if array.dtype.kind != "f":
+        return array
+    if array.size > 1 and array.strides.count(0) == array.ndim:
+        return np.broadcast_to(array.reshape(-1)[:1].astype(np.float64), array.shape)
+    return array.astype(np.float64)
+
+
+# Ops that read one operand and give its elements in another arrangement: of
+# a splat, the same splat.
+_SPLAT_VIEWS = (nn.TransposeOp, nn.ReshapeOp, nn.SliceOp, nn.BroadcastToOp)
+
+
+def _splat_result(op: Operation, arrays: list[np.ndarray]) -> bool:
+    """Whether `op` of these operand values is a splat computed from one
+    element of each: an elementwise op or a view of splats only."""
+    return (op_kind(op) == OpKind.ELEMENTWISE or isinstance(op, _SPLAT_VIEWS)) and all(
+        a.strides.count(0) == a.ndim for a in arrays)
+
+
+def _is_stored_splat(constant: nn.ConstantOp) -> bool:
+    """`constant` holds one element for a shape of more (a parsed splat)."""
+    array = dense_to_numpy(constant.value)
+    return array.size > 1 and array.strides.count(0) == array.ndim
 
 
 def evaluate(op: Operation, operands: list[nn.ConstantOp]) -> np.ndarray:
@@ -68,11 +92,18 @@ def evaluate(op: Operation, operands: list[nn.ConstantOp]) -> np.ndarray:
     index out of range).
     """
     result = op.results[0]
+    arrays = [_compute_array(c) for c in operands]
+    splat = _splat_result(op, arrays)
+    if splat:  # one element of each (of its rank), the result is a splat
+        arrays = [a.reshape(-1)[:1].reshape((1,) * a.ndim) for a in arrays]
     # Overflow to inf or NaN (also when rounding to f16) is the program's
     # value, as it would be on a GPU.
     with np.errstate(all="ignore"):
-        raw = OP_FUNCTIONS[type(op)](op, *(_compute_array(c) for c in operands))
+        view = splat and isinstance(op, _SPLAT_VIEWS)
+        raw = arrays[0] if view else OP_FUNCTIONS[type(op)](op, *arrays)
         value = np.asarray(raw).astype(numpy_dtype(_element(result)))
+    if splat:
+        return np.broadcast_to(value.reshape(-1)[0], tensor_shape(result))
     if value.shape != tensor_shape(result):
         raise AssertionError(f"reference for '{op.name}' produced shape {value.shape} for a "
                              f"result of shape {tensor_shape(result)}")
@@ -145,6 +176,13 @@ class _FunctionFolder:
         if size > self.max_elements and size > largest:
             return (f"its result holds {size} elements, more than max_elements = "
                     f"{self.max_elements} and than its largest operand ({largest})")
+        operands = constant_operands(op) or []
+        if largest > self.max_elements and any(_is_stored_splat(o) for o in operands) and \
+                not _splat_result(op, [dense_to_numpy(o.value) for o in operands]):
+            # Elementwise ops and views fold a splat as one element; others
+            # would expand it to all of its elements.
+            return (f"it reads a splat constant of {largest} elements, more than "
+                    f"max_elements = {self.max_elements}")
         return None
 
     def _fold(self, op: Operation, operands: list[nn.ConstantOp]) -> None:

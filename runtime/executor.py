@@ -170,6 +170,10 @@ def _simulating() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
+# NumPy's floating-point warnings ("overflow encountered in scalar multiply").
+_FLOAT_ERROR_WARNING = r"(overflow|invalid value|divide by zero|underflow) encountered"
+
+
 def _device_pointer(a: Any) -> int:
     """The device address of an array (the key of a bound call)."""
     return int(a.__cuda_array_interface__["data"][0])
@@ -190,7 +194,7 @@ def _quiet_float_errors(simulator: bool) -> Iterator[None]:
         yield
         return
     with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.filterwarnings("ignore", _FLOAT_ERROR_WARNING, RuntimeWarning)
         yield
 
 
@@ -317,9 +321,8 @@ class Executor:
     def _run(self, inputs: Sequence[Any]) -> list[Any]:
         kind = result_kind(list(inputs))
         stream = self._stream_of(kind)
-        with _quiet_float_errors(self.simulator):
-            results, _ = self.launch(inputs, stream=stream)
-            return self._from_device(kind, results, stream)
+        results, _ = self.launch(inputs, stream=stream)
+        return self._from_device(kind, results, stream)
 
     def _stream_of(self, kind: str) -> Any:
         """The numba stream a call runs on: the caller's current stream for
@@ -375,15 +378,16 @@ class Executor:
         GPU's kernels straight through `_Kernel.launch` (no dispatcher
         look-up), the simulator's through their dispatchers."""
         core = None if self.simulator else core_stream(stream)
-        for launch, kernel, args in calls:
-            if kernel is None:
-                from fusec.runtime.library_gemm import run_library_call
+        with _quiet_float_errors(self.simulator):
+            for launch, kernel, args in calls:
+                if kernel is None:
+                    from fusec.runtime.library_gemm import run_library_call
 
-                run_library_call(launch, args, stream)
-            elif core is None:
-                kernel[launch.grid, launch.block, stream, launch.shared_bytes](*args)
-            else:
-                kernel.launch(args, launch.grid, launch.block, core, launch.shared_bytes)
+                    run_library_call(launch, args, stream)
+                elif core is None:
+                    kernel[launch.grid, launch.block, stream, launch.shared_bytes](*args)
+                else:
+                    kernel.launch(args, launch.grid, launch.block, core, launch.shared_bytes)
 
     def _bind(self, storage: dict[str, Any]) -> tuple[list[Any], list[Any]]:
         """The (launch, kernel, argument views) of every launch and the

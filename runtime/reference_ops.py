@@ -173,8 +173,19 @@ def _reduction(fn: Callable[..., Any]) -> OpFunction:
 # --- composites ----------------------------------------------------------------------
 
 
+def mean(x: np.ndarray, axis: int | tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+    """`np.mean` without its warning: the mean of no elements is 0 / 0 = NaN."""
+    axes = (axis,) if isinstance(axis, int) else axis
+    count = int(np.prod([x.shape[a] for a in axes]))
+    with np.errstate(invalid="ignore"):
+        return np.sum(x, axis=axis, keepdims=keepdims) / np.asarray(count, x.dtype)
+
+
 def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
-    """`x - max(x)` along `axis`, so that exp never overflows."""
+    """`x - max(x)` along `axis`, so that exp never overflows (an empty axis
+    has no maximum, and nothing to shift)."""
+    if x.shape[axis] == 0:
+        return x
     return x - np.max(x, axis=axis, keepdims=True)
 
 
@@ -196,13 +207,13 @@ def _layer_norm(
     op: nn.LayerNormOp, x: np.ndarray, scale: np.ndarray, bias: np.ndarray
 ) -> np.ndarray:
     axes = _trailing_axes(op, x)
-    centered = x - np.mean(x, axis=axes, keepdims=True)
-    var = np.mean(centered * centered, axis=axes, keepdims=True)
+    centered = x - mean(x, axis=axes, keepdims=True)
+    var = mean(centered * centered, axis=axes, keepdims=True)
     return centered / np.sqrt(var + op.epsilon) * scale + bias
 
 
 def _rms_norm(op: nn.RmsNormOp, x: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    mean_sq = np.mean(x * x, axis=_trailing_axes(op, x), keepdims=True)
+    mean_sq = mean(x * x, axis=_trailing_axes(op, x), keepdims=True)
     return x / np.sqrt(mean_sq + op.epsilon) * scale
 
 
@@ -356,7 +367,7 @@ OP_FUNCTIONS: dict[type[Operation], OpFunction] = {
     nn.ReduceSumOp: _reduction(np.sum),
     nn.ReduceMaxOp: _reduction(np.max),
     nn.ReduceMinOp: _reduction(np.min),
-    nn.ReduceMeanOp: _reduction(np.mean),
+    nn.ReduceMeanOp: _reduction(mean),
     nn.SoftmaxOp: _softmax,
     nn.LogSoftmaxOp: _log_softmax,
     nn.LayerNormOp: _layer_norm,

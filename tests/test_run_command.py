@@ -79,9 +79,38 @@ def test_out_directory_with_inputs_and_outputs(
 def test_check_fails_over_tolerance(model: Path, capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run_command, "TOLERANCES", {"float32": -1.0})
+    monkeypatch.setattr(run_command, "ABSOLUTE_FLOOR_ROUNDOFFS", -1)
     code, stdout, _ = run(capsys, str(model), "--check")
     assert code == 1
     assert "FAIL" in stdout and "check FAILED" in stdout
+
+
+DOMAIN_MODEL = """
+func.func @f(%x: tensor<2x3x2xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>, %m: tensor<3xf32>,
+             %v: tensor<3xf32>, %w: tensor<3xf32>) -> (tensor<2x3x2xf32>, tensor<2x3x2xf32>) {
+  %var = nn.sub %v, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %y = nn.batch_norm %x, %s, %b, %m, %var {epsilon = 1.0e-05}
+      : (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+      -> tensor<2x3x2xf32>
+  %n = nn.neg %x : tensor<2x3x2xf32>
+  %l = nn.log %n : tensor<2x3x2xf32>
+  %e = nn.exp %l : tensor<2x3x2xf32>
+  func.return %y, %e : tensor<2x3x2xf32>, tensor<2x3x2xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("fusion", [[], ["--no-fusion"]])
+def test_check_passes_where_random_inputs_leave_the_domain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fusion: list[str]
+) -> None:
+    """A computed variance and the log of N(0, 1) values go negative with
+    the default inputs: the kernels give NaN where the reference does."""
+    path = tmp_path / "domain.mlir"
+    path.write_text(DOMAIN_MODEL)
+    code, stdout, _ = run(capsys, str(path), "--check", "--device", "sim", *fusion)
+    assert code == 0, stdout
+    assert stdout.count(" ok\n") == 2 and "check passed" in stdout
 
 
 def test_compare() -> None:
@@ -91,6 +120,30 @@ def test_compare() -> None:
     assert not run_command.compare(np.array([1.01, -2.0, np.nan, np.inf], np.float32), ref)[0]
     assert run_command.compare(np.array([1, 2], np.int64), np.array([1, 2]))[0]
     assert not run_command.compare(np.array([True]), np.array([False]))[0]
+
+
+def test_compare_has_an_absolute_floor() -> None:
+    """gelu(-7) is 0 in float32 and -2.6e-10 in float64: an output whose
+    values are all near zero passes within a few unit roundoffs, no more."""
+    ref = np.full(4, -2.6e-10)
+    assert run_command.compare(np.zeros(4, np.float32), ref)[0]
+    assert run_command.compare(ref + 1e-19, ref)[0]
+    assert not run_command.compare(np.full(4, 1e-5, np.float32), ref)[0]
+    assert not run_command.compare(np.full(4, 1e-12), ref)[0]
+    assert not run_command.compare(np.array([0, 1.0], np.float32), np.array([0, 1.01]))[0]
+
+
+def test_check_passes_on_outputs_near_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "gelu.mlir"
+    path.write_text("func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+                    "  %y = nn.gelu %x : tensor<4xf32>\n  func.return %y : tensor<4xf32>\n}\n")
+    x = np.full(4, -7.0, np.float32)
+    code, stdout, _ = run(capsys, str(path), "--inputs", inputs_npz(tmp_path, x=x), "--check",
+                          "--device", "sim")
+    assert code == 0, stdout
+    assert "check passed" in stdout
 
 
 @pytest.mark.parametrize(
