@@ -21,6 +21,7 @@ from fusec.compiler.compile_pipeline import PipelineOptions, ScheduleOptions
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.instrument import Instrumentation, PassTimer
 from fusec.compiler.pipeline import Insertion
+from fusec.compiler.targets import unknown_target
 
 # Flags that shape the default pipeline -> what to write in `-p` instead.
 _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {
@@ -49,6 +50,8 @@ def check_flags(args: argparse.Namespace) -> bool:
     ignored is a `FusecError` naming it."""
     compile_job = args.output is not None and args.emit is None \
         and not args.output.endswith(".mlir")
+    if args.target is not None and (problem := unknown_target(args.target)) is not None:
+        raise FusecError(f"--target: {problem}")
     if args.passes is not None:
         for dest, instead in _DEFAULT_PIPELINE_FLAGS.items():
             if _given(args, dest):

@@ -195,6 +195,14 @@ def get_target(name: str) -> Target:
     return resolve_target(name)[0]
 
 
+def unknown_target(name: str) -> str | None:
+    """The sentence for a target name that names no profile (None when it
+    does, or is `auto`): every pass option and `--target` say the same."""
+    if name.strip().lower() in (*TARGETS, "auto"):
+        return None
+    return f"unknown target '{name}'; known targets: {', '.join([*TARGETS, 'auto'])}"
+
+
 def resolve_target(name: str) -> tuple[Target, str | None]:
     """The profile for `name` plus a note when `"auto"` had to guess.
 
@@ -203,9 +211,9 @@ def resolve_target(name: str) -> tuple[Target, str | None]:
     key = name.strip().lower()
     if key == "auto":
         return _detect()
-    if key not in TARGETS:
-        known = ", ".join([*TARGETS, "auto"])
-        raise FusecError(f"unknown target '{name}'; known targets: {known}")
+    problem = unknown_target(name)
+    if problem is not None:
+        raise FusecError(problem)
     return TARGETS[key], None
 
 

@@ -40,7 +40,7 @@ from fusec.compiler.fusion_legality import (
 from fusec.compiler.fusion_policy import POLICIES, FusionPolicy, get_policy
 from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.compiler.remarks import RemarkCollector, format_bytes
-from fusec.compiler.targets import TARGETS, Target, resolve_target
+from fusec.compiler.targets import Target, resolve_target, unknown_target
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.passes.dependency_analysis import (
     DependencyAnalysis,
@@ -370,10 +370,8 @@ class FormFusionGroupsPass(ModulePass):
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy '{self.policy}'; expected one of "
                              + ", ".join(POLICIES))
-        if self.target.strip().lower() not in (*TARGETS, "auto"):
-            # The same sentence as `--target xyz` (compiler/targets.py).
-            raise ValueError(f"unknown target '{self.target}'; known targets: "
-                             + ", ".join((*TARGETS, "auto")))
+        if (problem := unknown_target(self.target)) is not None:
+            raise ValueError(problem)
         if self.max_registers < 0:
             raise ValueError("max_registers must be >= 0 (0: the target's limit)")
 

@@ -42,7 +42,7 @@ from fusec.codegen.attention import attention_shape
 from fusec.codegen.attention_schedule import AttentionTile, choose_tile, tile_attributes
 from fusec.compiler.attention_pattern import AttentionPattern, Refusal, match_attention
 from fusec.compiler.remarks import RemarkCollector, format_bytes
-from fusec.compiler.targets import TARGETS, Target, resolve_target
+from fusec.compiler.targets import Target, resolve_target, unknown_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -165,9 +165,8 @@ class FuseAttentionPass(ModulePass):
     remarks: bool = True
 
     def __post_init__(self) -> None:
-        if self.target.strip().lower() not in (*TARGETS, "auto"):
-            raise ValueError(f"unknown target '{self.target}'; expected one of "
-                             + ", ".join((*TARGETS, "auto")))
+        if (problem := unknown_target(self.target)) is not None:
+            raise ValueError(problem)
         fixed = (self.block_q, self.block_k, self.rows, self.lanes)
         if any(fixed) and not all(v > 0 for v in fixed):
             raise ValueError("block_q, block_k, rows and lanes must be given together")

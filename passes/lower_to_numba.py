@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from fusec.codegen.generate import generate_program
-from fusec.compiler.targets import TARGETS, resolve_target
+from fusec.compiler.targets import resolve_target, unknown_target
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ class LowerToNumbaPass(ModulePass):
     target: str = "h200"
 
     def __post_init__(self) -> None:
-        if self.target.strip().lower() not in (*TARGETS, "auto"):
-            raise ValueError(f"unknown target '{self.target}'")
+        if (problem := unknown_target(self.target)) is not None:
+            raise ValueError(problem)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         generate_program(op, resolve_target(self.target)[0])

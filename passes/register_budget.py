@@ -49,7 +49,7 @@ from fusec.codegen.window_plan import TiledWindow, record_plan
 from fusec.codegen.window_schedule import group_window, thread_tiles_below
 from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.compiler.remarks import RemarkCollector
-from fusec.compiler.targets import TARGETS, Target, resolve_target
+from fusec.compiler.targets import Target, resolve_target, unknown_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -378,8 +378,8 @@ class RegisterBudgetPass(ModulePass):
             raise ValueError("occupancy must be in (0, 1]")
         if self.max_registers < 0:
             raise ValueError("max_registers must be >= 0 (0: no cap)")
-        if self.target.strip().lower() not in (*TARGETS, "auto"):
-            raise ValueError(f"unknown target '{self.target}'")
+        if (problem := unknown_target(self.target)) is not None:
+            raise ValueError(problem)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target, _ = resolve_target(self.target)

@@ -38,7 +38,7 @@ from fusec.codegen.register_model import estimate_registers
 from fusec.compiler import gemm_choice
 from fusec.compiler.gemm_choice import GEMM_MODES, GemmChooser
 from fusec.compiler.remarks import RemarkCollector
-from fusec.compiler.targets import TARGETS, resolve_target
+from fusec.compiler.targets import resolve_target, unknown_target
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import EST_ATTR, record
 from fusec.scheduling.choose import Scheduler
@@ -85,8 +85,8 @@ class TileAndPromotePass(ModulePass):
             raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
         if self.shared_memory_limit < 0:
             raise ValueError("shared_memory_limit must be >= 0 (0: the target's)")
-        if self.target.strip().lower() not in (*TARGETS, "auto"):
-            raise ValueError(f"unknown target '{self.target}'")
+        if (problem := unknown_target(self.target)) is not None:
+            raise ValueError(problem)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target, _ = resolve_target(self.target)

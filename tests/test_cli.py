@@ -586,8 +586,8 @@ def test_default_pipeline_flags_shape_the_printed_ir(
     assert fused.out.count("fusion.group (") == 1
     assert unfused.out.count("fusion.group (") == 7  # one per op: 2 negs, 5 of the softmax
     bad = run_main(capsys, str(src), "--target", "xyz")
-    assert_user_error(bad, "error: pass 'form-fusion-groups' option 'target': unknown target "
-                      "'xyz'; known targets: h200, h100, a100, rtx4090, orin, auto")
+    assert_user_error(bad, "error: --target: unknown target 'xyz'; known targets: h200, h100, "
+                      "a100, rtx4090, orin, auto")
 
 
 def test_remarks_without_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
