@@ -57,7 +57,6 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
     unravel,
 )
 from fusec.codegen.operand_reader import fused_prologue
@@ -226,7 +225,7 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
         g = analyze(body)
         # the schedule tile-and-promote recorded wins over the size-based default
         tile = tile or recorded_tile(group) or choose_tile(numel(g.batch), g.m, g.n)
-        name = sanitize_identifier(kernel_name)
+        name = kernel_name  # from NameTable: unique in kernels.py
         grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), max(1, numel(g.batch)))
         block = (tile.threads, 1, 1)
         notes = [

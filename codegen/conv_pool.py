@@ -40,7 +40,6 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
 )
 from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[reportPrivateUsage]
 from fusec.compiler.diagnostics import op_error
@@ -80,7 +79,7 @@ def emit(group: GroupOp, kernel_name: str, body: GroupBody) -> KernelSource:
     tiles = -(-pool_out[2] // POOL_TILE) * tiles_w
     grid = (tiles, pool_out[1], pool_out[0])
     block = (CONV_POOL_THREADS, 1, 1)
-    name = sanitize_identifier(kernel_name)
+    name = kernel_name  # from NameTable: unique in kernels.py
     notes = [f"{conv.name} {conv_out} + {pool.name} -> {pool_out}: {POOL_TILE}x{POOL_TILE} "
              f"pooled outputs per block, a {ch}x{cw} conv tile (with halo) in shared memory"]
     head = kernel_header(group, body.ops, launch_text(grid, block, "a pooled tile per block"),

@@ -1,7 +1,10 @@
 """The building blocks every kernel emitter shares.
 
 An emitter turns one `fusion.group` into one `KernelSource`: the text of a
-`@cuda.jit` function plus its launch shape. Its parameters refer to the
+`@cuda.jit` function plus its launch shape. The function is named exactly the
+`kernel_name` it is given, which `NameTable.fresh` handed out (unique in
+kernels.py); an emitter never makes up or re-cuts a top-level name, and
+`generate.check_unique_names` rejects any clash. Its parameters refer to the
 group's operands (`role="input"`) and results (`role="output"`) by index, so
 the emitter never needs to know which buffers the runtime will bind.
 

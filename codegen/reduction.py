@@ -73,7 +73,6 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
     unravel,
 )
 from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
@@ -327,7 +326,7 @@ def emit(group: GroupOp, kernel_name: str, options: ReductionOptions | None = No
         body = GroupBody.of(flat)
         ra = analyze(body)
         sched = plan_schedule(ra, options or DEFAULT_OPTIONS)
-        name = sanitize_identifier(kernel_name)
+        name = kernel_name  # from NameTable: unique in kernels.py
         text = _RowKernelWriter(ra, sched).write(name)
         spaces = workspaces(ra, sched)
         params = body.params() + [KernelParam("workspace", k, (max(1, numel(w.shape)),))

@@ -54,7 +54,6 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
     unravel,
 )
 from fusec.codegen.operand_reader import fused_prologue, read_at
@@ -135,7 +134,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
             from fusec.codegen.window_tiled import emit_tiled
 
             return emit_tiled(flat, kernel_name, w, tiled)
-        name = sanitize_identifier(kernel_name)
+        name = kernel_name  # from NameTable: unique in kernels.py
         total = numel(w.out)
         grid, block = grid_stride_launch(total)
         notes = [_describe(w)]

@@ -78,7 +78,6 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
 )
 from fusec.codegen.operand_reader import prologue_ops, read_at
 from fusec.codegen.reduction_tree import SIMULATED
@@ -103,7 +102,7 @@ def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
                tiled: TiledWindow) -> KernelSource:
     """The kernel of a lone window group under `tiled` (see the module
     docstring); `flat` is the decomposed group, `w` its analysis."""
-    name = sanitize_identifier(kernel_name)
+    name = kernel_name  # from NameTable: unique in kernels.py
     p = tiled.plan
     notes = [
         f"{w.op.name} {fmt(w.in_shape)} -> {fmt(w.out)}, window {w.kernel[0]}x{w.kernel[1]}, "
