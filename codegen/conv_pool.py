@@ -40,6 +40,7 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
+    max_expr,
 )
 from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[reportPrivateUsage]
 from fusec.compiler.diagnostics import op_error
@@ -139,7 +140,7 @@ def _pool_lines(body: GroupBody, pool: nn.MaxPool2dOp | nn.AvgPool2dOp, ctype: s
     row = f"(e // {POOL_TILE}) * {int_literal(psh)} + kh"
     col = f"(e % {POOL_TILE}) * {int_literal(psw)} + kw"
     tap = f"ctile[{row}, {col}]"
-    inner = [f"pres = max(pres, {tap})"] if is_max else [
+    inner = [f"ptap = {tap}", f"pres = {max_expr('pres', 'ptap', ctype)}"] if is_max else [
         f"r = ch0 + {row}",
         f"c = cw0 + {col}",
         f"if 0 <= r < {int_literal(conv_out[2])} and 0 <= c < {int_literal(conv_out[3])}:",

@@ -147,6 +147,24 @@ def int_literal(value: int) -> str:
     return str(int(value))
 
 
+def max_expr(a: str, b: str, ctype: str) -> str:
+    """The larger of `a` and `b` (of compute type `ctype`), NaN when either is
+    NaN, as np.maximum and torch.maximum: the builtin `max` is fmaxf on a GPU
+    (NaN loses) and Python's in the simulator (NaN wins only as `a`). `a` and
+    `b` must be names, literals or reads without side effects: each appears
+    more than once."""
+    if not ctype.startswith("float"):
+        return f"max({a}, {b})"
+    return f"({a} if {a} >= {b} or math.isnan({a}) else {b})"
+
+
+def min_expr(a: str, b: str, ctype: str) -> str:
+    """The smaller of `a` and `b`, NaN when either is NaN (see `max_expr`)."""
+    if not ctype.startswith("float"):
+        return f"min({a}, {b})"
+    return f"({a} if {a} <= {b} or math.isnan({a}) else {b})"
+
+
 def _gelu(op: nn.GeluOp, a: str, t: str) -> str:
     half, one = float_literal(0.5, t), float_literal(1.0, t)
     if op.approximate == "tanh":
@@ -161,7 +179,9 @@ def _clamp(op: nn.ClampOp, a: str, t: str) -> str:
         expr = f"max({expr}, {float_literal(op.min, t)})"
     if op.max is not None:
         expr = f"min({expr}, {float_literal(op.max, t)})"
-    return expr
+    # NaN stays NaN (np.clip, torch.clamp); the builtins would drop it on a GPU
+    return f"({a} if math.isnan({a}) else {expr})" if t.startswith("float") and expr != a \
+        else expr
 
 
 _UNARY: dict[type[Operation], str] = {
@@ -175,7 +195,6 @@ _UNARY: dict[type[Operation], str] = {
     nn.TanhOp: "math.tanh({a})",
     nn.ErfOp: "math.erf({a})",
     nn.SigmoidOp: "({one} / ({one} + math.exp(-{a})))",
-    nn.ReluOp: "max({a}, {zero})",
     nn.SiluOp: "({a} / ({one} + math.exp(-{a})))",
 }
 
@@ -184,8 +203,6 @@ _BINARY: dict[type[Operation], str] = {
     nn.SubOp: "({a} - {b})",
     nn.MulOp: "({a} * {b})",
     nn.DivOp: "({a} / {b})",
-    nn.MaxOp: "max({a}, {b})",
-    nn.MinOp: "min({a}, {b})",
     nn.PowOp: "math.pow({a}, {b})",
 }
 
@@ -204,6 +221,12 @@ def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
         return _UNARY[type(op)].format(a=args[0], one=one, zero=zero)
     if type(op) in _BINARY:
         return _BINARY[type(op)].format(a=args[0], b=args[1])
+    if isinstance(op, nn.ReluOp):
+        return max_expr(args[0], zero, ctype)
+    if isinstance(op, nn.MaxOp):
+        return max_expr(args[0], args[1], ctype)
+    if isinstance(op, nn.MinOp):
+        return min_expr(args[0], args[1], ctype)
     if isinstance(op, nn.GeluOp):
         return _gelu(op, args[0], ctype)
     if isinstance(op, nn.ClampOp):

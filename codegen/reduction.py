@@ -656,7 +656,8 @@ class _RowKernelWriter:
             lines += [
                 f"acc{k} = {identity_literal(r)}",
                 f"for q in range(lane, {int_literal(s.splits)}, {int_literal(s.lanes)}):",
-                f"    acc{k} = {combine(r, f'acc{k}', read)}",
+                f"    partial = {read}",
+                f"    acc{k} = {combine(r, f'acc{k}', 'partial')}",
                 f"{self._at(f'red{k}', 'lane')} = acc{k}",
             ]
         return lines + combine_lines(reds, idx, s.lanes, s.column)
@@ -692,10 +693,8 @@ def _row_constant_x_input(ra: RowAnalysis, arg: BlockArgument) -> bool:
 
 
 def _accumulate(r: nn.ReduceOp, acc: str, val: str) -> str:
-    if isinstance(r, nn.ReduceMaxOp):
-        return f"{acc} = max({acc}, {val})"
-    if isinstance(r, nn.ReduceMinOp):
-        return f"{acc} = min({acc}, {val})"
+    if isinstance(r, nn.ReduceMaxOp | nn.ReduceMinOp):
+        return f"{acc} = {combine(r, acc, val)}"
     return f"{acc} += {val}"
 
 

@@ -54,6 +54,7 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
+    max_expr,
     unravel,
 )
 from fusec.codegen.operand_reader import fused_prologue, read_at
@@ -225,7 +226,8 @@ def _accumulate(w: WindowShape) -> list[str]:
     reads, x_at = _tap(w.body, w.x, "x_row + iw", ["o0", "o1", "ih", "iw"])
     if isinstance(w.op, nn.MaxPool2dOp):
         init = [f"res = {float_literal(-float('inf'), ctype)}", plane]
-        return init + _tap_loops(w, [*reads, f"res = max(res, {x_at})"])
+        keep = [f"tap = {x_at}", f"res = {max_expr('res', 'tap', ctype)}"]
+        return init + _tap_loops(w, [*reads, *keep])
     init = [f"res = {float_literal(0.0, ctype)}", "taps = 0", plane]
     loops = _tap_loops(w, [*reads, f"res += {x_at}", "taps += 1"])
     return [*init, *loops, f"res = res / {ctype}(taps)"]

@@ -78,6 +78,7 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
+    max_expr,
 )
 from fusec.codegen.operand_reader import prologue_ops, read_at
 from fusec.codegen.reduction_tree import SIMULATED
@@ -605,7 +606,7 @@ class _Writer:
         if self.g.kind == "conv":
             return self._fma(acc, x, weight)
         if self.g.kind == "max":
-            return f"{acc} = max({acc}, {x})"
+            return f"{acc} = {max_expr(acc, x, self.ctype)}"
         return f"{acc} = {acc} + {x}"
 
     def _depthwise_taps(self) -> list[str]:
