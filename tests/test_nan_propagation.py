@@ -19,11 +19,12 @@ from tests.codegen_harness import tensor
 NAN = np.float32(np.nan)
 
 
-def _run(text: str, inputs: list[np.ndarray], fusion: bool) -> tuple[list[np.ndarray], ...]:
-    """(kernels in the simulator, reference) outputs of @f; the reference
-    agrees with the kernels NaN for NaN and within float32 rounding."""
+def _run(text: str, inputs: list[np.ndarray], fusion: bool,
+         device: str = "sim") -> tuple[list[np.ndarray], ...]:
+    """(kernels on `device`, reference) outputs of @f; the reference agrees
+    with the kernels NaN for NaN and within float32 rounding."""
     program = compile_model(text, fusion=fusion).program
-    got = run_program(program, "f", inputs, device="sim")
+    got = run_program(program, "f", inputs, device=device)
     expected = run_module(parse_module(make_context(), text, "t.mlir"), inputs, "f")
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=program.kernels_source)
@@ -167,3 +168,23 @@ func.func @f(%x: tensor<2x600xf32>, %y: tensor<600x3xf32>) -> (tensor<2xf32>, te
     (r, c), _ = _run(text, inputs, False)
     assert [bool(np.isnan(v)) for v in r] == [False, True]
     assert [bool(np.isnan(v)) for v in c] == [True, False, True]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fusion", [True, False])
+def test_nan_propagates_on_the_gpu(fusion: bool) -> None:
+    # On a GPU the builtin max is fmaxf, which drops NaN from either side.
+    a = np.array([1, np.nan, 2, 3], np.float32)
+    b = np.array([np.nan, 1, 0, 5], np.float32)
+    (mx, mn), _ = _run(BINARY, [a, b], fusion, device="gpu")
+    np.testing.assert_array_equal(mx, [np.nan, np.nan, 2, 5])
+    np.testing.assert_array_equal(mn, [np.nan, np.nan, 0, 3])
+    text = f"""
+func.func @f(%x: {tensor((4, 300))}) -> ({tensor((4,))}, {tensor((4, 300))}) {{
+  %r = nn.reduce_max %x {{axes = [1]}} : ({tensor((4, 300))}) -> {tensor((4,))}
+  %s = nn.relu %x : {tensor((4, 300))}
+  func.return %r, %s : {tensor((4,))}, {tensor((4, 300))}
+}}"""
+    (r, s), _ = _run(text, _with_nans(text, {0: [(1, 0), (3, 299)]}), fusion, device="gpu")
+    assert [bool(np.isnan(v)) for v in r] == [False, True, False, True]
+    assert np.isnan(s).sum() == 2
