@@ -59,6 +59,7 @@ from fusec.codegen.kernel_source import (
     launch_text,
     unravel,
 )
+from fusec.codegen.launch_grid import grid_stride_loops
 from fusec.codegen.operand_reader import fused_prologue
 from fusec.compiler.diagnostics import op_error
 from fusec.compiler.op_kinds import op_kind
@@ -226,7 +227,7 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
         # the schedule tile-and-promote recorded wins over the size-based default
         tile = tile or recorded_tile(group) or choose_tile(numel(g.batch), g.m, g.n)
         name = kernel_name  # from NameTable: unique in kernels.py
-        grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), max(1, numel(g.batch)))
+        grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), grid_z(g))
         block = (tile.threads, 1, 1)
         notes = [
             f"C[{fmt(g.out)}] = A[{fmt(tensor_shape(g.a))}] @ B[{fmt(tensor_shape(g.b))}], "
@@ -239,7 +240,14 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
         text = "\n".join(
             [*head, "@cuda.jit", f"def {name}({body.signature()}):", *indent(lines, 1)]
         )
-        return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
+        # blocks loop over batch entries (z) and M tiles (y): see _GemmWriter.lines
+        return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes,
+                            grid_loops=frozenset("yz"))
+
+
+def grid_z(g: GemmShape) -> int:
+    """Batch entries: the z extent of the grid (1 for a plain matmul)."""
+    return max(1, numel(g.batch))
 
 
 def _shared_bytes(g: GemmShape, t: GemmTile) -> int:
@@ -269,7 +277,13 @@ class _GemmWriter:
         self.batch_lines, self.bcoords = unravel("bz", g.batch, prefix="b")
 
     def lines(self) -> list[str]:
-        return [
+        """The kernel body: the block's fixed setup, then each of its
+        (batch entry, M tile) pairs, grid-stride loops over z and y (either
+        may pass the grid limit: `codegen/launch_grid.py`)."""
+        g, t = self.g, self.t
+        tile = [
+            f"m0 = mt * {int_literal(t.bm)}",
+            *self.batch_lines,
             *self._setup(),
             "# stage the first K tile",
             *self._load_tile("0"),
@@ -278,23 +292,30 @@ class _GemmWriter:
             *self._main_loop(),
             *self._epilogue(),
         ]
+        # No barrier between trips: the K loop ends at one after its last
+        # shared reads, so the next trip may stage its first tile at once.
+        loops = [("bz", "z", grid_z(g)), ("mt", "y", -(-g.m // t.bm))]
+        return [*self._block_setup(), *grid_stride_loops(loops, tile)]
 
-    def _setup(self) -> list[str]:
-        g, t, ct = self.g, self.t, self.ctype
-        lines = [
+    def _block_setup(self) -> list[str]:
+        """What does not depend on the batch entry or the M tile."""
+        t, ct = self.t, self.ctype
+        return [
             "tid = cuda.threadIdx.x",
             f"tx = tid % {int_literal(t.threads_n)}",
             f"ty = tid // {int_literal(t.threads_n)}",
             f"n0 = cuda.blockIdx.x * {int_literal(t.bn)}",
-            f"m0 = cuda.blockIdx.y * {int_literal(t.bm)}",
-            "bz = cuda.blockIdx.z",
-            *self.batch_lines,
+            f"As = cuda.shared.array((2, {t.bk}, {t.bm + SMEM_PAD}), {ct})",
+            f"Bs = cuda.shared.array((2, {t.bk}, {t.bn + SMEM_PAD}), {ct})",
+        ]
+
+    def _setup(self) -> list[str]:
+        g, t = self.g, self.t
+        lines = [
             f"# the element of each tile this thread fetches first (A: {self.a.mode}, "
             f"B: {self.b.mode})",
             *self.a.setup(g.body, g.batch, self.bcoords),
             *self.b.setup(g.body, g.batch, self.bcoords),
-            f"As = cuda.shared.array((2, {t.bk}, {t.bm + SMEM_PAD}), {ct})",
-            f"Bs = cuda.shared.array((2, {t.bk}, {t.bn + SMEM_PAD}), {ct})",
         ]
         lines += [
             f"c{i}_{j} = {self.zero}" for i in range(t.tm) for j in range(t.tn)

@@ -42,6 +42,7 @@ from fusec.codegen.kernel_source import (
     launch_text,
     max_expr,
 )
+from fusec.codegen.launch_grid import grid_stride_loops
 from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[reportPrivateUsage]
 from fusec.compiler.diagnostics import op_error
 from fusec.dialects import nn
@@ -86,15 +87,15 @@ def emit(group: GroupOp, kernel_name: str, body: GroupBody) -> KernelSource:
     head = kernel_header(group, body.ops, launch_text(grid, block, "a pooled tile per block"),
                          notes)
     (ph, pw), (psh, psw) = pool.kernel, pool.strides
-    lines = [
+    setup = [
         "t = cuda.threadIdx.x",
-        "o1 = cuda.blockIdx.y",
-        "o0 = cuda.blockIdx.z",
         f"ph0 = (cuda.blockIdx.x // {int_literal(tiles_w)}) * {POOL_TILE}",
         f"pw0 = (cuda.blockIdx.x % {int_literal(tiles_w)}) * {POOL_TILE}",
         f"ch0 = ph0 * {int_literal(psh)} - {int_literal(pool.pads[0])}",
         f"cw0 = pw0 * {int_literal(psw)} - {int_literal(pool.pads[1])}",
         f"ctile = cuda.shared.array(({ch}, {cw}), {ctype})",
+    ]
+    lines = [
         "# 1. the conv tile and its halo, conv epilogue applied, into shared memory",
         f"for e in range(t, {ch * cw}, {CONV_POOL_THREADS}):",
         *indent(_fill_lines(w, pool, ctype, cw), 1),
@@ -106,9 +107,13 @@ def emit(group: GroupOp, kernel_name: str, body: GroupBody) -> KernelSource:
         f"    if p2 < {int_literal(pool_out[2])} and p3 < {int_literal(pool_out[3])}:",
         *indent(_pool_lines(body, pool, ctype, (ph, pw), (psh, psw), conv_out), 2),
     ]
+    # images (z) and output channels (y) may pass the grid limit: blocks loop
+    loops = [("o0", "z", pool_out[0]), ("o1", "y", pool_out[1])]
+    lines = setup + grid_stride_loops(loops, lines, reuses_shared=True)
     text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                       *indent(lines, 1)])
-    return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
+    return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes,
+                        grid_loops=frozenset("yz"))
 
 
 def _fill_lines(w: WindowShape, pool: nn.MaxPool2dOp | nn.AvgPool2dOp, ctype: str,

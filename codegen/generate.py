@@ -38,6 +38,7 @@ from fusec.codegen.kernel_source import (
     UnsupportedTypeError,
     value_dtype,
 )
+from fusec.codegen.launch_grid import fit_grid
 from fusec.codegen.program import (
     ArgSpec,
     FunctionProgram,
@@ -215,6 +216,7 @@ class _FunctionBuilder:
             kernel = load_emitter(kind, group)(group, kernel_name)
         except NotImplementedError as err:  # an emitter's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
+        kernel = fit_grid(kernel, self.target)  # within the target's grid limits, or a bug
         self.kernels.append(kernel)
         annotate(group, kernel)
         workspaces = self.workspace_ids(kernel)

@@ -90,6 +90,9 @@ class KernelSource:
     shared_bytes: int = 0
     notes: list[str] = field(default_factory=list[str])  # schedule facts for the report
     workspaces: list[Workspace] = field(default_factory=list[Workspace])  # `workspace` params
+    # Grid axes ("x", "y", "z") the kernel walks with a grid-stride loop, so
+    # a launch with fewer blocks there is still correct (`launch_grid.fit_grid`).
+    grid_loops: frozenset[str] = frozenset()
 
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")

@@ -17,7 +17,8 @@ and every thread keeps a `pt x ot` tile of outputs in scalar accumulators.
 
 Schedules (`blockIdx.z` the image; `blockIdx.y` the output-channel block,
 `oc_t` channels of one conv group, or the channel of a depthwise block;
-`blockIdx.x` the spatial tile):
+`blockIdx.x` the spatial tile; a block loops over images and channel blocks
+where there are more than the grid holds, `codegen/launch_grid.py`):
 
 - `pixels` (1x1 conv, stride 1, no padding): per step of `ci_step` input
   channels the block stages `xs[ci][p]` (`tw` consecutive pixels of the
@@ -80,6 +81,7 @@ from fusec.codegen.kernel_source import (
     launch_text,
     max_expr,
 )
+from fusec.codegen.launch_grid import grid_stride_loops
 from fusec.codegen.operand_reader import prologue_ops, read_at
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.window import WindowShape
@@ -119,7 +121,7 @@ def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
     # The tiles are static shared arrays: nothing to request at launch time
     # (a launch's shared_bytes is dynamic memory on top of the static).
     return KernelSource(name, text, tiled.grid, tiled.block, w.body.params(),
-                        shared_bytes=0, notes=notes)
+                        shared_bytes=0, notes=notes, grid_loops=frozenset("yz"))
 
 
 def _shape(rows: int, cols: int) -> str:
@@ -157,11 +159,17 @@ class _Writer:
         self.stager = Stager(tiled.threads)
 
     def lines(self) -> list[str]:
+        """The schedule's body for image `o0` and channel block `cy` (output
+        channel `o1` when depthwise), inside grid-stride loops over the
+        images (z) and channel blocks (y): either may pass the grid limit."""
         if self.t.mode == "pixels":
-            return self._pixels()
-        if self.t.mode == "general":
-            return self._general()
-        return self._depthwise()
+            body, channel = self._pixels(), "cy"
+        elif self.t.mode == "general":
+            body, channel = self._general(), "cy"
+        else:
+            body, channel = self._depthwise(), "o1"
+        loops = [("o0", "z", self.g.n), (channel, "y", self.t.channel_blocks)]
+        return grid_stride_loops(loops, body, reuses_shared=True)
 
     def _channel_loop(self, tiles: list[Tile], compute: list[str]) -> list[str]:
         """The conv's channel steps around `compute` (run by the threads
@@ -191,14 +199,14 @@ class _Writer:
     # --- block origin, accumulators, the weight tile ----------------------------------------------
 
     def _conv_block_origin(self) -> list[str]:
-        """The conv group and first output channel of the block (y)."""
+        """The conv group and first output channel of channel block `cy`."""
         g, p = self.g, self.p
         per_group = -(-g.per_group_out // p.oc_t)
         if per_group == 1:
-            lines = ["cg = cuda.blockIdx.y", "ocl0 = 0"]
+            lines = ["cg = cy", "ocl0 = 0"]
         else:
-            lines = [f"cg = cuda.blockIdx.y // {int_literal(per_group)}",
-                     f"ocl0 = (cuda.blockIdx.y % {int_literal(per_group)}) * {int_literal(p.oc_t)}"]
+            lines = [f"cg = cy // {int_literal(per_group)}",
+                     f"ocl0 = (cy % {int_literal(per_group)}) * {int_literal(p.oc_t)}"]
         return [
             "# the block's first output channel, within its conv group and overall",
             *lines,
@@ -403,7 +411,6 @@ class _Writer:
             "tid = cuda.threadIdx.x",
             f"lp = tid % {int_literal(lanes)}",
             f"lo = tid // {int_literal(lanes)}",
-            "o0 = cuda.blockIdx.z",
             f"pix0 = {times('cuda.blockIdx.x', p.tw)}",
             *self._conv_block_origin(),
             f"xs = cuda.shared.array({_shape(p.ci_step, p.tw)}, {self.ctype})",
@@ -543,7 +550,6 @@ class _Writer:
             "tid = cuda.threadIdx.x",
             f"lp = tid % {int_literal(t.pixel_lanes)}",
             f"lo = tid // {int_literal(t.pixel_lanes)}",
-            "o0 = cuda.blockIdx.z",
             *self._spatial_origin(),
             *self._conv_block_origin(),
             f"xs = cuda.shared.array({_shape(p.ci_step * rows, cols)}, {self.ctype})",
@@ -567,8 +573,6 @@ class _Writer:
         lines = [
             "tid = cuda.threadIdx.x",
             "lp = tid",
-            "o1 = cuda.blockIdx.y",
-            "o0 = cuda.blockIdx.z",
             # a conv's output channel o1 reads input channel o1 // multiplier
             f"xch = o1 // {int_literal(multiplier)}" if multiplier > 1 else "xch = o1",
             *self._spatial_origin(),

@@ -70,6 +70,12 @@ class Target:
     fused_gemm_flops: float = 27.0e12
     """fp32 FLOP/s of fusec's fused SIMT GEMM with its epilogue (bias + gelu),
     measured on H200 at 4096^3; the rate of a fused contraction kernel."""
+    max_grid_x: int = 2**31 - 1
+    """Blocks a launch may have along grid x (CUDA's limit since sm_30)."""
+    max_grid_yz: int = 65535
+    """Blocks a launch may have along grid y and along z: an emitter walks a
+    larger dimension there with a grid-stride loop and `codegen/launch_grid.py`
+    clamps the launch to this."""
 
     @property
     def max_resident_threads(self) -> int:
@@ -248,4 +254,7 @@ def _from_device(base: Target, dev: object) -> Target:
             "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", base.shared_memory_per_block
         ),
         l2_bytes=attr("L2_CACHE_SIZE", base.l2_bytes),
+        max_grid_x=attr("MAX_GRID_DIM_X", base.max_grid_x),
+        max_grid_yz=min(attr("MAX_GRID_DIM_Y", base.max_grid_yz),
+                        attr("MAX_GRID_DIM_Z", base.max_grid_yz)),
     )
