@@ -59,7 +59,7 @@ from fusec.codegen.kernel_source import (
     launch_text,
     unravel,
 )
-from fusec.codegen.launch_grid import grid_stride_loops
+from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.operand_reader import fused_prologue
 from fusec.compiler.diagnostics import op_error
 from fusec.compiler.op_kinds import op_kind
@@ -236,13 +236,13 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
         ]
         per_thread = f"{tile.tm}x{tile.tn} outputs per thread"
         head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
-        lines = _GemmWriter(g, tile).lines()
+        writer = _GemmWriter(g, tile)
+        lines = writer.lines()
         text = "\n".join(
             [*head, "@cuda.jit", f"def {name}({body.signature()}):", *indent(lines, 1)]
         )
-        # blocks loop over batch entries (z) and M tiles (y): see _GemmWriter.lines
         return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes,
-                            grid_loops=frozenset("yz"))
+                            grid_loops=writer.grid_loops)
 
 
 def grid_z(g: GemmShape) -> int:
@@ -275,11 +275,12 @@ class _GemmWriter:
         self.a = OperandTile("a", g.a, g.m, g.k, t.bm, t.bk, t.threads, "m0", "k0")
         self.b = OperandTile("b", g.b, g.k, g.n, t.bk, t.bn, t.threads, "k0", "n0")
         self.batch_lines, self.bcoords = unravel("bz", g.batch, prefix="b")
+        self.grid_loops: frozenset[str] = frozenset()  # set by lines()
 
     def lines(self) -> list[str]:
-        """The kernel body: the block's fixed setup, then each of its
-        (batch entry, M tile) pairs, grid-stride loops over z and y (either
-        may pass the grid limit: `codegen/launch_grid.py`)."""
+        """The kernel body: the block's fixed setup, then its batch entry
+        (z) and M tile (y), each a grid-stride loop where it passes the grid
+        limit (`codegen/launch_grid.py`)."""
         g, t = self.g, self.t
         tile = [
             f"m0 = mt * {int_literal(t.bm)}",
@@ -295,7 +296,8 @@ class _GemmWriter:
         # No barrier between trips: the K loop ends at one after its last
         # shared reads, so the next trip may stage its first tile at once.
         loops = [("bz", "z", grid_z(g)), ("mt", "y", -(-g.m // t.bm))]
-        return [*self._block_setup(), *grid_stride_loops(loops, tile)]
+        body, self.grid_loops = block_index_lines(loops, tile)
+        return [*self._block_setup(), *body]
 
     def _block_setup(self) -> list[str]:
         """What does not depend on the batch entry or the M tile."""

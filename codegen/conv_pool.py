@@ -42,7 +42,7 @@ from fusec.codegen.kernel_source import (
     launch_text,
     max_expr,
 )
-from fusec.codegen.launch_grid import grid_stride_loops
+from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[reportPrivateUsage]
 from fusec.compiler.diagnostics import op_error
 from fusec.dialects import nn
@@ -109,11 +109,12 @@ def emit(group: GroupOp, kernel_name: str, body: GroupBody) -> KernelSource:
     ]
     # images (z) and output channels (y) may pass the grid limit: blocks loop
     loops = [("o0", "z", pool_out[0]), ("o1", "y", pool_out[1])]
-    lines = setup + grid_stride_loops(loops, lines, reuses_shared=True)
+    per_block, looped = block_index_lines(loops, lines, reuses_shared=True)
+    lines = setup + per_block
     text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                       *indent(lines, 1)])
     return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes,
-                        grid_loops=frozenset("yz"))
+                        grid_loops=looped)
 
 
 def _fill_lines(w: WindowShape, pool: nn.MaxPool2dOp | nn.AvgPool2dOp, ctype: str,

@@ -3,18 +3,22 @@
 CUDA launches at most `Target.max_grid_x` blocks along grid x (2**31 - 1) and
 `Target.max_grid_yz` along y and along z (65535). An emitter that puts a
 dimension that can grow past that on y or z (a matmul's batch, a conv's
-images or output channels) walks it with a grid-stride loop
-(`grid_stride_loops`) and lists the axis in `KernelSource.grid_loops`:
+images or output channels) takes its block coordinate from
+`block_index_lines`: `bz = cuda.blockIdx.z` while the extent fits, a
+grid-stride loop past it (listed in `KernelSource.grid_loops`):
 
 ```python
-for bz in range(cuda.blockIdx.z, 65536, cuda.gridDim.z):  # launched with z = 65535
+bz = cuda.blockIdx.z  # launched with z = 65535
+while bz < 65536:
     ...
+    bz += cuda.gridDim.z
 ```
 
-Every generated kernel passes through `fit_grid` (`codegen/generate.py`),
-which clamps such axes to the limit; an axis over the limit that the kernel
-does not loop over is an internal error, never a launch the driver refuses
-or one that silently skips work.
+The loop costs registers (a 16x16 GEMM tile: 64 -> 96 per ptxas), so it is
+written only where the grid needs it. Every generated kernel passes through
+`fit_grid` (`codegen/generate.py`), which clamps looping axes to the limit;
+an axis over the limit that the kernel does not loop over is an internal
+error, never a launch the driver refuses or one that silently skips work.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from fusec.codegen.kernel_source import KernelSource, int_literal
-from fusec.compiler.targets import Target
+from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
 
 GRID_AXES = ("x", "y", "z")
 
@@ -33,19 +37,29 @@ def grid_limits(target: Target) -> tuple[int, int, int]:
     return target.max_grid_x, target.max_grid_yz, target.max_grid_yz
 
 
-def grid_stride_loops(loops: Sequence[tuple[str, str, int]], body: list[str],
-                      reuses_shared: bool = False) -> list[str]:
-    """`body` inside `for <var> in range(cuda.blockIdx.<axis>, <extent>,
-    cuda.gridDim.<axis>):` for each `(var, axis, extent)`, outermost first.
-    With `reuses_shared`, each trip ends at a barrier: the next one
-    overwrites shared tiles that other threads may still be reading."""
-    inner = [*body, "cuda.syncthreads()  # the next trip reuses the shared tiles"] \
-        if reuses_shared else body
+# The limits emitters write kernels for: every profile has CUDA's, and
+# `fit_grid` checks each launch against its own target's (tests may lower
+# these to run the loops on tiny shapes).
+EMIT_LIMITS = grid_limits(get_target(DEFAULT_TARGET))
+
+
+def block_index_lines(loops: Sequence[tuple[str, str, int]], body: list[str],
+                      reuses_shared: bool = False) -> tuple[list[str], frozenset[str]]:
+    """`body` with block coordinate `var` set for each `(var, axis, extent)`,
+    outermost first: `var = cuda.blockIdx.<axis>`, and where `extent` passes
+    `EMIT_LIMITS` a grid-stride loop over it. With `reuses_shared`, a loop's
+    trip ends at a barrier: the next trip overwrites shared tiles that other
+    threads may still read. Returns the lines and the axes that loop."""
+    looped = {axis for _, axis, extent in loops if extent > EMIT_LIMITS[GRID_AXES.index(axis)]}
+    barrier = ["cuda.syncthreads()  # the next trip reuses the shared tiles"]
+    inner = [*body, *barrier] if reuses_shared and looped else body
     for var, axis, extent in reversed(loops):
-        header = (f"for {var} in range(cuda.blockIdx.{axis}, {int_literal(extent)}, "
-                  f"cuda.gridDim.{axis}):")
-        inner = [header, *("    " + line for line in inner)]
-    return inner
+        if axis in looped:
+            inner = [f"{var} = cuda.blockIdx.{axis}", f"while {var} < {int_literal(extent)}:",
+                     *("    " + line for line in inner), f"    {var} += cuda.gridDim.{axis}"]
+        else:
+            inner = [f"{var} = cuda.blockIdx.{axis}", *inner]
+    return inner, frozenset(looped)
 
 
 def fit_grid(kernel: KernelSource, target: Target) -> KernelSource:

@@ -45,7 +45,7 @@ from fusec.codegen.kernel_source import (
     unravel,
     value_dtype,
 )
-from fusec.codegen.launch_grid import grid_stride_loops
+from fusec.codegen.launch_grid import block_index_lines
 from fusec.compiler.diagnostics import op_error
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -222,7 +222,8 @@ def batched_2d(op: nn.TransposeOp) -> tuple[int, int, int] | None:
     return batch, rows, cols
 
 
-def _tiled_transpose_lines(batch: int, rows: int, cols: int, ctype: str) -> list[str]:
+def _tiled_transpose_lines(batch: int, rows: int, cols: int,
+                           ctype: str) -> tuple[list[str], frozenset[str]]:
     r, c = int_literal(rows), int_literal(cols)
     tile = [
         f"r0 = rt * {TILE}",
@@ -238,13 +239,14 @@ def _tiled_transpose_lines(batch: int, rows: int, cols: int, ctype: str) -> list
     ]
     # batch entries (z) and row tiles (y) may pass the grid limit: blocks loop
     loops = [("b", "z", batch), ("rt", "y", -(-rows // TILE))]
+    body, looped = block_index_lines(loops, tile, reuses_shared=True)
     return [
         f"tile = cuda.shared.array(({TILE}, {TILE + 1}), {ctype})",
         "tx = cuda.threadIdx.x",
         "ty = cuda.threadIdx.y",
         f"c0 = cuda.blockIdx.x * {TILE}",
-        *grid_stride_loops(loops, tile, reuses_shared=True),
-    ]
+        *body,
+    ], looped
 
 
 def emit_tiled_transpose(
@@ -261,14 +263,14 @@ def emit_tiled_transpose(
     ]
     per_thread = f"{TILE // TILE_ROWS} elements per thread"
     header = kernel_header(group, [op], launch_text(grid, block, per_thread), notes)
-    lines = _tiled_transpose_lines(batch, rows, cols, numba_type(dtype))
+    lines, looped = _tiled_transpose_lines(batch, rows, cols, numba_type(dtype))
     text = "\n".join([*header, "@cuda.jit", f"def {kernel_name}(in0, out0):",
                       *(_INDENT + line for line in lines)])
     source = list(group.block.args).index(op.x)  # pyright: ignore[reportArgumentType]
     params = [KernelParam("input", source, (batch, rows, cols)),
               KernelParam("output", 0, (batch, cols, rows))]
     return KernelSource(kernel_name, text + "\n", grid, block, params, notes=notes,
-                        grid_loops=frozenset("yz"))
+                        grid_loops=looped)
 
 
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:

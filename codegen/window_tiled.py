@@ -81,7 +81,7 @@ from fusec.codegen.kernel_source import (
     launch_text,
     max_expr,
 )
-from fusec.codegen.launch_grid import grid_stride_loops
+from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.operand_reader import prologue_ops, read_at
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.window import WindowShape
@@ -116,12 +116,13 @@ def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
     per_thread = f"{p.pt}x{p.ot} outputs per thread"
     head = kernel_header(flat, w.body.ops, launch_text(tiled.grid, tiled.block, per_thread),
                          notes)
+    writer = _Writer(w, tiled)
     text = "\n".join([*head, "@cuda.jit", f"def {name}({w.body.signature()}):",
-                      *indent(_Writer(w, tiled).lines(), 1)])
+                      *indent(writer.lines(), 1)])
     # The tiles are static shared arrays: nothing to request at launch time
     # (a launch's shared_bytes is dynamic memory on top of the static).
     return KernelSource(name, text, tiled.grid, tiled.block, w.body.params(),
-                        shared_bytes=0, notes=notes, grid_loops=frozenset("yz"))
+                        shared_bytes=0, notes=notes, grid_loops=writer.grid_loops)
 
 
 def _shape(rows: int, cols: int) -> str:
@@ -157,11 +158,12 @@ class _Writer:
         self.zero = float_literal(0.0, self.ctype)
         self.floating = self.ctype.startswith("float")
         self.stager = Stager(tiled.threads)
+        self.grid_loops: frozenset[str] = frozenset()  # set by lines()
 
     def lines(self) -> list[str]:
-        """The schedule's body for image `o0` and channel block `cy` (output
-        channel `o1` when depthwise), inside grid-stride loops over the
-        images (z) and channel blocks (y): either may pass the grid limit."""
+        """The schedule's body for image `o0` (z) and channel block `cy` (y;
+        output channel `o1` when depthwise), each a grid-stride loop where it
+        passes the grid limit (`codegen/launch_grid.py`)."""
         if self.t.mode == "pixels":
             body, channel = self._pixels(), "cy"
         elif self.t.mode == "general":
@@ -169,7 +171,8 @@ class _Writer:
         else:
             body, channel = self._depthwise(), "o1"
         loops = [("o0", "z", self.g.n), (channel, "y", self.t.channel_blocks)]
-        return grid_stride_loops(loops, body, reuses_shared=True)
+        lines, self.grid_loops = block_index_lines(loops, body, reuses_shared=True)
+        return lines
 
     def _channel_loop(self, tiles: list[Tile], compute: list[str]) -> list[str]:
         """The conv's channel steps around `compute` (run by the threads

@@ -5,7 +5,8 @@ blocks. Every emitter that uses y or z loops over it, and `fit_grid` clamps
 the launch to the target's limits (`codegen/launch_grid.py`).
 
 Big shapes are compiled only; the folded path also runs in the simulator on
-tiny shapes, with `max_grid_yz` lowered to 2 in the target profile."""
+tiny shapes, with `max_grid_yz` lowered to 2 in the target profile (and in
+the limits the emitters write for)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fusec.codegen import launch_grid
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.launch_grid import fit_grid, grid_limits
@@ -95,7 +97,9 @@ TINY = dataclasses.replace(H200, name="tiny-grid", max_grid_yz=2)
 
 
 @pytest.mark.parametrize("pipeline", PIPELINES)
-def test_folded_grids_compute_every_block_in_the_simulator(pipeline: str) -> None:
+def test_folded_grids_compute_every_block_in_the_simulator(
+        pipeline: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch_grid, "EMIT_LIMITS", grid_limits(TINY))
     text = _program(batch=3, images=3, rows=80)
     program = _compile(text, PIPELINES[pipeline], TINY)
     launches = program.functions["f"].launches
@@ -133,3 +137,11 @@ def test_big_batches_run_on_the_gpu() -> None:
     got = run_program(program, "f", inputs, device="gpu")
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+def test_grids_that_fit_need_no_loop() -> None:
+    # the loop costs registers: only where the grid needs it
+    program = _compile(_program(batch=3, images=3, rows=80), PIPELINES["fused"], H200)
+    assert "cuda.gridDim.y" not in program.kernels_source
+    assert "cuda.gridDim.z" not in program.kernels_source
+    assert "clamped" not in program.kernels_source
