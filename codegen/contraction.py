@@ -55,9 +55,9 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
     unravel,
 )
+from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.operand_reader import fused_prologue
 from fusec.codegen.schedule_input import group_schedule
 from fusec.compiler.diagnostics import op_error
@@ -143,8 +143,8 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
         body = GroupBody.of(flat)
         g = analyze(body)
         tile = tile or tile_of(group_schedule(group, ContractionSchedule))
-        name = sanitize_identifier(kernel_name)
-        grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), max(1, numel(g.batch)))
+        name = kernel_name  # from NameTable: unique in kernels.py
+        grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), grid_z(g))
         block = (tile.threads, 1, 1)
         notes = [
             f"C[{fmt(g.out)}] = A[{fmt(tensor_shape(g.a))}] @ B[{fmt(tensor_shape(g.b))}], "
@@ -153,11 +153,18 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
         ]
         per_thread = f"{tile.tm}x{tile.tn} outputs per thread"
         head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
-        lines = _GemmWriter(g, tile).lines()
+        writer = _GemmWriter(g, tile)
+        lines = writer.lines()
         text = "\n".join(
             [*head, "@cuda.jit", f"def {name}({body.signature()}):", *indent(lines, 1)]
         )
-        return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
+        return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes,
+                            grid_loops=writer.grid_loops)
+
+
+def grid_z(g: GemmShape) -> int:
+    """Batch entries: the z extent of the grid (1 for a plain matmul)."""
+    return max(1, numel(g.batch))
 
 
 def _shared_bytes(g: GemmShape, t: GemmTile) -> int:
@@ -180,9 +187,16 @@ class _GemmWriter:
         self.a = OperandTile("a", g.a, g.m, g.k, t.bm, t.bk, t.threads, "m0", "k0")
         self.b = OperandTile("b", g.b, g.k, g.n, t.bk, t.bn, t.threads, "k0", "n0")
         self.batch_lines, self.bcoords = unravel("bz", g.batch, prefix="b")
+        self.grid_loops: frozenset[str] = frozenset()  # set by lines()
 
     def lines(self) -> list[str]:
-        return [
+        """The kernel body: the block's fixed setup, then its batch entry
+        (z) and M tile (y), each a grid-stride loop where it passes the grid
+        limit (`codegen/launch_grid.py`)."""
+        g, t = self.g, self.t
+        tile = [
+            f"m0 = mt * {int_literal(t.bm)}",
+            *self.batch_lines,
             *self._setup(),
             "# stage the first K tile",
             *self._load_tile("0"),
@@ -191,23 +205,31 @@ class _GemmWriter:
             *self._main_loop(),
             *self._epilogue(),
         ]
+        # No barrier between trips: the K loop ends at one after its last
+        # shared reads, so the next trip may stage its first tile at once.
+        loops = [("bz", "z", grid_z(g)), ("mt", "y", -(-g.m // t.bm))]
+        body, self.grid_loops = block_index_lines(loops, tile)
+        return [*self._block_setup(), *body]
 
-    def _setup(self) -> list[str]:
-        g, t, ct = self.g, self.t, self.ctype
-        lines = [
+    def _block_setup(self) -> list[str]:
+        """What does not depend on the batch entry or the M tile."""
+        t, ct = self.t, self.ctype
+        return [
             "tid = cuda.threadIdx.x",
             f"tx = tid % {int_literal(t.threads_n)}",
             f"ty = tid // {int_literal(t.threads_n)}",
             f"n0 = cuda.blockIdx.x * {int_literal(t.bn)}",
-            f"m0 = cuda.blockIdx.y * {int_literal(t.bm)}",
-            "bz = cuda.blockIdx.z",
-            *self.batch_lines,
+            f"As = cuda.shared.array((2, {t.bk}, {t.bm + SMEM_PAD}), {ct})",
+            f"Bs = cuda.shared.array((2, {t.bk}, {t.bn + SMEM_PAD}), {ct})",
+        ]
+
+    def _setup(self) -> list[str]:
+        g, t = self.g, self.t
+        lines = [
             f"# the element of each tile this thread fetches first (A: {self.a.mode}, "
             f"B: {self.b.mode})",
             *self.a.setup(g.body, g.batch, self.bcoords),
             *self.b.setup(g.body, g.batch, self.bcoords),
-            f"As = cuda.shared.array((2, {t.bk}, {t.bm + SMEM_PAD}), {ct})",
-            f"Bs = cuda.shared.array((2, {t.bk}, {t.bn + SMEM_PAD}), {ct})",
         ]
         lines += [
             f"c{i}_{j} = {self.zero}" for i in range(t.tm) for j in range(t.tn)

@@ -40,8 +40,9 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
+    max_expr,
 )
+from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[reportPrivateUsage]
 from fusec.compiler.diagnostics import op_error
 from fusec.dialects import nn
@@ -87,21 +88,21 @@ def emit(group: GroupOp, kernel_name: str, body: GroupBody,
     tiles = -(-pool_out[2] // POOL_TILE) * tiles_w
     grid = (tiles, pool_out[1], pool_out[0])
     block = (CONV_POOL_THREADS, 1, 1)
-    name = sanitize_identifier(kernel_name)
+    name = kernel_name  # from NameTable: unique in kernels.py
     notes = [f"{conv.name} {conv_out} + {pool.name} -> {pool_out}: {POOL_TILE}x{POOL_TILE} "
              f"pooled outputs per block, a {ch}x{cw} conv tile (with halo) in shared memory"]
     head = kernel_header(group, body.ops, launch_text(grid, block, "a pooled tile per block"),
                          notes)
     (ph, pw), (psh, psw) = pool.kernel, pool.strides
-    lines = [
+    setup = [
         "t = cuda.threadIdx.x",
-        "o1 = cuda.blockIdx.y",
-        "o0 = cuda.blockIdx.z",
         f"ph0 = (cuda.blockIdx.x // {int_literal(tiles_w)}) * {POOL_TILE}",
         f"pw0 = (cuda.blockIdx.x % {int_literal(tiles_w)}) * {POOL_TILE}",
         f"ch0 = ph0 * {int_literal(psh)} - {int_literal(pool.pads[0])}",
         f"cw0 = pw0 * {int_literal(psw)} - {int_literal(pool.pads[1])}",
         f"ctile = cuda.shared.array(({ch}, {cw}), {ctype})",
+    ]
+    lines = [
         "# 1. the conv tile and its halo, conv epilogue applied, into shared memory",
         f"for e in range(t, {ch * cw}, {CONV_POOL_THREADS}):",
         *indent(_fill_lines(w, pool, ctype, cw), 1),
@@ -113,9 +114,14 @@ def emit(group: GroupOp, kernel_name: str, body: GroupBody,
         f"    if p2 < {int_literal(pool_out[2])} and p3 < {int_literal(pool_out[3])}:",
         *indent(_pool_lines(body, pool, ctype, (ph, pw), (psh, psw), conv_out), 2),
     ]
+    # images (z) and output channels (y) may pass the grid limit: blocks loop
+    loops = [("o0", "z", pool_out[0]), ("o1", "y", pool_out[1])]
+    per_block, looped = block_index_lines(loops, lines, reuses_shared=True)
+    lines = setup + per_block
     text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                       *indent(lines, 1)])
-    return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
+    return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes,
+                        grid_loops=looped)
 
 
 def _fill_lines(w: WindowShape, pool: nn.MaxPool2dOp | nn.AvgPool2dOp, ctype: str,
@@ -147,7 +153,7 @@ def _pool_lines(body: GroupBody, pool: nn.MaxPool2dOp | nn.AvgPool2dOp, ctype: s
     row = f"(e // {POOL_TILE}) * {int_literal(psh)} + kh"
     col = f"(e % {POOL_TILE}) * {int_literal(psw)} + kw"
     tap = f"ctile[{row}, {col}]"
-    inner = [f"pres = max(pres, {tap})"] if is_max else [
+    inner = [f"ptap = {tap}", f"pres = {max_expr('pres', 'ptap', ctype)}"] if is_max else [
         f"r = ch0 + {row}",
         f"c = cw0 + {col}",
         f"if 0 <= r < {int_literal(conv_out[2])} and 0 <= c < {int_literal(conv_out[3])}:",

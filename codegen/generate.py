@@ -20,6 +20,7 @@ so the printed IR shows the plan.
 
 from __future__ import annotations
 
+import ast
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from fusec.codegen.kernel_source import (
     UnsupportedTypeError,
     value_dtype,
 )
+from fusec.codegen.launch_grid import fit_grid
 from fusec.codegen.program import (
     ArgSpec,
     FunctionProgram,
@@ -66,6 +68,10 @@ EMITTER_MODULES: dict[str, str] = {
     "window": "fusec.codegen.window",
     "attention": "fusec.codegen.attention",
 }
+
+# How much of a function's name starts its kernels' names (`f_g0_exp`): names
+# are cut at 40 characters, and the rest is for the group and the op.
+KERNEL_NAME_FUNC_CHARS = 20
 
 # Which op names a kernel: the first op of the highest-ranked kind in its group.
 _MAIN_OP_RANK: dict[OpKind, int] = {
@@ -208,7 +214,8 @@ class _FunctionBuilder:
         func_name = self.func.sym_name.data
         group_name = group_attr(group, "name", f"g{len(self.kernels)}")
         main = op.name.removeprefix("nn.") if (op := main_op(group)) else "copy"
-        kernel_name = self.names.fresh(f"{func_name}_{group_name}_{main}")
+        # a long function name is cut so the group and op still show in the name
+        kernel_name = self.names.fresh(f"{func_name[:KERNEL_NAME_FUNC_CHARS]}_{group_name}_{main}")
         kind = group_attr(group, "kind", "")
         if group_attr(group, "gemm", "") == "library":  # a cuBLAS call, not a kernel
             from fusec.codegen.library_gemm import library_launch
@@ -218,6 +225,7 @@ class _FunctionBuilder:
             kernel = load_emitter(kind, group)(group, kernel_name)
         except NotImplementedError as err:  # an emitter's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
+        kernel = fit_grid(kernel, self.target)  # within the target's grid limits, or a bug
         self.kernels.append(kernel)
         annotate(group, kernel)
         workspaces = self.workspace_ids(kernel)
@@ -246,8 +254,42 @@ def _est_registers(group: GroupOp) -> int:
     return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 
+def top_level_names(text: str) -> list[str]:
+    """The names a piece of module source binds at top level (defs, classes,
+    imports, assignments), in order, repeats kept."""
+    names: list[str] = []
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.extend((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            names.extend(n.id for n in ast.walk(node)
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def check_unique_names(kernels: list[KernelSource]) -> None:
+    """Every top-level name of kernels.py bound once, and each kernel defining
+    its own name. A name bound twice would silently make the later definition
+    run for both launches (wrong numbers), so a clash is an internal error."""
+    seen = dict.fromkeys(top_level_names(KERNEL_PRELUDE), "the prelude")
+    for k in kernels:
+        defined = top_level_names(k.text)
+        if k.name not in defined:
+            raise RuntimeError(f"kernel {k.name!r}: its source does not define {k.name!r}")
+        for name in defined:
+            if name in seen:
+                raise RuntimeError(
+                    f"kernels.py would bind {name!r} twice ({seen[name]} and kernel {k.name!r})"
+                )
+            seen[name] = f"kernel {k.name!r}"
+
+
 def kernels_text(kernels: list[KernelSource]) -> str:
-    """The text of `kernels.py`: the prelude, then each kernel."""
+    """The text of `kernels.py`: the prelude, then each kernel (checked by
+    `check_unique_names`)."""
+    check_unique_names(kernels)
     parts = [KERNEL_PRELUDE.rstrip("\n"), *(k.text.strip("\n") for k in kernels)]
     return "\n\n\n".join(parts) + "\n"
 

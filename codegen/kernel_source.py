@@ -1,7 +1,10 @@
 """The building blocks every kernel emitter shares.
 
 An emitter turns one `fusion.group` into one `KernelSource`: the text of a
-`@cuda.jit` function plus its launch shape. Its parameters refer to the
+`@cuda.jit` function plus its launch shape. The function is named exactly the
+`kernel_name` it is given, which `NameTable.fresh` handed out (unique in
+kernels.py); an emitter never makes up or re-cuts a top-level name, and
+`generate.check_unique_names` rejects any clash. Its parameters refer to the
 group's operands (`role="input"`) and results (`role="output"`) by index, so
 the emitter never needs to know which buffers the runtime will bind.
 
@@ -112,6 +115,9 @@ class KernelSource:
     shared_bytes: int = 0
     notes: list[str] = field(default_factory=list[str])  # schedule facts for the report
     workspaces: list[Workspace] = field(default_factory=list[Workspace])  # `workspace` params
+    # Grid axes ("x", "y", "z") the kernel walks with a grid-stride loop, so
+    # a launch with fewer blocks there is still correct (`launch_grid.fit_grid`).
+    grid_loops: frozenset[str] = frozenset()
 
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")
@@ -170,6 +176,24 @@ def int_literal(value: int) -> str:
     return str(int(value))
 
 
+def max_expr(a: str, b: str, ctype: str) -> str:
+    """The larger of `a` and `b` (of compute type `ctype`), NaN when either is
+    NaN, as np.maximum and torch.maximum: the builtin `max` is fmaxf on a GPU
+    (NaN loses) and Python's in the simulator (NaN wins only as `a`). `a` and
+    `b` must be names, literals or reads without side effects: each appears
+    more than once."""
+    if not ctype.startswith("float"):
+        return f"max({a}, {b})"
+    return f"({a} if {a} >= {b} or math.isnan({a}) else {b})"
+
+
+def min_expr(a: str, b: str, ctype: str) -> str:
+    """The smaller of `a` and `b`, NaN when either is NaN (see `max_expr`)."""
+    if not ctype.startswith("float"):
+        return f"min({a}, {b})"
+    return f"({a} if {a} <= {b} or math.isnan({a}) else {b})"
+
+
 def _gelu(op: nn.GeluOp, a: str, t: str) -> str:
     half, one = float_literal(0.5, t), float_literal(1.0, t)
     if op.approximate == "tanh":
@@ -184,7 +208,9 @@ def _clamp(op: nn.ClampOp, a: str, t: str) -> str:
         expr = f"max({expr}, {float_literal(op.min, t)})"
     if op.max is not None:
         expr = f"min({expr}, {float_literal(op.max, t)})"
-    return expr
+    # NaN stays NaN (np.clip, torch.clamp); the builtins would drop it on a GPU
+    return f"({a} if math.isnan({a}) else {expr})" if t.startswith("float") and expr != a \
+        else expr
 
 
 _UNARY: dict[type[Operation], str] = {
@@ -198,7 +224,6 @@ _UNARY: dict[type[Operation], str] = {
     nn.TanhOp: "ieee_tanh({a})",
     nn.ErfOp: "ieee_erf({a})",
     nn.SigmoidOp: "({one} / ({one} + ieee_exp(-{a})))",
-    nn.ReluOp: "max({a}, {zero})",
     nn.SiluOp: "({a} / ({one} + ieee_exp(-{a})))",
 }
 
@@ -207,8 +232,6 @@ _BINARY: dict[type[Operation], str] = {
     nn.SubOp: "({a} - {b})",
     nn.MulOp: "({a} * {b})",
     nn.DivOp: "({a} / {b})",
-    nn.MaxOp: "max({a}, {b})",
-    nn.MinOp: "min({a}, {b})",
     nn.PowOp: "ieee_pow({a}, {b})",
 }
 
@@ -227,6 +250,12 @@ def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
         return _UNARY[type(op)].format(a=args[0], one=one, zero=zero)
     if type(op) in _BINARY:
         return _BINARY[type(op)].format(a=args[0], b=args[1])
+    if isinstance(op, nn.ReluOp):
+        return max_expr(args[0], zero, ctype)
+    if isinstance(op, nn.MaxOp):
+        return max_expr(args[0], args[1], ctype)
+    if isinstance(op, nn.MinOp):
+        return min_expr(args[0], args[1], ctype)
     if isinstance(op, nn.GeluOp):
         return _gelu(op, args[0], ctype)
     if isinstance(op, nn.ClampOp):

@@ -45,6 +45,7 @@ from fusec.codegen.kernel_source import (
     unravel,
     value_dtype,
 )
+from fusec.codegen.launch_grid import block_index_lines
 from fusec.compiler.diagnostics import op_error
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -204,9 +205,6 @@ def _the_op(group: GroupOp) -> Operation:
 # is padded by one element so a column of the tile spans all 32 banks.
 TILE = 32
 TILE_ROWS = 8
-# Grid dimensions y and z are limited by the hardware.
-MAX_GRID_YZ = 65535
-
 
 def batched_2d(op: nn.TransposeOp) -> tuple[int, int, int] | None:
     """(batch, rows, cols) when the transpose is `[batch, R, C] -> [batch, C, R]`
@@ -219,31 +217,36 @@ def batched_2d(op: nn.TransposeOp) -> tuple[int, int, int] | None:
         batch, rows, cols = in_shape
     else:
         return None
-    if rows < TILE or cols < TILE or -(-rows // TILE) > MAX_GRID_YZ:
+    if rows < TILE or cols < TILE:
         return None
     return batch, rows, cols
 
 
-def _tiled_transpose_lines(batch: int, rows: int, cols: int, ctype: str) -> list[str]:
-    r, c, b = int_literal(rows), int_literal(cols), int_literal(batch)
+def _tiled_transpose_lines(batch: int, rows: int, cols: int,
+                           ctype: str) -> tuple[list[str], frozenset[str]]:
+    r, c = int_literal(rows), int_literal(cols)
+    tile = [
+        f"r0 = rt * {TILE}",
+        f"for k in range(0, {TILE}, {TILE_ROWS}):",
+        "    r = r0 + ty + k",
+        f"    if r < {r} and c0 + tx < {c}:",
+        "        tile[ty + k, tx] = in0[b, r, c0 + tx]",
+        "cuda.syncthreads()",
+        f"for k in range(0, {TILE}, {TILE_ROWS}):",
+        "    c = c0 + ty + k",
+        f"    if c < {c} and r0 + tx < {r}:",
+        "        out0[b, c, r0 + tx] = tile[tx, ty + k]",
+    ]
+    # batch entries (z) and row tiles (y) may pass the grid limit: blocks loop
+    loops = [("b", "z", batch), ("rt", "y", -(-rows // TILE))]
+    body, looped = block_index_lines(loops, tile, reuses_shared=True)
     return [
         f"tile = cuda.shared.array(({TILE}, {TILE + 1}), {ctype})",
         "tx = cuda.threadIdx.x",
         "ty = cuda.threadIdx.y",
         f"c0 = cuda.blockIdx.x * {TILE}",
-        f"r0 = cuda.blockIdx.y * {TILE}",
-        f"for b in range(cuda.blockIdx.z, {b}, cuda.gridDim.z):",
-        f"    for k in range(0, {TILE}, {TILE_ROWS}):",
-        "        r = r0 + ty + k",
-        f"        if r < {r} and c0 + tx < {c}:",
-        "            tile[ty + k, tx] = in0[b, r, c0 + tx]",
-        "    cuda.syncthreads()",
-        f"    for k in range(0, {TILE}, {TILE_ROWS}):",
-        "        c = c0 + ty + k",
-        f"        if c < {c} and r0 + tx < {r}:",
-        "            out0[b, c, r0 + tx] = tile[tx, ty + k]",
-        "    cuda.syncthreads()  # the tile is reused for the next batch entry",
-    ]
+        *body,
+    ], looped
 
 
 def emit_tiled_transpose(
@@ -251,7 +254,7 @@ def emit_tiled_transpose(
 ) -> KernelSource:
     """A batched 2-d transpose through shared-memory tiles."""
     batch, rows, cols = dims
-    grid = (-(-cols // TILE), -(-rows // TILE), min(batch, MAX_GRID_YZ))
+    grid = (-(-cols // TILE), -(-rows // TILE), batch)
     block = (TILE, TILE_ROWS, 1)
     dtype = value_dtype(op.x)
     notes = [
@@ -260,13 +263,14 @@ def emit_tiled_transpose(
     ]
     per_thread = f"{TILE // TILE_ROWS} elements per thread"
     header = kernel_header(group, [op], launch_text(grid, block, per_thread), notes)
-    lines = _tiled_transpose_lines(batch, rows, cols, numba_type(dtype))
+    lines, looped = _tiled_transpose_lines(batch, rows, cols, numba_type(dtype))
     text = "\n".join([*header, "@cuda.jit", f"def {kernel_name}(in0, out0):",
                       *(_INDENT + line for line in lines)])
     source = list(group.block.args).index(op.x)  # pyright: ignore[reportArgumentType]
     params = [KernelParam("input", source, (batch, rows, cols)),
               KernelParam("output", 0, (batch, cols, rows))]
-    return KernelSource(kernel_name, text + "\n", grid, block, params, notes=notes)
+    return KernelSource(kernel_name, text + "\n", grid, block, params, notes=notes,
+                        grid_loops=looped)
 
 
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:

@@ -72,7 +72,6 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
     unravel,
 )
 from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
@@ -118,7 +117,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         body = GroupBody.of(flat)
         ra = analyze(body)
         sched = from_attr(ra, group_schedule(group, ReductionSchedule))
-        name = sanitize_identifier(kernel_name)
+        name = kernel_name  # from NameTable: unique in kernels.py
         text = _RowKernelWriter(ra, sched).write(name)
         spaces = workspaces(ra, sched)
         params = body.params() + [KernelParam("workspace", k, (max(1, numel(w.shape)),))
@@ -448,7 +447,8 @@ class _RowKernelWriter:
             lines += [
                 f"acc{k} = {identity_literal(r)}",
                 f"for q in range(lane, {int_literal(s.splits)}, {int_literal(s.lanes)}):",
-                f"    acc{k} = {combine(r, f'acc{k}', read)}",
+                f"    partial = {read}",
+                f"    acc{k} = {combine(r, f'acc{k}', 'partial')}",
                 f"{self._at(f'red{k}', 'lane')} = acc{k}",
             ]
         return lines + combine_lines(reds, idx, s.lanes, s.column)
@@ -459,7 +459,7 @@ class _RowKernelWriter:
         lines: list[str] = []
         for k, v in enumerate(self.body.outputs):
             frame: Frame = ra.frame.get(v, "X")
-            if frame == "X" and ra.value_varies(v):
+            if ra.stored_per_element(v):
                 continue
             ev = self.row_x if frame == "X" else self.row_k
             val = ev.value(v)
@@ -484,10 +484,8 @@ def _row_constant_x_input(ra: RowAnalysis, arg: BlockArgument) -> bool:
 
 
 def _accumulate(r: nn.ReduceOp, acc: str, val: str) -> str:
-    if isinstance(r, nn.ReduceMaxOp):
-        return f"{acc} = max({acc}, {val})"
-    if isinstance(r, nn.ReduceMinOp):
-        return f"{acc} = min({acc}, {val})"
+    if isinstance(r, nn.ReduceMaxOp | nn.ReduceMinOp):
+        return f"{acc} = {combine(r, acc, val)}"
     return f"{acc} += {val}"
 
 

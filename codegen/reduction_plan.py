@@ -90,9 +90,21 @@ class RowAnalysis:
 
     def arg_varies(self, arg: BlockArgument) -> bool:
         """Whether a group input, read in frame X, differs along the row."""
-        shape = tensor_shape(arg)
+        return self.spans_row(arg)
+
+    def spans_row(self, v: SSAValue) -> bool:
+        """Whether `v`, in frame X, has more than one element along the
+        reduced axes. Such an output is stored element by element even when
+        its value is one number per row (softmax of a row broadcast from
+        one number: `value_varies` is false, yet every element is written)."""
+        shape = tensor_shape(v)
         offset = len(self.shape) - len(shape)
         return any(shape[a - offset] != 1 for a in self.axes if a >= offset)
+
+    def stored_per_element(self, v: SSAValue) -> bool:
+        """Whether output `v` is written in the final pass over the row
+        (else once per row, by lane 0)."""
+        return self.frame.get(v, "X") == "X" and self.spans_row(v)
 
     def value_varies(self, v: SSAValue) -> bool:
         """Whether `v` (in frame X) must be evaluated per row element."""

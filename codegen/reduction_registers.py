@@ -9,7 +9,7 @@ and every value computed from them, in registers until the row is written:
 # consecutive addresses: one coalesced 128-byte request per warp and element)
 a0_0 = in0[row_base + j0]
 a0_1 = in0[row_base + j1]
-acc0 = max(a0_0, a0_1)          # pass 1, a tree over the lane's elements
+acc0 = (a0_0 if a0_0 >= a0_1 or math.isnan(a0_0) else a0_1)  # pass 1: a tree
 ...                             # lanes combined (reduction_tree.block_combine_lines)
 v2_0 = math.exp(a0_0 - res0)    # pass 2 reuses a0_0: no second read, no shared row cache
 ```
@@ -94,16 +94,31 @@ def accumulate_lines(r: nn.ReduceOp, acc: str, identity: str, terms: Sequence[Te
     terms one by one: a tree keeps the adds independent (the compiler may
     not reassociate floating-point arithmetic itself)."""
     plain = [v for v, g in terms if not g]
-    lines = [f"{acc} = {_tree(r, plain) if plain else identity}"]
+    lines, top = _tree(r, acc, plain) if plain else ([], identity)
+    if top != acc:
+        lines.append(f"{acc} = {top}")
     for v, g in terms:
         if g:
             lines += [f"if {g}:", f"    {acc} = {combine(r, acc, v)}"]
     return lines
 
 
-def _tree(r: nn.ReduceOp, values: list[str]) -> str:
+def _tree(r: nn.ReduceOp, acc: str, values: list[str]) -> tuple[list[str], str]:
+    """The lines and the expression of a pairwise tree over `values`. Sums
+    nest; a max or min names each pair (`acc0_1_0`: level 1, pair 0), since
+    its NaN-propagating expression repeats its operands; the root is `acc`."""
+    lines: list[str] = []
+    named = isinstance(r, nn.ReduceMaxOp | nn.ReduceMinOp)
+    level = 0
     while len(values) > 1:
-        pairs = [f"({combine(r, values[i], values[i + 1])})" for i in range(0, len(values) - 1, 2)]
+        pairs = [combine(r, values[i], values[i + 1]) for i in range(0, len(values) - 1, 2)]
+        if named:
+            names = [acc] if len(values) == 2 else [f"{acc}_{level}_{i}" for i in range(len(pairs))]
+            lines += [f"{n} = {p}" for n, p in zip(names, pairs, strict=True)]
+            pairs = names
+        else:
+            pairs = [f"({p})" for p in pairs]
         values = pairs + values[len(values) - len(values) % 2:]
-    return values[0]
+        level += 1
+    return lines, values[0]
 

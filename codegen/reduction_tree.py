@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fusec.codegen.group_body import compute_type
-from fusec.codegen.kernel_source import float_literal, int_literal
+from fusec.codegen.kernel_source import float_literal, int_literal, max_expr, min_expr
 from fusec.dialects import nn
 
 # Threads of a warp: the reach of a shuffle.
@@ -50,11 +50,13 @@ def identity_literal(r: nn.ReduceOp) -> str:
 
 
 def combine(r: nn.ReduceOp, a: str, b: str) -> str:
-    """The expression combining two partial results of `r`."""
+    """The expression combining two partial results of `r` (NaN propagating
+    for max and min: `kernel_source.max_expr`, which may repeat `a` and `b`,
+    so they must be names or reads without side effects)."""
     if isinstance(r, nn.ReduceMaxOp):
-        return f"max({a}, {b})"
+        return max_expr(a, b, compute_type(r.results[0]))
     if isinstance(r, nn.ReduceMinOp):
-        return f"min({a}, {b})"
+        return min_expr(a, b, compute_type(r.results[0]))
     return f"{a} + {b}"
 
 
@@ -79,7 +81,12 @@ def combine_lines(reds: Sequence[nn.ReduceOp], slots: Sequence[int], lanes: int,
             other = f"lane + {int_literal(step)}"
             here, there = (f"red{k}[lane, rloc]", f"red{k}[{other}, rloc]") if transposed \
                 else (f"red{k}[rloc, lane]", f"red{k}[rloc, {other}]")
-            lines.append(f"    {here} = {combine(r, here, there)}")
+            if isinstance(r, nn.ReduceMaxOp | nn.ReduceMinOp):  # combine repeats its operands
+                lines += [f"    mine{k} = {here}", f"    theirs{k} = {there}"]
+                here_value, there_value = f"mine{k}", f"theirs{k}"
+            else:
+                here_value, there_value = here, there
+            lines.append(f"    {here} = {combine(r, here_value, there_value)}")
         lines.append("cuda.syncthreads()")
         step //= 2
     return lines
@@ -102,8 +109,9 @@ def shuffle_combine_lines(
     for r, k in zip(reds, slots, strict=True):
         step = min(lanes, WARP_SIZE) // 2
         while step >= 1:
-            other = f"cuda.shfl_xor_sync({mask}, acc{k}, {int_literal(step)})"
-            lines.append(f"acc{k} = {combine(r, f'acc{k}', other)}")
+            # every lane shuffles, unconditionally, before the values combine
+            lines.append(f"other{k} = cuda.shfl_xor_sync({mask}, acc{k}, {int_literal(step)})")
+            lines.append(f"acc{k} = {combine(r, f'acc{k}', f'other{k}')}")
             step //= 2
     warps = lanes // WARP_SIZE
     if warps <= 1:

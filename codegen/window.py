@@ -53,7 +53,7 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
+    max_expr,
     unravel,
 )
 from fusec.codegen.operand_reader import fused_prologue, read_at
@@ -139,7 +139,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
             from fusec.codegen.window_tiled import emit_tiled
 
             return emit_tiled(flat, kernel_name, w, _recorded_schedule(group, w))
-        name = sanitize_identifier(kernel_name)
+        name = kernel_name  # from NameTable: unique in kernels.py
         total = numel(w.out)
         grid, block = grid_stride_launch(total)
         notes = [_describe(w)]
@@ -228,7 +228,8 @@ def _accumulate(w: WindowShape) -> list[str]:
     reads, x_at = _tap(w.body, w.x, "x_row + iw", ["o0", "o1", "ih", "iw"])
     if isinstance(w.op, nn.MaxPool2dOp):
         init = [f"res = {float_literal(-float('inf'), ctype)}", plane]
-        return init + _tap_loops(w, [*reads, f"res = max(res, {x_at})"])
+        keep = [f"tap = {x_at}", f"res = {max_expr('res', 'tap', ctype)}"]
+        return init + _tap_loops(w, [*reads, *keep])
     init = [f"res = {float_literal(0.0, ctype)}", "taps = 0", plane]
     loops = _tap_loops(w, [*reads, f"res += {x_at}", "taps += 1"])
     return [*init, *loops, f"res = res / {ctype}(taps)"]

@@ -18,7 +18,8 @@ and every thread keeps a `pt x ot` tile of outputs in scalar accumulators.
 
 Schedules (`blockIdx.z` the image; `blockIdx.y` the output-channel block,
 `oc_t` channels of one conv group, or the channel of a depthwise block;
-`blockIdx.x` the spatial tile):
+`blockIdx.x` the spatial tile; a block loops over images and channel blocks
+where there are more than the grid holds, `codegen/launch_grid.py`):
 
 - `pixels` (1x1 conv, stride 1, no padding): per step of `ci_step` input
   channels the block stages `xs[ci][p]` (`tw` consecutive pixels of the
@@ -79,8 +80,9 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    sanitize_identifier,
+    max_expr,
 )
+from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.operand_reader import prologue_ops, read_at
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.window import WindowShape
@@ -104,7 +106,7 @@ def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
                tiled: TiledWindow) -> KernelSource:
     """The kernel of a lone window group under `tiled` (see the module
     docstring); `flat` is the decomposed group, `w` its analysis."""
-    name = sanitize_identifier(kernel_name)
+    name = kernel_name  # from NameTable: unique in kernels.py
     p = tiled.plan
     notes = [
         f"{w.op.name} {fmt(w.in_shape)} -> {fmt(w.out)}, window {w.kernel[0]}x{w.kernel[1]}, "
@@ -115,12 +117,13 @@ def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
     per_thread = f"{p.pt}x{p.ot} outputs per thread"
     head = kernel_header(flat, w.body.ops, launch_text(tiled.grid, tiled.block, per_thread),
                          notes)
+    writer = _Writer(w, tiled)
     text = "\n".join([*head, "@cuda.jit", f"def {name}({w.body.signature()}):",
-                      *indent(_Writer(w, tiled).lines(), 1)])
+                      *indent(writer.lines(), 1)])
     # The tiles are static shared arrays: nothing to request at launch time
     # (a launch's shared_bytes is dynamic memory on top of the static).
     return KernelSource(name, text, tiled.grid, tiled.block, w.body.params(),
-                        shared_bytes=0, notes=notes)
+                        shared_bytes=0, notes=notes, grid_loops=writer.grid_loops)
 
 
 def _shape(rows: int, cols: int) -> str:
@@ -156,13 +159,21 @@ class _Writer:
         self.zero = float_literal(0.0, self.ctype)
         self.floating = self.ctype.startswith("float")
         self.stager = Stager(tiled.threads)
+        self.grid_loops: frozenset[str] = frozenset()  # set by lines()
 
     def lines(self) -> list[str]:
+        """The schedule's body for image `o0` (z) and channel block `cy` (y;
+        output channel `o1` when depthwise), each a grid-stride loop where it
+        passes the grid limit (`codegen/launch_grid.py`)."""
         if self.t.mode == "pixels":
-            return self._pixels()
-        if self.t.mode == "general":
-            return self._general()
-        return self._depthwise()
+            body, channel = self._pixels(), "cy"
+        elif self.t.mode == "general":
+            body, channel = self._general(), "cy"
+        else:
+            body, channel = self._depthwise(), "o1"
+        loops = [("o0", "z", self.g.n), (channel, "y", self.t.channel_blocks)]
+        lines, self.grid_loops = block_index_lines(loops, body, reuses_shared=True)
+        return lines
 
     def _channel_loop(self, tiles: list[Tile], compute: list[str]) -> list[str]:
         """The conv's channel steps around `compute` (run by the threads
@@ -192,14 +203,14 @@ class _Writer:
     # --- block origin, accumulators, the weight tile ----------------------------------------------
 
     def _conv_block_origin(self) -> list[str]:
-        """The conv group and first output channel of the block (y)."""
+        """The conv group and first output channel of channel block `cy`."""
         g, p = self.g, self.p
         per_group = -(-g.per_group_out // p.oc_t)
         if per_group == 1:
-            lines = ["cg = cuda.blockIdx.y", "ocl0 = 0"]
+            lines = ["cg = cy", "ocl0 = 0"]
         else:
-            lines = [f"cg = cuda.blockIdx.y // {int_literal(per_group)}",
-                     f"ocl0 = (cuda.blockIdx.y % {int_literal(per_group)}) * {int_literal(p.oc_t)}"]
+            lines = [f"cg = cy // {int_literal(per_group)}",
+                     f"ocl0 = (cy % {int_literal(per_group)}) * {int_literal(p.oc_t)}"]
         return [
             "# the block's first output channel, within its conv group and overall",
             *lines,
@@ -404,7 +415,6 @@ class _Writer:
             "tid = cuda.threadIdx.x",
             f"lp = tid % {int_literal(lanes)}",
             f"lo = tid // {int_literal(lanes)}",
-            "o0 = cuda.blockIdx.z",
             f"pix0 = {times('cuda.blockIdx.x', p.tw)}",
             *self._conv_block_origin(),
             f"xs = cuda.shared.array({_shape(p.ci_step, p.tw)}, {self.ctype})",
@@ -544,7 +554,6 @@ class _Writer:
             "tid = cuda.threadIdx.x",
             f"lp = tid % {int_literal(t.pixel_lanes)}",
             f"lo = tid // {int_literal(t.pixel_lanes)}",
-            "o0 = cuda.blockIdx.z",
             *self._spatial_origin(),
             *self._conv_block_origin(),
             f"xs = cuda.shared.array({_shape(p.ci_step * rows, cols)}, {self.ctype})",
@@ -568,8 +577,6 @@ class _Writer:
         lines = [
             "tid = cuda.threadIdx.x",
             "lp = tid",
-            "o1 = cuda.blockIdx.y",
-            "o0 = cuda.blockIdx.z",
             # a conv's output channel o1 reads input channel o1 // multiplier
             f"xch = o1 // {int_literal(multiplier)}" if multiplier > 1 else "xch = o1",
             *self._spatial_origin(),
@@ -607,7 +614,7 @@ class _Writer:
         if self.g.kind == "conv":
             return self._fma(acc, x, weight)
         if self.g.kind == "max":
-            return f"{acc} = max({acc}, {x})"
+            return f"{acc} = {max_expr(acc, x, self.ctype)}"
         return f"{acc} = {acc} + {x}"
 
     def _depthwise_taps(self) -> list[str]:

@@ -465,11 +465,17 @@ def prec_ok(c: Candidate) -> Verdict:
                         f"of {c.dep.describe(reader)}; fused, the sum would see unrounded "
                         "values (set allow_reduced_precision to fuse anyway)")
     outs = [c.dep.dtype(v) for v in c.outputs] or ["f32"]
-    tau = min(TAU.get(n, TAU["f32"]) for n in outs)
+    # A float output may drift by its type's tau. A boolean or integer output
+    # has no tolerance (check-precision compares them exactly too): a `cmp`
+    # or cast of a drifted value can flip outright, so any drift refuses.
+    tolerance = {n: TAU.get(n, 0.0) for n in outs}
+    worst = min(tolerance, key=tolerance.__getitem__)
+    tau = tolerance[worst]
     if fused.drift > tau:
+        exact = "" if worst in TAU else " (booleans and integers must match exactly)"
         return Verdict.no(
             f"keeping low-precision intermediates in registers changes the result by up to "
-            f"{fused.drift:.2g}, more than tau = {tau:g} for {min(outs, key=TAU.get)}")
+            f"{fused.drift:.2g}, more than tau = {tau:g} for {worst}{exact}")
     return Verdict.yes()
 
 

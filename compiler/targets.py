@@ -77,6 +77,12 @@ class Target:
     `shared_lanes_per_sm`, what the attention schedule balances."""
     shared_lanes_per_sm: int = 32
     """32-bit shared-memory words one SM reads per clock (32 banks)."""
+    max_grid_x: int = 2**31 - 1
+    """Blocks a launch may have along grid x (CUDA's limit since sm_30)."""
+    max_grid_yz: int = 65535
+    """Blocks a launch may have along grid y and along z: an emitter walks a
+    larger dimension there with a grid-stride loop and `codegen/launch_grid.py`
+    clamps the launch to this."""
 
     @property
     def max_resident_threads(self) -> int:
@@ -271,4 +277,7 @@ def _from_device(base: Target, dev: object) -> Target:
             "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", base.shared_memory_per_block
         ),
         l2_bytes=attr("L2_CACHE_SIZE", base.l2_bytes),
+        max_grid_x=attr("MAX_GRID_DIM_X", base.max_grid_x),
+        max_grid_yz=min(attr("MAX_GRID_DIM_Y", base.max_grid_yz),
+                        attr("MAX_GRID_DIM_Z", base.max_grid_yz)),
     )

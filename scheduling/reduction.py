@@ -235,9 +235,10 @@ def _frontier(ra: RowAnalysis) -> list[SSAValue]:
 
 def pass_roots(ra: RowAnalysis, stage: int) -> list[SSAValue]:
     """What pass `stage` evaluates per element: the inputs of its reductions,
-    or, for the final pass (stages + 1), the row-varying outputs."""
+    or, for the final pass (stages + 1), the row-shaped outputs (those
+    constant along the row too: their value is hoisted, their stores are not)."""
     if stage > ra.stages:
-        return list(dict.fromkeys(v for v in ra.body.outputs if ra.value_varies(v)))
+        return list(dict.fromkeys(v for v in ra.body.outputs if ra.stored_per_element(v)))
     return [r.operands[0] for r in ra.reductions if ra.stage[r.results[0]] == stage]
 
 

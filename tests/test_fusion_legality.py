@@ -8,6 +8,7 @@ import pytest
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
+from fusec.compiler.compile import compile_model
 from fusec.compiler.fusion_legality import (
     Candidate,
     FusionOptions,
@@ -21,6 +22,7 @@ from fusec.compiler.fusion_legality import (
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.targets import Target, get_target
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
+from tests.codegen_harness import check_program
 
 T = "tensor<64x32xf32>"
 
@@ -199,3 +201,36 @@ def test_every_target_fuses_a_chain(target: str) -> None:
     c = make_candidate(f"  %e = nn.exp %x : {T}\n  %r = nn.relu %e : {T}", "e", "r",
                        target=get_target(target))
     assert can_fuse(c).ok
+
+
+def test_prec_holds_boolean_outputs_to_exact_results() -> None:
+    # The skipped f16 rounding of %a may flip the comparison: no tolerance.
+    text = """func.func @f(%x: tensor<64xf16>) -> tensor<64xi1> {
+  %a = nn.add %x, %x : (tensor<64xf16>, tensor<64xf16>) -> tensor<64xf16>
+  %c = nn.cmp %a, %x {predicate = "lt"} : (tensor<64xf16>, tensor<64xf16>) -> tensor<64xi1>
+  func.return %c : tensor<64xi1>
+}"""
+    verdict = prec_ok(candidate_from_text(text, "a", "c"))
+    assert not verdict.ok
+    assert verdict.reason.endswith(
+        "more than tau = 0 for i1 (booleans and integers must match exactly)")
+
+
+# Issue 10 item 5: f32 -> f16 -> f32 casts, a cmp and a select, with f32 and
+# i1 outputs, crashed prec_ok (no tau for i1).
+MIXED_OUTPUTS = """
+func.func @f(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xi1>) {
+  %h = nn.cast %x : (tensor<8xf32>) -> tensor<8xf16>
+  %h2 = nn.add %h, %h : (tensor<8xf16>, tensor<8xf16>) -> tensor<8xf16>
+  %b = nn.cast %h2 : (tensor<8xf16>) -> tensor<8xf32>
+  %c = nn.cmp %b, %y {predicate = "lt"} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>
+  %s = nn.select %c, %b, %y : (tensor<8xi1>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  func.return %s, %c : tensor<8xf32>, tensor<8xi1>
+}"""
+
+
+def test_an_i1_output_beside_f16_intermediates_compiles_and_runs() -> None:
+    artifacts = compile_model(MIXED_OUTPUTS)
+    assert "more than tau = 0 for i1" in artifacts.report_md
+    check_program(MIXED_OUTPUTS, launches=len(artifacts.program.functions["f"].launches),
+                  pipeline="form-fusion-groups,group-each-op")

@@ -1,0 +1,69 @@
+"""Kernel names in kernels.py: one per kernel, however long the function's
+name (issue 10 item 1: two kernels of a long-named function once shared a
+name, the later definition replaced the earlier, and results were wrong)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fusec.codegen.generate import check_unique_names, top_level_names
+from fusec.codegen.kernel_source import KernelSource
+from fusec.compiler.compile import compile_model
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.runtime.executor import run_program
+from fusec.runtime.reference import find_function, random_inputs, run_module
+
+LONG = "a_function_whose_name_is_well_past_forty_characters_long"
+
+# Two matmuls, a reduction, a conv + pool, a lone conv and pointwise ops: each
+# emitter kind names at least one kernel of @LONG.
+PROGRAM = f"""
+func.func @{LONG}(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<4x8xf32>,
+                  %x: tensor<1x2x6x6xf32>, %w: tensor<3x2x3x3xf32>)
+    -> (tensor<4x8xf32>, tensor<4xf32>, tensor<1x3x2x2xf32>, tensor<1x3x4x4xf32>) {{
+  %m = nn.matmul %a, %b : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %m2 = nn.matmul %m, %c : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = nn.exp %c : tensor<4x8xf32>
+  %r = nn.reduce_sum %e {{axes = [1]}} : (tensor<4x8xf32>) -> tensor<4xf32>
+  %y = nn.conv2d %x, %w : (tensor<1x2x6x6xf32>, tensor<3x2x3x3xf32>) -> tensor<1x3x4x4xf32>
+  %p = nn.max_pool2d %y {{kernel = [2, 2], strides = [2, 2]}}
+      : (tensor<1x3x4x4xf32>) -> tensor<1x3x2x2xf32>
+  %t = nn.tanh %x : tensor<1x2x6x6xf32>
+  %y2 = nn.conv2d %t, %w : (tensor<1x2x6x6xf32>, tensor<3x2x3x3xf32>) -> tensor<1x3x4x4xf32>
+  func.return %m2, %r, %p, %y2 : tensor<4x8xf32>, tensor<4xf32>, tensor<1x3x2x2xf32>,
+      tensor<1x3x4x4xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_long_function_name_kernels_are_distinct_and_correct(fusion: bool) -> None:
+    program = compile_model(PROGRAM, fusion=fusion).program
+    launches = program.functions[LONG].launches
+    names = [launch.kernel for launch in launches]
+    assert len(names) >= 5, program.kernels_source
+    assert len(set(names)) == len(names), names
+    defined = [n for n in top_level_names(program.kernels_source) if n in names]
+    assert sorted(defined) == sorted(names), program.kernels_source
+    reference = parse_module(make_context(), PROGRAM, "test.mlir")
+    inputs = random_inputs(find_function(reference, LONG), 3)
+    expected = run_module(reference, inputs, LONG)
+    got = run_program(program, LONG, inputs, device="sim")
+    for e, g in zip(expected, got, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=program.kernels_source)
+
+
+def _kernel(name: str, body_name: str | None = None) -> KernelSource:
+    text = f"@cuda.jit\ndef {body_name or name}(out0):\n    out0[0] = 1\n"
+    return KernelSource(name, text, (1, 1, 1), (1, 1, 1), [])
+
+
+def test_a_name_bound_twice_is_an_internal_error() -> None:
+    with pytest.raises(RuntimeError, match="'k' twice"):
+        check_unique_names([_kernel("k"), _kernel("k")])
+    with pytest.raises(RuntimeError, match="'cuda' twice"):
+        check_unique_names([_kernel("cuda")])
+    with pytest.raises(RuntimeError, match="does not define"):
+        check_unique_names([_kernel("k", "k2")])
+    check_unique_names([_kernel("k"), _kernel("k_2")])
