@@ -22,7 +22,7 @@ KNOWN_ITEMS: dict[int, str] = {
     8: "zero-size dimensions",
 }
 _KNOWN_ERRORS: list[tuple[int, re.Pattern[str]]] = [
-    (4, re.compile(r"NameError: name 'c\d+' is not defined")),
+    (4, re.compile(r"NameError: .*name 'c\d+' is not defined")),
     (5, re.compile(r"'<' not supported between instances of 'NoneType'")),
     (7, re.compile(r"math (domain|range) error|OverflowError")),
 ]
