@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import traceback
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,10 +128,10 @@ def compare(got: np.ndarray, want: np.ndarray) -> str:
         w = want.astype(got.dtype).astype(np.float64)  # overflow in the output type is inf
     g = got.astype(np.float64)
     if not np.array_equal(np.isnan(g), np.isnan(w)):
-        return f"NaN at {_where(np.isnan(g) != np.isnan(w))}: got {_at(g, w, np.isnan)}"
+        return "NaN " + _at(g, w, np.isnan(g) != np.isnan(w))
     inf_g, inf_w = np.where(np.isinf(g), g, 0), np.where(np.isinf(w), w, 0)
     if not np.array_equal(inf_g, inf_w):
-        return f"inf at {_where(inf_g != inf_w)}: got {_at(g, w, np.isinf)}"
+        return "inf " + _at(g, w, inf_g != inf_w)
     finite = np.isfinite(w)
     err = float(np.max(np.abs(g[finite] - w[finite]), initial=0.0))
     scale = float(np.max(np.abs(w[finite]), initial=0.0))
@@ -142,13 +141,10 @@ def compare(got: np.ndarray, want: np.ndarray) -> str:
     return ""
 
 
-def _where(mask: np.ndarray) -> tuple[int, ...]:
-    return tuple(int(i) for i in np.argwhere(mask)[0])
-
-
-def _at(g: np.ndarray, w: np.ndarray, kind: Callable[[np.ndarray], np.ndarray]) -> str:
-    i = _where(kind(g) != kind(w))
-    return f"{g[i]!r}, reference {w[i]!r}"
+def _at(g: np.ndarray, w: np.ndarray, differs: np.ndarray) -> str:
+    """`at (0, 2): got 1.0, reference nan` for the first element that differs."""
+    i = tuple(int(k) for k in np.argwhere(differs)[0])
+    return f"at {i}: got {g[i]!r}, reference {w[i]!r}"
 
 
 def with_edge_values(inputs: list[np.ndarray], seed: int) -> list[np.ndarray]:

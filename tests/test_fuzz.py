@@ -5,7 +5,8 @@ The slice runs `SLICE` random programs of seed `SLICE_SEED` fused and unfused
 in the simulator against the reference; a failure that is an instance of a
 known item of issue 10 is an xfail naming the item, any other fails the test
 with the program. Each file of `fuzz_regressions/` must pass (or, marked
-`// xfail: item N`, fail until item N is fixed: strict).
+`// xfail: REASON`, such as `item N` of issue 10, fail until it is fixed:
+strict).
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def test_fuzz_slice(index: int) -> None:
 def _regression_params() -> list[object]:
     params: list[object] = []
     for path in REGRESSIONS:
-        _, _, item = read_header(path.read_text(encoding="utf-8"))
-        marks = [pytest.mark.xfail(strict=True, reason=f"issue 10 item {item}")] if item else []
+        _, _, why = read_header(path.read_text(encoding="utf-8"))
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
         params.append(pytest.param(path, marks=marks, id=path.stem))
     return params
 
