@@ -25,7 +25,7 @@ DEFAULT_BUDGET = 150  # checks; each compiles and simulates the program twice or
 
 def minimize(graph: Graph, reproduces: Reproduces, budget: int = DEFAULT_BUDGET) -> Graph:
     """The smallest program the greedy steps reach that still `reproduces`."""
-    best = graph.without_dead_code()
+    best = graph  # dropping dead code changes the inputs drawn: it is a step too
     tries = 0
     changed = True
     while changed and tries < budget:
@@ -47,6 +47,7 @@ def _smaller(a: Graph, b: Graph) -> bool:
 
 
 def _candidates(g: Graph) -> Iterator[Graph]:
+    yield g.without_dead_code()
     for i in range(len(g.outputs)):
         if len(g.outputs) > 1:
             yield g.copy(outputs=g.outputs[:i] + g.outputs[i + 1:]).without_dead_code()

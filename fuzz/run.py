@@ -69,10 +69,12 @@ def fuzz_one(index: int, options: FuzzOptions) -> Result:
         signature = outcome.signature
         # Known bugs have reproducers already: a short search is enough.
         budget = KNOWN_BUDGET if known else DEFAULT_BUDGET
-        graph = minimize(graph, lambda g: check_text(g.text(), index, edges).signature
+        small = minimize(graph, lambda g: check_text(g.text(), index, edges).signature
                          == signature, budget)
-        outcome = check_text(graph.text(), index, edges)
-        known = known_item(graph.text(), outcome, index, edges)
+        again = check_text(small.text(), index, edges)
+        if again.signature == signature:  # else the failure is not deterministic: keep all
+            graph, outcome = small, again
+            known = known_item(graph.text(), outcome, index, edges)
     text = graph.text()
     path = ""
     if options.out is not None:
