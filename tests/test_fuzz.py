@@ -28,7 +28,7 @@ from fusec.fuzz.run import FuzzOptions, read_header
 from fusec.fuzz.triage import KNOWN_ITEMS, known_item
 
 SLICE_SEED = 2026
-SLICE = 40
+SLICE = 60
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.mlir"))
 
 
