@@ -149,7 +149,13 @@ def matmul(b: Builder) -> str:
     rhs_batch = tuple(b.partner_shape(tuple(batch))) if batch and b.chance(0.5) else ()
     if not _fits(rhs_batch, tuple(batch)):
         rhs_batch = ()
-    w = b.new_arg(t.with_shape((*rhs_batch, k, n)))
+    if b.chance(0.25):  # a transposed right operand: fusion may fold it into the loads
+        wt = b.new_arg(t.with_shape((*rhs_batch, n, k)))
+        perm = [*range(len(rhs_batch)), len(rhs_batch) + 1, len(rhs_batch)]
+        w = b.emit("nn.transpose", [wt], t.with_shape((*rhs_batch, k, n)),
+                   f"{{perm = {_ints(perm)}}}")
+    else:
+        w = b.new_arg(t.with_shape((*rhs_batch, k, n)))
     if b.chance(0.2):  # the existing value on the right
         w2 = b.new_arg(t.with_shape((b.int(1, 3), t.shape[-2])))
         out = shapes.matmul_shape(b.types[w2].shape, t.shape)
