@@ -23,7 +23,8 @@ KNOWN_ITEMS: dict[int, str] = {
 }
 _KNOWN_ERRORS: list[tuple[int, re.Pattern[str]]] = [
     (4, re.compile(r"NameError: .*name 'c\d+' is not defined")),
-    (5, re.compile(r"'<' not supported between instances of 'NoneType'")),
+    (5, re.compile(r"'<' not supported between instances of '(NoneType' and 'float|"
+                   r"float' and 'NoneType)'")),
     (7, re.compile(r"math (domain|range) error|OverflowError")),
 ]
 _ZERO_DIM = re.compile(r"tensor<(\d+x)*0x")
