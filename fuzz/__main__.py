@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 # The simulator must be chosen before anything imports numba.cuda.
@@ -75,14 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any(c != "ok" and "item" not in c for c in counts) else 0
 
 
-def _results(indices: range, options: FuzzOptions, jobs: int):  # type: ignore[no-untyped-def]
+def _results(indices: range, options: FuzzOptions, jobs: int) -> Iterator[Result]:
+    """Results as they come (out of order with several jobs)."""
     if jobs == 1:
-        return (fuzz_one(i, options) for i in indices)
+        yield from (fuzz_one(i, options) for i in indices)
+        return
     import multiprocessing
     from functools import partial
 
-    pool = multiprocessing.get_context("fork").Pool(jobs)
-    return pool.imap_unordered(partial(_fuzz_index, options=options), indices)
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        yield from pool.imap_unordered(partial(_fuzz_index, options=options), indices)
 
 
 def _fuzz_index(index: int, options: FuzzOptions) -> Result:
