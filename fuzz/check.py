@@ -13,7 +13,8 @@ Inputs come from `random_inputs` (positive where an op needs it, gather
 indices in range) with the `seed`; with `edges`, a few elements of float
 inputs become 0, -0, -1, inf, -inf or NaN. Outputs are compared with the
 tolerance of their element type (`run_command.TOLERANCES`, relative to
-max |reference|, plus a small absolute floor); NaN and inf positions must
+max |reference|, plus a small absolute floor; f16's in a program with f16
+values, since a cast to f32 keeps their error); NaN and inf positions must
 match exactly. A result may match either the reference that keeps every
 value in float64 or the one that rounds each stored value to its element
 type (as an unfused program does): fused kernels lie between the two.
@@ -111,14 +112,17 @@ def _check_mode(text: str, mode: str, name: str, inputs: list[np.ndarray],
     except Exception as err:
         return Outcome("error", f"run-{mode}", _one_line(err))
     for i, g in enumerate(got):
-        problems = [compare(np.asarray(g), ref[i]) for ref in references]
+        # A value computed in f16 and cast to f32 carries f16's error.
+        floor = TOLERANCES["float16"] if "f16>" in text else 0.0
+        problems = [compare(np.asarray(g), ref[i], floor) for ref in references]
         if all(problems):
             return Outcome("mismatch", f"compare-{mode}", f"output {i}: {problems[0]}")
     return Outcome("ok")
 
 
-def compare(got: np.ndarray, want: np.ndarray) -> str:
-    """'' when `got` matches the reference `want`, else what differs."""
+def compare(got: np.ndarray, want: np.ndarray, min_tolerance: float = 0.0) -> str:
+    """'' when `got` matches the reference `want`, else what differs; the
+    tolerance is that of got's element type, at least `min_tolerance`."""
     if got.shape != want.shape:
         return f"shape {got.shape}, reference {want.shape}"
     if got.dtype.kind not in "fc":
@@ -135,7 +139,7 @@ def compare(got: np.ndarray, want: np.ndarray) -> str:
     finite = np.isfinite(w)
     err = float(np.max(np.abs(g[finite] - w[finite]), initial=0.0))
     scale = float(np.max(np.abs(w[finite]), initial=0.0))
-    tol = TOLERANCES.get(got.dtype.name, TOLERANCES["float32"])
+    tol = max(TOLERANCES.get(got.dtype.name, TOLERANCES["float32"]), min_tolerance)
     if err > tol * max(scale, ABSOLUTE_FLOOR):
         return f"max abs err {err:.3g} over {tol:g} x max|ref| {scale:.3g}"
     return ""

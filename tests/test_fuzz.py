@@ -102,6 +102,9 @@ def test_compare_requires_nan_and_inf_in_the_same_places() -> None:
     assert "inf" in compare(np.array([1, np.nan, -np.inf, 2], np.float32), want)
     assert "err" in compare(np.array([1, np.nan, np.inf, 2.1], np.float32), want)
     assert compare(np.array([1, np.nan, np.inf, 2.0001], np.float32), want) == ""
+    # f32 outputs computed from f16 values are held to f16's tolerance.
+    assert compare(np.array([1.001], np.float32), np.array([1.0]))
+    assert compare(np.array([1.001], np.float32), np.array([1.0]), min_tolerance=1e-2) == ""
 
 
 def test_minimize_keeps_the_failure_and_drops_the_rest() -> None:
