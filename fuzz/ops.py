@@ -174,9 +174,17 @@ def _window_attrs(b: Builder, h: int, w: int, kh: int, kw: int, pool: bool) -> t
     return strides, pads, dil
 
 
+def _image(b: Builder) -> str:
+    """A float NCHW value with H, W >= 1 (windows need them), or a fresh one."""
+    found = b.pick(lambda t: t.is_float and len(t.shape) == 4 and min(t.shape[2:]) >= 1)
+    if found is not None and b.chance(0.85):
+        return found
+    return b.new_arg(TType((*b.shape(2), b.int(1, 4), b.int(1, 4)), b.dtype))
+
+
 def conv2d(b: Builder) -> str:
     """nn.conv2d, NCHW/OIHW, with strides, pads, dilations and groups."""
-    x = b.float_value(rank=4)
+    x = _image(b)
     t = b.types[x]
     _n, c, h, w = t.shape
     groups = b.choice([g for g in (1, 2, 3, 4) if c % g == 0])
@@ -196,7 +204,7 @@ def conv2d(b: Builder) -> str:
 
 def pool(b: Builder, op: str) -> str:
     """max_pool2d / avg_pool2d with a window that fits."""
-    x = b.float_value(rank=4)
+    x = _image(b)
     t = b.types[x]
     h, w = t.shape[2:]
     kernel = [b.int(1, min(3, h)), b.int(1, min(3, w))]

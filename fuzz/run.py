@@ -44,7 +44,7 @@ class Result:
 
     index: int
     outcome: Outcome
-    known: int | None = None
+    known: str | None = None
     path: str = ""
 
     @property
@@ -52,7 +52,7 @@ class Result:
         """`error run-fused item 4`, `mismatch compare-unfused new`, `ok`."""
         if not self.outcome.failed:
             return "ok"
-        item = f"item {self.known}" if self.known else "new"
+        item = self.known or "new"
         return f"{self.outcome.status} {self.outcome.stage} {item}"
 
 
@@ -79,7 +79,7 @@ def fuzz_one(index: int, options: FuzzOptions) -> Result:
     path = ""
     if options.out is not None:
         options.out.mkdir(parents=True, exist_ok=True)
-        item = f"item{known}" if known else "new"
+        item = known.replace(" ", "") if known else "new"
         stem = f"{outcome.status}-{outcome.stage}-{item}-s{options.seed}-g{index}"
         target = options.out / f"{stem}.mlir"
         target.write_text(failure_file(text, outcome, index, edges, known,
@@ -89,10 +89,10 @@ def fuzz_one(index: int, options: FuzzOptions) -> Result:
     return Result(index, outcome, known, path)
 
 
-def failure_file(text: str, outcome: Outcome, seed: int, edges: bool, known: int | None,
+def failure_file(text: str, outcome: Outcome, seed: int, edges: bool, known: str | None,
                  origin: str) -> str:
     """A failing program with its header."""
-    known_line = f"item {known} ({KNOWN_ITEMS[known]})" if known else "no"
+    known_line = f"{known} ({KNOWN_ITEMS[known]})" if known else "no"
     header = [
         f"// fusec fuzz: {outcome.status} at {outcome.stage}",
         f"// detail: {outcome.detail}",

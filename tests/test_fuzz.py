@@ -3,7 +3,8 @@ minimized programs it has found, and the fuzzer's own parts.
 
 The slice runs `SLICE` random programs of seed `SLICE_SEED` fused and unfused
 in the simulator against the reference; a failure that is an instance of a
-known item of issue 10 is an xfail naming the item, any other fails the test
+known bug (an item of issue 10, or one reported, `fuzz/triage.py`) is an
+xfail naming it, any other fails the test
 with the program. Each file of `fuzz_regressions/` must pass (or, marked
 `// xfail: REASON`, such as `item N` of issue 10, fail until it is fixed:
 strict).
@@ -46,7 +47,7 @@ def test_fuzz_slice(index: int) -> None:
     if outcome.failed:
         item = known_item(text, outcome, index, edges)
         if item is not None:
-            pytest.xfail(f"issue 10 item {item} ({KNOWN_ITEMS[item]}): {outcome.detail}")
+            pytest.xfail(f"{item} ({KNOWN_ITEMS[item]}): {outcome.detail}")
     assert not outcome.failed, f"{outcome}\n{text}"
 
 
