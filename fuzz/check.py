@@ -15,9 +15,10 @@ inputs become 0, -0, -1, inf, -inf or NaN. Outputs are compared with the
 tolerance of their element type (`run_command.TOLERANCES`, relative to
 max |reference|, plus a small absolute floor; f16's in a program with f16
 values, since a cast to f32 keeps their error); NaN and inf positions must
-match exactly. A result may match either the reference that keeps every
-value in float64 or the one that rounds each stored value to its element
-type (as an unfused program does): fused kernels lie between the two.
+match exactly. A result may match the reference that keeps every value
+in float64, the one that rounds each stored value to its element type (as an
+unfused program does), or that one after `decompose` (an unfused composite
+stores each of its steps): fused kernels lie between them.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from fusec.compiler.diagnostics import FusecError
-from fusec.compiler.driver import module_to_text
+from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.run_command import TOLERANCES
 from fusec.compiler.verify import verify_module
 
@@ -84,7 +87,9 @@ def check_text(text: str, seed: int = 0, edges: bool = False) -> Outcome:
     try:
         with warnings.catch_warnings():  # NumPy's "Mean of empty slice" and kin
             warnings.simplefilter("ignore", RuntimeWarning)
-            references = [run_module(module, inputs, round_stored=r) for r in (False, True)]
+            references = [run_module(m, inputs, round_stored=r)
+                          for m, r in ((module, False), (module, True),
+                                       (_decomposed(printed), True))]
     except Exception as err:
         return Outcome("error", "reference", _one_line(err))
     modes = ["fused", "unfused"] + (["fused-checked"] if "f16>" in text else [])
@@ -93,6 +98,15 @@ def check_text(text: str, seed: int = 0, edges: bool = False) -> Outcome:
         if outcome.failed:
             return outcome
     return Outcome("ok")
+
+
+def _decomposed(text: str) -> ModuleOp:
+    """The program after `decompose`: unfused, every op of a composite
+    (layer_norm, softmax, ...) stores its result in the element type."""
+    ctx = make_context()
+    module = parse_module(ctx, text, "printed.mlir")
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), "decompose")).run(module)
+    return module
 
 
 def _check_mode(text: str, mode: str, name: str, inputs: list[np.ndarray],
