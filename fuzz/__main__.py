@@ -33,7 +33,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--out", type=Path, default=Path("fuzz-failures"),
                    help="folder for the minimized failing programs (default fuzz-failures)")
-    p.add_argument("--max-ops", type=int, default=GenConfig.max_ops)
+    p.add_argument("--max-ops", type=int, default=GenConfig.max_ops,
+                   help=f"most ops per program (default {GenConfig.max_ops})")
     p.add_argument("--edge-rate", type=float, default=FuzzOptions.edge_rate,
                    help="share of programs with 0/-1/inf/NaN input elements")
     p.add_argument("--zero-dim-rate", type=float, default=0.0,
