@@ -342,10 +342,11 @@ def _epilogue(c: Candidate) -> Merged | str:
     return (what, anchor_g.shape, (), anchor_g.anchor)
 
 
-def _conv_pool(c: Candidate) -> Merged | None:
+def _conv_pool(c: Candidate) -> Merged | str | None:
     """A convolution group (conv + elementwise epilogue) and the pool reading
     its result: one window kernel, the conv tile in shared memory
-    (`codegen/conv_pool.py`). None when the pair is not that pattern."""
+    (`codegen/conv_pool.py`). None when the pair is not that pattern; the
+    reason when it is but cannot be one kernel."""
     for conv_g, pool_g in ((c.a, c.b), (c.b, c.a)):
         conv, pool = conv_g.anchor, pool_g.lead
         if not isinstance(conv, nn.Conv2dOp) or pool_g.size != 1 or not isinstance(
@@ -354,6 +355,10 @@ def _conv_pool(c: Candidate) -> Merged | None:
         if conv_g.shape != tensor_shape(conv.results[0]) or c.edges(pool_g, conv_g):
             continue  # already pooled, or the pool feeds the conv
         if c.edges(conv_g, pool_g) == [pool.operands[0]]:
+            read_outside = [v for v in c.outputs if c.owner(v) == conv_g.nid]
+            if read_outside:  # the conv tile lives in shared memory only
+                return (f"{c.dep.describe(conv)} is also read outside the group, and a "
+                        "conv + pool kernel writes only the pooled result")
             return ("window", pool_g.shape, (), conv)
     return None
 

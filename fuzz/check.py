@@ -1,0 +1,189 @@
+"""One differential check: a program's text through fusec, fused and unfused,
+in the CUDA simulator, against the NumPy reference interpreter.
+
+Stages, in order (the first that fails names the `Outcome`):
+`parse` (fusec's parser and verifier), `roundtrip` (print and parse again),
+`reference`, then per mode (`fused`, `unfused`, and `fused-checked`, fusion
+with `--check-precision`, for programs with f16): `compile-MODE`, `run-MODE`,
+`compare-MODE`. A `FusecError` while compiling is `rejected` (a clear error,
+worth a look but not a crash); any other exception is an `error`; numbers
+off the reference are a `mismatch`.
+
+Inputs come from `random_inputs` (positive where an op needs it, gather
+indices in range) with the `seed`; with `edges`, a few elements of float
+inputs become 0, -0, -1, inf, -inf or NaN. Outputs are compared with the
+tolerance of their element type (`run_command.TOLERANCES`, relative to
+max |reference|, plus a small absolute floor; f16's in a program with f16
+values, since a cast to f32 keeps their error); NaN and inf positions must
+match exactly. A result may match the reference that keeps every value
+in float64, the one that rounds each stored value to its element type (as an
+unfused program does), or that one after `decompose` (an unfused composite
+stores each of its steps): fused kernels lie between them.
+"""
+
+from __future__ import annotations
+
+import traceback
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from fusec.compiler.diagnostics import FusecError
+from fusec.compiler.driver import make_registry, module_to_text
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.compiler.run_command import TOLERANCES
+from fusec.compiler.verify import verify_module
+
+EDGE_VALUES = (0.0, -0.0, -1.0, np.inf, -np.inf, np.nan)
+# Below this fraction of the tolerance times 1, errors count as zero: outputs
+# whose values are all tiny (gelu of a large negative) have no scale.
+ABSOLUTE_FLOOR = 1e-2
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one program: `status` is ok, mismatch, error, rejected
+    or invalid (fusec's parser or verifier refused the generated text)."""
+
+    status: str
+    stage: str = ""
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """Anything but ok."""
+        return self.status != "ok"
+
+    @property
+    def signature(self) -> tuple[str, str, str]:
+        """What must stay the same while minimizing: status, stage and the
+        error's kind (its first word)."""
+        return self.status, self.stage, self.detail.split(":")[0].split(" ")[0]
+
+
+def check_text(text: str, seed: int = 0, edges: bool = False) -> Outcome:
+    """Run every stage on `text` (one function); the first failure, or ok."""
+    try:
+        module = parse_module(make_context(), text, "fuzz.mlir")
+        verify_module(module)
+    except FusecError as err:
+        return Outcome("invalid", "parse", err.render())
+    printed = module_to_text(module)
+    try:
+        again = module_to_text(parse_module(make_context(), printed, "printed.mlir"))
+    except Exception as err:
+        return Outcome("error", "roundtrip", _one_line(err))
+    if again != printed:
+        return Outcome("error", "roundtrip", "printing the parsed program is not stable")
+    from fusec.runtime.reference import find_function, random_inputs, run_module
+
+    func = find_function(module)
+    inputs = random_inputs(func, seed)
+    if edges:
+        inputs = with_edge_values(inputs, seed)
+    try:
+        with warnings.catch_warnings():  # NumPy's "Mean of empty slice" and kin
+            warnings.simplefilter("ignore", RuntimeWarning)
+            references = [run_module(m, inputs, round_stored=r)
+                          for m, r in ((module, False), (module, True),
+                                       (_decomposed(printed), True))]
+    except Exception as err:
+        return Outcome("error", "reference", _one_line(err))
+    modes = ["fused", "unfused"] + (["fused-checked"] if "f16>" in text else [])
+    for mode in modes:
+        outcome = _check_mode(text, mode, func.sym_name.data, inputs, references)
+        if outcome.failed:
+            return outcome
+    return Outcome("ok")
+
+
+def _decomposed(text: str) -> ModuleOp:
+    """The program after `decompose`: unfused, every op of a composite
+    (layer_norm, softmax, ...) stores its result in the element type."""
+    ctx = make_context()
+    module = parse_module(ctx, text, "printed.mlir")
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), "decompose")).run(module)
+    return module
+
+
+def _check_mode(text: str, mode: str, name: str, inputs: list[np.ndarray],
+                references: list[list[np.ndarray]]) -> Outcome:
+    from fusec.compiler.compile import compile_model
+    from fusec.runtime.executor import run_program
+
+    try:
+        artifacts = compile_model(text, fusion=mode != "unfused",
+                                  check_precision=mode == "fused-checked")
+    except FusecError as err:
+        return Outcome("rejected", f"compile-{mode}", err.message.splitlines()[0])
+    except Exception as err:
+        return Outcome("error", f"compile-{mode}", _one_line(err))
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = run_program(artifacts.program, name, [a.copy() for a in inputs], device="sim")
+    except Exception as err:
+        return Outcome("error", f"run-{mode}", _one_line(err))
+    for i, g in enumerate(got):
+        # A value computed in f16 and cast to f32 carries f16's error.
+        floor = TOLERANCES["float16"] if "f16>" in text else 0.0
+        problems = [compare(np.asarray(g), ref[i], floor) for ref in references]
+        if all(problems):
+            return Outcome("mismatch", f"compare-{mode}", f"output {i}: {problems[0]}")
+    return Outcome("ok")
+
+
+def compare(got: np.ndarray, want: np.ndarray, min_tolerance: float = 0.0) -> str:
+    """'' when `got` matches the reference `want`, else what differs; the
+    tolerance is that of got's element type, at least `min_tolerance`."""
+    if got.shape != want.shape:
+        return f"shape {got.shape}, reference {want.shape}"
+    if got.dtype.kind not in "fc":
+        bad = int(np.count_nonzero(got != want.astype(got.dtype)))
+        return f"{bad} element(s) differ" if bad else ""
+    with np.errstate(all="ignore"):
+        w = want.astype(got.dtype).astype(np.float64)  # overflow in the output type is inf
+    g = got.astype(np.float64)
+    if not np.array_equal(np.isnan(g), np.isnan(w)):
+        return "NaN " + _at(g, w, np.isnan(g) != np.isnan(w))
+    inf_g, inf_w = np.where(np.isinf(g), g, 0), np.where(np.isinf(w), w, 0)
+    if not np.array_equal(inf_g, inf_w):
+        return "inf " + _at(g, w, inf_g != inf_w)
+    finite = np.isfinite(w)
+    err = float(np.max(np.abs(g[finite] - w[finite]), initial=0.0))
+    scale = float(np.max(np.abs(w[finite]), initial=0.0))
+    tol = max(TOLERANCES.get(got.dtype.name, TOLERANCES["float32"]), min_tolerance)
+    if err > tol * max(scale, ABSOLUTE_FLOOR):
+        return f"max abs err {err:.3g} over {tol:g} x max|ref| {scale:.3g}"
+    return ""
+
+
+def _at(g: np.ndarray, w: np.ndarray, differs: np.ndarray) -> str:
+    """`at (0, 2): got 1.0, reference nan` for the first element that differs."""
+    i = tuple(int(k) for k in np.argwhere(differs)[0])
+    return f"at {i}: got {g[i]!r}, reference {w[i]!r}"
+
+
+def with_edge_values(inputs: list[np.ndarray], seed: int) -> list[np.ndarray]:
+    """Copies of `inputs` where one or two elements of some float inputs are
+    0, -0, -1, inf, -inf or NaN."""
+    rng = np.random.default_rng([seed, 0xED6E])
+    out = []
+    for a in inputs:
+        a = np.array(a)
+        if a.dtype.kind == "f" and a.size and rng.random() < 0.5:
+            for _ in range(int(rng.integers(1, 3))):
+                a.flat[int(rng.integers(a.size))] = EDGE_VALUES[int(rng.integers(6))]
+        out.append(a)
+    return out
+
+
+def _one_line(err: BaseException) -> str:
+    """`TypeError: message (file.py:123)`: the exception and where it came from."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" ({frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    message = " ".join(str(err).split())[:300]
+    return f"{type(err).__name__}: {message}{where}"
