@@ -2,12 +2,10 @@
 minimized programs it has found, and the fuzzer's own parts.
 
 The slice runs `SLICE` random programs of seed `SLICE_SEED` fused and unfused
-in the simulator against the reference; a failure that is an instance of a
-known bug (an item of issue 10, or one reported, `fuzz/triage.py`) is an
-xfail naming it, any other fails the test
-with the program. Each file of `fuzz_regressions/` must pass (or, marked
-`// xfail: REASON`, such as `item N` of issue 10, fail until it is fixed:
-strict).
+in the simulator against the reference; any failure fails the test with the
+program (and names the fixed bug it looks like a return of, `fuzz/triage.py`).
+Each file of `fuzz_regressions/` must pass (or, marked `// xfail: REASON`,
+fail until it is fixed: strict).
 """
 
 from __future__ import annotations
@@ -46,9 +44,8 @@ def test_fuzz_slice(index: int) -> None:
     outcome = check_text(text, index, edges)
     if outcome.failed:
         item = known_item(text, outcome, index, edges)
-        if item is not None:
-            pytest.xfail(f"{item} ({KNOWN_ITEMS[item]}): {outcome.detail}")
-    assert not outcome.failed, f"{outcome}\n{text}"
+        like = f" (it looks like {item} again: {KNOWN_ITEMS[item]})" if item else ""
+        pytest.fail(f"{outcome}{like}\n{text}")
 
 
 def _regression_params() -> list[object]:

@@ -1,7 +1,6 @@
 // fusec fuzz: error at run-fused
 // detail: IndexError: tid=[1, 0, 0] ctaid=[0, 0, 1]: index 16 is out of bounds for axis 0 with size 12 (devicearray.py:166)
 // known: item 1 (kernel names collide for long function names)
-// xfail: item 1
 // inputs: seed=8 edges=no
 // found by: python -m fusec.fuzz --seed 100 (graph 8), minimized
 func.func @KFW62DkdZKFerFbxmZwxSkB8RVfD$_fgoj$n8e(%v1: tensor<3x4x2x1xf32>, %v2: tensor<2x3x3x1xf32>) -> (tensor<3x4x1x1xf32>, tensor<2x3x5x1xf32>) {

@@ -1,7 +1,6 @@
 // fusec fuzz: error at compile-fused
 // detail: InternalPassError: internal error in pass 'form-fusion-groups': TypeError: '<' not supported between instances of 'NoneType' and 'float' (pipeline.py:83)
 // known: item 5 (check-precision with an i1 output: TypeError)
-// xfail: item 5
 // inputs: seed=2 edges=no
 // found by: python -m fusec.fuzz --seed 100 (graph 2), minimized
 func.func @f(%v0: tensor<2x3x1x3xf16>, %v1: tensor<3xf16>, %v2: tensor<3xi1>, %v3: tensor<3xf16>) -> (tensor<2x3x1x3xi1>, tensor<2x3x1x1xf16>) {

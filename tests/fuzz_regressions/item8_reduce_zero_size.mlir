@@ -1,7 +1,6 @@
 // fusec fuzz: error at run-fused
 // detail: ValueError: cannot reshape array of size 0 into shape (1,) (devicearray.py:207)
 // known: item 8 (zero-size dimensions)
-// xfail: item 8
 // inputs: seed=0 edges=no
 // found by: issue 10 item 8
 func.func @f(%a: tensor<0x3xf32>) -> tensor<3xf32> {

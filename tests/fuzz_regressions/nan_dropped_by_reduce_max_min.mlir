@@ -1,7 +1,6 @@
 // fusec fuzz: mismatch at compare-fused
 // detail: output 0: NaN at (0,): got np.float64(1.7997074127197266), reference np.float64(nan)
 // known: no
-// xfail: the kernel's max(acc, x) drops a NaN that the reference (np.max) keeps; not an item of issue 10 (item 2 is nn.max/nn.min)
 // inputs: seed=2 edges=yes
 // found by: python -m fusec.fuzz --seed 200 (graph 12), written smaller
 func.func @f(%x: tensor<3x8xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
