@@ -101,11 +101,12 @@ def check_text(text: str, seed: int = 0, edges: bool = False) -> Outcome:
 
 
 def _decomposed(text: str) -> ModuleOp:
-    """The program after `decompose`: unfused, every op of a composite
+    """The program after `fold-empty` and `decompose` (as the compile job runs
+    them): unfused, every op of a composite
     (layer_norm, softmax, ...) stores its result in the element type."""
     ctx = make_context()
     module = parse_module(ctx, text, "printed.mlir")
-    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), "decompose")).run(module)
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), "fold-empty,decompose")).run(module)
     return module
 
 

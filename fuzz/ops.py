@@ -104,6 +104,9 @@ def reduce(b: Builder, op: str) -> str:
     axes = sorted(int(a) for a in b.rng.choice(rank, b.int(1, rank), replace=False))
     keep = b.chance(0.5)
     out = shapes.reduced_shape(shape, tuple(axes), keep)
+    if op in ("nn.reduce_max", "nn.reduce_min") and 0 in [shape[a] for a in axes] \
+            and 0 not in out:
+        op = "nn.reduce_sum"  # the maximum of nothing is undefined: a verifier error
     spelled = _ints([_axis(b, a, rank) for a in axes])
     attrs = f"{{axes = {spelled}, keepdims = {'true' if keep else 'false'}}}"
     if not keep and b.chance(0.3):
