@@ -390,10 +390,10 @@ def _library_from_json(e: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
-              kernel_entries: Sequence[tuple[str, str, str]] = ()) -> None:
+              kernel_entries: Sequence[tuple[str, str, Any]] = ()) -> None:
     """Write OUT whole or not at all: the files go into a temporary directory
     beside OUT, which then replaces OUT in one rename. `kernel_entries`
-    (key, kernel, PTX) go to OUT/kernels (`--save-kernels`)."""
+    (key, kernel, `KernelCode`) go to OUT/kernels (`--save-kernels`)."""
     target = Path(out_dir)
     _check_replaceable(target)
     parent = target.parent if str(target.parent) else Path(".")
@@ -414,8 +414,8 @@ def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
             from fusec.runtime.kernel_cache import KernelStore
 
             store = KernelStore(staging / "kernels")
-            for key, name, ptx in kernel_entries:
-                store.store(key, name, ptx, strict=True)
+            for key, name, code in kernel_entries:
+                store.store(key, name, code, strict=True)
         replace_directory(staging, target)
     except OSError as err:
         raise FusecError(f"cannot write '{out_dir}': {err.strerror or err}") from None
