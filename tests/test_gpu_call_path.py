@@ -90,7 +90,7 @@ def test_every_kind_in_and_out_with_graphs(capfd: pytest.CaptureFixture[str]) ->
             # floor for results near 0
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
     assert model.executor.graph is not None
-    assert "warning" not in capfd.readouterr().err  # kernels loaded, none JIT-compiled
+    assert "fusec: warning" not in capfd.readouterr().err  # kernels loaded, none JIT-compiled
     with pytest.raises(FusecError, match="expected dtype float32"):
         model(torch.zeros(4096, dtype=torch.float64, device="cuda"), torch.zeros(4096))
 
@@ -133,7 +133,7 @@ def test_second_process_links_kept_kernels(tmp_path: Path) -> None:
     assert second["load"]["compiled"] == 0 and second["load"]["jit"] == 0, second
     assert second["load"]["kept"] == first["load"]["compiled"]
     assert second["load"]["linked"] == 0, second  # the cubin was loaded as it is
-    assert "warning" not in first["stderr"] + second["stderr"]
+    assert "fusec: warning" not in first["stderr"] + second["stderr"]
     assert second["sum"] == pytest.approx(first["sum"], rel=1e-6)
 
 
@@ -146,7 +146,7 @@ def test_kept_ptx_is_linked_by_the_driver_and_its_cubin_kept(tmp_path: Path,
     assert _strip_cubins(own_cache) >= 1  # as if no ptxas had been at hand
     linked = _child(model, "compile")
     assert linked["load"]["kept"] == kernels and linked["load"]["linked"] == kernels, linked
-    assert linked["load"]["jit"] == 0 and "warning" not in linked["stderr"], linked
+    assert linked["load"]["jit"] == 0 and "fusec: warning" not in linked["stderr"], linked
     again = _child(model, "compile")  # the driver's cubin was stored beside the PTX
     assert again["load"]["kept"] == kernels and again["load"]["linked"] == 0, again
     assert again["sum"] == pytest.approx(first["sum"], rel=1e-6)
@@ -164,9 +164,10 @@ def test_load_out_links_saved_kernels_and_rebuilds_corrupt_ones(tmp_path: Path,
     shutil.rmtree(own_cache)  # only OUT/kernels holds the PTX now
     run = _child(tmp_path / "out", "out")
     assert run["load"]["kept"] >= 1 and run["load"]["compiled"] == 0, run
-    assert run["load"]["jit"] == 0 and "warning" not in run["stderr"], run
+    assert run["load"]["jit"] == 0 and "fusec: warning" not in run["stderr"], run
     for entry in (tmp_path / "out" / "kernels").rglob("*.json"):
         entry.write_text("{broken")
+    shutil.rmtree(own_cache, ignore_errors=True)  # where the run kept cubins it linked
     again = _child(tmp_path / "out", "out")
     assert "ignoring kernel cache entry" in again["stderr"]
     assert again["load"]["compiled"] >= 1 and again["load"]["jit"] == 0, again
