@@ -376,11 +376,11 @@ def _library_from_json(e: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
-              kernel_entries: Sequence[tuple[str, str, str]] = ()) -> None:
+              kernel_entries: Sequence[tuple[str, str, Any]] = ()) -> None:
     """Write OUT whole or not at all: the files go into a temporary directory
     beside OUT, which then replaces OUT in one rename. An existing OUT is
     replaced only if fusec wrote it (`out_marker.check_replaceable`).
-    `kernel_entries` (key, kernel, PTX) go to OUT/kernels (`--save-kernels`)."""
+    `kernel_entries` (key, kernel, `KernelCode`) go to OUT/kernels (`--save-kernels`)."""
     target = through_link(Path(out_dir))  # a link to OUT: replace what it points to
     check_replaceable(target)
     with stop_cleanly():
@@ -392,7 +392,7 @@ def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
 
 
 def _write_staging(artifacts: CompiledArtifacts, staging: Path, target: Path,
-                   out_dir: str | Path, kernel_entries: Sequence[tuple[str, str, str]]) -> None:
+                   out_dir: str | Path, kernel_entries: Sequence[tuple[str, str, Any]]) -> None:
     """Fill `staging` and move it to `target`; `staging` is gone after."""
     try:
         (staging / "model.mlir").write_text(artifacts.model_mlir, encoding="utf-8")
@@ -406,8 +406,8 @@ def _write_staging(artifacts: CompiledArtifacts, staging: Path, target: Path,
             from fusec.runtime.kernel_cache import KernelStore
 
             store = KernelStore(staging / "kernels")
-            for key, name, ptx in kernel_entries:
-                store.store(key, name, ptx, strict=True)
+            for key, name, code in kernel_entries:
+                store.store(key, name, code, strict=True)
         written = [n for n in OUT_FILES if n != MARKER]
         write_marker(staging, written, [d for d in OUT_FOLDERS if (staging / d).is_dir()])
         replace_directory(staging, target)

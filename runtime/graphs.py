@@ -14,6 +14,12 @@ memory the graph writes). The graph reads *static input buffers* and writes
 3. copies each output into a fresh array of the caller's kind (torch in,
    torch out) — or into NumPy, waiting for the stream, for host inputs.
 
+What does not change between calls is resolved once: per input position
+and Python type, a feeder that checks the array and reads its address
+(`graph_inputs.py`); per kind of caller, the stream reader and the output
+allocators (`graph_outputs.py`). A call runs only those, the copies
+(`cudaMemcpyAsync` on raw pointers) and `Graph.launch`.
+
 All three run on the caller's current stream for torch and CuPy arrays (on
 the legacy default stream otherwise), so results are ordered like any other
 work of the caller and nothing waits on the host for device arrays. Copying
@@ -36,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fusec.compiler.diagnostics import FusecError
-from fusec.runtime.arrays import array_kind, host_array, host_results, on_host
+from fusec.runtime.graph_inputs import InputFeed
+from fusec.runtime.graph_outputs import ResultSink
 
 if TYPE_CHECKING:
     from fusec.runtime.executor import Executor
@@ -79,8 +85,10 @@ class GraphRunner:
         self.out_ptrs = [int(r.__cuda_array_interface__["data"][0]) for r in self.static_out]
         self.nbytes_in = [int(np.prod(s)) * d.itemsize for s, d in self.in_specs]
         self.nbytes_out = [int(np.prod(s)) * d.itemsize for s, d in self.out_specs]
-        self._streams: dict[int, Any] = {}
-        self._torch_dtypes: dict[np.dtype[Any], Any] = {}
+        self.feeds = [InputFeed(fp, i) for i in range(len(fp.inputs))]
+        self.device_id = int(cupy.cuda.Device().id)
+        self._sinks: dict[str, ResultSink] = {}
+        self._memcpy = cupy.cuda.runtime.memcpyAsync
         self.graph.upload(self.stream)
         self.stream.synchronize()
 
@@ -109,113 +117,33 @@ class GraphRunner:
         return results, graph
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
-        """Copy in, replay, copy out (see the module's docstring)."""
-        ex = self.executor
-        if len(inputs) != len(self.in_specs):
+        """Copy in, replay, copy out (see the module's docstring). Per input
+        type and per kind of caller everything is resolved once
+        (`graph_inputs.InputFeed`, `graph_outputs.ResultSink`): a call only
+        checks each array, reads addresses and queues copies and the graph."""
+        if len(inputs) != len(self.feeds):
             from fusec.runtime.executor import check_inputs
 
-            check_inputs(ex.fp, inputs)
+            check_inputs(self.executor.fp, inputs)
         kind = "numpy"
-        for a in inputs:
-            kind = array_kind(a)
-            if kind != "numpy":
-                break
-        stream = self._stream_for(kind)
-        memcpy = self.cupy.cuda.runtime.memcpyAsync
-        keep = []
-        for i, a in enumerate(inputs):
-            ptr, held = self._source(i, a)
-            keep.append(held)
-            memcpy(self.in_ptrs[i], ptr, self.nbytes_in[i], _MEMCPY_DEFAULT, stream.ptr)
+        fed = []
+        for feed, a in zip(self.feeds, inputs, strict=True):
+            k, ptr, held = feed(a)
+            if kind == "numpy":
+                kind = k
+            fed.append((ptr, held))
+        sink = self._sinks.get(kind)
+        if sink is None:
+            sink = self._sinks[kind] = ResultSink(kind, self.out_specs, self.cupy,
+                                                  self.executor.cuda, self.device_id)
+        stream, sptr = sink.stream()
+        memcpy = self._memcpy
+        for (ptr, _), dst, n in zip(fed, self.in_ptrs, self.nbytes_in, strict=True):
+            memcpy(dst, ptr, n, _MEMCPY_DEFAULT, sptr)
         self.graph.launch(stream)
-        outs = [self._fresh(kind, shape, dtype) for shape, dtype in self.out_specs]
-        for i, (_, ptr) in enumerate(outs):
-            memcpy(ptr, self.out_ptrs[i], self.nbytes_out[i], _MEMCPY_DEFAULT, stream.ptr)
-        arrays = [o for o, _ in outs]
-        if on_host(kind):
-            stream.synchronize()
-            return host_results(kind, arrays)
-        if kind == "cai":
-            stream.synchronize()  # numba arrays carry no stream: finish before returning
-        return arrays
-
-    def _stream_for(self, kind: str) -> Any:
-        """The caller's current CuPy stream for torch and CuPy arrays, else
-        the legacy default stream (ordered after numba's blocking streams)."""
-        cupy = self.cupy
-        if kind == "cupy":
-            return cupy.cuda.get_current_stream()
-        if kind != "torch":
-            return cupy.cuda.Stream.null
-        ptr = int(sys.modules["torch"].cuda.current_stream().cuda_stream)
-        if ptr not in self._streams:
-            self._streams[ptr] = cupy.cuda.ExternalStream(ptr) if ptr else cupy.cuda.Stream.null
-        return self._streams[ptr]
-
-    def _source(self, i: int, a: Any) -> tuple[int, Any]:
-        """The address of input `i`'s data (checked against the signature)
-        and the object that keeps it alive until the copy is queued."""
-        shape, dtype = self.in_specs[i]
-        kind = array_kind(a)
-        if on_host(kind):
-            host = host_array(a, kind)
-            if host.shape != shape or host.dtype != dtype:
-                self._reject(i, a)
-            return int(host.ctypes.data), host
-        if kind == "torch":
-            if tuple(a.shape) != shape or a.dtype is not self._torch_dtype(dtype) \
-                    or not a.is_contiguous():
-                self._reject(i, a)
-            return int(a.data_ptr()), a
-        if kind == "dlpack-cuda":
-            a = self.cupy.from_dlpack(a)
-            kind = "cupy"
-        if kind == "cupy":
-            if a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
-                self._reject(i, a)
-            return int(a.data.ptr), a
-        iface = getattr(a, "__cuda_array_interface__", None)
-        if not isinstance(iface, dict) or tuple(iface["shape"]) != shape \
-                or np.dtype(iface["typestr"]) != dtype or iface.get("strides") not in (
-                    None, _c_strides(shape, dtype)):
-            self._reject(i, a)
-        return int(iface["data"][0]), a
-
-    def _reject(self, i: int, a: Any) -> None:
-        """Raise the executor's error for input `i` (or a contiguity one)."""
-        from fusec.runtime.executor import check_inputs
-
-        fp = self.executor.fp
-        stand_ins: list[Any] = [np.empty(s, d) for s, d in self.in_specs]
-        stand_ins[i] = a
-        check_inputs(fp, stand_ins)
-        name = (fp.input_names or fp.inputs)[i]
-        raise FusecError(f"input '{name}' of @{fp.name} must be C-contiguous (copy it first)")
-
-    def _torch_dtype(self, dtype: np.dtype[Any]) -> Any:
-        if dtype not in self._torch_dtypes:
-            self._torch_dtypes[dtype] = getattr(sys.modules["torch"], dtype.name)
-        return self._torch_dtypes[dtype]
-
-    def _fresh(self, kind: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[Any, int]:
-        """A new output array of the caller's kind and its address."""
-        if on_host(kind):
-            host = np.empty(shape, dtype)
-            return host, int(host.ctypes.data)
-        if kind == "torch":
-            t = sys.modules["torch"].empty(shape, dtype=self._torch_dtype(dtype), device="cuda")
-            return t, int(t.data_ptr())
-        if kind in ("cupy", "dlpack-cuda"):
-            c = self.cupy.empty(shape, dtype)
-            return c, int(c.data.ptr)
-        d = self.executor.cuda.device_array(shape, dtype)
-        return d, int(d.__cuda_array_interface__["data"][0])
+        outs = sink.fresh()
+        for (_, ptr), src, n in zip(outs, self.out_ptrs, self.nbytes_out, strict=True):
+            memcpy(ptr, src, n, _MEMCPY_DEFAULT, sptr)
+        return sink.finish([o for o, _ in outs], stream)
 
 
-def _c_strides(shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[int, ...]:
-    """The byte strides of a C-contiguous array."""
-    strides, step = [], dtype.itemsize
-    for d in reversed(shape):
-        strides.append(step)
-        step *= d
-    return tuple(reversed(strides))

@@ -1,20 +1,28 @@
-"""Kernels ready to launch on a GPU: linked from kept PTX, or compiled to PTX
-on all cores first.
+"""Kernels ready to launch on a GPU: loaded from a kept cubin, linked from
+kept PTX by the driver, or compiled on all cores first.
 
 numba's own path compiles a kernel at its first launch, one after another,
-in the calling process. Here every kernel of a model whose PTX is not kept
-yet (`runtime/kernel_cache.py`) is compiled with `numba.cuda.compile_ptx`
-in a pool of processes (one per core, started with "spawn" so that no CUDA
+in the calling process. Here every kernel of a model that is not kept yet
+(`runtime/kernel_cache.py`) is compiled with `numba.cuda.compile_ptx` in a
+pool of processes (one per core, started with "spawn" so that no CUDA
 context is inherited, and without `NUMBA_ENABLE_CUDASIM`, since the
-simulator compiles nothing), the PTX is stored, and each kernel is then
-built from its PTX as numba's own disk cache rebuilds one: a
-`CUDACodeLibrary` holding the PTX for the device's compute capability
-inside a `_Kernel`, registered with the kernel's dispatcher. The driver
-links the PTX when the kernel is first bound.
+simulator compiles nothing); where `ptxas` is installed the same worker
+assembles the PTX into a cubin for the device's compute capability, so that
+no process has to have the driver compile PTX.
+
+Each kernel is then built the way numba rebuilds a pickled kernel: a
+`CUDACodeLibrary` whose caches hold the code under numba's own key for the
+device (`_ensure_cc`: `(9, 0, "a")` on Hopper), inside a `_Kernel`
+registered with the kernel's dispatcher. When the kernel is bound, numba
+hands the cubin to the driver (`cuLibraryLoadData` through cuda.core's
+`ObjectCode`); without a cubin, numba's linker (`driver._Linker.add_ptx`,
+the driver's or nvJitLink's) turns the PTX into one first, and that cubin
+is returned so the caller can keep it. Nothing in this path goes to NVVM,
+which compiles only LLVM IR.
 
 ```python
-ptx = compile_ptx_parallel(kernels_py, {"f_g0_add": [(1, "float32"), (1, "float32")]}, (9, 0))
-kernel = kernel_from_ptx(module.f_g0_add, ptx["f_g0_add"], [(1, "float32"), ...], (9, 0))
+code = compile_parallel(kernels_py, {"f_g0_add": [(1, "float32"), (1, "float32")]}, (9, 0))
+kernel, linked_cubin = kernel_from_code(module.f_g0_add, code["f_g0_add"], signature)
 kernel.launch(args, grid, block, stream, shared_bytes)
 ```
 
@@ -28,6 +36,10 @@ import linecache
 import multiprocessing
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import types
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -35,7 +47,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from fusec.compiler.diagnostics import FusecError
-from fusec.runtime.kernel_cache import Signature
+from fusec.runtime.kernel_cache import KernelCode, Signature
 from fusec.runtime.progress import progress_bar
 
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z0-9_$]+)\s*\(")
@@ -43,6 +55,10 @@ _ENTRY = re.compile(r"\.entry\s+([A-Za-z0-9_$]+)\s*\(")
 # reshape helpers) that a bare PTX entry does not record: such a kernel is
 # JIT-compiled by numba instead.
 _EXTERN_FUNC = re.compile(r"^\s*\.extern\s+\.func", re.MULTILINE)
+
+# ptxas assembles one kernel in well under a second; a hung tool must not
+# hang the compile (the driver can still link the PTX).
+PTXAS_TIMEOUT_S = 120
 
 _worker_module: types.ModuleType | None = None
 
@@ -71,8 +87,44 @@ def array_types(signature: Signature) -> tuple[Any, ...]:
     return tuple(nt.Array(getattr(nt, str(t)), int(n), "C") for n, t in signature)
 
 
-def _compile_one(name: str, signature: Signature, cc: tuple[int, int]) -> str:
-    """PTX of kernel `name` for `cc` (runs in a worker)."""
+def find_ptxas() -> str | None:
+    """The ptxas to assemble cubins with: on PATH, else in $CUDA_HOME/bin
+    (or $CUDA_PATH/bin); None when there is none."""
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(env)
+        if root and os.access(os.path.join(root, "bin", "ptxas"), os.X_OK):
+            return os.path.join(root, "bin", "ptxas")
+    return None
+
+
+def assemble_cubin(ptx: str, cc: tuple[int, int], ptxas: str | None) -> bytes | None:
+    """`ptx` assembled by `ptxas` for `sm_<cc>`, or None (no ptxas, or one
+    that rejects this PTX, e.g. older than the NVVM that wrote it: the
+    driver then links the PTX at load time)."""
+    if ptxas is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="fusec-cubin-") as tmp:
+        src, out = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(ptx)
+        try:
+            proc = subprocess.run([ptxas, f"-arch=sm_{cc[0]}{cc[1]}", "-o", out, src],
+                                  capture_output=True, timeout=PTXAS_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if proc.returncode != 0 or not os.path.exists(out):
+            return None
+        with open(out, "rb") as f:
+            return f.read() or None
+
+
+def _compile_one(name: str, signature: Signature, cc: tuple[int, int],
+                 ptxas: str | None) -> tuple[str, bytes | None]:
+    """PTX of kernel `name` for `cc`, and its cubin where `ptxas` is given
+    (runs in a worker)."""
     from numba import cuda
 
     assert _worker_module is not None
@@ -81,32 +133,35 @@ def _compile_one(name: str, signature: Signature, cc: tuple[int, int]) -> str:
                                   array_types(signature), cc=cc)
     except Exception as err:  # numba's errors do not always pickle: send text
         raise RuntimeError(f"{type(err).__name__}: {err}") from None
-    return ptx
+    return ptx, assemble_cubin(ptx, cc, ptxas) if linkable(ptx) else None
 
 
-def compile_ptx_parallel(source: str, signatures: Mapping[str, Signature],
-                         cc: tuple[int, int], workers: int | None = None) -> dict[str, str]:
-    """PTX per kernel of `source`, compiled for `cc` on up to `workers`
-    processes (default: every core), with a progress bar naming each kernel."""
+def compile_parallel(source: str, signatures: Mapping[str, Signature],
+                     cc: tuple[int, int], workers: int | None = None) -> dict[str, KernelCode]:
+    """PTX (and a cubin, where ptxas is installed) per kernel of `source`,
+    compiled for `cc` on up to `workers` processes (default: every core),
+    with a progress bar naming each kernel."""
     if not signatures:
         return {}
     count = max(1, min(len(signatures), workers or os.cpu_count() or 1))
-    out: dict[str, str] = {}
+    ptxas = find_ptxas()
+    out: dict[str, KernelCode] = {}
     pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker, initargs=(source,))
     try:
         with pool, progress_bar(len(signatures), "compiling kernels") as bar:
-            futures = {pool.submit(_compile_one, name, list(sig), tuple(cc)): name
+            futures = {pool.submit(_compile_one, name, list(sig), tuple(cc), ptxas): name
                        for name, sig in signatures.items()}
             for done in as_completed(futures):
                 name = futures[done]
                 try:
-                    out[name] = done.result()
+                    ptx, cubin = done.result()
                 except BrokenProcessPool as err:
                     raise FusecError(f"the kernel compile workers stopped ({err})") from None
                 except RuntimeError as err:
                     raise FusecError(f"numba could not compile kernel '{name}': {err}") \
                         from None
+                out[name] = KernelCode(ptx, cubin)
                 bar.advance(name)
     finally:
         pool.shutdown(cancel_futures=True)
@@ -118,31 +173,68 @@ def linkable(ptx: str) -> bool:
     return len(_ENTRY.findall(ptx)) == 1 and not _EXTERN_FUNC.search(ptx)
 
 
-def kernel_from_ptx(dispatcher: Any, ptx: str, signature: Signature,
-                    cc: tuple[int, int]) -> Any:
-    """A launchable numba `_Kernel` for `dispatcher`'s function made from
-    its PTX, bound to the current context (the driver links it here, so a
-    PTX this driver cannot take fails now, not mid-call), and registered as
-    the dispatcher's overload for `signature`."""
-    from numba.cuda import types as nt
+def code_library(code: KernelCode) -> tuple[Any, Any]:
+    """numba's `CUDACodeLibrary` holding `code` for the current device, and
+    its cache key. The key is numba's own (`_ensure_cc`, `(9, 0, "a")` on
+    Hopper): under any other key `get_cubin` would miss and hand the empty
+    LLVM IR list to NVVM (ERROR_NO_MODULE_IN_PROGRAM)."""
     from numba.cuda.codegen import CUDACodeLibrary
-    from numba.cuda.dispatcher import _Kernel
+    from numba.cuda.cudadrv.driver import ObjectCode
 
-    entry = _ENTRY.search(ptx)
-    if entry is None or not linkable(ptx):
+    entry = _ENTRY.search(code.ptx)
+    if entry is None or not linkable(code.ptx):
         raise FusecError("the PTX is not one self-contained kernel entry")
     name = entry.group(1)
     library = CUDACodeLibrary._rebuild(
-        codegen=None, name=name, entry_name=name, llvm_strs=[], ptx_cache={cc: [ptx]},
+        codegen=None, name=name, entry_name=name, llvm_strs=[], ptx_cache={},
         cubin_cache={}, linkerinfo_cache={}, max_registers=None, nvvm_options={},
         needs_cudadevrt=False, nrt=False, use_cooperative=False, lto=False)
+    key = library._ensure_cc(None)  # asks the current context's device
+    library._ptx_cache[key] = [code.ptx]
+    if code.cubin:
+        library._cubin_cache[key] = ObjectCode.from_cubin(code.cubin, name=name)
+    return library, key
+
+
+def kernel_from_code(dispatcher: Any, code: KernelCode,
+                     signature: Signature) -> tuple[Any, bytes | None]:
+    """A launchable numba `_Kernel` for `dispatcher`'s function, bound to the
+    current context (so code this driver cannot take fails now, not mid-call)
+    and registered as the dispatcher's overload for `signature`; and the
+    cubin numba's linker made from the PTX when `code` had no cubin (or one
+    this driver would not load), else None."""
+    from numba.cuda import types as nt
+    from numba.cuda.dispatcher import _Kernel
+
+    library, key = code_library(code)
     argtypes = array_types(signature)
     kernel = _Kernel._rebuild(
-        cooperative=False, name=name, signature=nt.void(*argtypes), codelibrary=library,
-        debug=False, lineinfo=False, call_helper=None, extensions=[])
-    kernel.bind()
+        cooperative=False, name=library._entry_name, signature=nt.void(*argtypes),
+        codelibrary=library, debug=False, lineinfo=False, call_helper=None, extensions=[])
+    try:
+        kernel.bind()
+        from_cubin = code.cubin is not None
+    except Exception as err:
+        if code.cubin is None:
+            raise
+        label = getattr(getattr(dispatcher, "py_func", None), "__name__", library.name)
+        print(f"fusec: warning: cannot load the kept cubin of kernel '{label}' "
+              f"({type(err).__name__}: {err}); linking its PTX",
+              file=sys.stderr)
+        library._cubin_cache.pop(key, None)
+        library._cufunc_cache.clear()
+        kernel.bind()
+        from_cubin = False
     dispatcher.add_overload(kernel, argtypes)
-    return kernel
+    linked = None if from_cubin else _cubin_bytes(library._cubin_cache.get(key))
+    return kernel, linked
+
+
+def _cubin_bytes(image: Any) -> bytes | None:
+    """The bytes of a linked cubin (cuda.core's `ObjectCode`, or bytes in
+    older numba-cuda)."""
+    data = getattr(image, "code", image)
+    return bytes(data) if isinstance(data, (bytes, bytearray)) and data else None
 
 
 def jit_kernels(dispatchers: Mapping[str, Any],

@@ -1,13 +1,16 @@
-"""Compiled kernels kept across processes: one PTX entry per kernel.
+"""Compiled kernels kept across processes: one entry per kernel, holding its
+PTX and, where one was built, its cubin (machine code for the key's compute
+capability).
 
 numba JIT-compiles every kernel in every new process (about two seconds
-each); an entry here lets a later process link the kernel's PTX instead.
+each); an entry here lets a later process load the kernel's cubin (or have
+the driver link its PTX) instead.
 
 ```python
 key = kernel_key(kernels_py, "f_g0_add", [(1, "float32"), (1, "float32")], (9, 0))
 store = user_store()                 # None when FUSEC_KERNEL_CACHE=0
-ptx = store.load(key, "f_g0_add")    # None when absent, corrupt or foreign (with a warning)
-store.store(key, "f_g0_add", ptx)    # atomic: a temporary file renamed into place
+code = store.load(key, "f_g0_add")   # KernelCode, or None when absent, corrupt or foreign
+store.store(key, "f_g0_add", KernelCode(ptx, cubin))  # atomic: a temporary file renamed
 ```
 
 - The key is a SHA-256 over the whole kernels.py text (a kernel may call
@@ -15,10 +18,11 @@ store.store(key, "f_g0_add", ptx)    # atomic: a temporary file renamed into pla
   compute capability and the numba and numba-cuda versions: any change of
   those misses the cache instead of loading stale code.
 - An entry is a JSON file `KEY[:2]/KEY.json` holding the key, the kernel name,
-  the PTX and its SHA-256. A file that cannot be parsed, whose digest does not
-  match (truncated, corrupted) or that was written for another key or kernel
-  (foreign) is ignored with a warning on stderr; the caller compiles the
-  kernel again and its `store` replaces the entry.
+  the PTX and its SHA-256, and the cubin (base64) and its SHA-256 or null.
+  A file that cannot be parsed, whose digests do not match (truncated,
+  corrupted) or that was written for another key or kernel (foreign) is
+  ignored with a warning on stderr; the caller compiles the kernel again and
+  its `store` replaces the entry.
 - Writers never leave a partial file: each writes a temporary file in the
   entry's folder and renames it over the entry (`os.replace` is atomic on one
   file system), so concurrent writers of the same key race harmlessly and a
@@ -31,24 +35,36 @@ store.store(key, "f_g0_add", ptx)    # atomic: a temporary file renamed into pla
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 ENTRY_FORMAT = "fusec-kernel"
-ENTRY_VERSION = 1
+ENTRY_VERSION = 2  # 2: the cubin beside the PTX
 CACHE_DIR_ENV = "FUSEC_CACHE_DIR"
 CACHE_SWITCH_ENV = "FUSEC_KERNEL_CACHE"
 
 # Argument types of one kernel: [(ndim, numba element type name), ...]
 # (codegen/ptx.py's Signature).
 Signature = Sequence[Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class KernelCode:
+    """One compiled kernel: its PTX and, where ptxas or the driver built it,
+    its cubin for the compute capability of its key."""
+
+    ptx: str
+    cubin: bytes | None = None
 
 
 def toolchain_versions() -> dict[str, str]:
@@ -92,8 +108,8 @@ class KernelStore:
         """Where the entry of `key` lives."""
         return self.root / key[:2] / f"{key}.json"
 
-    def load(self, key: str, kernel: str) -> str | None:
-        """The PTX stored for `key`, or None when there is no usable entry
+    def load(self, key: str, kernel: str) -> KernelCode | None:
+        """The code stored for `key`, or None when there is no usable entry
         (a corrupt or foreign one is reported on stderr and left to be
         replaced by the next `store`)."""
         path = self.path(key)
@@ -104,21 +120,22 @@ class KernelStore:
         except OSError as err:
             _warn(f"cannot read kernel cache entry '{path}' ({err.strerror}); compiling again")
             return None
-        problem, ptx = _check_entry(raw, key, kernel)
-        if problem:
+        problem, code = _check_entry(raw, key, kernel)
+        if code is None:
             _warn(f"ignoring kernel cache entry '{path}' ({problem}); compiling "
                   f"'{kernel}' again")
-            return None
-        return ptx
+        return code
 
-    def store(self, key: str, kernel: str, ptx: str, strict: bool = False) -> None:
+    def store(self, key: str, kernel: str, code: KernelCode, strict: bool = False) -> None:
         """Write the entry of `key` whole (temporary file + rename); a
         folder that cannot be written is reported once and skipped (raised
         as `OSError` when `strict`)."""
         path = self.path(key)
         entry = {"format": ENTRY_FORMAT, "version": ENTRY_VERSION, "key": key,
                  "kernel": kernel, "toolchain": toolchain_versions(),
-                 "ptx_sha256": hashlib.sha256(ptx.encode("utf-8")).hexdigest(), "ptx": ptx}
+                 "ptx_sha256": _sha256(code.ptx.encode("utf-8")), "ptx": code.ptx,
+                 "cubin_sha256": _sha256(code.cubin) if code.cubin else None,
+                 "cubin": base64.b64encode(code.cubin).decode("ascii") if code.cubin else None}
         tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,23 +154,35 @@ class KernelStore:
                 self._write_failed = True
 
 
-def _check_entry(raw: bytes, key: str, kernel: str) -> tuple[str, str]:
-    """("", ptx) for a sound entry of `key`, else (what is wrong, "")."""
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _check_entry(raw: bytes, key: str, kernel: str) -> tuple[str, KernelCode | None]:
+    """("", code) for a sound entry of `key`, else (what is wrong, None)."""
     try:
         entry = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return "not a readable JSON file: corrupted or truncated", ""
+        return "not a readable JSON file: corrupted or truncated", None
     if not isinstance(entry, dict) or entry.get("format") != ENTRY_FORMAT:
-        return "not a fusec kernel entry", ""
+        return "not a fusec kernel entry", None
     if entry.get("version") != ENTRY_VERSION:
-        return f"entry version {entry.get('version')!r}, expected {ENTRY_VERSION}", ""
+        return f"entry version {entry.get('version')!r}, expected {ENTRY_VERSION}", None
     if entry.get("key") != key or entry.get("kernel") != kernel:
-        return "written for another kernel (foreign entry)", ""
+        return "written for another kernel (foreign entry)", None
     ptx = entry.get("ptx")
-    if not isinstance(ptx, str) or \
-            hashlib.sha256(ptx.encode("utf-8")).hexdigest() != entry.get("ptx_sha256"):
-        return "its PTX does not match its digest: corrupted", ""
-    return "", ptx
+    if not isinstance(ptx, str) or _sha256(ptx.encode("utf-8")) != entry.get("ptx_sha256"):
+        return "its PTX does not match its digest: corrupted", None
+    cubin = entry.get("cubin")
+    if cubin is None:
+        return "", KernelCode(ptx)
+    try:
+        machine = base64.b64decode(cubin, validate=True) if isinstance(cubin, str) else b""
+    except (binascii.Error, ValueError):
+        machine = b""
+    if not machine or _sha256(machine) != entry.get("cubin_sha256"):
+        return "its cubin does not match its digest: corrupted", None
+    return "", KernelCode(ptx, machine)
 
 
 def user_store() -> KernelStore | None:

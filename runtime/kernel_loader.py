@@ -1,10 +1,12 @@
-"""A model's kernels on a GPU, without numba's per-process JIT where PTX is kept.
+"""A model's kernels on a GPU, without numba's per-process JIT where code is kept.
 
-For each kernel: its PTX from `OUT/kernels` (written by `fusec MODEL -o OUT
---save-kernels`), else from the per-user cache; the kernels found in
-neither are compiled to PTX on all cores (`kernel_build.compile_ptx_parallel`)
-and stored in the per-user cache. Each is then linked from its PTX; one that
-will not link (PTX written by a newer toolchain than this driver takes, or
+For each kernel: its code (PTX, and a cubin where one was built) from
+`OUT/kernels` (written by `fusec MODEL -o OUT --save-kernels`), else from the
+per-user cache; the kernels found in neither are compiled on all cores
+(`kernel_build.compile_parallel`) and stored in the per-user cache. Each is
+then loaded from its cubin, or linked from its PTX by the driver (the cubin
+that makes is stored too, so the next process loads it); one that will not
+load or link (code written by a newer toolchain than this driver takes, or
 one needing a link step) is reported and JIT-compiled by numba instead.
 
 The simulator compiles no machine code: it never comes here, and the cache
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,17 +25,19 @@ from typing import Any
 from fusec.codegen.program import Program
 from fusec.compiler.diagnostics import FusecError
 from fusec.runtime.kernel_build import (
-    compile_ptx_parallel,
+    compile_parallel,
     device_cc,
     jit_kernels,
-    kernel_from_ptx,
+    kernel_from_code,
     linkable,
 )
-from fusec.runtime.kernel_cache import KernelStore, Signature, kernel_key, user_store
+from fusec.runtime.kernel_cache import KernelCode, KernelStore, Signature, kernel_key, user_store
 
 # How the kernels of the last `load_gpu_kernels` call were obtained:
-# "kept" (PTX found), "compiled" (PTX compiled now), "jit" (numba's JIT).
-LAST_LOAD: dict[str, int] = {"kept": 0, "compiled": 0, "jit": 0}
+# "kept" (code found), "compiled" (compiled now), "jit" (numba's JIT); and
+# "linked": of the first two, those whose PTX the driver linked in this
+# process because no usable cubin was at hand.
+LAST_LOAD: dict[str, int] = {"kept": 0, "compiled": 0, "jit": 0, "linked": 0}
 
 
 def load_gpu_kernels(cuda: Any, module: ModuleType, source: str,
@@ -42,61 +47,75 @@ def load_gpu_kernels(cuda: Any, module: ModuleType, source: str,
     cc = device_cc(cuda)
     keys = {name: kernel_key(source, name, sig, cc) for name, sig in signatures.items()}
     cache = user_store()
-    stores = [s for s in (KernelStore(out_store) if out_store else None, cache) if s]
-    ptx: dict[str, str] = {}
-    for name in signatures:
-        for store in stores:
-            found = store.load(keys[name], name)
-            if found is not None:
-                ptx[name] = found
-                break
-    missing = {n: s for n, s in signatures.items() if n not in ptx}
+    code = _kept_code(keys, [s for s in (KernelStore(out_store) if out_store else None, cache)
+                             if s])
+    missing = {n: s for n, s in signatures.items() if n not in code}
     if missing:
         try:
-            fresh = compile_ptx_parallel(source, missing, cc)
+            fresh = compile_parallel(source, missing, cc)
         except FusecError as err:
             print(f"fusec: warning: {err.message}; JIT-compiling in this process instead",
                   file=sys.stderr)
             fresh = {}
-        for name, text in fresh.items():
+        for name, kc in fresh.items():
             if cache is not None:
-                cache.store(keys[name], name, text)
-        ptx.update(fresh)
+                cache.store(keys[name], name, kc)
+        code.update(fresh)
     kernels: dict[str, Any] = {}
+    linked = 0
     for name, sig in signatures.items():
-        text = ptx.get(name)
-        if text is not None and linkable(text):
-            try:
-                kernels[name] = kernel_from_ptx(getattr(module, name), text, sig, cc)
-                continue
-            except Exception as err:
-                print(f"fusec: warning: cannot link the PTX of kernel '{name}' "
-                      f"({type(err).__name__}: {err}); JIT-compiling it", file=sys.stderr)
+        kc = code.get(name)
+        if kc is None or not linkable(kc.ptx):
+            continue
+        try:
+            kernels[name], cubin = kernel_from_code(getattr(module, name), kc, sig)
+        except Exception as err:
+            print(f"fusec: warning: cannot load the code of kernel '{name}' "
+                  f"({type(err).__name__}: {err}); JIT-compiling it", file=sys.stderr)
+            continue
+        if cubin is not None:  # linked here: keep the cubin for the next process
+            linked += 1
+            if cache is not None:
+                cache.store(keys[name], name, replace(kc, cubin=cubin))
     jit = {n: s for n, s in signatures.items() if n not in kernels}
     kernels.update(jit_kernels({n: getattr(module, n) for n in jit}, jit))
     LAST_LOAD.update(kept=sum(n not in missing and n not in jit for n in signatures),
                      compiled=sum(n in missing and n not in jit for n in signatures),
-                     jit=len(jit))
+                     jit=len(jit), linked=linked)
     return kernels
 
 
-def compile_for_out(program: Program) -> list[tuple[str, str, str]]:
-    """(key, kernel, PTX) of every kernel of `program`, compiled on all cores
-    for the GPU present (the profile's Hopper compute capability without
-    one), also stored in the per-user cache: `fusec MODEL -o OUT
+def _kept_code(keys: Mapping[str, str], stores: list[KernelStore]) -> dict[str, KernelCode]:
+    """The kept code per kernel: the first store's entry, preferring one
+    with a cubin (OUT/kernels may hold only PTX where the cache has both)."""
+    found: dict[str, KernelCode] = {}
+    for name, key in keys.items():
+        for store in stores:
+            kc = store.load(key, name)
+            if kc is not None and (name not in found or kc.cubin):
+                found[name] = kc
+            if name in found and found[name].cubin:
+                break
+    return found
+
+
+def compile_for_out(program: Program) -> list[tuple[str, str, KernelCode]]:
+    """(key, kernel, code) of every kernel of `program`, compiled on all
+    cores for the GPU present (the profile's Hopper compute capability
+    without one), also stored in the per-user cache: `fusec MODEL -o OUT
     --save-kernels` writes them to OUT/kernels."""
     from fusec.codegen.ptx import program_signatures
 
     signatures = program_signatures(program)
     cc = _compile_target_cc()
-    ptx = compile_ptx_parallel(program.kernels_source, signatures, cc)
+    code = compile_parallel(program.kernels_source, signatures, cc)
     cache = user_store()
     entries = []
-    for name, text in sorted(ptx.items()):
+    for name, kc in sorted(code.items()):
         key = kernel_key(program.kernels_source, name, signatures[name], cc)
         if cache is not None:
-            cache.store(key, name, text)
-        entries.append((key, name, text))
+            cache.store(key, name, kc)
+        entries.append((key, name, kc))
     return entries
 
 

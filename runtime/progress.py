@@ -1,8 +1,11 @@
 """A progress bar for long compiles (rich), on stderr.
 
-Shown when stderr is a terminal; `FUSEC_PROGRESS=1` asks for it elsewhere
-(a log file gets rich's plain rendering); `--quiet` (`set_quiet(True)`) or
-`FUSEC_PROGRESS=0` silences it. Each step names the kernel just compiled.
+Shown when stderr is a terminal; `FUSEC_PROGRESS=1` asks for progress
+elsewhere, where it is written as one plain line per step
+(`fusec: compiling kernels: f_g1_exp (2/2)`: what a log file can hold, and
+the same whatever rich's version or terminal detection); `--quiet`
+(`set_quiet(True)`) or `FUSEC_PROGRESS=0` silences it. Each step names the
+kernel just compiled. Without rich, a terminal gets the plain lines too.
 
 ```python
 with progress_bar(len(names), "compiling kernels") as bar:
@@ -41,17 +44,25 @@ def progress_wanted() -> bool:
 
 
 class Bar:
-    """One running bar (or nothing, when progress is off)."""
+    """One running bar: rich's, plain lines (`lines=True`), or nothing."""
 
-    def __init__(self, rich_progress: Any, task: Any, what: str) -> None:
+    def __init__(self, rich_progress: Any, task: Any, what: str, total: int = 0,
+                 lines: bool = False) -> None:
         self._progress = rich_progress
         self._task = task
         self._what = what
+        self._total = total
+        self._done = 0
+        self._lines = lines
 
     def advance(self, name: str) -> None:
         """One more step done: `name` (the kernel) was compiled."""
+        self._done += 1
         if self._progress is not None:
             self._progress.update(self._task, advance=1, description=f"{self._what}: {name}")
+        elif self._lines:
+            print(f"fusec: {self._what}: {name} ({self._done}/{self._total})", file=sys.stderr,
+                  flush=True)
 
 
 @contextmanager
@@ -60,18 +71,29 @@ def progress_bar(total: int, what: str) -> Iterator[Bar]:
     if total < 1 or not progress_wanted():
         yield Bar(None, None, what)
         return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    console = Console(file=sys.stderr)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=console.is_terminal) as progress:
+    progress = _rich_progress() if sys.stderr.isatty() else None
+    if progress is None:  # a log file, or no rich: plain lines
+        yield Bar(None, None, what, total, lines=True)
+        return
+    with progress:
         task = progress.add_task(f"{what}", total=total)
         yield Bar(progress, task, what)
+
+
+def _rich_progress() -> Any:
+    """A transient rich bar on stderr (a terminal), or None without rich."""
+    try:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+    except ImportError:
+        return None
+    console = Console(file=sys.stderr, force_terminal=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    return Progress(*columns, console=console, transient=True)

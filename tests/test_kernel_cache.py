@@ -1,5 +1,6 @@
 """The kernel cache on the CPU: keys, entries of real PTX (compiled by
-`fusec MODEL -o OUT --save-kernels` with numba's compile_ptx through NVRTC),
+`fusec MODEL -o OUT --save-kernels` with numba's compile_ptx through NVRTC)
+and, where ptxas is installed, real cubins,
 corrupt and foreign entries, concurrent writers, and the simulator's no-op."""
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import pytest
 from fusec.compiler.cli import main as fusec_main
 from fusec.runtime import kernel_cache
 from fusec.runtime.device import gpu_available
-from fusec.runtime.kernel_build import linkable
-from fusec.runtime.kernel_cache import KernelStore, kernel_key, user_store
+from fusec.runtime.kernel_build import find_ptxas, linkable
+from fusec.runtime.kernel_cache import KernelCode, KernelStore, kernel_key, user_store
 
 SIG = [(1, "float32"), (1, "float32")]
 
@@ -53,10 +54,12 @@ def _entries(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*.json"))
 
 
-def _one_entry(saved_out: Path) -> tuple[str, str, str]:
+def _one_entry(saved_out: Path) -> tuple[str, str, KernelCode]:
     path = _entries(saved_out / "out" / "kernels")[0]
     entry = json.loads(path.read_text())
-    return entry["key"], entry["kernel"], entry["ptx"]
+    code = KernelStore(path.parent.parent).load(entry["key"], entry["kernel"])
+    assert code is not None
+    return entry["key"], entry["kernel"], code
 
 
 def test_key_depends_on_source_kernel_types_cc_and_versions(monkeypatch) -> None:
@@ -72,15 +75,17 @@ def test_key_depends_on_source_kernel_types_cc_and_versions(monkeypatch) -> None
     assert len({base, *others}) == len(others) + 1
 
 
-def test_save_kernels_writes_ptx_to_out_and_user_cache(saved_out: Path) -> None:
+def test_save_kernels_writes_code_to_out_and_user_cache(saved_out: Path) -> None:
     out_entries = _entries(saved_out / "out" / "kernels")
     assert out_entries, "no kernel entry in OUT/kernels"
     cached = {p.name for p in _entries(saved_out / "user-cache" / "kernels")}
     assert {p.name for p in out_entries} <= cached
-    key, name, ptx = _one_entry(saved_out)
+    key, name, code = _one_entry(saved_out)
     plan = json.loads((saved_out / "out" / "plan.json").read_text())
     assert name in {la["kernel"] for la in plan["functions"]["f"]["launches"]}
-    assert ".target sm_90" in ptx and linkable(ptx)
+    assert ".target sm_90" in code.ptx and linkable(code.ptx)
+    if find_ptxas() is not None:  # machine code for sm_90 beside the PTX
+        assert code.cubin is not None and code.cubin.startswith(b"\x7fELF")
     kernels_py = (saved_out / "out" / "kernels.py").read_text()
     from fusec.codegen.ptx import TARGET_CC, program_signatures
     from fusec.runtime.compiled_model import read_out
@@ -88,24 +93,27 @@ def test_save_kernels_writes_ptx_to_out_and_user_cache(saved_out: Path) -> None:
     program, _, _ = read_out(saved_out / "out")
     sig = program_signatures(program)[name]
     assert kernel_key(kernels_py, name, sig, TARGET_CC) == key  # what the runtime asks for
-    assert KernelStore(saved_out / "out" / "kernels").load(key, name) == ptx
+    assert KernelStore(saved_out / "out" / "kernels").load(key, name) == code
 
 
 def test_store_then_load_round_trip(saved_out: Path, tmp_path: Path) -> None:
-    key, name, ptx = _one_entry(saved_out)
+    key, name, code = _one_entry(saved_out)
     store = KernelStore(tmp_path)
     assert store.load(key, name) is None
-    store.store(key, name, ptx)
-    assert store.load(key, name) == ptx
+    for kept in (KernelCode(code.ptx), KernelCode(code.ptx, b"\x7fELF\x00 machine code")):
+        store.store(key, name, kept)
+        assert store.load(key, name) == kept
     assert not list(tmp_path.rglob("*.tmp"))  # no temporary file left behind
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "foreign", "format"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "cubin", "foreign",
+                                    "format"])
 def test_damaged_entry_is_ignored_with_a_warning_and_rebuilt(
         saved_out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str) -> None:
-    key, name, ptx = _one_entry(saved_out)
+    key, name, code = _one_entry(saved_out)
+    kept = KernelCode(code.ptx, b"\x7fELF\x00 machine code")
     store = KernelStore(tmp_path)
-    store.store(key, name, ptx)
+    store.store(key, name, kept)
     path = store.path(key)
     text = path.read_text()
     if damage == "garbage":
@@ -116,9 +124,13 @@ def test_damaged_entry_is_ignored_with_a_warning_and_rebuilt(
         entry = json.loads(text)
         entry["ptx"] = entry["ptx"].replace("ld.global", "st.global", 1)
         path.write_text(json.dumps(entry))
+    elif damage == "cubin":
+        entry = json.loads(text)
+        entry["cubin"] = entry["cubin"][:-8] + "AAAAAAAA"
+        path.write_text(json.dumps(entry))
     elif damage == "foreign":
         other = kernel_key("another source", name, SIG, (9, 0))
-        store.store(other, name, ptx)
+        store.store(other, name, kept)
         shutil.copy(store.path(other), path)
     else:
         path.write_text(json.dumps({"format": "something else"}))
@@ -126,15 +138,15 @@ def test_damaged_entry_is_ignored_with_a_warning_and_rebuilt(
     assert store.load(key, name) is None
     err = capsys.readouterr().err
     assert "fusec: warning: ignoring kernel cache entry" in err and name in err
-    store.store(key, name, ptx)  # the rebuild replaces the entry
-    assert store.load(key, name) == ptx
+    store.store(key, name, kept)  # the rebuild replaces the entry
+    assert store.load(key, name) == kept
 
 
 _WRITER = textwrap.dedent("""
     import json, sys
-    from fusec.runtime.kernel_cache import KernelStore
+    from fusec.runtime.kernel_cache import KernelCode, KernelStore
     root, ptx_file, tag = sys.argv[1:]
-    ptx = open(ptx_file).read()
+    ptx = KernelCode(open(ptx_file).read())
     store = KernelStore(root)
     for i in range(150):
         store.store("ab" * 32, "shared_kernel", ptx)            # the same key, both writers
@@ -145,9 +157,10 @@ _WRITER = textwrap.dedent("""
 
 def test_two_processes_fill_the_cache_at_once(saved_out: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    _, _, ptx = _one_entry(saved_out)
+    _, _, code = _one_entry(saved_out)
+    ptx = KernelCode(code.ptx)
     ptx_file = tmp_path / "k.ptx"
-    ptx_file.write_text(ptx)
+    ptx_file.write_text(code.ptx)
     root = tmp_path / "cache"
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(root), str(ptx_file), tag],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,0 +1,182 @@
+"""The Python side of graph replay on the CPU: per-input feeders (checked
+before any conversion, resolved once per input type) and per-kind result
+sinks, with stand-ins for the GPU arrays and streams."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fusec.codegen.program import FunctionProgram, TensorSpec
+from fusec.compiler.diagnostics import FusecError
+from fusec.runtime import graph_inputs
+from fusec.runtime.graph_inputs import InputFeed
+from fusec.runtime.graph_outputs import ResultSink, torch_raw_stream
+
+torch = pytest.importorskip("torch")
+
+
+def _fp() -> FunctionProgram:
+    return FunctionProgram(
+        name="f", inputs=["v0", "v1"], outputs=["v2"],
+        values={"v0": TensorSpec((2, 4), "float32"), "v1": TensorSpec((2, 4), "float32"),
+                "v2": TensorSpec((2, 4), "float32")},
+        launches=[], input_names=["x", "y"])
+
+
+class _CudaTensor:
+    """A torch CUDA tensor as the feeder sees one (its type lives in torch)."""
+
+    __module__ = "torch.fake"
+
+    def __init__(self, dtype: Any = None, shape: tuple[int, ...] = (2, 4),
+                 contiguous: bool = True) -> None:
+        self.dtype = dtype if dtype is not None else torch.float32
+        self.shape = torch.Size(shape)
+        self.is_cuda = True
+        self._contiguous = contiguous
+        self.calls: list[str] = []
+
+    def is_contiguous(self) -> bool:
+        self.calls.append("is_contiguous")
+        return self._contiguous
+
+    def data_ptr(self) -> int:
+        self.calls.append("data_ptr")
+        return 0x7F0000001000
+
+
+class _Cai:
+    """A device array known only by its CUDA array interface."""
+
+    def __init__(self, strides: tuple[int, ...] | None = None) -> None:
+        self.__cuda_array_interface__ = {"shape": (2, 4), "typestr": "<f4", "version": 3,
+                                         "data": (0x7F0000002000, False), "strides": strides}
+
+
+def test_numpy_is_read_in_place_and_copied_only_when_strided() -> None:
+    feed = InputFeed(_fp(), 0)
+    a = np.ones((2, 4), np.float32)
+    kind, ptr, held = feed(a)
+    assert (kind, ptr, held) == ("numpy", a.ctypes.data, a)
+    t = np.ones((4, 2), np.float32).T
+    kind, ptr, held = feed(t)
+    assert ptr != t.ctypes.data and held.flags.c_contiguous and (held == t).all()
+    with pytest.raises(FusecError, match="input 'x' of @f: expected dtype float32, got float64"):
+        feed(np.ones((2, 4)))
+    with pytest.raises(FusecError, match=r"expected shape \(2, 4\), got \(8\)"):
+        feed(np.ones(8, np.float32))
+
+
+def test_cpu_torch_is_checked_before_it_is_converted() -> None:
+    feed = InputFeed(_fp(), 1)
+    x = torch.arange(8, dtype=torch.float32).reshape(4, 2).t().requires_grad_(True)
+    kind, ptr, held = feed(x.t().reshape(2, 4))  # a copy of a transposed view
+    assert kind == "torch-cpu" and held.is_contiguous() and ptr == held.data_ptr()
+    with pytest.raises(FusecError, match="input 'y' of @f: expected dtype float32, got bfloat16"):
+        feed(torch.zeros((2, 4), dtype=torch.bfloat16))  # .numpy() would raise TypeError
+    with pytest.raises(FusecError, match="expected shape"):
+        feed(torch.zeros((4, 2)))
+
+
+def test_cuda_tensor_costs_one_check_and_one_address_per_call(monkeypatch) -> None:
+    kinds = []
+    real = graph_inputs.array_kind
+    monkeypatch.setattr(graph_inputs, "array_kind", lambda a: kinds.append(1) or real(a))
+    feed = InputFeed(_fp(), 0)
+    tensors = [_CudaTensor() for _ in range(50)]
+    assert {feed(t)[:2] for t in tensors} == {("torch", 0x7F0000001000)}
+    assert len(kinds) == 1  # the feeder was chosen once, for the type
+    assert all(t.calls == ["is_contiguous", "data_ptr"] for t in tensors)
+    with pytest.raises(FusecError, match="input 'x' of @f must be C-contiguous"):
+        feed(_CudaTensor(contiguous=False))
+    with pytest.raises(FusecError, match="expected dtype float32, got float64"):
+        feed(_CudaTensor(dtype=torch.float64))
+
+
+def test_cuda_array_interface_and_dlpack() -> None:
+    feed = InputFeed(_fp(), 0)
+    assert feed(_Cai())[:2] == ("cai", 0x7F0000002000)
+    assert feed(_Cai(strides=(16, 4)))[:2] == ("cai", 0x7F0000002000)
+    with pytest.raises(FusecError, match="must be C-contiguous"):
+        feed(_Cai(strides=(4, 8)))
+
+    class DLPackOnly:
+        def __init__(self, a: np.ndarray) -> None:
+            self._a, self.shape, self.dtype = a, a.shape, a.dtype
+
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            return self._a.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return self._a.__dlpack_device__()
+
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    assert feed(DLPackOnly(a))[:2] == ("dlpack-cpu", a.ctypes.data)
+    with pytest.raises(FusecError, match="expected dtype float32, got int64"):
+        feed(DLPackOnly(np.zeros((2, 4), np.int64)))
+
+
+class _Stream:
+    def __init__(self) -> None:
+        self.synced = 0
+
+    def synchronize(self) -> None:
+        self.synced += 1
+
+
+def test_host_sinks_allocate_the_callers_kind_and_wait() -> None:
+    null = _Stream()
+    cupy = SimpleNamespace(cuda=SimpleNamespace(Stream=SimpleNamespace(null=null)))
+    specs = [((2, 4), np.dtype(np.float32)), ((3,), np.dtype(np.int64))]
+    for kind, cls in (("numpy", np.ndarray), ("torch-cpu", torch.Tensor)):
+        sink = ResultSink(kind, specs, cupy, None, 0)
+        assert sink.stream() == (null, 0)
+        outs = sink.fresh()
+        assert [type(o) for o, _ in outs] == [cls, cls]
+        assert [tuple(o.shape) for o, _ in outs] == [(2, 4), (3,)]
+        ptrs = [o.ctypes.data if kind == "numpy" else o.data_ptr() for o, _ in outs]
+        assert [p for _, p in outs] == ptrs
+        assert sink.finish([o for o, _ in outs], null) == [o for o, _ in outs]
+    assert null.synced == 2
+
+
+def test_torch_stream_is_read_as_a_raw_pointer_without_a_stream_object() -> None:
+    asked = []
+    raw = SimpleNamespace(_cuda_getCurrentRawStream=lambda d: asked.append(d) or 0xABC)
+    fake = SimpleNamespace(_C=raw)
+    read = torch_raw_stream(fake, 3)
+    assert read() == 0xABC and asked == [3]
+
+
+def test_replay_queues_copies_in_then_the_graph_then_copies_out() -> None:
+    """GraphRunner.__call__ with the capture and CUDA replaced by recorders."""
+    from fusec.runtime.graphs import GraphRunner
+
+    events: list[tuple[Any, ...]] = []
+    null = _Stream()
+    runtime = SimpleNamespace(memcpyAsync=lambda dst, src, n, kind, s: events.append(
+        ("copy", dst, src, n, kind, s)))
+    cupy = SimpleNamespace(cuda=SimpleNamespace(Stream=SimpleNamespace(null=null),
+                                                runtime=runtime))
+    fp = _fp()
+    runner = GraphRunner.__new__(GraphRunner)
+    runner.cupy, runner.executor = cupy, SimpleNamespace(fp=fp, cuda=None)
+    runner.feeds = [InputFeed(fp, i) for i in range(2)]
+    runner.out_specs = [((2, 4), np.dtype(np.float32))]
+    runner.in_ptrs, runner.out_ptrs = [0xA0, 0xB0], [0xC0]
+    runner.nbytes_in, runner.nbytes_out = [32, 32], [32]
+    runner.graph = SimpleNamespace(launch=lambda s: events.append(("graph", s)))
+    runner.device_id, runner._sinks, runner._memcpy = 0, {}, runtime.memcpyAsync
+    x, y = np.ones((2, 4), np.float32), torch.ones(2, 4)
+    (out,) = runner([x, y])
+    assert isinstance(out, torch.Tensor) and out.device.type == "cpu"  # the first non-NumPy
+    assert events == [("copy", 0xA0, x.ctypes.data, 32, 4, 0),
+                      ("copy", 0xB0, y.data_ptr(), 32, 4, 0), ("graph", null),
+                      ("copy", out.data_ptr(), 0xC0, 32, 4, 0)]
+    assert null.synced == 1  # host results: complete before they are returned
+    with pytest.raises(FusecError, match="@f takes 2 input"):
+        runner([x])
