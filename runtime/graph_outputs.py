@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from fusec.runtime.library_gemm import external_stream
+
 Spec = tuple[tuple[int, ...], np.dtype[Any]]
 
 
@@ -74,7 +76,7 @@ class ResultSink:
             ptr = raw()
             s = external.get(ptr)
             if s is None:
-                s = external[ptr] = cupy.cuda.ExternalStream(ptr) if ptr \
+                s = external[ptr] = external_stream(cupy, ptr) if ptr \
                     else cupy.cuda.Stream.null
             return s, ptr
 

@@ -10,6 +10,7 @@ holds a library launch.
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +34,18 @@ def check_library(launch: KernelLaunch) -> None:
             "CuPy: install cupy (pip install cupy-cuda12x), or compile with --gemm fused")
 
 
+def external_stream(cp: Any, ptr: int) -> Any:
+    """A CuPy stream object for the CUDA stream at `ptr` (numba's or torch's).
+
+    CuPy 14 deprecates `ExternalStream` in favour of `Stream.from_external`,
+    which wants an object speaking the `__cuda_stream__` protocol; the
+    deprecated class still does exactly this, and works on every CuPy fusec
+    supports, so its warning is silenced here, in one place."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "ExternalStream is deprecated", DeprecationWarning)
+        return cp.cuda.ExternalStream(ptr)
+
+
 def _as_cupy(cp: Any, a: Any) -> Any:
     return cp.asarray(a)  # numba device arrays: zero-copy through __cuda_array_interface__
 
@@ -43,7 +56,7 @@ def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any) -> 
     spec = launch.library
     assert spec is not None and cp is not None
     ptr = stream_pointer(stream)
-    ctx = cp.cuda.ExternalStream(ptr) if ptr else _NullContext()
+    ctx = external_stream(cp, ptr) if ptr else _NullContext()
     with ctx:
         a, b, c = (_as_cupy(cp, x) for x in args)
         if spec.get("transpose_a"):
