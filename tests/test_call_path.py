@@ -124,6 +124,7 @@ def test_graphs_option_reaches_the_executor(model: Any) -> None:
 
 def test_progress_bar_names_each_kernel_when_asked(monkeypatch, capsys) -> None:
     monkeypatch.setenv("FUSEC_PROGRESS", "1")
+    set_quiet(False)  # an earlier `--quiet` job in this process would silence it
     with progress_bar(2, "compiling kernels") as bar:
         bar.advance("f_g0_mul")
         bar.advance("f_g1_exp")
