@@ -164,6 +164,12 @@ def _reduction(fn: Callable[..., Any]) -> OpFunction:
     """An op function for a reduction over `op.axes` with `op.keepdims`."""
 
     def run(op: nn.ReduceOp, x: np.ndarray) -> np.ndarray:
+        if x.size == 0:
+            # An empty result needs no element (NumPy's max refuses even
+            # that); a non-empty max of nothing is a verifier error.
+            shape = np.sum(x, axis=tuple(op.axes), keepdims=op.keepdims).shape
+            if math.prod(shape) == 0:
+                return np.empty(shape, x.dtype)
         return np.asarray(fn(x, axis=op.axes, keepdims=op.keepdims))
 
     run.__name__ = f"_reduce_{fn.__name__}"
