@@ -66,7 +66,7 @@ class Imported:
 def main(argv: list[str] | None = None) -> int:
     """Run the ONNX model benchmarks; returns the exit code."""
     args = _parse(argv)
-    from fusec.compiler.diagnostics import FusecError
+    from fusec.analysis.diagnostics import FusecError
     from fusec.runtime.device import select_device
 
     try:

@@ -125,7 +125,7 @@ def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float
     from torch_peer import torch_peer
 
     from fusec.compiler.parsing import make_context, parse_module
-    from fusec.runtime.reference import find_function
+    from fusec.reference.interpreter import find_function
 
     path = HERE / "programs" / f"{row}.mlir"
     func = find_function(parse_module(make_context(), path.read_text(), str(path)), None)
@@ -227,7 +227,7 @@ def _check_reference(path: Path, model: Any, inputs: list[Any]) -> str:
 
     from fusec.compiler.parsing import make_context, parse_module
     from fusec.compiler.run_command import compare
-    from fusec.runtime.reference import find_function, run_function
+    from fusec.reference.interpreter import find_function, run_function
 
     func = find_function(parse_module(make_context(), path.read_text(), str(path)), None)
     host = [t.cpu().numpy() for t in inputs]

@@ -17,7 +17,7 @@ keys `block_k` at a time:
 
 After the last tile the row sums are combined across the lanes and each
 output is divided once. The scores never leave the SM. Q, K, V and the output
-are read and written through strided views (`codegen/strided_view.py`), so
+are read and written through strided views (`analysis/strided_view.py`), so
 the head split of a packed QKV projection and the merge of the heads after it
 cost no kernel. The schedule is `codegen/attention_schedule.py`.
 """
@@ -28,6 +28,10 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument
 
+from fusec.analysis.attention_pattern import AttentionPattern, match_attention
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.strided_view import StridedView
+from fusec.analysis.targets import DEFAULT_TARGET, get_target
 from fusec.codegen.attention_schedule import (
     AttentionTile,
     attention_registers,
@@ -47,10 +51,6 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.register_model import RegisterEstimate
-from fusec.codegen.strided_view import StridedView
-from fusec.compiler.attention_pattern import AttentionPattern, match_attention
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.targets import DEFAULT_TARGET, get_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape

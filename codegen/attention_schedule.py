@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import IntegerAttr, IntegerType
 from xdsl.ir import Operation
 
+from fusec.analysis.targets import Target
 from fusec.codegen.register_model import PARAM_REGISTERS, RegisterEstimate
-from fusec.compiler.targets import Target
 
 WARP = 32
 ITEM = 4  # bytes of an f32: attention is fused in f32 only

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
 
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.op_kinds import op_kind
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import OperandTile
 from fusec.codegen.group_body import (
@@ -60,8 +62,6 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.operand_reader import fused_prologue
 from fusec.codegen.schedule_input import group_schedule
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.op_kinds import op_kind
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape

@@ -27,6 +27,7 @@ counted), as `codegen/window.py` does.
 
 from __future__ import annotations
 
+from fusec.analysis.diagnostics import op_error
 from fusec.codegen.group_body import (
     GroupBody,
     PointEvaluator,
@@ -44,7 +45,6 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[reportPrivateUsage]
-from fusec.compiler.diagnostics import op_error
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape

@@ -30,6 +30,18 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType, ModuleOp,
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.cost_model import op_flops
+from fusec.analysis.diagnostics import FusecError, op_error
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.program import (
+    ArgSpec,
+    FunctionProgram,
+    KernelLaunch,
+    Program,
+    TensorSpec,
+    View,
+)
+from fusec.analysis.targets import DEFAULT_TARGET, Target, get_target
 from fusec.codegen.kernel_source import (
     KERNEL_PRELUDE,
     KernelParam,
@@ -39,18 +51,6 @@ from fusec.codegen.kernel_source import (
     value_dtype,
 )
 from fusec.codegen.launch_grid import fit_grid
-from fusec.codegen.program import (
-    ArgSpec,
-    FunctionProgram,
-    KernelLaunch,
-    Program,
-    TensorSpec,
-    View,
-)
-from fusec.compiler.cost_model import op_flops
-from fusec.compiler.diagnostics import FusecError, op_error
-from fusec.compiler.op_kinds import OpKind, op_kind
-from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, tensor_shape
@@ -238,7 +238,7 @@ class _FunctionBuilder:
         assert self.program is not None
         # Each distinct buffer once: what the kernel must at least move.
         moved = sum(self.program.values[v].nbytes for v in dict.fromkeys(a.value for a in args))
-        # The roofline of compiler/cost_model.py: max(bytes/BW, flops/peak) + launch.
+        # The roofline of analysis/cost_model.py: max(bytes/BW, flops/peak) + launch.
         flops = sum(op_flops(op) for op in group.block.ops if not isinstance(op, YieldOp))
         return KernelLaunch(
             kernel=kernel.name, grid=kernel.grid, block=kernel.block,

@@ -33,14 +33,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fusec.codegen.program import KernelLaunch, Program
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import KernelLaunch, Program
 from fusec.codegen.ptx import (
     Signature,
     kernel_workdir,
     program_signatures,
     run_without_simulator,
 )
-from fusec.compiler.diagnostics import FusecError
 from fusec.runtime.device import gpu_probe
 
 # The driver imports fusec itself (installed, or on the inherited PYTHONPATH),

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.codegen.kernel_source import (
     NUMBA_TYPES,
     KernelParam,
@@ -38,8 +40,6 @@ from fusec.codegen.kernel_source import (
     int_literal,
     scalar_expr,
 )
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import element_type, numpy_dtype, splat_value, tensor_shape

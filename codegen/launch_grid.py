@@ -26,8 +26,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from fusec.analysis.targets import DEFAULT_TARGET, Target, get_target
 from fusec.codegen.kernel_source import KernelSource, int_literal
-from fusec.compiler.targets import DEFAULT_TARGET, Target, get_target
 
 GRID_AXES = ("x", "y", "z")
 

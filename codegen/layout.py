@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.ir import Operation
 
+from fusec.analysis.diagnostics import op_error
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -46,7 +47,6 @@ from fusec.codegen.kernel_source import (
     value_dtype,
 )
 from fusec.codegen.launch_grid import block_index_lines
-from fusec.compiler.diagnostics import op_error
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape

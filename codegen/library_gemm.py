@@ -1,4 +1,4 @@
-"""A contraction group marked `gemm = "library"` (`compiler/gemm_choice.py`)
+"""A contraction group marked `gemm = "library"` (`scheduling/gemm_choice.py`)
 becomes a library call in the plan, not a kernel:
 
 ```json
@@ -20,10 +20,10 @@ from typing import Any
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.program import ArgSpec, KernelLaunch
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.kernel_source import value_dtype
-from fusec.codegen.program import ArgSpec, KernelLaunch
-from fusec.compiler.diagnostics import op_error
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.op_kinds import op_kind
 from fusec.codegen.group_body import (
     POINT_KINDS,
     GroupBody,
@@ -31,8 +33,6 @@ from fusec.codegen.group_body import (
     load_expr,
 )
 from fusec.codegen.kernel_source import broadcast_index, int_literal, scalar_expr, unravel
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.op_kinds import op_kind
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -60,8 +62,6 @@ from fusec.codegen.kernel_source import (
     value_dtype,
 )
 from fusec.codegen.schedule_input import group_schedule
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import splat_value, tensor_shape

@@ -31,9 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import KernelLaunch, Program, TensorSpec
 from fusec.codegen.kernel_source import numba_type
-from fusec.codegen.program import KernelLaunch, Program, TensorSpec
-from fusec.compiler.diagnostics import FusecError
 
 # Hopper (H200, H100): compute capability 9.0, ptxas architecture sm_90.
 TARGET_CC = (9, 0)

@@ -32,9 +32,9 @@ from typing import Literal
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.op_kinds import op_kind
 from fusec.codegen.group_body import POINT_KINDS, GroupBody, fits_domain
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.op_kinds import op_kind
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel

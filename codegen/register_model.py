@@ -36,14 +36,14 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.targets import Target
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.pointwise import plan_group
 from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
-from fusec.compiler.op_kinds import OpKind, op_kind
-from fusec.compiler.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.schedule import (

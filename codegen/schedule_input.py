@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from fusec.compiler.diagnostics import op_error
+from fusec.analysis.diagnostics import op_error
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import SCHEDULE_KEY, ScheduleAttr
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import (
     POINT_KINDS,
@@ -59,8 +61,6 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.operand_reader import fused_prologue, read_at
 from fusec.codegen.schedule_input import group_schedule
 from fusec.codegen.window_plan import TiledWindow, check_plan, geometry, recorded_plan
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape

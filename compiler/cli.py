@@ -29,8 +29,8 @@ import sys
 from typing import NoReturn
 
 import fusec
+from fusec.analysis.diagnostics import FusecError, escape_controls
 from fusec.compiler.arg_types import non_negative_int
-from fusec.compiler.diagnostics import FusecError, escape_controls
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.pipeline import InternalPassError
 
@@ -183,7 +183,7 @@ def _dispatch(argv: list[str], sources: dict[str, str]) -> int:
     instrument = instrumentation(args)
     try:
         if args.remarks:
-            from fusec.compiler.remarks import remarks_to_stderr
+            from fusec.analysis.remarks import remarks_to_stderr
 
             with remarks_to_stderr():
                 return _run_job(args, sources, compile_job, instrument)
@@ -204,7 +204,7 @@ def _run_job(args: argparse.Namespace, sources: dict[str, str], compile_job: boo
 
     render = None
     if args.emit == "dot":
-        from fusec.compiler.remarks import module_to_dot
+        from fusec.analysis.remarks import module_to_dot
 
         render = module_to_dot
     run_opt(

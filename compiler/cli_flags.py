@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.targets import unknown_target
 from fusec.compiler.compile_pipeline import PipelineOptions, ScheduleOptions
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.instrument import Instrumentation, PassTimer
 from fusec.compiler.pipeline import Insertion
-from fusec.compiler.targets import unknown_target
 
 # Flags that shape the default pipeline -> what to write in `-p` instead.
 _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {

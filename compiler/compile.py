@@ -55,7 +55,7 @@ A library GEMM launch (`--gemm`) names no kernel of kernels.py and carries
 `library`, `a`, `b`, `c`, `transpose_a`, `transpose_b`, `batch`, `m`, `n`, `k`
 (`codegen/library_gemm.py`); the runtime runs it with CuPy.
 `program_from_plan` reads it back for `fusec run OUT` (after
-`runtime/out_dir.py` checked it against `compiler/plan_schema.py`).
+`runtime/out_dir.py` checked it against `runtime/plan_schema.py`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from fusec.codegen.program import (
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.memory_plan import MemoryPlan, plan_memory
+from fusec.analysis.program import (
     ArgSpec,
     FunctionProgram,
     KernelLaunch,
@@ -81,16 +83,15 @@ from fusec.codegen.program import (
     TensorSpec,
     View,
 )
+from fusec.analysis.targets import get_target
 from fusec.compiler.compile_pipeline import (
     FUSION_PASS,
     PipelineOptions,
     default_pipeline,
 )
 from fusec.compiler.compile_pipeline import ScheduleOptions as ScheduleOptions
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.instrument import Instrumentation
-from fusec.compiler.memory_plan import MemoryPlan, plan_memory
 from fusec.compiler.out_marker import MARKER, check_replaceable, write_marker
 from fusec.compiler.outputs import (
     make_staging_dir,
@@ -102,15 +103,13 @@ from fusec.compiler.parsing import make_context, parse_module, read_source
 from fusec.compiler.pipeline import Insertion, PipelineRunner, parse_pipeline_spec, pipeline_text
 from fusec.compiler.register_source import MeasuredRegisters, measure_registers, resolve_source
 from fusec.compiler.report import ReportInputs, render_report
-from fusec.compiler.targets import get_target
 from fusec.compiler.verify import reject_calls, verify_module
 from fusec.runtime.out_dir import kernels_digest
+from fusec.runtime.plan_schema import PLAN_FORMAT, PLAN_VERSION
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-PLAN_FORMAT = "fusec-plan"
-PLAN_VERSION = 1
 OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz", MARKER)
 # Folders fusec may write into OUT (`--save-kernels`).
 OUT_FOLDERS = ("kernels",)

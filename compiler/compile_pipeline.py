@@ -75,7 +75,7 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
         if options.check_precision:
             passes.append(CHECK_PRECISION_PASS)
     passes.append("group-each-op")
-    # `auto` is probed once per process (compiler/targets.py), so every pass sees one profile.
+    # `auto` is probed once per process (analysis/targets.py), so every pass sees one profile.
     target = options.target
     sched = options.schedule
     passes.append(_with("register-budget", target=target, max_registers=sched.max_registers))

@@ -14,8 +14,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.compile_pipeline import PipelineOptions, default_pipeline
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.outputs import write_text_atomically
 from fusec.compiler.parsing import (

@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 
 MARKER = "fusec-out.json"
 MARKER_FORMAT = "fusec-out"

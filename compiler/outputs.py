@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 
 TEMP_TAG = "fusec-tmp"  # `.OUT.fusec-tmp-PID-XXXX`: OUT being written by process PID
 OLD_TAG = "fusec-old"  # `.OUT.fusec-old-PID`: the OUT being replaced by process PID

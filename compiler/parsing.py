@@ -23,7 +23,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
-from fusec.compiler.diagnostics import FusecError, SourceLoc, from_parse_error
+from fusec.analysis.diagnostics import FusecError, SourceLoc, from_parse_error
 from fusec.dialects.nn_base import MAX_RANK, type_str
 
 SPLIT_MARKER = "// -----"

@@ -18,7 +18,7 @@ from xdsl.utils.arg_spec import (  # pyright: ignore[reportPrivateUsage]
 )
 from xdsl.utils.exceptions import ArgSpecParseError
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.verify import verify_module

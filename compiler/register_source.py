@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fusec.codegen.program import Program
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import Program
 
 if TYPE_CHECKING:  # imported when measuring: it pulls in numba's type system
     from fusec.codegen.gpu_registers import GpuUsage

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from xdsl.passes import ModulePass
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 
 PassFactory = Callable[[], type[ModulePass]]
 

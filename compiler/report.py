@@ -33,9 +33,9 @@ from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Operation
 
-from fusec.codegen.program import FunctionProgram, KernelLaunch, Program
+from fusec.analysis.program import FunctionProgram, KernelLaunch, Program
+from fusec.analysis.remarks import collect_remarks
 from fusec.compiler.register_source import MeasuredRegisters
-from fusec.compiler.remarks import collect_remarks
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 

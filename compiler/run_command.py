@@ -39,8 +39,8 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
+from fusec.analysis.diagnostics import FusecError, escape_controls
 from fusec.compiler.arg_types import non_negative_int
-from fusec.compiler.diagnostics import FusecError, escape_controls
 
 # Relative tolerance (against max |reference|) per output dtype for --check:
 # float32 kernels may reorder sums and use fused multiply-adds, so they differ
@@ -194,7 +194,7 @@ def _parse(path: Path) -> ModuleOp:
 
 
 def _function_op(module: ModuleOp, name: str) -> FuncOp:
-    from fusec.runtime.reference import find_function
+    from fusec.reference.interpreter import find_function
 
     try:
         return find_function(module, name)
@@ -211,7 +211,7 @@ def _inputs(args: argparse.Namespace, model: object, func: FuncOp | None) -> lis
     if func is None:
         raise FusecError(f"random inputs need {Path(args.model) / 'model.mlir'}; "
                          "pass --inputs IN.npz")
-    from fusec.runtime.reference import random_inputs
+    from fusec.reference.interpreter import random_inputs
 
     return random_inputs(func, seed=args.seed)
 
@@ -243,7 +243,7 @@ def _save(path: str, arrays: dict[str, np.ndarray]) -> None:
 
 def check_outputs(func: FuncOp, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> bool:
     """Compare with the float64 reference; print one line per output."""
-    from fusec.runtime.reference import run_function
+    from fusec.reference.interpreter import run_function
 
     try:
         refs = run_function(func, inputs, np.float64)

@@ -21,7 +21,7 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.traits import HasParent
 from xdsl.utils.exceptions import VerifyException
 
-from fusec.compiler.diagnostics import FusecError, loc_of, op_error
+from fusec.analysis.diagnostics import FusecError, loc_of, op_error
 from fusec.dialects.nn_base import check_static_tensor
 
 # What each op looked like when it last verified. The pipeline verifies after

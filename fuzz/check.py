@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
@@ -78,7 +78,7 @@ def check_text(text: str, seed: int = 0, edges: bool = False) -> Outcome:
         return Outcome("error", "roundtrip", _one_line(err))
     if again != printed:
         return Outcome("error", "roundtrip", "printing the parsed program is not stable")
-    from fusec.runtime.reference import find_function, random_inputs, run_module
+    from fusec.reference.interpreter import find_function, random_inputs, run_module
 
     func = find_function(module)
     inputs = random_inputs(func, seed)

@@ -9,7 +9,7 @@ runs one Python thread per GPU thread.
 
 Operands whose domain is positive (log, sqrt, rsqrt, reciprocal, divisors, pow
 bases) are values known to be positive (exp, sigmoid, softmax, ...) or
-arguments, which `fusec.runtime.reference.random_inputs` then draws from
+arguments, which `fusec.reference.interpreter.random_inputs` then draws from
 [0.5, 2) because they feed such an operand directly.
 """
 

@@ -1,12 +1,12 @@
 """The `check-precision` pass: run every fused group on random data at compile
 time and split the groups whose result drifts too far from the unfused program.
 
-`prec_ok` (compiler/fusion_legality.py) only estimates the drift from the
+`prec_ok` (analysis/fusion_legality.py) only estimates the drift from the
 roundings a fusion skips. That estimate misses cancellation: in f16,
 `(x + 1024) - 1024` rounds `x` to a whole number when the sum is stored, but not
 when a fused kernel keeps the sum in an f32 register. This pass measures it.
 
-Both sides are the reference interpreter (runtime/reference.py) on the group
+Both sides are the reference interpreter (reference/interpreter.py) on the group
 body, computing in f32 (f64 when the group holds an f64 value):
 
 - *unfused*: every value an op produces is rounded to its declared element
@@ -33,8 +33,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.compiler.fusion_legality import TAU
-from fusec.compiler.remarks import RemarkCollector
+from fusec.analysis.fusion_legality import TAU
+from fusec.analysis.remarks import RemarkCollector
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import (
@@ -45,7 +45,7 @@ from fusec.dialects.nn_base import (
 )
 from fusec.dialects.shapes import numel
 from fusec.passes.dependency_analysis import functions
-from fusec.runtime.reference import (
+from fusec.reference.interpreter import (
     random_block_inputs,
     round_to_element_type,
     run_block,

@@ -29,7 +29,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
-from fusec.compiler.rewriting import copy_location
+from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn, shapes
 from fusec.dialects.nn_base import NNOp, element_type, tensor_shape
 from fusec.passes.split_concat import SplitConcatPattern

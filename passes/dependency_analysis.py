@@ -31,7 +31,7 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.traits import IsTerminator
 
-from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.dialects.nn_base import element_type_name
 from fusec.dialects.shapes import numel
 

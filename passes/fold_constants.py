@@ -8,7 +8,7 @@ fused). This pass computes them once, at compile time, so they never reach a
 kernel.
 
 Values come from the reference interpreter's own op functions
-(`runtime/reference_ops.py`, pure NumPy: no device code is imported), so a
+(`reference/ops.py`, pure NumPy: no device code is imported), so a
 folded constant means what the op means. Floats are computed in float64 from
 the operands' stored values and rounded once to the result's element type,
 as the unfused program stores that value: folding a chain op by op gives
@@ -30,9 +30,9 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from fusec.compiler.op_kinds import OpKind, op_kind
-from fusec.compiler.remarks import RemarkCollector
-from fusec.compiler.rewriting import copy_location
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn
 from fusec.dialects.nn_base import (
     NNOp,
@@ -44,7 +44,7 @@ from fusec.dialects.nn_base import (
 )
 from fusec.dialects.shapes import numel
 from fusec.passes.dependency_analysis import functions, value_names
-from fusec.runtime.reference_ops import OP_FUNCTIONS
+from fusec.reference.ops import OP_FUNCTIONS
 
 
 def constant_operands(op: Operation) -> list[nn.ConstantOp] | None:

@@ -35,7 +35,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from fusec.compiler.rewriting import copy_location
+from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn
 from fusec.dialects.nn_base import NNOp, numpy_dtype, numpy_to_dense, tensor_shape
 from fusec.dialects.shapes import numel

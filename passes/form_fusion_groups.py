@@ -3,9 +3,9 @@
 
 Four layers, each usable alone (STYLE.md, after MLIR Linalg fusion):
 
-1. legality: `compiler/fusion_legality.py` (`dep_ok`, `prec_ok`, `res_ok`, `gain_ok`);
+1. legality: `analysis/fusion_legality.py` (`dep_ok`, `prec_ok`, `res_ok`, `gain_ok`);
 2. the mechanical rewrite: `materialize_groups` below, in numbered steps;
-3. policy: `compiler/fusion_policy.py` (candidate order, wanted or not);
+3. policy: `analysis/fusion_policy.py` (candidate order, wanted or not);
 4. this pass, which only wires them together and records a remark per decision.
 
 Only groups of two or more ops are formed here; `group-each-op` wraps what is
@@ -26,8 +26,8 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.fusion_legality import (
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.fusion_legality import (
     FUSIBLE_KINDS,
     Candidate,
     FusionOptions,
@@ -37,10 +37,10 @@ from fusec.compiler.fusion_legality import (
     recompute_ok,
     single_op_info,
 )
-from fusec.compiler.fusion_policy import POLICIES, FusionPolicy, get_policy
-from fusec.compiler.op_kinds import OpKind, op_kind
-from fusec.compiler.remarks import RemarkCollector, format_bytes
-from fusec.compiler.targets import Target, resolve_target, unknown_target
+from fusec.analysis.fusion_policy import POLICIES, FusionPolicy, get_policy
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.remarks import RemarkCollector, format_bytes
+from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.passes.dependency_analysis import (
     DependencyAnalysis,
@@ -343,8 +343,8 @@ class FormFusionGroupsPass(ModulePass):
     }
     ```
 
-    Options: `target` (a profile of compiler/targets.py, or `auto`), `policy`
-    (compiler/fusion_policy.py), `max_registers` (per-thread limit, 0: the
+    Options: `target` (a profile of analysis/targets.py, or `auto`), `policy`
+    (analysis/fusion_policy.py), `max_registers` (per-thread limit, 0: the
     target's), `allow_reduced_precision`, `fold_views` (fold transpose/slice/
     reshape chains into matmul operand loads), `remarks` (store the
     `fusion.remarks` list on the module), `low_intensity` / `high_intensity`

@@ -16,7 +16,7 @@ alone.
 }
 ```
 
-What is matched is `compiler/attention_pattern.py`; the tile is chosen by
+What is matched is `analysis/attention_pattern.py`; the tile is chosen by
 `codegen/attention_schedule.py` for the target. Each attention found gets a
 remark: `remark: fused attention ...` with the bytes the scores no longer
 cost, or `missed: attention ... not fused into one kernel: <reason>` (scores
@@ -38,11 +38,11 @@ from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from fusec.analysis.attention_pattern import AttentionPattern, Refusal, match_attention
+from fusec.analysis.remarks import RemarkCollector, format_bytes
+from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.codegen.attention import attention_shape
 from fusec.codegen.attention_schedule import AttentionTile, choose_tile, tile_attributes
-from fusec.compiler.attention_pattern import AttentionPattern, Refusal, match_attention
-from fusec.compiler.remarks import RemarkCollector, format_bytes
-from fusec.compiler.targets import Target, resolve_target, unknown_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -150,7 +150,7 @@ class _Fuser:
 class FuseAttentionPass(ModulePass):
     """Wrap each `softmax(f(Q @ Kᵀ)) @ V` in one `attention` group.
 
-    Options: `target` (profile of compiler/targets.py, or `auto`), `block_q`,
+    Options: `target` (profile of analysis/targets.py, or `auto`), `block_q`,
     `block_k`, `rows`, `lanes` (a fixed tile, all four or none; 0: chosen
     per attention for the target), `remarks`.
     """

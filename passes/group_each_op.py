@@ -25,9 +25,9 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.op_kinds import OpKind, op_kind
-from fusec.compiler.rewriting import copy_location
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import numpy_to_dense, splat_value, tensor_shape

@@ -16,8 +16,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from fusec.analysis.targets import resolve_target, unknown_target
 from fusec.codegen.generate import generate_program
-from fusec.compiler.targets import resolve_target, unknown_target
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,9 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.codegen.register_model import (
     RegisterEstimate,
     current_tile,
@@ -47,9 +50,6 @@ from fusec.codegen.register_model import (
 )
 from fusec.codegen.window_plan import TiledWindow, record_plan
 from fusec.codegen.window_schedule import group_window, thread_tiles_below
-from fusec.compiler.op_kinds import OpKind, op_kind
-from fusec.compiler.remarks import RemarkCollector
-from fusec.compiler.targets import Target, resolve_target, unknown_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape

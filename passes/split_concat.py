@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from fusec.compiler.rewriting import copy_location
+from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn, shapes
 from fusec.dialects.nn_base import element_type, tensor_shape
 

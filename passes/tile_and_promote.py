@@ -34,14 +34,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.targets import resolve_target, unknown_target
 from fusec.codegen.register_model import estimate_registers
-from fusec.compiler import gemm_choice
-from fusec.compiler.gemm_choice import GEMM_MODES, GemmChooser
-from fusec.compiler.remarks import RemarkCollector
-from fusec.compiler.targets import resolve_target, unknown_target
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import EST_ATTR, record
+from fusec.scheduling import gemm_choice
 from fusec.scheduling.choose import Scheduler
+from fusec.scheduling.gemm_choice import GEMM_MODES, GemmChooser
 
 SCHEDULE_SETS_REGISTERS = ("contraction", "window")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 
 # DLPack device types (dlpack.h): kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged.
 _DLPACK_CPU = (1, 3)

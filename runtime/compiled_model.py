@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fusec.codegen.program import FunctionProgram, Program
-from fusec.compiler.diagnostics import FusecError
-from fusec.compiler.memory_plan import MemoryPlan
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.memory_plan import MemoryPlan
+from fusec.analysis.program import FunctionProgram, Program
 from fusec.runtime.device import select_device
 from fusec.runtime.executor import Executor
 

@@ -28,7 +28,7 @@ import sys
 from types import ModuleType
 from typing import Literal
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 
 DeviceKind = Literal["gpu", "sim"]
 DEVICE_CHOICES: tuple[str, ...] = ("auto", "gpu", "sim")

@@ -18,7 +18,7 @@ What happens on a call:
 4. on a GPU, each kernel is linked from kept PTX or compiled on all cores
    first (`runtime/kernel_loader.py`), once per `Executor`;
 5. constants are uploaded once per `Executor`; intermediates live in the
-   buffers of the memory plan (`compiler/memory_plan.py`), allocated once as
+   buffers of the memory plan (`analysis/memory_plan.py`), allocated once as
    byte arrays and viewed with each value's dtype and shape; outputs get
    fresh arrays per call;
 6. each launch gets contiguous views (`ArgSpec.view_shape`) of its values and
@@ -45,9 +45,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fusec.codegen.program import FunctionProgram, KernelLaunch, Program, TensorSpec
-from fusec.compiler.diagnostics import FusecError
-from fusec.compiler.memory_plan import MemoryPlan, plan_memory, storage_classes, view_roots
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.memory_plan import MemoryPlan, plan_memory, storage_classes, view_roots
+from fusec.analysis.program import FunctionProgram, KernelLaunch, Program, TensorSpec
 from fusec.runtime.arrays import (
     array_kind,
     device_view,

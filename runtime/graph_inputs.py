@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from fusec.codegen.program import FunctionProgram
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import FunctionProgram
 from fusec.runtime.arrays import array_kind
 
 # (kind of results, address of the data, object to keep alive until copied)

@@ -46,7 +46,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.runtime.kernel_cache import KernelCode, Signature
 from fusec.runtime.progress import progress_bar
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from fusec.codegen.program import Program
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import Program
 from fusec.runtime.kernel_build import (
     compile_parallel,
     device_cc,

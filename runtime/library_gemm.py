@@ -14,8 +14,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from fusec.codegen.program import KernelLaunch
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import KernelLaunch
 
 
 def _cupy() -> Any:

@@ -3,7 +3,7 @@
 Every file is opened through `out_path`, which takes only a plain file name
 and refuses a link that leads outside OUT, so a plan.json that was edited
 cannot make fusec read other files. plan.json is parsed and checked against
-its schema (`compiler/plan_schema.py`), constants.npz is loaded without
+its schema (`runtime/plan_schema.py`), constants.npz is loaded without
 pickles and each array must have the shape and dtype the plan gives its
 value, and kernels.py must match the sha256 digest plan.json records for it
 (`kernels_sha256`) unless the caller trusts modified kernels explicitly.
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 
 TRUST_HINT = ("run it anyway with 'fusec run --trust-modified-kernels' or "
               "fusec.load_out(..., trust_modified_kernels=True)")
@@ -60,7 +60,7 @@ def out_path(out: Path, name: str) -> Path:
 
 def read_plan(out: Path) -> dict[str, Any]:
     """plan.json of OUT, parsed and checked against its schema."""
-    from fusec.compiler.plan_schema import check_plan
+    from fusec.runtime.plan_schema import check_plan
 
     path = out / "plan.json"
     try:

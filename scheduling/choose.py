@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr
 from xdsl.ir import Operation
 
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.targets import Target
 from fusec.codegen.attention import group_tile as attention_tile
 from fusec.codegen.attention_schedule import shared_bytes as attention_shared
 from fusec.codegen.contraction import analyze as analyze_gemm
@@ -31,8 +33,6 @@ from fusec.codegen.group_body import GroupBody, compute_type
 from fusec.codegen.reduction_plan import analyze as analyze_rows
 from fusec.codegen.window_plan import STATIC_SHARED_LIMIT, WindowPlan, plan_attr
 from fusec.codegen.window_schedule import fit_shared, group_window, smallest
-from fusec.compiler.remarks import RemarkCollector
-from fusec.compiler.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.schedule import SCHEDULE_KEY, ContractionSchedule, ScheduleAttr

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fusec.analysis.targets import Target
 from fusec.codegen.kernel_source import int_literal
-from fusec.compiler.targets import Target
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import SCHEDULE_KEY, ContractionSchedule
 

@@ -11,7 +11,7 @@ grid capped at 2112 blocks 83%.
 
 from __future__ import annotations
 
-from fusec.compiler.targets import Target
+from fusec.analysis.targets import Target
 from fusec.dialects.schedule import PointwiseSchedule
 
 ELEMENTS_PER_THREAD = 4

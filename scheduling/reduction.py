@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from fusec.analysis.targets import Target
 from fusec.codegen.group_body import compute_type
 from fusec.codegen.reduction_plan import RowAnalysis
-from fusec.compiler.targets import Target
 from fusec.dialects.schedule import ReductionSchedule
 
 BLOCK_THREADS = 256  # threads per block

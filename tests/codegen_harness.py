@@ -13,17 +13,17 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fusec.analysis.program import Program
+from fusec.analysis.targets import H200, Target
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KernelSource
-from fusec.codegen.program import Program
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.targets import H200, Target
 from fusec.compiler.verify import verify_module
 from fusec.dialects.fusion import GroupOp
+from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import find_function, random_inputs, run_module
 from fusec.scheduling.choose import ensure_schedules
 
 # float32 kernels against the float64 oracle; sums of a few hundred terms and

@@ -1,5 +1,5 @@
 """Helpers for the reference-interpreter tests: one-op programs built as MLIR
-text, parsed, verified and run with `fusec.runtime.reference`."""
+text, parsed, verified and run with `fusec.reference.interpreter`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.verify import verify_module
-from fusec.runtime.reference import run_module
+from fusec.reference.interpreter import run_module
 
 CTX = make_context()
 _ELEMENTS = {"float64": "f32", "float32": "f32", "int32": "i32", "int64": "i64", "bool": "i1"}

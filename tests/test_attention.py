@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from codegen_harness import check_program, compile_text, tensor
 
-from fusec.codegen.strided_view import StridedView
+from fusec.analysis.strided_view import StridedView
 from fusec.compiler.parsing import make_context, parse_module
 
 PIPELINE = "decompose,fold-constants,fuse-attention,form-fusion-groups,group-each-op"
@@ -176,7 +176,7 @@ def test_full_size_kernel_has_no_spills_and_matches_the_register_model() -> None
 def test_full_size_attention_on_gpu_one_launch() -> None:
     import fusec
     from fusec.compiler.run_command import compare
-    from fusec.runtime.reference import find_function, random_inputs, run_function
+    from fusec.reference.interpreter import find_function, random_inputs, run_function
 
     path = MODELS / "attention.mlir"
     func = find_function(parse_module(make_context(), path.read_text(), str(path)), None)

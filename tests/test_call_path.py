@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.runtime import executor as executor_module
 from fusec.runtime.arrays import array_kind, result_kind
 from fusec.runtime.executor import graph_choice

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
+from fusec.analysis.remarks import collect_remarks
 from fusec.compiler.cli import main as fusec_main
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.remarks import collect_remarks
 from fusec.passes.check_precision import relative_error, sci
+from fusec.reference.interpreter import find_function, random_inputs, run_block
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import find_function, random_inputs, run_block
 
 T = "tensor<4x8xf16>"
 CANCEL = f"""func.func @cancel(%x: {T}) -> {T} {{

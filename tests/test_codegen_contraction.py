@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.targets import H200
 from fusec.codegen.contraction import (
     LARGE_TILE,
     MEDIUM_TILE,
@@ -22,9 +24,7 @@ from fusec.codegen.contraction import (
     emit,
 )
 from fusec.codegen.kernel_source import KERNEL_PRELUDE
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.targets import H200
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import matmul_shape
 from fusec.scheduling.contraction import choose_tile
@@ -110,8 +110,8 @@ def _run_alone(text: str, name: str, program: str, grid: tuple[int, int, int],
     """Run one kernel text on the program's random inputs and compare."""
     import numpy as np
 
+    from fusec.reference.interpreter import find_function, random_inputs, run_module
     from fusec.runtime.executor import load_kernels
-    from fusec.runtime.reference import find_function, random_inputs, run_module
 
     module = parse_module(make_context(), program, "test.mlir")
     inputs = [a.astype(np.float32).ravel() for a in random_inputs(find_function(module), 0)]

@@ -6,15 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fusec.analysis.program import Program
 from fusec.codegen.generate import generate_program
 from fusec.codegen.layout import collapse_transpose
-from fusec.codegen.program import Program
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.verify import verify_module
+from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import find_function, random_inputs, run_module
 
 
 def run_text(text: str, launches: int, inputs: list[np.ndarray] | None = None) -> Program:

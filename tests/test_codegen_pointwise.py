@@ -12,7 +12,7 @@ from __future__ import annotations
 import codegen_harness as harness
 import pytest
 
-from fusec.codegen.program import Program
+from fusec.analysis.program import Program
 
 BASELINE = "decompose,group-each-op"
 # float32 kernels against the float64 oracle; half precision rounds each result.
@@ -247,7 +247,7 @@ def test_collapse_dims() -> None:
 
 
 def test_bf16_is_a_clear_error() -> None:
-    from fusec.compiler.diagnostics import FusecError
+    from fusec.analysis.diagnostics import FusecError
 
     with pytest.raises(FusecError, match="bf16 is not supported"):
         compile_text(unary("nn.exp", element="bf16"))

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.targets import H200
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.reduction import emit
 from fusec.codegen.reduction_plan import RowAnalysis, analyze
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.targets import H200
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import reduced_shape
 from fusec.scheduling import reduction

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from fusec.analysis.diagnostics import FusecError
 from fusec.codegen.window import emit
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import conv2d_shape, pool2d_shape

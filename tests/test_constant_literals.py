@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects import nn
 from fusec.dialects.nn_base import dense_to_numpy

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fusec.compiler.remarks import collect_remarks
+from fusec.analysis.remarks import collect_remarks
 from fusec.dialects.fusion import GroupOp
 from tests.codegen_harness import check_program
 

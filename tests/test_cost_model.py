@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fusec.compiler.cost_model import KernelCost, fusion_gain, parallel_threads
-from fusec.compiler.targets import get_target
+from fusec.analysis.cost_model import KernelCost, fusion_gain, parallel_threads
+from fusec.analysis.targets import get_target
 
 H200 = get_target("h200")
 BIG = H200.max_resident_threads * 4  # enough threads to fill the GPU

@@ -11,8 +11,8 @@ import numpy as np
 
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.reference.interpreter import run_module
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import run_module
 
 T = "tensor<4x8xf32>"
 BIN = f"({T}, {T}) -> {T}"

@@ -15,7 +15,7 @@ import pytest
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import parse_pipeline_spec
@@ -55,7 +55,7 @@ def functions(module: ModuleOp) -> list[FuncOp]:
 
 def assert_same_numbers(text: str, rtol: float = RTOL, seed: int = 0) -> None:
     """Every function of `text` gives the same outputs before and after decompose."""
-    from fusec.runtime.reference import random_inputs, run_module
+    from fusec.reference.interpreter import random_inputs, run_module
 
     original = parse(text)
     expanded = decompose(parse(text))

@@ -14,7 +14,7 @@ from xdsl.printer import Printer
 
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.verify import verify_module
-from fusec.runtime.reference import find_function, random_inputs, run_function
+from fusec.reference.interpreter import find_function, random_inputs, run_function
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.mlir"))

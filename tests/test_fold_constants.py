@@ -19,12 +19,12 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 
+from fusec.analysis.diagnostics import loc_of, op_error
+from fusec.analysis.remarks import listening
 from fusec.compiler.cli import main as fusec_main
 from fusec.compiler.compile import compile_model
-from fusec.compiler.diagnostics import loc_of, op_error
 from fusec.compiler.driver import module_to_text
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.remarks import listening
 from fusec.compiler.run_command import TOLERANCES
 from fusec.compiler.verify import verify_module
 from fusec.dialects import nn
@@ -32,8 +32,8 @@ from fusec.dialects.nn_base import dense_to_numpy
 from fusec.passes.decompose import DecomposePass
 from fusec.passes.fold_constants import FoldConstantsPass
 from fusec.passes.group_each_op import GroupEachOpPass
+from fusec.reference.interpreter import run_module
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import run_module
 
 FIXTURES = Path(__file__).parent / "fixtures" / "onnx"
 

@@ -16,18 +16,18 @@ from hypothesis import strategies as st
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.fusion_legality import FUSIBLE_KINDS, TAU
+from fusec.analysis.remarks import collect_remarks, listening, module_to_dot
 from fusec.bench.compile_scale import generate
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
-from fusec.compiler.fusion_legality import FUSIBLE_KINDS, TAU
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.remarks import collect_remarks, listening, module_to_dot
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.check_precision import relative_error
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
-from fusec.runtime.reference import find_function, random_inputs, run_module
+from fusec.reference.interpreter import find_function, random_inputs, run_module
 
 SHARED_MODELS = Path("/work/shared/models")
 FUSION = "decompose,form-fusion-groups"

@@ -8,8 +8,7 @@ import pytest
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
-from fusec.compiler.compile import compile_model
-from fusec.compiler.fusion_legality import (
+from fusec.analysis.fusion_legality import (
     Candidate,
     FusionOptions,
     can_fuse,
@@ -19,8 +18,9 @@ from fusec.compiler.fusion_legality import (
     res_ok,
     single_op_info,
 )
+from fusec.analysis.targets import Target, get_target
+from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.targets import Target, get_target
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
 from tests.codegen_harness import check_program
 

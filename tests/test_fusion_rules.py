@@ -14,14 +14,14 @@ import re
 from test_fusion_legality import candidate_from_text
 from xdsl.dialects.builtin import ModuleOp
 
-from fusec.compiler.driver import make_registry
-from fusec.compiler.fusion_legality import (
+from fusec.analysis.fusion_legality import (
     Candidate,
     gain_ok,
 )
+from fusec.analysis.remarks import collect_remarks
+from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.remarks import collect_remarks
 from fusec.dialects.fusion import GroupOp
 
 # exp of 4M elements feeding a 4-row sum: one fused kernel has 4096 threads

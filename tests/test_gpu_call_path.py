@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.runtime.reference import find_function, random_inputs, run_function
+from fusec.reference.interpreter import find_function, random_inputs, run_function
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import pytest
 
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.run_command import compare
-from fusec.runtime.reference import find_function, random_inputs, run_function
+from fusec.reference.interpreter import find_function, random_inputs, run_function
 
 MODELS = Path(__file__).resolve().parent.parent / "bench" / "models"
 

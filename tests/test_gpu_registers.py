@@ -19,19 +19,19 @@ from typing import Any
 
 import pytest
 
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import KernelLaunch
+from fusec.analysis.remarks import collect_remarks
 from fusec.codegen import gpu_registers
 from fusec.codegen.gpu_registers import GpuUsage, KernelUsage, parse_driver_output
-from fusec.codegen.program import KernelLaunch
 from fusec.codegen.ptx import Signature, program_signatures
 from fusec.compiler import register_source
 from fusec.compiler.cli import main
 from fusec.compiler.compile import ScheduleOptions, compile_model
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.register_source import MeasuredRegisters, resolve_source
-from fusec.compiler.remarks import collect_remarks
 from fusec.compiler.report import spill_reasons
-from fusec.runtime.reference import find_function, random_inputs
+from fusec.reference.interpreter import find_function, random_inputs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 H200 = "gpu NVIDIA H200 (cc 9.0)"

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fusec.codegen.program import FunctionProgram, TensorSpec
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import FunctionProgram, TensorSpec
 from fusec.runtime import graph_inputs
 from fusec.runtime.graph_inputs import InputFeed
 from fusec.runtime.graph_outputs import ResultSink, torch_raw_stream

@@ -18,8 +18,8 @@ from codegen_harness import compile_text
 
 from fusec.codegen.ptx import compile_kernels_ptx
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.reference.interpreter import run_module
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import run_module
 
 # Zero, signed zero, negatives, tiny, huge and the non-finite values.
 EDGES = [0.0, -0.0, -1.0, 1.0, -2.0, 2.5, 1e-30, -1e-30, 100.0, -100.0, 1000.0, -1000.0,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import fusec
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.cli import main
-from fusec.compiler.diagnostics import FusecError
 
 MODEL = """func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = nn.exp %x : tensor<4xf32>
@@ -59,7 +59,7 @@ def test_control_characters_in_names_are_escaped(
 
 
 def test_a_located_error_escapes_its_source_line() -> None:
-    from fusec.compiler.diagnostics import escape_controls
+    from fusec.analysis.diagnostics import escape_controls
 
     err = FusecError("bad\x1b[2J", context="line\rwith\x07bell\n^")
     assert err.render() == "error: bad\\x1b[2J\nline\\rwith\\x07bell\n^"

@@ -11,8 +11,8 @@ from fusec.codegen.generate import check_unique_names, top_level_names
 from fusec.codegen.kernel_source import KernelSource
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import find_function, random_inputs, run_module
 
 LONG = "a_function_whose_name_is_well_past_forty_characters_long"
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 import re
 
+from fusec.analysis.program import Program
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KERNEL_PRELUDE, PRELUDE_NAMES, NameTable
-from fusec.codegen.program import Program
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec

@@ -15,18 +15,18 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fusec.analysis.program import Program
+from fusec.analysis.targets import H200, Target
 from fusec.codegen import launch_grid
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.launch_grid import fit_grid, grid_limits
-from fusec.codegen.program import Program
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.targets import H200, Target
 from fusec.compiler.verify import verify_module
+from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import find_function, random_inputs, run_module
 from tests.codegen_harness import tensor
 
 PIPELINES = {

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusec.codegen.program import ArgSpec, FunctionProgram, KernelLaunch, TensorSpec, View
-from fusec.compiler.memory_plan import MemoryPlan, plan_memory, storage_classes
+from fusec.analysis.memory_plan import MemoryPlan, plan_memory, storage_classes
+from fusec.analysis.program import ArgSpec, FunctionProgram, KernelLaunch, TensorSpec, View
 
 F32 = TensorSpec((4, 8), "float32")
 

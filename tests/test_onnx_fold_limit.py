@@ -16,7 +16,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fusec.importers.onnx import OnnxImportError, import_model  # noqa: E402
-from fusec.runtime.reference import run_module  # noqa: E402
+from fusec.reference.interpreter import run_module  # noqa: E402
 
 
 def _filled(shape: list[int], value: float = 1.5) -> onnx.ModelProto:

@@ -19,7 +19,7 @@ from fusec.compiler.cli import main as fusec_main  # noqa: E402
 from fusec.compiler.parsing import make_context, parse_module  # noqa: E402
 from fusec.compiler.verify import verify_module  # noqa: E402
 from fusec.importers.onnx import import_model  # noqa: E402
-from fusec.runtime.reference import run_module  # noqa: E402
+from fusec.reference.interpreter import run_module  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "onnx"
 MODELS = ["mobilenet_v2_small", "gpt2_block"]

@@ -4,7 +4,7 @@ The onnx package ships a generator per op (`onnx.backend.test.case.node.<op>`):
 each `export*` method builds a one-node model and calls `expect(node, inputs,
 outputs, name)`. Here `expect` is replaced by a recorder while the generators
 of the supported ops run; each recorded case is built into a model, imported,
-parsed and verified, run by `fusec.runtime.reference.run_module` and compared
+parsed and verified, run by `fusec.reference.interpreter.run_module` and compared
 with ONNX's expected outputs. For ops ONNX defines by a function, the function
 body (`_expanded`) is a case too; each newer case is also tried at opset 13.
 
@@ -35,7 +35,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from fusec.importers.onnx import NeedsConstantError, OnnxImportError, import_model  # noqa: E402
-from fusec.runtime.reference import run_module  # noqa: E402
+from fusec.reference.interpreter import run_module  # noqa: E402
 
 # ONNX op type -> the generator module of onnx.backend.test.case.node.
 GENERATORS: dict[str, str] = {

@@ -19,8 +19,8 @@ from types import ModuleType
 import pytest
 from xdsl.passes import ModulePass
 
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler import cli
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry
 from fusec.compiler.pipeline import parse_pipeline_spec
 
@@ -224,7 +224,7 @@ def test_plugin_errors_exit_1_with_a_message(
 ERRORING_PLUGIN = """
 from dataclasses import dataclass
 from xdsl.passes import ModulePass
-from fusec.compiler.diagnostics import op_error
+from fusec.analysis.diagnostics import op_error
 from fusec.dialects import nn
 
 @dataclass(frozen=True)

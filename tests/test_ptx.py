@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import Program
 from fusec.codegen.generate import generate_program
-from fusec.codegen.program import Program
 from fusec.codegen.ptx import compile_program_ptx, program_signatures
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec

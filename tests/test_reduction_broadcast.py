@@ -11,8 +11,8 @@ import pytest
 
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
-from fusec.runtime.reference import find_function, random_inputs, run_module
 from fusec.scheduling import reduction
 from fusec.scheduling.reduction import ReductionOptions
 from tests.codegen_harness import check_program, tensor

@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fusec.analysis.targets import H200
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.reduction_plan import RowAnalysis, analyze
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.targets import H200
 from fusec.dialects.fusion import GroupOp
+from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import Executor
-from fusec.runtime.reference import find_function, random_inputs, run_module
 from fusec.scheduling import reduction
 from fusec.scheduling.reduction import ReductionOptions, for_target
 from tests.codegen_harness import check_program, compile_text

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from reference_programs import parse, run_op, ttype, type_of
 
-from fusec.runtime.reference import run_module
+from fusec.reference.interpreter import run_module
 
 
 def unary(op: str, x: Sequence[float], attrs: str = "") -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 from reference_programs import parse
 
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.runtime.reference import (
+from fusec.reference.interpreter import (
     DEFAULT_INDEX_BOUND,
     find_function,
     random_inputs,

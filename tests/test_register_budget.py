@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
+from fusec.analysis.program import Program
+from fusec.analysis.remarks import collect_remarks
+from fusec.analysis.targets import get_target
 from fusec.codegen.generate import generate_program
-from fusec.codegen.program import Program
 from fusec.codegen.ptx import compile_program_ptx
 from fusec.compiler.compile import ScheduleOptions, compile_model
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.remarks import collect_remarks
-from fusec.compiler.targets import get_target
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import register_budget
 
@@ -303,8 +303,8 @@ def test_split_stages_compute_the_same_result(name: str) -> None:
     """Stages split under a tight cap still compute the model (simulator)."""
     import numpy as np
 
+    from fusec.reference.interpreter import find_function, random_inputs, run_module
     from fusec.runtime.executor import run_program
-    from fusec.runtime.reference import find_function, random_inputs, run_module
 
     path = EXAMPLES / f"{name}.mlir"
     art = compile_model(path, target="h200", schedule=ScheduleOptions(max_registers=24))

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import fusec
-from fusec.codegen.program import ArgSpec, FunctionProgram, KernelLaunch, Program, TensorSpec, View
-from fusec.compiler.diagnostics import FusecError
-from fusec.compiler.memory_plan import MemoryPlan, plan_memory
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.memory_plan import MemoryPlan, plan_memory
+from fusec.analysis.program import ArgSpec, FunctionProgram, KernelLaunch, Program, TensorSpec, View
 from fusec.runtime.device import SIM_NOTICE, gpu_available, select_device
 from fusec.runtime.executor import Executor, run_program
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.targets import get_target
 from fusec.codegen.generate import generate_program
 from fusec.compiler.compile import compile_model
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import module_to_text
 from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.targets import get_target
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ReductionSchedule
 

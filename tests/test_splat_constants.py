@@ -13,8 +13,8 @@ import codegen_harness as harness
 import numpy as np
 import pytest
 
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.cli import main
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects import nn

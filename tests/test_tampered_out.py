@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import fusec
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.cli import main
-from fusec.compiler.diagnostics import FusecError
 
 MODEL = """
 func.func @f(%x: tensor<4x8xf32>) -> tensor<32xf32> {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fusec.compiler.diagnostics import FusecError
-from fusec.compiler.targets import TARGETS, get_target, resolve_target
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.targets import TARGETS, get_target, resolve_target
 
 
 def test_known_profiles_have_sane_limits() -> None:

@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
+from fusec.analysis.cost_model import gemm_choice
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.remarks import collect_remarks
+from fusec.analysis.targets import get_target
 from fusec.codegen.generate import generate_program
-from fusec.compiler import gemm_choice as gemm_choice_module
 from fusec.compiler.compile import ScheduleOptions, compile_model, program_from_plan
-from fusec.compiler.cost_model import gemm_choice
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.remarks import collect_remarks
-from fusec.compiler.targets import get_target
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr, WindowSchedule
+from fusec.scheduling import gemm_choice as gemm_choice_module
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -188,8 +188,8 @@ def test_library_gemm_runs_through_a_cupy_stand_in(monkeypatch: pytest.MonkeyPat
     """The runtime path with a fake `cupy` over NumPy views of the
     simulator's arrays: the product lands in the plan's buffer and the
     epilogue kernel reads it."""
+    from fusec.reference.interpreter import find_function, random_inputs, run_module
     from fusec.runtime.executor import run_program
-    from fusec.runtime.reference import find_function, random_inputs, run_module
 
     fake = types.ModuleType("cupy")
     fake.asarray = lambda a: np.asarray(a)  # type: ignore[attr-defined]

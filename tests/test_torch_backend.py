@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-from fusec.compiler.diagnostics import FusecError  # noqa: E402
+from fusec.analysis.diagnostics import FusecError  # noqa: E402
 from fusec.importers.torch import Backend, fusec_backend, reports  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,11 +11,11 @@ import re
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
+from fusec.analysis.remarks import collect_remarks
 from fusec.codegen.generate import generate_program
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.remarks import collect_remarks
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import WindowSchedule
 from fusec.dialects.shapes import conv2d_shape, pool2d_shape
@@ -393,8 +393,8 @@ def test_shared_memory_limit_forces_a_smaller_tile() -> None:
 
 
 def test_recorded_plan_that_cannot_be_built_is_an_error() -> None:
+    from fusec.analysis.diagnostics import FusecError
     from fusec.codegen.window import emit
-    from fusec.compiler.diagnostics import FusecError
 
     text = recorded_group((1, 4, 6, 6), (4, 4, 3, 3), "pads = [1, 1, 1, 1]", [4, 4, 4, 2], [3, 1])
     g = next(op for op in parse_module(make_context(), text, "t.mlir").walk()

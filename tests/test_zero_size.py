@@ -11,8 +11,8 @@ from pathlib import Path
 import codegen_harness as harness
 import pytest
 
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.cli import main
-from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.driver import module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.verify import verify_module

@@ -34,8 +34,8 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from fusec.compiler.diagnostics import op_error
-from fusec.compiler.rewriting import copy_location
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn
 from fusec.dialects.nn_base import dense_to_numpy, numpy_to_dense
 

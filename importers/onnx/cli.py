@@ -20,8 +20,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.arg_types import non_negative_int
-from fusec.compiler.diagnostics import FusecError
 
 
 class _ArgumentParser(argparse.ArgumentParser):

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.importers.onnx.emit import ELEMENT_TYPES, Emitter, Val
 
 Value = Val | np.ndarray

@@ -23,7 +23,7 @@ import onnx
 from onnx import helper
 from xdsl.dialects.builtin import ModuleOp
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.verify import require_functions, verify_module
 from fusec.importers.onnx import (

@@ -40,8 +40,8 @@ from typing import Any
 import torch
 from torch import fx
 
-from fusec.compiler.diagnostics import FusecError
-from fusec.compiler.remarks import remarks_to_stderr
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.remarks import remarks_to_stderr
 from fusec.importers.torch.decompositions import attention_as_math, decompositions
 from fusec.importers.torch.partition import partition, scan_support
 from fusec.importers.torch.translate import translate_graph

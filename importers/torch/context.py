@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import fx
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.importers.onnx.emit import ELEMENT_TYPES, Emitter, Val
 
 Value = Val | np.ndarray | tuple[Any, ...]

@@ -32,7 +32,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 from xdsl.dialects.builtin import ModuleOp
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.verify import require_functions, verify_module
 from fusec.importers.onnx.emit import FLOAT_DTYPES

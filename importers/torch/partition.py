@@ -25,7 +25,7 @@ from torch import fx
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.importers.onnx.emit import Emitter, Val
 from fusec.importers.torch.context import GraphState, Value, node_label, numpy_dtype
 from fusec.importers.torch.translate import placeholder_val, translate_node

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from xdsl.ir import Operation, OpResult, SSAValue
 
-from fusec.codegen.strided_view import VIEW_OPS, StridedView, backward, forward
-from fusec.compiler.op_kinds import OpKind, op_kind
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.strided_view import VIEW_OPS, StridedView, backward, forward
 from fusec.dialects import nn
 from fusec.dialects.nn_base import dense_to_numpy, element_type, element_type_name, tensor_shape
 from fusec.dialects.shapes import fmt

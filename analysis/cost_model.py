@@ -18,11 +18,11 @@ into `f` gains
                 where spill_k = max(0, regs_k - register_budget) * 4 B * 2
                                 * parallel_k / (bandwidth * local_memory_bandwidth_factor)
 
-Every constant is a field of the `Target` profile (`compiler/targets.py`);
+Every constant is a field of the `Target` profile (`analysis/targets.py`);
 the schedule constants below mirror what code generation does.
 
 ```python
-from fusec.compiler.cost_model import KernelCost, fusion_gain
+from fusec.analysis.cost_model import KernelCost, fusion_gain
 g = fusion_gain(h200, a, b, fused)
 g.delta > 0, g.t_mem, g.saved_bytes
 ```
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation
 
-from fusec.compiler.op_kinds import OpKind, op_kind
-from fusec.compiler.targets import Target
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel

@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fusec.codegen.program import FunctionProgram
+from fusec.analysis.program import FunctionProgram
 
 # Buffers are allocated as byte arrays; rounding their sizes keeps every
 # typed view of them aligned for 16-byte vector accesses.

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument
 
+from fusec.analysis.cost_model import GemmChoice, gemm_choice
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.targets import Target
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.kernel_source import UnsupportedTypeError, value_dtype
-from fusec.compiler.cost_model import GemmChoice, gemm_choice
-from fusec.compiler.remarks import RemarkCollector
-from fusec.compiler.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape

@@ -48,7 +48,7 @@ from fusec.dialects.nn_base import (
     type_str,
 )
 from fusec.dialects.shapes import fmt
-from fusec.runtime.reference_ops import OP_FUNCTIONS, round_to_bf16
+from fusec.reference.ops import OP_FUNCTIONS, round_to_bf16
 
 # Integer arguments that feed no nn.gather are drawn from [0, DEFAULT_INDEX_BOUND).
 DEFAULT_INDEX_BOUND = 4

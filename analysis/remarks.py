@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
-from fusec.compiler.diagnostics import escape_controls
+from fusec.analysis.diagnostics import escape_controls
 
 REMARKS_ATTR = "fusion.remarks"
 

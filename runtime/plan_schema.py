@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 from fusec.dialects.nn_base import _NUMPY_DTYPES  # pyright: ignore[reportPrivateUsage]
 
 PLAN_DTYPES = frozenset(np.dtype(t).name for t in _NUMPY_DTYPES.values())
@@ -33,6 +33,10 @@ MAX_THREADS = 1024
 MAX_DIM = 2**31 - 1  # kernels index with 32-bit ints past this
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# What plan.json says it is (written by the compile job, checked here on load).
+PLAN_FORMAT = "fusec-plan"
+PLAN_VERSION = 1
 
 
 class _Checker:
@@ -113,7 +117,6 @@ def check_plan(plan: Any, file: str, file_name_ok: Callable[[str], bool]) -> Non
     """Raise a `FusecError` naming `file` and the path of the first bad field
     of `plan` (plan.json, parsed); `file_name_ok` says whether a file name the
     plan gives (kernels, constants) may be opened."""
-    from fusec.compiler.compile import PLAN_FORMAT, PLAN_VERSION
 
     c = _Checker(file)
     top = c.obj(plan, "$")

@@ -5,7 +5,7 @@ kept separate and pluggable as MLIR's Linalg fusion recommends (its control
 function) and as TorchInductor keeps `score_fusion` apart from `can_fuse`.
 
 ```python
-from fusec.compiler.fusion_policy import get_policy
+from fusec.analysis.fusion_policy import get_policy
 policy = get_policy("greedy")          # bytes saved first; vertical and horizontal
 ranked = policy.order(candidates)      # most bytes saved first, then program order
 policy.wants(candidate, verdict)       # a Verdict: yes, or why the policy declines
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fusec.compiler.diagnostics import FusecError
-from fusec.compiler.fusion_legality import Candidate, Verdict
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.fusion_legality import Candidate, Verdict
 
 
 def candidate_bytes(c: Candidate) -> int:

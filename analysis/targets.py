@@ -6,7 +6,7 @@ so that a reader can see why `form-fusion-groups{target=orin}` fuses less
 than `target=h200`:
 
 ```python
-from fusec.compiler.targets import get_target
+from fusec.analysis.targets import get_target
 t = get_target("h200")
 t.memory_bandwidth   # 4.23e12 bytes/s, measured device-to-device copy (read + write)
 t.kernel_time(bytes_moved=2**30, flops=0)   # roofline seconds, launch included
@@ -24,7 +24,7 @@ import functools
 import os
 from dataclasses import dataclass
 
-from fusec.compiler.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError
 
 
 @dataclass(frozen=True)

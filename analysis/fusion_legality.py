@@ -29,15 +29,15 @@ from functools import cached_property
 
 from xdsl.ir import Operation, OpResult, SSAValue
 
-from fusec.compiler.cost_model import (
+from fusec.analysis.cost_model import (
     FusionGain,
     KernelCost,
     fusion_gain,
     op_flops,
     parallel_threads,
 )
-from fusec.compiler.op_kinds import OpKind, op_kind
-from fusec.compiler.targets import Target
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import ShapeError, broadcast_shapes, fmt, numel
