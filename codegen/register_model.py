@@ -34,7 +34,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xdsl.ir import Operation, SSAValue
+from collections.abc import Iterable, Sequence
+
+from xdsl.ir import Operation, OpResult, SSAValue
 
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.decompose_group import decomposed
@@ -46,6 +48,7 @@ from fusec.compiler.op_kinds import OpKind, op_kind
 from fusec.compiler.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import (
     SCHEDULE_KEY,
     ContractionSchedule,
@@ -338,3 +341,36 @@ def _conv_pool(group: GroupOp) -> RegisterEstimate:
         taps = WINDOW_UNROLLED_TAP * kh * kw
     return _make(("base", WINDOW_BASE), ("channel loop", loop), ("padding", pads),
                  ("unrolled taps", taps), ("outputs", extra))
+
+
+POINTWISE_LIVE_REGISTERS = 0.25
+"""Registers per intermediate value live at the widest point of the op
+order: ptxas evaluates a thread's elements one after another once their
+loads are issued and recomputes cheap values from the loaded inputs, so
+intermediates cost far less than a register per element. Fitted on one
+program only (bench/programs/wide_tanh.mlir as one group: widest point 31
+values, ptxas 48 registers, estimate 53)."""
+
+
+def pointwise_registers_of(ops: Sequence[Operation], inputs: Iterable[SSAValue],
+                           outputs: Iterable[SSAValue], elements_per_thread: int) -> int:
+    """Registers of a pointwise kernel of `ops` (program order) before it
+    exists as a group: `_pointwise`'s base, arrays in flight and scalars, plus
+    the intermediates live at the widest point of the op order."""
+    arrays = sum(1 for v in inputs if numel(tensor_shape(v)) != 1)
+    scalars = sum(1 for v in inputs if numel(tensor_shape(v)) == 1)
+    written = list(outputs)
+    arrays += len(written)
+    last_use: dict[SSAValue, int] = {}
+    for k, op in enumerate(ops):
+        for v in op.operands:
+            last_use[v] = k
+    live = widest = 0
+    for k, op in enumerate(ops):
+        live -= sum(1 for v in set(op.operands) if last_use.get(v) == k
+                    and isinstance(v, OpResult) and v.op in ops and v not in written)
+        live += sum(1 for r in op.results if r in last_use and r not in written)
+        widest = max(widest, live)
+    return round(POINTWISE_BASE + POINTWISE_ARRAY_REGISTERS_PER_ELEMENT
+                 * elements_per_thread * arrays + PARAM_REGISTERS * scalars
+                 + POINTWISE_LIVE_REGISTERS * widest)
