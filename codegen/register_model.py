@@ -32,9 +32,8 @@ estimate_registers(group).registers   # 31 for `nn.mul %x, %c` on tensor<1024xf3
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from xdsl.ir import Operation, OpResult, SSAValue
 

@@ -198,7 +198,7 @@ class ScheduleTimes:
         return self.fused > sum(self.parts)
 
     def summary(self) -> str:
-        """`fused (conv_pool) 2740.1 us vs parts 182.3 us (window_tiled) + 7.9 us (window_tiled)`."""
+        """`fused (conv_pool) 2756.0 us vs parts 183.2 us (window_tiled) + 8.4 us (...)`."""
         (pa, pb), (na, nb) = self.parts, self.part_paths
         return (f"fused ({self.fused_path}) {_us(self.fused)} us vs parts {_us(pa)} us ({na}) "
                 f"+ {_us(pb)} us ({nb})")

@@ -585,13 +585,19 @@ def gain_ok(c: Candidate) -> Verdict:
 
 def group_cost(c: Candidate, g: GroupInfo, outputs: list[SSAValue] | None = None) -> KernelCost:
     """The kernel cost of a group: distinct inputs read, results written."""
+    return kernel_cost(c.dep, c.target, g, outputs)
+
+
+def kernel_cost(dep: DependencyAnalysis, target: Target, g: GroupInfo,
+                outputs: list[SSAValue] | None = None) -> KernelCost:
+    """`group_cost` without a candidate: what a program's estimate sums."""
     if g.size == 1 and isinstance(g.lead, nn.ReshapeOp):
         return KernelCost(0, 0.0, 1, 0, launches=0)  # a view of its input's buffer
     if outputs is None:
         outputs = list(g.outputs)
-    moved = sum(map(c.dep.nbytes, g.inputs)) + sum(map(c.dep.nbytes, outputs))
+    moved = sum(map(dep.nbytes, g.inputs)) + sum(map(dep.nbytes, outputs))
     row = numel(tuple(g.shape[i] for i in g.axes)) if g.kind == "reduction" else 0
-    threads = parallel_threads(g.kind, g.shape, row, c.target)
+    threads = parallel_threads(g.kind, g.shape, row, target)
     return KernelCost(moved, g.flops, threads, g.registers, path=kernel_path(g))
 
 
