@@ -30,6 +30,7 @@ g.delta > 0, g.t_mem, g.saved_bytes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.ir import Operation
@@ -59,6 +60,25 @@ ELEMENTWISE_FLOPS: dict[type[Operation], int] = {
 }
 
 
+KERNEL_PATHS: dict[str, Callable[[Target], tuple[float, float]]] = {
+    "roofline": lambda t: (t.memory_bandwidth, t.fp32_flops),
+    "pointwise": lambda t: (t.memory_bandwidth * t.pointwise_bandwidth_fraction, t.fp32_flops),
+    "reduction": lambda t: (t.memory_bandwidth * t.reduction_bandwidth_fraction, t.fp32_flops),
+    "window_tiled": lambda t: (t.memory_bandwidth, t.fp32_flops * t.window_tiled_flops_fraction),
+    "window_direct": lambda t: (t.memory_bandwidth,
+                                t.fp32_flops * t.direct_window_flops_fraction),
+    "conv_pool": lambda t: (t.memory_bandwidth, t.fp32_flops * t.direct_window_flops_fraction),
+    "simt_gemm": lambda t: (t.memory_bandwidth, t.fused_gemm_flops),
+    "library_gemm": lambda t: (t.memory_bandwidth, t.library_gemm_flops),
+}
+"""The (bytes/s, FLOP/s) each emitted kernel reaches, from the target
+profile: pointwise and reduction kernels a fraction of the copy bandwidth;
+tiled window kernels (GEMM-like and halo paths, codegen/window_tiled.py) and
+direct-loop convolutions (codegen/window.py's direct path, the conv loop of
+codegen/conv_pool.py) a fraction of the fp32 peak; fusec's SIMT GEMM and the
+library GEMM their measured rates."""
+
+
 @dataclass(frozen=True)
 class KernelCost:
     """What one kernel costs the machine."""
@@ -72,6 +92,21 @@ class KernelCost:
     registers: int
     """Estimated registers per thread."""
     launches: int = 1
+    path: str = "roofline"
+    """The emitted kernel (`KERNEL_PATHS`): which throughputs of the target
+    bound it. "roofline" is the plain `bandwidth` / `fp32_flops` roof."""
+
+    def rates(self, target: Target) -> tuple[float, float]:
+        """(bytes/s, FLOP/s) the kernel of this `path` reaches on `target`."""
+        bandwidth, flops = KERNEL_PATHS[self.path](target)
+        return bandwidth, flops
+
+    def busy_time(self, target: Target) -> float:
+        """The kernel's time without the idle-GPU charge: body, spills and
+        launches. Summed over a program's kernels it is the estimate that
+        fusion never makes worse (docs/fusion.md)."""
+        return (self.body_time(target) + self.spill_time(target)
+                + self.launches * target.launch_overhead)
 
     def utilization(self, target: Target) -> float:
         """Fraction of the GPU's resident threads this kernel keeps busy."""
@@ -79,7 +114,8 @@ class KernelCost:
 
     def body_time(self, target: Target) -> float:
         """The roofline without launch overhead or utilization."""
-        return max(self.bytes_moved / target.memory_bandwidth, self.flops / target.fp32_flops)
+        bandwidth, flops = self.rates(target)
+        return max(self.bytes_moved / bandwidth, self.flops / flops)
 
     def idle_time(self, target: Target) -> float:
         """Time added because the kernel is too small to fill the GPU."""
@@ -143,6 +179,43 @@ def fusion_gain(target: Target, a: KernelCost, b: KernelCost, fused: KernelCost)
     spill = fused.spill_time(target) - a.spill_time(target) - b.spill_time(target)
     return FusionGain(t_mem, recompute + max(0.0, idle), max(0.0, spill), saved_bytes,
                       saved_launches)
+
+
+@dataclass(frozen=True)
+class ScheduleTimes:
+    """The fused kernel's estimated time with the schedule it will get,
+    against its parts' times with their own schedules (seconds)."""
+
+    fused: float
+    """The fused kernel's busy time plus the parallelism it loses."""
+    parts: tuple[float, float]
+    fused_path: str
+    part_paths: tuple[str, str]
+
+    @property
+    def slower(self) -> bool:
+        """The fused kernel is estimated slower than its parts."""
+        return self.fused > sum(self.parts)
+
+    def summary(self) -> str:
+        """`fused (conv_pool) 2756.0 us vs parts 183.2 us (window_tiled) + 8.4 us (...)`."""
+        (pa, pb), (na, nb) = self.parts, self.part_paths
+        return (f"fused ({self.fused_path}) {_us(self.fused)} us vs parts {_us(pa)} us ({na}) "
+                f"+ {_us(pb)} us ({nb})")
+
+
+def schedule_times(target: Target, a: KernelCost, b: KernelCost,
+                   fused: KernelCost) -> ScheduleTimes:
+    """`busy(fused) + lost parallelism` against `busy(a) + busy(b)`: each
+    kernel priced on its own path (`KERNEL_PATHS`), launches included. The
+    idle charge is `fusion_gain`'s: only when a part fills the GPU and the
+    fused kernel does not."""
+    idle = 0.0
+    if fused.parallel < target.max_resident_threads <= max(a.parallel, b.parallel):
+        idle = max(0.0, fused.idle_time(target) - a.idle_time(target) - b.idle_time(target))
+    return ScheduleTimes(fused.busy_time(target) + idle,
+                         (a.busy_time(target), b.busy_time(target)), fused.path,
+                         (a.path, b.path))
 
 
 # --- per-op estimates -----------------------------------------------------------------

@@ -35,13 +35,16 @@ from fusec.analysis.cost_model import (
     fusion_gain,
     op_flops,
     parallel_threads,
+    schedule_times,
 )
 from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.analysis.targets import Target
+from fusec.analysis.pointwise_registers import pointwise_registers_of
+from fusec.analysis.targets import Target, get_target
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import ShapeError, broadcast_shapes, fmt, numel
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
+from fusec.scheduling.pointwise import pointwise_schedule
 
 # Group kinds an emitter schedules; the others describe ops that stay alone.
 FUSIBLE_KINDS = ("pointwise", "reduction", "contraction", "window")
@@ -114,21 +117,38 @@ class GroupInfo:
     drift: float = 0.0  # rounding skipped by keeping low-precision values internal
     has_never: bool = False
     note: str = ""  # why a non-fusible kind is not fusible
+    ops: tuple[Operation, ...] = ()  # the members, in program order
 
 
-def single_op_info(op: Operation, nid: int, dep: DependencyAnalysis) -> GroupInfo:
-    """The summary of a group holding only `op`."""
+def single_op_info(op: Operation, nid: int, dep: DependencyAnalysis,
+                   target: Target | None = None) -> GroupInfo:
+    """The summary of a group holding only `op` (`target`: the compile's,
+    for the schedule a lone pointwise op gets; default h200)."""
     kind, shape, axes, note = _classify(op)
     inputs = frozenset(op.operands)
     regs = GROUP_BASE_REGISTERS.get(kind, 0) + _op_registers(op)
+    if kind == "pointwise":
+        regs = pointwise_group_registers(
+            (op,), inputs, [r for r in op.results if dep.consumers(r)],
+            target or get_target("h200"))
     return GroupInfo(
         nid=nid, kind=kind, lead=op, size=1, shape=shape, axes=axes,
         anchor=op if kind in ("contraction", "window", "reduction") else None,
         outputs=frozenset(r for r in op.results if dep.consumers(r)), inputs=inputs,
         flops=op_flops(op),
         registers=regs, shared=SHARED_BYTES.get(kind, 0),
-        has_never=_contract(op) == "never", note=note,
+        has_never=_contract(op) == "never", note=note, ops=(op,),
     )
+
+
+def pointwise_group_registers(ops: tuple[Operation, ...], inputs: frozenset[SSAValue] | set[
+        SSAValue], outputs: list[SSAValue], target: Target) -> int:
+    """Registers of the pointwise kernel `ops` would become, under the
+    schedule `scheduling/pointwise.py` gives it on `target`: live values at
+    the widest point of the op order plus arrays in flight and addressing
+    (`codegen/register_model.pointwise_registers_of`, fitted to ptxas)."""
+    epe = pointwise_schedule(target).int_field("elements_per_thread")
+    return pointwise_registers_of(ops, inputs, outputs, epe)
 
 
 def _contract(op: Operation) -> str:
@@ -389,13 +409,16 @@ def _with_totals(c: Candidate, kind: str, shape: tuple[int, ...], axes: tuple[in
     internalized = [v for v in a.outputs | b.outputs if v not in outputs]
     drift = a.drift + b.drift + sum(UNIT_ROUNDOFF.get(c.dep.dtype(v), 0.0) for v in internalized)
     lead = a.lead if c.dep.index[a.lead] <= c.dep.index[b.lead] else b.lead
-    regs = GROUP_BASE_REGISTERS[kind] + sum(
-        g.registers - GROUP_BASE_REGISTERS.get(g.kind, 0) for g in (a, b))
+    ops = tuple(sorted((*a.ops, *b.ops), key=c.dep.index.__getitem__))
+    if kind == "pointwise":
+        regs = pointwise_group_registers(ops, inputs, outputs, c.target)
+    else:
+        regs = GROUP_BASE_REGISTERS[kind] + sum(map(_op_registers, ops))
     shared = SHARED_BYTES.get(kind, 0) * (1 + (a.kind == b.kind == "reduction"))
     return GroupInfo(
         nid=a.nid, kind=kind, lead=lead, size=a.size + b.size, shape=shape, axes=axes,
         anchor=anchor, outputs=outputs, inputs=inputs, flops=_fused_flops(a, b, kind, shape),
-        registers=regs, shared=shared, drift=drift,
+        registers=regs, shared=shared, drift=drift, ops=ops,
     )
 
 
@@ -501,7 +524,17 @@ def res_ok(c: Candidate) -> Verdict:
     # occupancy a lone pointwise kernel would have had.
     before = min(occupancy(c.target, g) for g in (c.a, c.b))
     after = occupancy(c.target, fused)
-    if after < (1.0 - c.options.max_occupancy_drop) * before:
+    # More registers rather than a split: up to the target's register_budget
+    # the SM keeps enough warps to hide memory latency, so a drop there is
+    # free; past it the drop is refused only when it costs more time (the
+    # fused body slowed by before/after) than the split's extra traffic and
+    # launches (T_mem).
+    if fused.registers <= c.target.register_budget:
+        return Verdict.yes()
+    fused_cost = group_cost(c, fused, c.outputs)
+    gain = fusion_gain(c.target, group_cost(c, c.a), group_cost(c, c.b), fused_cost)
+    loss = fused_cost.body_time(c.target) * (before / max(after, 1e-9) - 1.0)
+    if after < (1.0 - c.options.max_occupancy_drop) * before and loss > gain.t_mem:
         return Verdict.no(
             f"fusing lowers occupancy from {before:.0%} to {after:.0%} of the SM's threads "
             f"(~{occupancy_registers(fused)} registers per thread), more than the "
@@ -510,12 +543,8 @@ def res_ok(c: Candidate) -> Verdict:
 
 
 def occupancy_registers(g: GroupInfo) -> int:
-    """Registers per thread for the occupancy rule: a pointwise chain reuses
-    its temporaries, so it holds a pointer per boundary value plus a quad per
-    result (`codegen/register_model.py`'s shape); other kinds their estimate."""
-    if g.kind == "pointwise":
-        boundary = len(g.inputs) + len(g.outputs)
-        return GROUP_BASE_REGISTERS["pointwise"] + 2 * boundary + 4 * len(g.outputs)
+    """Registers per thread for the occupancy rule: the group's estimate (a
+    pointwise group's tracks ptxas: `pointwise_group_registers`)."""
     return g.registers
 
 
@@ -532,7 +561,12 @@ def gain_ok(c: Candidate) -> Verdict:
     if isinstance(fused, str):
         return Verdict.no(fused)
     fused_cost = group_cost(c, fused, c.outputs)
-    gain = fusion_gain(c.target, group_cost(c, c.a), group_cost(c, c.b), fused_cost)
+    a_cost, b_cost = group_cost(c, c.a), group_cost(c, c.b)
+    gain = fusion_gain(c.target, a_cost, b_cost, fused_cost)
+    times = schedule_times(c.target, a_cost, b_cost, fused_cost)
+    if times.slower:  # judged on the kernels that will be emitted, before any override
+        return Verdict.no(f"the fused kernel is estimated slower than its parts: "
+                          f"{times.summary()}", gain)
     intensity = fused.flops / max(1, fused_cost.bytes_moved)
     recomputes = fused.flops > c.a.flops + c.b.flops
     if gain.delta < c.options.min_gain:
@@ -551,14 +585,35 @@ def gain_ok(c: Candidate) -> Verdict:
 
 def group_cost(c: Candidate, g: GroupInfo, outputs: list[SSAValue] | None = None) -> KernelCost:
     """The kernel cost of a group: distinct inputs read, results written."""
+    return kernel_cost(c.dep, c.target, g, outputs)
+
+
+def kernel_cost(dep: DependencyAnalysis, target: Target, g: GroupInfo,
+                outputs: list[SSAValue] | None = None) -> KernelCost:
+    """`group_cost` without a candidate: what a program's estimate sums."""
     if g.size == 1 and isinstance(g.lead, nn.ReshapeOp):
         return KernelCost(0, 0.0, 1, 0, launches=0)  # a view of its input's buffer
     if outputs is None:
         outputs = list(g.outputs)
-    moved = sum(map(c.dep.nbytes, g.inputs)) + sum(map(c.dep.nbytes, outputs))
+    moved = sum(map(dep.nbytes, g.inputs)) + sum(map(dep.nbytes, outputs))
     row = numel(tuple(g.shape[i] for i in g.axes)) if g.kind == "reduction" else 0
-    threads = parallel_threads(g.kind, g.shape, row, c.target)
-    return KernelCost(moved, g.flops, threads, g.registers)
+    threads = parallel_threads(g.kind, g.shape, row, target)
+    return KernelCost(moved, g.flops, threads, g.registers, path=kernel_path(g))
+
+
+def kernel_path(g: GroupInfo) -> str:
+    """The kernel `g` becomes (a key of `cost_model.KERNEL_PATHS`), as
+    `scheduling/choose.py` schedules it: a pointwise or row-reduction
+    kernel; a window group the tiled kernel, or the conv + pool kernel
+    (a direct loop over channels and taps) when it holds a pool after its
+    conv; a contraction fusec's SIMT GEMM (the library GEMM is chosen later
+    and only when it is faster, so this bounds the time from above)."""
+    if g.kind == "window":
+        pooled = isinstance(g.anchor, nn.Conv2dOp) and any(
+            isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp)) for op in g.ops)
+        return "conv_pool" if pooled else "window_tiled"
+    return {"pointwise": "pointwise", "reduction": "reduction",
+            "contraction": "simt_gemm"}.get(g.kind, "roofline")
 
 
 def recompute_ok(dep: DependencyAnalysis, producer: Operation, host: GroupInfo,

@@ -72,6 +72,26 @@ class Target:
     fused_gemm_flops: float = 27.0e12
     """fp32 FLOP/s of fusec's fused SIMT GEMM with its epilogue (bias + gelu),
     measured on H200 at 4096^3; the rate of a fused contraction kernel."""
+    pointwise_bandwidth_fraction: float = 0.97
+    """Fraction of `memory_bandwidth` a pointwise kernel reaches: measured on
+    H200 (scheduling/pointwise.py: 4 strided elements per thread, 97% of copy)."""
+    reduction_bandwidth_fraction: float = 0.85
+    """Fraction of `memory_bandwidth` a row reduction reaches (row, column and
+    split schedules alike). Not measured per schedule yet: set below the
+    pointwise figure because a block-per-row kernel ends every row with a
+    tree over shared memory and a barrier."""
+    window_tiled_flops_fraction: float = 0.80
+    """Fraction of `fp32_flops` of a tiled window kernel (GEMM-like and halo
+    paths, codegen/window_tiled.py). Derived from the H200 measurement of
+    bench/programs/conv_relu_pool.mlir unfused (N32 C64 56x56 3x3): 0.19 ms
+    for conv + epilogue + pool, of which about 0.01 ms is the pool's memory
+    traffic; 7.40 GFLOP / 0.18 ms = 41 TFLOP/s = 0.80 of 50.8."""
+    direct_window_flops_fraction: float = 0.053
+    """Fraction of `fp32_flops` of a direct-loop conv (one output per thread,
+    every tap read from global memory: codegen/window.py's direct path and
+    the conv loop of codegen/conv_pool.py). Derived from the H200 measurement
+    of the same program fused into conv + pool: 7.40 GFLOP / 2.74 ms =
+    2.70 TFLOP/s = 0.053 of 50.8."""
     fma_lanes_per_sm: int = 128
     """fp32 FMAs one SM issues per clock (Volta and later: 4 x 32 lanes); with
     `shared_lanes_per_sm`, what the attention schedule balances."""

@@ -37,6 +37,11 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.pointwise_registers import (
+    PARAM_REGISTERS,
+    POINTWISE_ARRAY_REGISTERS_PER_ELEMENT,
+    POINTWISE_BASE,
+)
 from fusec.analysis.targets import Target
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.decompose_group import decomposed
@@ -57,9 +62,6 @@ from fusec.dialects.shapes import numel
 from fusec.scheduling.contraction import GemmTile, tile_of
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
-POINTWISE_BASE = 13  # thread index, chunk loop, bounds
-PARAM_REGISTERS = 2  # per array parameter: its data pointer (64-bit)
-POINTWISE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its share of the address
 POINTWISE_COORD_REGISTERS = 1  # per element and non-power-of-two dimension unravelled
 LAYOUT_REGISTERS = 31  # index remapping copy or the tiled transpose
 GEMM_ADDRESSING = 16  # tile origins, loader offsets, loop counters

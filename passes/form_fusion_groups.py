@@ -69,7 +69,8 @@ class GroupFormer:
         self.graph = FusionGraph(self.dep)
         self.target, self.policy, self.options = target, policy, options
         self.info: dict[int, GroupInfo] = {
-            nid: single_op_info(n.ops[0], nid, self.dep) for nid, n in self.graph.nodes.items()
+            nid: single_op_info(n.ops[0], nid, self.dep, target)
+            for nid, n in self.graph.nodes.items()
         }
         self.pending: list[_Pending] = []
         self.settled: set[tuple[int, int]] = set()  # pairs refused for good
