@@ -78,14 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if row in PROGRAMS:
                 lines += _measure_program(row, fusec, torch, args, copy_bw, gemm_rate)
-                continue
-            model, _ = VARIANTS.get(row, (row, "auto"))
-            lines += _measure_row(row, fusec, torch, PEERS[model], floor_work, args,
-                                  copy_bw, gemm_rate)
+            else:
+                model, _ = VARIANTS.get(row, (row, "auto"))
+                lines += _measure_row(row, fusec, torch, PEERS[model], floor_work, args,
+                                      copy_bw, gemm_rate)
         except Exception as err:  # one broken row must not lose the others
             failed += 1
             lines += [f"## {row}  FAILED: {type(err).__name__}: {err}", ""]
         print("\n".join(lines[-8:]), flush=True)
+        _write(args.out, lines, torch, quiet=True)  # what is measured survives a time limit
     _write(args.out, lines, torch)
     return 1 if failed else 0
 
@@ -271,7 +272,8 @@ def _row_table(row: str, times: dict[str, float], floor: float, launches: int,
     return [*out, ""]
 
 
-def _write(out_dir: str, lines: list[str], torch: Any, append: bool = False) -> None:
+def _write(out_dir: str, lines: list[str], torch: Any, append: bool = False,
+           quiet: bool = False) -> None:
     """Write the tables to OUT/DATE-DEVICE.md; `append` adds them after what
     an earlier run of the day wrote there (bench/onnx_models.py does)."""
     path = Path(out_dir)
@@ -285,7 +287,8 @@ def _write(out_dir: str, lines: list[str], torch: Any, append: bool = False) -> 
         print(f"appended to {target}")
         return
     target.write_text(text, encoding="utf-8")
-    print(f"wrote {target}")
+    if not quiet:
+        print(f"wrote {target}")
 
 
 if __name__ == "__main__":
