@@ -110,7 +110,7 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
         "torch eager": _time_torch(torch, peer, inputs, args),
     }
     if not args.no_compile:
-        times["torch.compile"] = _time_torch(torch, torch.compile(peer), inputs, args)
+        times["torch.compile"] = _time_torch(torch, _inductor(torch, peer), inputs, args)
     moved, flops = floor_work(model, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
     table = _row_table(row, times, floor, fused.launches, off.launches, status)
@@ -145,10 +145,18 @@ def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float
         "torch eager": _time_torch(torch, peer, inputs, args),
     }
     if not args.no_compile:
-        times["torch.compile"] = _time_torch(torch, torch.compile(peer), inputs, args)
+        times["torch.compile"] = _time_torch(torch, _inductor(torch, peer), inputs, args)
     moved, flops = program_floor(func, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
     return _row_table(row, times, floor, fused.launches, off.launches, status)
+
+
+def _inductor(torch: Any, fn: Any) -> Any:
+    """`torch.compile(fn)` with dynamo's caches emptied first: every program's
+    peer is the same Python function (bench/torch_peer.py) with other
+    closures, and past dynamo's recompile limit it would silently run eager."""
+    torch._dynamo.reset()
+    return torch.compile(fn)
 
 
 def _as_list(out: Any) -> list[Any]:

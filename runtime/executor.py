@@ -111,6 +111,13 @@ def load_kernels(source: str | None = None, path: str | Path | None = None) -> M
     return module
 
 
+def _without_grad(a: Any) -> Any:
+    """A torch tensor that requires grad, as a detached view (no copy): fusec
+    computes no gradients, and torch refuses such a tensor's CUDA array
+    interface. Anything else as it is."""
+    return a.detach() if getattr(a, "requires_grad", False) is True else a
+
+
 def _shape_dtype(a: Any) -> tuple[tuple[int, ...], np.dtype[Any] | str | None]:
     """Shape and dtype of an input, by its CUDA array interface when it has
     one; torch dtypes (`torch.float32`) are read by name, and a dtype NumPy
@@ -295,6 +302,7 @@ class Executor:
         """Run the function on `inputs`; outputs in the kind of the inputs."""
         if self.graph is not None:
             return self.graph(inputs)
+        inputs = [_without_grad(a) for a in inputs]
         check_inputs(self.fp, inputs)
         try:
             outputs = self._run(inputs)

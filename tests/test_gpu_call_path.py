@@ -62,6 +62,21 @@ def test_graph_replay_matches_plain_launches_on_fresh_inputs(gemm: str) -> None:
     assert graphs.executor.graph is not None and plain.executor.graph is None
 
 
+def test_cuda_tensor_that_requires_grad_runs_without_graphs() -> None:
+    """Parameters reach compiled partitions as tensors that require grad; torch
+    refuses their CUDA array interface, so fusec reads a detached view."""
+    torch = pytest.importorskip("torch")
+    import fusec
+
+    model = fusec.compile(CHAIN, device="gpu", graphs=False)
+    rng = np.random.default_rng(9)
+    x, y = (rng.standard_normal(4096).astype(np.float32) for _ in range(2))
+    tx, ty = (torch.from_numpy(a).cuda().requires_grad_() for a in (x, y))
+    got = model(tx, ty)
+    np.testing.assert_allclose(got.detach().cpu().numpy(), _reference(CHAIN, [x, y])[0],
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_every_kind_in_and_out_with_graphs(capfd: pytest.CaptureFixture[str]) -> None:
     torch = pytest.importorskip("torch")
     cupy = pytest.importorskip("cupy")

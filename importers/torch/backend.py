@@ -223,7 +223,7 @@ class FusecPartition(torch.nn.Module):
 
     def forward(self, *args: torch.Tensor) -> Any:
         """Run the function on PyTorch tensors; results are PyTorch tensors."""
-        out = self.model(*[a.contiguous() for a in args])
+        out = self.model(*[a.detach().contiguous() for a in args])  # inference: no grad
         if not self.returns_tuple:
             return out
         return tuple(out) if isinstance(out, tuple) else (out,)
