@@ -33,13 +33,13 @@ from fusec.compiler.cost_model import GemmChoice, gemm_choice
 from fusec.compiler.remarks import RemarkCollector
 from fusec.compiler.targets import Target
 from fusec.dialects import nn
+from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 
 GEMM_MODES = ("auto", "library", "fused")
 GEMM_ATTR = "gemm"
-LIBRARY_DTYPES = {"float32": 4, "float64": 8}
 
 
 def library_available() -> bool:
@@ -62,9 +62,9 @@ def library_matmul(group: GroupOp) -> nn.MatmulOp | None:
         return None
     mm = mms[0]
     try:
-        if value_dtype(mm.result) not in LIBRARY_DTYPES:
+        if not of_device_dtype(value_dtype(mm.result)).library_gemm:
             return None
-    except UnsupportedTypeError:  # bf16: code generation reports it, at the op
+    except UnsupportedTypeError:  # code generation reports it, at the op
         return None
     for v in mm.operands:
         mode, loaded = operand_mode(v)
@@ -83,7 +83,7 @@ class GemmChooser:
     remarks: RemarkCollector
 
     def price(self, group: GroupOp, mm: nn.MatmulOp) -> GemmChoice:
-        item = LIBRARY_DTYPES[value_dtype(mm.result)]
+        item = of_device_dtype(value_dtype(mm.result)).width
         out = tensor_shape(mm.result)
         k = tensor_shape(mm.operands[0])[-1]
         operands = sum(numel(tensor_shape(v)) * item for v in mm.operands)

@@ -25,9 +25,9 @@ from fusec.compiler.diagnostics import loc_of, op_error
 from fusec.compiler.driver import module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.remarks import listening
-from fusec.compiler.run_command import TOLERANCES
 from fusec.compiler.verify import verify_module
 from fusec.dialects import nn
+from fusec.dialects.element_types import tolerance_of
 from fusec.dialects.nn_base import dense_to_numpy
 from fusec.passes.decompose import DecomposePass
 from fusec.passes.fold_constants import FoldConstantsPass
@@ -221,7 +221,7 @@ func.func @f() -> ({tk}, {tr}, {tm}) {{
         assert g.dtype == np_type
         np.testing.assert_array_equal(g, want.astype(np_type))
         assert np.all(np.isfinite(g)) and np.all(g != 0)
-        tol = TOLERANCES[np.dtype(np_type).name]
+        tol = tolerance_of(np.dtype(np_type).name)
         scale = float(np.max(np.abs(kernel)))
         assert float(np.max(np.abs(g.astype(np.float64) - kernel))) <= tol * scale
 

@@ -78,7 +78,7 @@ def test_out_directory_with_inputs_and_outputs(
 
 def test_check_fails_over_tolerance(model: Path, capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_command, "TOLERANCES", {"float32": -1.0})
+    monkeypatch.setattr(run_command, "tolerance_of", lambda _dtype: -1.0)
     monkeypatch.setattr(run_command, "ABSOLUTE_FLOOR_ROUNDOFFS", -1)
     code, stdout, _ = run(capsys, str(model), "--check")
     assert code == 1
