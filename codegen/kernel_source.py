@@ -344,7 +344,7 @@ def value_dtype(value: SSAValue) -> str:
     t = value.type
     assert isinstance(t, TensorType)
     name = element_type_name(t.element_type)
-    if name not in SUPPORTED_TYPES or name == "bf16":
+    if name not in SUPPORTED_TYPES:
         raise UnsupportedTypeError(
             f"element type {name} is not supported by code generation"
         )

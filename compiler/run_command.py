@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 
 from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.diagnostics import FusecError, escape_controls
 from fusec.dialects.element_types import tolerance_of, unit_roundoff_of
+from fusec.dialects.nn_base import element_type_name
 
 # Relative tolerance (against max |reference|) per output dtype for --check:
 # float32 kernels may reorder sums and use fused multiply-adds, so they differ
@@ -240,16 +241,21 @@ def check_outputs(func: FuncOp, inputs: list[np.ndarray], outputs: list[np.ndarr
     except ValueError as err:
         raise FusecError(f"the reference interpreter rejected the inputs: {err}") from None
     ok = True
+    types = [element_type_name(t.element_type) for t in func.function_type.outputs.data
+             if isinstance(t, TensorType)]
     for i, (out, ref) in enumerate(zip(outputs, refs, strict=True)):
-        passed, line = compare(np.asarray(out), np.asarray(ref))
+        # bf16 comes back as float32 values: its tolerance is bf16's.
+        bf16 = i < len(types) and types[i] == "bf16"
+        passed, line = compare(np.asarray(out), np.asarray(ref), "bfloat16" if bf16 else None)
         ok &= passed
         print(f"output_{i}: {line}")
     print("check passed" if ok else "check FAILED: outputs differ from the reference")
     return ok
 
 
-def compare(out: np.ndarray, ref: np.ndarray) -> tuple[bool, str]:
-    """(within tolerance, a sentence with the errors) for one output."""
+def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None) -> tuple[bool, str]:
+    """(within tolerance, a sentence with the errors) for one output, at the
+    tolerance of NumPy dtype name `dtype` (default: `out`'s)."""
     if out.shape != ref.shape:
         return False, f"shape {out.shape} but the reference has {ref.shape} FAIL"
     if out.dtype.kind not in "fc":
@@ -262,8 +268,8 @@ def compare(out: np.ndarray, ref: np.ndarray) -> tuple[bool, str]:
     finite = ~special
     err = float(np.max(np.abs(o[finite] - r[finite]), initial=0.0))
     scale = float(np.max(np.abs(r[finite]), initial=0.0)) or 1.0
-    tol = tolerance_of(out.dtype.name)
-    floor = ABSOLUTE_FLOOR_ROUNDOFFS * unit_roundoff_of(out.dtype.name)
+    tol = tolerance_of(dtype or out.dtype.name)
+    floor = ABSOLUTE_FLOOR_ROUNDOFFS * unit_roundoff_of(dtype or out.dtype.name)
     passed = err <= max(tol * scale, floor) and mismatched == 0
     line = f"max abs err {err:.3g}, max rel err {err / scale:.3g} (tolerance {tol:g})"
     if mismatched:

@@ -146,3 +146,26 @@ def unit_roundoff_of(dtype: str) -> float:
     row = of_host_dtype(dtype)
     return row.unit_roundoff if row is not None and row.is_float else \
         BY_NAME["f32"].unit_roundoff
+
+
+def round_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest bfloat16 (ties to even), returned as float32."""
+    f32 = np.ascontiguousarray(x, dtype=np.float32)
+    bits = f32.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    out = rounded.view(np.float32)
+    return np.where(np.isnan(f32), f32, out)
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """The uint16 bit patterns of `x` rounded to bfloat16 (ties to even; a
+    NaN stays a quiet NaN), as kernels store bf16 in device memory."""
+    rounded = np.ascontiguousarray(round_to_bf16(x))
+    bits = (rounded.view(np.uint32) >> 16).astype(np.uint16)
+    return np.where(np.isnan(rounded), bits | np.uint16(0x40), bits)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """The float32 values of bfloat16 bit patterns (exact)."""
+    wide = np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16
+    return wide.view(np.float32)

@@ -267,13 +267,19 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The elements of a dense attribute as a NumPy array of its shape."""
     t = attr.get_type()
     assert isinstance(t, TensorType)
-    dtype = numpy_dtype(t.element_type)
     raw = attr.data.data
+    if element_type_name(t.element_type) == "bf16":  # held as float32 bf16 values
+        flat = element_types.bf16_values(np.frombuffer(raw, dtype=np.uint16))
+        return _shaped(flat, tuple(t.get_shape()))
+    dtype = numpy_dtype(t.element_type)
     if dtype == np.bool_:
         flat = np.frombuffer(raw, dtype=np.uint8) != 0
     else:
         flat = np.frombuffer(raw, dtype=dtype)
-    shape = tuple(t.get_shape())
+    return _shaped(flat, tuple(t.get_shape()))
+
+
+def _shaped(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     if flat.size == 1:
         # A splat (stored as its one element, as MLIR stores it): a read-only
         # view, so a huge splat costs nothing until someone computes with it.
@@ -302,7 +308,10 @@ def numpy_to_dense(array: np.ndarray, t: TensorType) -> DenseIntOrFPElementsAttr
     assert values.shape == tuple(t.get_shape()), (values.shape, t)
     if values.size > 1 and values.strides.count(0) == values.ndim:
         values = values.reshape(-1)[:1]
-    values = values.astype(numpy_dtype(t.element_type))
+    if element_type_name(t.element_type) == "bf16":  # stored as its bits
+        values = element_types.bf16_bits(values)
+    else:
+        values = values.astype(numpy_dtype(t.element_type))
     if values.dtype == np.bool_:
         values = values.astype(np.uint8) * 0xFF  # i1 true is the byte 0xFF, as parsed
     data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes()
