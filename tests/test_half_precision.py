@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from fusec.codegen.program import Program
+from fusec.codegen.ptx import compile_program_ptx
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.element_types import bf16_bits, element, round_to_bf16
@@ -192,3 +193,22 @@ def test_bf16_input_of_another_dtype_is_a_clear_error() -> None:
     program = compile_text(BF16_EXP, "group-each-op")
     with pytest.raises(FusecError, match="input 'x' of @f: expected bf16"):
         run_program(program, "f", [np.zeros((2, 8), np.float64)], device="sim")
+
+
+def test_bf16_kernels_compile_for_sm90() -> None:
+    """The prelude's bf16 helpers type-check and lower in numba.cuda (the
+    simulator runs them as Python): 16-bit loads and stores, a shift widens."""
+    d = "bf16"
+    t, r = f"tensor<4x300x{d}>", f"tensor<4x{d}>"
+    a, b, o = (f"tensor<{s}x{d}>" for s in ("9x40", "40x12", "9x12"))
+    program = compile_text(f"""func.func @f(%x: {t}, %a: {a}, %b: {b}) -> ({r}, {t}, {o}) {{
+  %e = nn.exp %x : {t}
+  %s = nn.reduce_sum %e {{axes = [1]}} : ({t}) -> {r}
+  %m = nn.matmul %a, %b : ({a}, {b}) -> {o}
+  func.return %s, %e, %m : {r}, {t}, {o}
+}}""", FUSED)
+    info = compile_program_ptx(program)
+    assert len(info) == 2
+    for name, kernel in info.items():
+        ptx = str(kernel["ptx"])
+        assert "ld.global.u16" in ptx and "st.global.u16" in ptx and "shl.b32" in ptx, name
