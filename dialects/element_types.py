@@ -36,7 +36,10 @@ class ElementType:
     compute_type: str  # numba type name arithmetic runs in (halves: float32)
     widen: str  # callable text: stored element -> compute type ("" when equal)
     narrow: str  # callable text: compute value -> stored element ("" when equal)
-    library_gemm: bool  # cuBLAS through CuPy computes matmuls of it (CuPy has no bf16)
+    # The plan's name of the library GEMM (cuBLAS through CuPy, f32
+    # accumulation for halves) that computes matmuls of it; "" for none.
+    # bf16 has none: CuPy needs ml_dtypes' bfloat16, which fusec does not require.
+    library_gemm: str
     unit_roundoff: float  # 0.0 for exact (integer, boolean) types
     tau: float  # the fusion precision gate's relative drift bound (0.0: exact)
     tolerance: float  # `--check` / test tolerance relative to max |reference|
@@ -54,14 +57,14 @@ class ElementType:
 
 
 def _float(name: str, width: int, host: str, device: str, numba: str, compute: str,
-           widen: str, narrow: str, library: bool, mantissa: int, tau: float,
+           widen: str, narrow: str, library: str, mantissa: int, tau: float,
            tolerance: float, torch_name: str) -> ElementType:
     return ElementType(name, width, host, device, numba, compute, widen, narrow, library,
                        2.0 ** -(mantissa + 1), tau, tolerance, torch_name)
 
 
 def _exact(name: str, width: int, dtype: str, numba: str) -> ElementType:
-    return ElementType(name, width, dtype, dtype, numba, numba, "", "", False, 0.0, 0.0, 0.0,
+    return ElementType(name, width, dtype, dtype, numba, numba, "", "", "", 0.0, 0.0, 0.0,
                        dtype)
 
 
@@ -71,14 +74,14 @@ def _exact(name: str, width: int, dtype: str, numba: str) -> ElementType:
 # differs by 1.7e-4 on the H200, fused or not, which sets the f32 bound. The
 # half bounds are a few unit roundoffs of rounded intermediates.
 ELEMENT_TYPES: tuple[ElementType, ...] = (
-    _float("f64", 8, "float64", "float64", "float64", "float64", "", "", True, 52,
+    _float("f64", 8, "float64", "float64", "float64", "float64", "", "", "cublas_dgemm", 52,
            1e-12, 1e-9, "float64"),
-    _float("f32", 4, "float32", "float32", "float32", "float32", "", "", True, 23,
+    _float("f32", 4, "float32", "float32", "float32", "float32", "", "", "cublas_sgemm", 23,
            1e-5, 5e-4, "float32"),
-    _float("f16", 2, "float16", "float16", "float16", "float32", "float32", "float16", False,
-           10, 1e-2, 1e-2, "float16"),
+    _float("f16", 2, "float16", "float16", "float16", "float32", "float32", "float16",
+           "cublas_gemm_ex_f16", 10, 1e-2, 1e-2, "float16"),
     _float("bf16", 2, "float32", "uint16", "uint16", "float32", "bf16_to_f32", "f32_to_bf16",
-           False, 7, 5e-2, 2e-2, "bfloat16"),
+           "", 7, 5e-2, 2e-2, "bfloat16"),
     _exact("i1", 1, "bool", "boolean"),
     _exact("i8", 1, "int8", "int8"),
     _exact("i16", 2, "int16", "int16"),

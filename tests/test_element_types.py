@@ -14,7 +14,7 @@ from fusec.runtime.reference_ops import round_to_bf16
 ROOT = Path(element_types.__file__).resolve().parent.parent
 TABLE = Path(element_types.__file__).resolve()
 # Keys that give a dict literal away as a table of element-type facts.
-TYPE_KEYS = frozenset({"f16", "bf16", "f32", "f64", "float16", "bfloat16"})
+TYPE_KEYS = frozenset({"f16", "bf16", "f32", "f64", "float16", "bfloat16", "float32", "float64"})
 
 
 def _tables(path: Path) -> list[int]:
