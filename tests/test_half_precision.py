@@ -15,8 +15,10 @@ import re
 import numpy as np
 import pytest
 
+from fusec.codegen.kernel_source import KERNEL_PRELUDE
 from fusec.codegen.program import Program
-from fusec.codegen.ptx import compile_program_ptx
+from fusec.codegen.ptx import _DRIVER as PTX_DRIVER  # pyright: ignore[reportPrivateUsage]
+from fusec.codegen.ptx import TARGET_CC, compile_program_ptx, kernel_workdir, run_without_simulator
 from fusec.compiler.diagnostics import FusecError
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.element_types import bf16_bits, element, round_to_bf16
@@ -212,3 +214,30 @@ def test_bf16_kernels_compile_for_sm90() -> None:
     for name, kernel in info.items():
         ptx = str(kernel["ptx"])
         assert "ld.global.u16" in ptx and "st.global.u16" in ptx and "shl.b32" in ptx, name
+
+
+VECTOR_PROBE = KERNEL_PRELUDE + """
+from numba import uint64
+
+
+@cuda.jit
+def k(a, o):
+    i = cuda.grid(1)
+    a8 = a.view(np.uint64)
+    o8 = o.view(np.uint64)
+    if i < a8.size:
+        w = a8[i]
+        s = bf16_to_f32(uint16(w & uint64(0xFFFF))) + bf16_to_f32(uint16(w >> uint64(48)))
+        o8[i] = uint64(f32_to_bf16(s))
+"""
+
+
+@pytest.mark.gpu
+def test_an_in_kernel_uint64_view_gives_8_byte_half_loads() -> None:
+    """The probe for vectorised half loads (docs/nn-dialect.md): numba needs
+    a device to compile `ndarray.view` in a kernel, so this runs on a GPU."""
+    with kernel_workdir(VECTOR_PROBE, {"k": [(1, "uint16"), (1, "uint16")]}, "fusec-probe-",
+                        cc=list(TARGET_CC)) as work:
+        run_without_simulator(PTX_DRIVER, work, "(uint64 view probe)")
+        ptx = (work / "0.ptx").read_text(encoding="utf-8")
+    assert "ld.global.u64" in ptx or "ld.global.b64" in ptx or "ld.global.v2" in ptx, ptx
