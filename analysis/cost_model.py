@@ -278,14 +278,16 @@ class GemmChoice:
 
 def gemm_choice(target: Target, flops: float, operand_bytes: int, result_bytes: int,
                 epilogue_bytes: int, mode: str = "auto", library_available: bool = False,
-                ) -> GemmChoice:
+                element: str = "f32", tf32: bool = False) -> GemmChoice:
     """Library or fused, by `mode` ("library", "fused", "auto"). A library
-    GEMM runs at `library_gemm_flops` and writes C; the epilogue (when there
+    GEMM runs at `target.library_gemm_rate(element, tf32)` (tensor cores for
+    f16/bf16, TF32 when CuPy is asked for it) and writes C; the epilogue (when there
     is one, `epilogue_bytes` > 0) is a second kernel reading C and its other
-    inputs and writing the result. The fused kernel runs at `fused_gemm_flops`.
+    inputs and writing the result. The fused kernel runs at `fused_gemm_flops`
+    (f32 FMAs whatever the operands' type: half operands are widened).
     `auto` takes the library only when it is available and faster."""
     io = operand_bytes + result_bytes
-    t_lib = max(io / target.memory_bandwidth, flops / target.library_gemm_flops)
+    t_lib = max(io / target.memory_bandwidth, flops / target.library_gemm_rate(element, tf32))
     t_lib += target.launch_overhead
     if epilogue_bytes:
         t_lib += target.kernel_time(epilogue_bytes + 2 * result_bytes, 0.0)

@@ -41,6 +41,7 @@ from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.pointwise_registers import pointwise_registers_of
 from fusec.analysis.targets import Target, get_target
 from fusec.dialects import nn
+from fusec.dialects.element_types import skipped_rounding, tau
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import ShapeError, broadcast_shapes, fmt, numel
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
@@ -77,8 +78,7 @@ SHARED_BYTES: dict[str, int] = {
 # element type of the values involved; and the unit roundoff of each type.
 # Fused kernels keep intermediates in f32 registers, so every low-precision
 # intermediate the fusion keeps out of memory skips one rounding.
-TAU: dict[str, float] = {"f64": 1e-12, "f32": 1e-5, "f16": 1e-2, "bf16": 5e-2}
-UNIT_ROUNDOFF: dict[str, float] = {"f16": 2.0**-11, "bf16": 2.0**-8}
+# Both are rows of `dialects.element_types` (`tau`, `skipped_rounding`).
 
 
 @dataclass(frozen=True)
@@ -407,7 +407,7 @@ def _with_totals(c: Candidate, kind: str, shape: tuple[int, ...], axes: tuple[in
     inputs = frozenset(v for v in a.inputs | b.inputs if c.owner(v) not in (a.nid, b.nid))
     outputs = frozenset(c.outputs)
     internalized = [v for v in a.outputs | b.outputs if v not in outputs]
-    drift = a.drift + b.drift + sum(UNIT_ROUNDOFF.get(c.dep.dtype(v), 0.0) for v in internalized)
+    drift = a.drift + b.drift + sum(skipped_rounding(c.dep.dtype(v)) for v in internalized)
     lead = a.lead if c.dep.index[a.lead] <= c.dep.index[b.lead] else b.lead
     ops = tuple(sorted((*a.ops, *b.ops), key=c.dep.index.__getitem__))
     if kind == "pointwise":
@@ -483,7 +483,7 @@ def prec_ok(c: Candidate) -> Verdict:
     for src, dst in ((c.a, c.b), (c.b, c.a)):
         for v in c.edges(src, dst):
             owner = v.op if isinstance(v, OpResult) else None
-            if not isinstance(owner, nn.CastOp) or c.dep.dtype(v) not in UNIT_ROUNDOFF:
+            if not isinstance(owner, nn.CastOp) or not skipped_rounding(c.dep.dtype(v)):
                 continue
             name = c.dep.dtype(v)
             for reader in c.dep.consumers(v):
@@ -496,14 +496,14 @@ def prec_ok(c: Candidate) -> Verdict:
     # A float output may drift by its type's tau. A boolean or integer output
     # has no tolerance (check-precision compares them exactly too): a `cmp`
     # or cast of a drifted value can flip outright, so any drift refuses.
-    tolerance = {n: TAU.get(n, 0.0) for n in outs}
+    tolerance = {n: tau(n) for n in outs}
     worst = min(tolerance, key=tolerance.__getitem__)
-    tau = tolerance[worst]
-    if fused.drift > tau:
-        exact = "" if worst in TAU else " (booleans and integers must match exactly)"
+    bound = tolerance[worst]
+    if fused.drift > bound:
+        exact = "" if bound else " (booleans and integers must match exactly)"
         return Verdict.no(
             f"keeping low-precision intermediates in registers changes the result by up to "
-            f"{fused.drift:.2g}, more than tau = {tau:g} for {worst}{exact}")
+            f"{fused.drift:.2g}, more than tau = {bound:g} for {worst}{exact}")
     return Verdict.yes()
 
 

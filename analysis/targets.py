@@ -69,6 +69,12 @@ class Target:
     library_gemm_flops: float = 50.8e12
     """fp32 FLOP/s of the library GEMM (cuBLAS SGEMM through CuPy), measured on
     H200 at 4096^3; the cost model's rate for a library GEMM launch."""
+    half_gemm_flops: float = 790e12
+    """fp16/bf16 FLOP/s of the library GEMM (cuBLAS tensor cores, f32
+    accumulation), dense, measured on H200; the rate of a half library GEMM."""
+    tf32_gemm_flops: float = 400e12
+    """f32 FLOP/s of the library GEMM when CuPy runs it on TF32 tensor cores
+    (`CUPY_TF32=1`), measured on H200."""
     fused_gemm_flops: float = 27.0e12
     """fp32 FLOP/s of fusec's fused SIMT GEMM with its epilogue (bias + gelu),
     measured on H200 at 4096^3; the rate of a fused contraction kernel."""
@@ -110,6 +116,15 @@ class Target:
         this leaves SMs idle (`T_overlap`)."""
         return self.sms * self.max_threads_per_sm
 
+    def library_gemm_rate(self, element: str, tf32: bool = False) -> float:
+        """FLOP/s of a library GEMM on `element` operands (f16/bf16: tensor
+        cores; f32: SGEMM, or TF32 tensor cores when `tf32`)."""
+        if element in ("f16", "bf16"):
+            return self.half_gemm_flops
+        if element == "f32" and tf32:
+            return self.tf32_gemm_flops
+        return self.library_gemm_flops
+
     def kernel_time(self, bytes_moved: float, flops: float, launches: int = 1) -> float:
         """Roofline time of a kernel: `max(bytes/BW, flops/peak) + launch`."""
         return max(bytes_moved / self.memory_bandwidth, flops / self.fp32_flops) + (
@@ -121,7 +136,8 @@ _MIB = 1 << 20
 _KIB = 1 << 10
 
 # Measured on the project's H200 (shared/GPU.md, 2026-11-30): copy 4.23 TB/s,
-# cuBLAS fp32 50.8 TFLOP/s, numba launch ~20 us, graph replay 0.8 us.
+# cuBLAS fp32 50.8 TFLOP/s (TF32 400, fp16/bf16 dense about 790), numba launch
+# ~20 us, graph replay 0.8 us.
 H200 = Target(
     name="h200",
     description="NVIDIA H200 SXM (Hopper, sm_90), HBM3e; rates measured here",
@@ -151,7 +167,8 @@ H100 = dataclasses.replace(
 )
 
 # Ampere GA100: 1.94 TB/s peak (80 GB), ~1.75 TB/s copy; fp32 SIMT 19.5 TFLOP/s
-# peak, ~18 sustained; 164 KiB shared memory per SM.
+# peak, ~18 sustained; tensor cores fp16/bf16 312 and TF32 156 TFLOP/s peak
+# (dense), 80% sustained; 164 KiB shared memory per SM.
 A100 = Target(
     name="a100",
     description="NVIDIA A100 SXM 80GB (Ampere, sm_80), HBM2e; datasheet-derived",
@@ -166,12 +183,16 @@ A100 = Target(
     l2_bytes=40 * _MIB,
     memory_bandwidth=1.75e12,
     fp32_flops=18.0e12,
+    library_gemm_flops=18.0e12,
+    half_gemm_flops=250e12,
+    tf32_gemm_flops=125e12,
     launch_overhead=1.0e-6,
     python_launch_overhead=20e-6,
 )
 
 # A consumer GDDR6X card (RTX 4090-like, Ada sm_89): 1.01 TB/s peak, ~0.92 copy;
-# high fp32 rate, a big L2, only 1536 resident threads and 100 KiB per SM.
+# high fp32 rate, a big L2, only 1536 resident threads and 100 KiB per SM;
+# fp16/bf16 tensor cores with f32 accumulation 165 TFLOP/s peak, TF32 83.
 RTX4090 = Target(
     name="rtx4090",
     description="consumer GDDR6X card, RTX 4090-like (Ada, sm_89); datasheet-derived",
@@ -186,12 +207,15 @@ RTX4090 = Target(
     l2_bytes=72 * _MIB,
     memory_bandwidth=0.92e12,
     fp32_flops=60.0e12,
+    half_gemm_flops=140e12,
+    tf32_gemm_flops=70e12,
     launch_overhead=1.0e-6,
     python_launch_overhead=20e-6,
 )
 
 # An embedded part (Jetson AGX Orin-like, Ampere GA10B): 16 SMs, LPDDR5 shared
-# with the CPU (204.8 GB/s peak, ~170 achieved), 4 MB L2, slow launches.
+# with the CPU (204.8 GB/s peak, ~170 achieved), 4 MB L2, slow launches;
+# fp16 tensor cores about 42 TFLOP/s dense peak, TF32 about 21.
 ORIN = Target(
     name="orin",
     description="embedded SoC GPU, Jetson AGX Orin-like (Ampere, sm_87); datasheet-derived",
@@ -206,6 +230,9 @@ ORIN = Target(
     l2_bytes=4 * _MIB,
     memory_bandwidth=0.17e12,
     fp32_flops=4.5e12,
+    library_gemm_flops=4.5e12,
+    half_gemm_flops=35e12,
+    tf32_gemm_flops=17e12,
     launch_overhead=3.0e-6,
     python_launch_overhead=40e-6,
 )

@@ -1,6 +1,7 @@
 """The fusec benchmark suite: every row of BENCHMARKS.md on a CUDA GPU.
 
     python bench/run_gpu.py [--rows chain16,softmax] [--iters 20] [--repeat 7]
+    python bench/run_gpu.py --dtype bf16    # the half rows in bf16 (or f16)
 
 For each model of bench/models it measures, in one run and on the same random
 inputs: fusec with fusion, fusec with fusion off (one kernel per op), torch
@@ -24,6 +25,19 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from half_precision import (  # noqa: E402  (beside this script)
+    DTYPES,
+    HALF_ROWS,
+    host_array,
+    retype,
+    row_name,
+    tolerance,
+    torch_dtype,
+)
+
+from fusec.dialects.element_types import element  # noqa: E402
+
 ROWS = ["chain16", "softmax", "add_layernorm_gelu", "mlp", "mlp_simt", "attention",
         "inverted_residual", "gpt2_block"]
 # Further rows beyond BENCHMARKS.md, run only when named in --rows.
@@ -50,28 +64,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     p.add_argument("--reference", action="store_true",
                    help="also check fusec against the float64 NumPy reference interpreter")
+    p.add_argument("--dtype", choices=DTYPES, default="f32",
+                   help="element type of the models, inputs and torch peers: f16 and bf16 "
+                        f"rewrite the f32 models (default rows then: {', '.join(HALF_ROWS)})")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
     rows = [r for name in args.rows.split(",")
             for r in (PROGRAMS if name == "programs" else [name])]
-    unknown = [r for r in rows if r not in ROWS + EXTRA_ROWS + PROGRAMS]
+    if args.dtype != "f32" and args.rows == p.get_default("rows"):
+        rows = list(HALF_ROWS)
+    allowed = ROWS + EXTRA_ROWS + (PROGRAMS if args.dtype == "f32" else [])
+    unknown = [r for r in rows if r not in allowed]
     if unknown:
-        known = ", ".join([*ROWS, *EXTRA_ROWS, "programs", *PROGRAMS])
-        p.error(f"unknown row '{unknown[0]}' (known: {known})")
+        known = ", ".join(allowed + (["programs"] if args.dtype == "f32" else []))
+        p.error(f"unknown row '{unknown[0]}' for --dtype {args.dtype} (known: {known})")
 
     import fusec
     from fusec.runtime.device import select_device
 
     select_device("gpu")
     import torch
-
-    sys.path.insert(0, str(HERE))
     from peers import PEERS, floor_work
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    copy_bw, gemm_rate = _ceilings(torch)
-    lines = _header(torch, copy_bw, gemm_rate)
+    copy_bw, gemm_rate = _ceilings(torch, args.dtype)
+    lines = _header(torch, copy_bw, gemm_rate, dtype=args.dtype)
     failed = 0
     for row in rows:
         print(f"== {row}", flush=True)
@@ -96,13 +114,15 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
     """Check and time one model; its table lines."""
     model, gemm = VARIANTS.get(row, (row, "auto"))
     path = HERE / "models" / f"{model}.mlir"
-    fused = fusec.compile(path, fusion=True, device="gpu", gemm=gemm)
-    off = fusec.compile(path, fusion=False, device="gpu", gemm=gemm)
+    source = retype(path.read_text(encoding="utf-8"), args.dtype)
+    fused = fusec.compile(source, fusion=True, device="gpu", gemm=gemm)
+    off = fusec.compile(source, fusion=False, device="gpu", gemm=gemm)
     inputs = _inputs(torch, fused)
     ref = peer(*inputs)
-    status = [_check(torch, m(*inputs), ref) for m in (fused, off)]
+    tol = tolerance(args.dtype, TOLERANCE)
+    status = [_check(torch, m(*inputs), ref, tol) for m in (fused, off)]
     if args.reference:
-        status = [f"{s}, {_check_reference(path, m, inputs)}"
+        status = [f"{s}, {_check_reference(source, m, inputs)}"
                   for s, m in zip(status, (fused, off), strict=True)]
     times = {
         "fusec": _time_fusec(torch, fused, inputs, args),
@@ -113,7 +133,8 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
         times["torch.compile"] = _time_torch(torch, _inductor(torch, peer), inputs, args)
     moved, flops = floor_work(model, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
-    table = _row_table(row, times, floor, fused.launches, off.launches, status)
+    table = _row_table(row_name(row, args.dtype), times, floor, fused.launches, off.launches,
+                       status)
     if flops == flops:  # contractions: the achieved rate of fused fusec
         table.insert(1, f"fusec: {flops / (times['fusec'] * 1e-3) / 1e12:.1f} TFLOP/s")
     return table
@@ -137,7 +158,7 @@ def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float
     ref = _as_list(peer(*inputs))
     status = [_check_all(torch, _as_list(m(*inputs)), ref) for m in (fused, off)]
     if args.reference:
-        status = [f"{s}, {_check_reference(path, m, inputs)}"
+        status = [f"{s}, {_check_reference(path.read_text(), m, inputs)}"
                   for s, m in zip(status, (fused, off), strict=True)]
     times = {
         "fusec": _time_fusec(torch, fused, inputs, args),
@@ -169,14 +190,15 @@ def _check_all(torch: Any, outs: list[Any], refs: list[Any]) -> str:
     return bad[0] if bad else "ok"
 
 
-def _ceilings(torch: Any) -> tuple[float, float]:
+def _ceilings(torch: Any, dtype: str = "f32") -> tuple[float, float]:
     """Measured device-to-device copy bandwidth (bytes read + written per
-    second) and cuBLAS fp32 rate (flop/s)."""
+    second) and cuBLAS rate (flop/s) in `dtype` (TF32 off for f32)."""
     src = torch.randn(1 << 28, device="cuda")
     dst = torch.empty_like(src)
     ms = _events(torch, lambda: dst.copy_(src), 20, 7)
-    a = torch.randn(4096, 4096, device="cuda")
-    b = torch.randn(4096, 4096, device="cuda")
+    kind = getattr(torch, element(dtype).torch_name)
+    a = torch.randn(4096, 4096, device="cuda").to(kind)
+    b = torch.randn(4096, 4096, device="cuda").to(kind)
     gms = _events(torch, lambda: a @ b, 10, 5)
     return 2 * src.numel() * 4 / (ms * 1e-3), 2 * 4096**3 / (gms * 1e-3)
 
@@ -227,44 +249,51 @@ def _inputs(torch: Any, model: Any) -> list[Any]:
     gen = torch.Generator(device="cuda").manual_seed(0)
     fp = model.signature
     return [torch.randn(fp.values[v].shape, device="cuda", generator=gen)
-            for v in fp.inputs]
+            .to(torch_dtype(torch, fp.values[v].dtype)) for v in fp.inputs]
 
 
-def _check_reference(path: Path, model: Any, inputs: list[Any]) -> str:
+def _check_reference(source: str, model: Any, inputs: list[Any]) -> str:
     """fusec's outputs against the float64 reference interpreter, with the
-    tolerance `fusec run --check` uses."""
+    tolerance `fusec run --check` uses (bf16's for bf16 outputs)."""
 
     from fusec.compiler.parsing import make_context, parse_module
     from fusec.compiler.run_command import compare
     from fusec.reference.interpreter import find_function, run_function
 
-    func = find_function(parse_module(make_context(), path.read_text(), str(path)), None)
-    host = [t.cpu().numpy() for t in inputs]
+    func = find_function(parse_module(make_context(), source, "model.mlir"), None)
+    host = [host_array(t) for t in inputs]
     expected = run_function(func, host)
     got = model(*inputs)
     outs = list(got) if isinstance(got, tuple) else [got]
-    results = [compare(o.cpu().numpy(), r) for o, r in zip(outs, expected, strict=True)]
+    results = [compare(host_array(o), r, "bfloat16" if "bfloat16" in str(o.dtype) else None)
+               for o, r in zip(outs, expected, strict=True)]
     ok = all(passed for passed, _ in results)
     return "reference ok" if ok else "reference MISMATCH: " + "; ".join(m for _, m in results)
 
 
-def _check(torch: Any, out: Any, ref: Any) -> str:
+def _check(torch: Any, out: Any, ref: Any, tol: float = TOLERANCE) -> str:
     err = (out.float() - ref.float()).abs().max().item()
-    scale = max(ref.abs().max().item(), 1e-30)
-    return "ok" if err <= TOLERANCE * scale else f"MISMATCH (max err {err:.3g})"
+    scale = max(ref.float().abs().max().item(), 1e-30)
+    return "ok" if err <= tol * scale else f"MISMATCH (max err {err:.3g})"
 
 
 def _header(torch: Any, copy_bw: float, gemm_rate: float,
-            title: str = "fusec benchmarks") -> list[str]:
+            title: str = "fusec benchmarks", dtype: str = "f32") -> list[str]:
     dev = torch.cuda.get_device_name()
     commit = os.environ.get("FUSEC_COMMIT", "unknown")
     return [
         f"# {title}: {dev}, {datetime.date.today().isoformat()}, commit {commit}",
         "",
         f"Measured in this run: device-to-device copy {copy_bw / 1e12:.2f} TB/s "
-        f"(read + write); cuBLAS fp32 {gemm_rate / 1e12:.1f} TFLOP/s (TF32 off).",
+        f"(read + write); cuBLAS {_rate_name(dtype)} {gemm_rate / 1e12:.1f} TFLOP/s"
+        + (" (TF32 off)." if dtype == "f32" else "."),
         "",
     ]
+
+
+def _rate_name(dtype: str) -> str:
+    """fp32, fp16 or bf16, as cuBLAS rates are named."""
+    return dtype if dtype == "bf16" else f"fp{8 * element(dtype).width}"
 
 
 def _row_table(row: str, times: dict[str, float], floor: float, launches: int,

@@ -22,19 +22,18 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
 from fusec.dialects import nn
+from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import dense_to_numpy, element_type, element_type_name
 
 Tensor = torch.Tensor
 Step = Callable[..., Tensor]
 
-_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-           "f64": torch.float64, "i1": torch.bool, "i32": torch.int32, "i64": torch.int64}
 _PREDICATES = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
                "eq": torch.eq, "ne": torch.ne}
 
 
 def _dtype(value: SSAValue) -> torch.dtype:
-    return _DTYPES[element_type_name(element_type(value))]
+    return getattr(torch, element(element_type_name(element_type(value))).torch_name)
 
 
 def _pad(x: Tensor, pads: list[int], value: float) -> Tensor:

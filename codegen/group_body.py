@@ -27,13 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.codegen import kernel_source
 from fusec.codegen.kernel_source import (
-    NUMBA_TYPES,
     KernelParam,
     broadcast_index,
     float_literal,
@@ -42,7 +41,7 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import element_type, numpy_dtype, splat_value, tensor_shape
+from fusec.dialects.nn_base import splat_value, tensor_shape
 from fusec.dialects.shapes import Shape, numel
 
 # Op kinds a point evaluator computes: elementwise ops and nn.broadcast_to.
@@ -52,23 +51,22 @@ Loader = Callable[[BlockArgument, Shape, Sequence[str]], str]
 
 
 def dtype_name(value: SSAValue) -> str:
-    """NumPy dtype name of a tensor value (`float32`, `bool`, ...)."""
+    """NumPy dtype name of a tensor value's device buffer (`float32`, `bool`,
+    `uint16` for bf16 bits, ...)."""
     try:
-        return np.dtype(numpy_dtype(element_type(value))).name
-    except ValueError:
-        raise op_error(
-            _owner(value), "element type bf16 is not supported by the code generator"
-        ) from None
+        return kernel_source.value_dtype(value)
+    except kernel_source.UnsupportedTypeError as err:
+        raise op_error(_owner(value), str(err)) from None
 
 
 def storage_type(value: SSAValue) -> str:
     """The numba type name an element of `value` is stored as."""
-    return NUMBA_TYPES[dtype_name(value)][0]
+    return kernel_source.numba_type(dtype_name(value))
 
 
 def compute_type(value: SSAValue) -> str:
     """The numba type name `value` is computed in (half precision widens)."""
-    return NUMBA_TYPES[dtype_name(value)][1]
+    return kernel_source.compute_type(dtype_name(value))
 
 
 def _owner(value: SSAValue) -> Operation:
@@ -142,17 +140,12 @@ def constant_literal(op: nn.ConstantOp) -> str:
 
 def load_expr(body: GroupBody, arg: BlockArgument, index: str) -> str:
     """`in3[idx]`, widened to the compute type when stored narrower."""
-    text = f"in{body.arg_index(arg)}[{index}]"
-    if storage_type(arg) != compute_type(arg):
-        return f"{compute_type(arg)}({text})"
-    return text
+    return kernel_source.widen(dtype_name(arg), f"in{body.arg_index(arg)}[{index}]")
 
 
 def store_expr(value: SSAValue, expr: str) -> str:
     """`expr` narrowed to the stored type when that is narrower."""
-    if storage_type(value) != compute_type(value):
-        return f"{storage_type(value)}({expr})"
-    return expr
+    return kernel_source.narrow(dtype_name(value), expr)
 
 
 class PointEvaluator:

@@ -27,30 +27,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import numpy as np
 from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from fusec.dialects import nn
-from fusec.dialects.nn_base import element_type_name, numpy_dtype
-
-# numpy dtype name -> (numba type name used in generated code, compute type name)
-# Half precision loads are widened to float32 and narrowed on store.
-NUMBA_TYPES: dict[str, tuple[str, str]] = {
-    "float32": ("float32", "float32"),
-    "float64": ("float64", "float64"),
-    "float16": ("float16", "float32"),
-    "int32": ("int32", "int32"),
-    "int64": ("int64", "int64"),
-    "bool": ("boolean", "boolean"),
-}
+from fusec.dialects.element_types import BY_NAME, of_device_dtype
+from fusec.dialects.nn_base import SUPPORTED_TYPES, element_type_name
 
 KERNEL_PRELUDE = """\
 import math
 
 import numba
 import numpy as np
-from numba import boolean, cuda, float32, float64, int32, int64
+from numba import boolean, cuda, float32, float64, int32, int64, uint16, uint32
 from numba.types import float16
 
 # Python math raises (log(0), sqrt(-1), exp(1000), pow(-2, 0.5), ...) where
@@ -74,9 +63,33 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
     ieee_exp, ieee_log = _ieee(math.exp, np.exp), _ieee(math.log, np.log)
     ieee_sqrt, ieee_pow = _ieee(math.sqrt, np.sqrt), _ieee(math.pow, np.power)
     ieee_tanh, ieee_erf = _ieee(math.tanh, np.tanh), _ieee(math.erf, math.erf)
+
+    def bf16_to_f32(bits):
+        return np.array([int(bits) << 16], np.uint32).view(np.float32)[0]
+
+    def f32_to_bf16(x):
+        b = int(np.array([x], np.float32).view(np.uint32)[0])
+        if b & 0x7FFFFFFF > 0x7F800000:
+            return np.uint16((b >> 16) | 0x40)
+        return np.uint16((b + 0x7FFF + ((b >> 16) & 1)) >> 16)
 else:
+    from numba.cuda import libdevice
+
     ieee_exp, ieee_log, ieee_sqrt = math.exp, math.log, math.sqrt
     ieee_tanh, ieee_erf, ieee_pow = math.tanh, math.erf, math.pow
+
+    # bf16 lives in device memory as its uint16 bits: widened in registers by
+    # a shift, rounded to nearest even on store (NaN stays a quiet NaN).
+    @cuda.jit(device=True, inline=True)
+    def bf16_to_f32(bits):
+        return libdevice.int_as_float(int32(uint32(bits) << uint32(16)))
+
+    @cuda.jit(device=True, inline=True)
+    def f32_to_bf16(x):
+        b = uint32(libdevice.float_as_int(float32(x)))
+        if b & uint32(0x7FFFFFFF) > uint32(0x7F800000):
+            return uint16((b >> uint32(16)) | uint32(0x40))
+        return uint16((b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16))
 """
 
 
@@ -140,7 +153,7 @@ def sanitize_identifier(name: str, prefix: str = "k") -> str:
 PRELUDE_NAMES = frozenset(
     {"math", "np", "numba", "cuda", "boolean", "float16", "float32", "float64", "int32",
      "int64", "ieee_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
-     "_ieee"}
+     "_ieee", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice"}
 )
 
 
@@ -326,26 +339,38 @@ class UnsupportedTypeError(ValueError):
 
 
 def value_dtype(value: SSAValue) -> str:
-    """The NumPy dtype name of a tensor value (`float32`, `bool`, ...)."""
+    """The NumPy dtype name of a tensor value's device buffer (`float32`,
+    `bool`, ...; `uint16` for bf16, whose elements are stored as bits)."""
     t = value.type
     assert isinstance(t, TensorType)
-    try:
-        return np.dtype(numpy_dtype(t.element_type)).name
-    except ValueError:
+    name = element_type_name(t.element_type)
+    if name not in SUPPORTED_TYPES:
         raise UnsupportedTypeError(
-            f"element type {element_type_name(t.element_type)} is not supported by code "
-            "generation"
-        ) from None
+            f"element type {name} is not supported by code generation"
+        )
+    return BY_NAME[name].device_dtype
 
 
 def numba_type(dtype: str) -> str:
-    """The numba type name of a stored element of NumPy dtype `dtype`."""
-    return NUMBA_TYPES[dtype][0]
+    """The numba type name of a stored element of device dtype `dtype`."""
+    return of_device_dtype(dtype).numba_type
 
 
 def compute_type(dtype: str) -> str:
-    """The numba type arithmetic on `dtype` elements runs in (f16 -> f32)."""
-    return NUMBA_TYPES[dtype][1]
+    """The numba type arithmetic on `dtype` elements runs in (halves -> f32)."""
+    return of_device_dtype(dtype).compute_type
+
+
+def widen(dtype: str, text: str) -> str:
+    """`text`, a stored element of device dtype `dtype`, in its compute type."""
+    fn = of_device_dtype(dtype).widen
+    return f"{fn}({text})" if fn else text
+
+
+def narrow(dtype: str, text: str) -> str:
+    """`text`, a compute-type value, rounded to the stored type `dtype`."""
+    fn = of_device_dtype(dtype).narrow
+    return f"{fn}({text})" if fn else text
 
 
 def grid_stride_launch(

@@ -25,10 +25,10 @@ from fusec.analysis.program import ArgSpec, KernelLaunch
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.kernel_source import value_dtype
 from fusec.dialects import nn
+from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 
-LIBRARY_NAMES = {"float32": "cublas_sgemm", "float64": "cublas_dgemm"}
 LIBRARY_KEYS = ("library", "a", "b", "c", "transpose_a", "transpose_b", "batch", "m", "n", "k")
 
 
@@ -46,8 +46,8 @@ def library_launch(group: GroupOp, value_id: Callable[[SSAValue, Operation | Non
             raise op_error(group, "a library GEMM reads its operands directly or transposed")
         outer.append((value_id(group.inputs[loaded.index], group), mode == "transposed"))
     c = value_id(group.outputs[0], group)
-    name = LIBRARY_NAMES.get(value_dtype(mm.result))
-    if name is None:
+    name = of_device_dtype(value_dtype(mm.result)).library_gemm
+    if not name:
         raise op_error(group, f"no library GEMM for {value_dtype(mm.result)}")
     out = tensor_shape(mm.result)
     spec: dict[str, Any] = {

@@ -56,10 +56,12 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
+    narrow,
     numba_type,
     scalar_expr,
     unravel,
     value_dtype,
+    widen,
 )
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn, shapes
@@ -231,15 +233,14 @@ def plan_group(group: GroupOp) -> _Plan:
 
 def _load(access: _Access, index: str) -> str:
     """Read one element, widened to its compute type (f16 -> f32)."""
-    ref = f"{access.name}[{index}]"
-    ctype = compute_type(access.dtype)
-    return ref if ctype == numba_type(access.dtype) else f"{ctype}({ref})"
+    return widen(access.dtype, f"{access.name}[{index}]")
 
 
 def _store(access: _Access, value: str, value_dtype_name: str) -> str:
     """The right-hand side that narrows `value` to the stored element type."""
-    stored = numba_type(access.dtype)
-    return value if compute_type(value_dtype_name) == stored else f"{stored}({value})"
+    if compute_type(value_dtype_name) == numba_type(access.dtype):
+        return value
+    return narrow(access.dtype, value)
 
 
 def _op_expr(op: Operation, args: list[str]) -> str:
@@ -252,7 +253,8 @@ def _op_expr(op: Operation, args: list[str]) -> str:
         return args[0]
     expr = scalar_expr(op, args, ctype)
     if isinstance(op, nn.CastOp) and numba_type(out_dtype) != ctype:
-        expr = f"{ctype}({numba_type(out_dtype)}({args[0]}))"
+        # The cast's rounding, kept in the compute type (f32 -> bf16 -> f32).
+        expr = widen(out_dtype, narrow(out_dtype, args[0]))
     return expr
 
 

@@ -17,7 +17,7 @@ fusec run OUT --registers                    # + registers per kernel on the GPU
   absolute error and that error relative to the largest |reference| value.
   An output passes when `max|out - ref| <= max(tol * max|ref|, floor)` (1
   instead of max|ref| when the reference is all zeros), with `tol` from
-  `TOLERANCES` by the output's dtype and `floor` that many unit roundoffs
+  `element_types.tolerance_of` the output's dtype and `floor` that many unit roundoffs
   (`ABSOLUTE_FLOOR_ROUNDOFFS`) of it; integer and boolean outputs must match exactly; NaN and
   infinities must appear in the same places. Any failure exits with 1.
 - `--registers` prints, after the run, each kernel's estimated registers
@@ -36,34 +36,25 @@ from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 
 from fusec.analysis.diagnostics import FusecError, escape_controls
 from fusec.compiler.arg_types import non_negative_int
+from fusec.dialects.element_types import tolerance_of, unit_roundoff_of
+from fusec.dialects.nn_base import element_type_name
 
 # Relative tolerance (against max |reference|) per output dtype for --check:
 # float32 kernels may reorder sums and use fused multiply-adds, so they differ
 # from a float64 oracle by a few float32 ulps times the reduction depth. A
 # GPT-2 block at full size (K = 3072 after K = 768, random weights) differs by
 # 1.7e-4 on the H200, fused or not, which sets the float32 bound.
-TOLERANCES: dict[str, float] = {
-    "float64": 1e-9,
-    "float32": 5e-4,
-    "float16": 1e-2,
-    "bfloat16": 2e-2,
-}
+# The tolerances are `dialects.element_types` rows (`tolerance_of`).
 # Absolute floor of the --check bound, in unit roundoffs of the output dtype:
 # an output whose values are all near zero (gelu(-7): 0 in float32, -2.6e-10
 # in float64) is computed from values of order one, so its error is a few
 # roundoffs of those, however small max |reference| is.
 ABSOLUTE_FLOOR_ROUNDOFFS = 4
-UNIT_ROUNDOFF: dict[str, float] = {
-    "float64": 2.0**-53,
-    "float32": 2.0**-24,
-    "float16": 2.0**-11,
-    "bfloat16": 2.0**-8,
-}
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -250,16 +241,21 @@ def check_outputs(func: FuncOp, inputs: list[np.ndarray], outputs: list[np.ndarr
     except ValueError as err:
         raise FusecError(f"the reference interpreter rejected the inputs: {err}") from None
     ok = True
+    types = [element_type_name(t.element_type) for t in func.function_type.outputs.data
+             if isinstance(t, TensorType)]
     for i, (out, ref) in enumerate(zip(outputs, refs, strict=True)):
-        passed, line = compare(np.asarray(out), np.asarray(ref))
+        # bf16 comes back as float32 values: its tolerance is bf16's.
+        bf16 = i < len(types) and types[i] == "bf16"
+        passed, line = compare(np.asarray(out), np.asarray(ref), "bfloat16" if bf16 else None)
         ok &= passed
         print(f"output_{i}: {line}")
     print("check passed" if ok else "check FAILED: outputs differ from the reference")
     return ok
 
 
-def compare(out: np.ndarray, ref: np.ndarray) -> tuple[bool, str]:
-    """(within tolerance, a sentence with the errors) for one output."""
+def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None) -> tuple[bool, str]:
+    """(within tolerance, a sentence with the errors) for one output, at the
+    tolerance of NumPy dtype name `dtype` (default: `out`'s)."""
     if out.shape != ref.shape:
         return False, f"shape {out.shape} but the reference has {ref.shape} FAIL"
     if out.dtype.kind not in "fc":
@@ -272,8 +268,8 @@ def compare(out: np.ndarray, ref: np.ndarray) -> tuple[bool, str]:
     finite = ~special
     err = float(np.max(np.abs(o[finite] - r[finite]), initial=0.0))
     scale = float(np.max(np.abs(r[finite]), initial=0.0)) or 1.0
-    tol = TOLERANCES.get(out.dtype.name, TOLERANCES["float32"])
-    floor = ABSOLUTE_FLOOR_ROUNDOFFS * UNIT_ROUNDOFF.get(out.dtype.name, UNIT_ROUNDOFF["float32"])
+    tol = tolerance_of(dtype or out.dtype.name)
+    floor = ABSOLUTE_FLOOR_ROUNDOFFS * unit_roundoff_of(dtype or out.dtype.name)
     passed = err <= max(tol * scale, floor) and mismatched == 0
     line = f"max abs err {err:.3g}, max rel err {err / scale:.3g} (tolerance {tol:g})"
     if mismatched:

@@ -20,6 +20,8 @@ import re
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 from xdsl.parser import Parser
 
+from fusec.dialects import element_types
+
 # `dense<LITERAL> : tensor<...xELEMENT>` with one scalar literal or one quoted
 # hex string: a number, `true`/`false`, or `"0x..."`.
 _SPLAT = re.compile(
@@ -27,9 +29,6 @@ _SPLAT = re.compile(
     r"(?:[eE][+-]?[0-9]+)?)|\"0x[0-9a-fA-F]*\")\s*>\s*:\s*"
     r"tensor\s*<\s*(?P<dims>(?:[0-9]+\s*x\s*)*)(?P<element>bf16|f16|f32|f64|i1|i8|i16|i32|i64)\s*>"
 )
-# Bytes of one element, to tell a quoted one-element splat from full data.
-_ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2,
-                  "i32": 4, "i64": 8}
 
 
 def parse_optional_splat(parser: Parser) -> DenseIntOrFPElementsAttr | None:
@@ -42,7 +41,7 @@ def parse_optional_splat(parser: Parser) -> DenseIntOrFPElementsAttr | None:
     if match is None:
         return None
     literal, element = match.group("lit"), match.group("element")
-    if literal.startswith('"') and len(literal) - 4 != 2 * _ELEMENT_BYTES[element]:
+    if literal.startswith('"') and len(literal) - 4 != 2 * element_types.element(element).width:
         return None  # every element's bytes, not a splat
     if "0" in re.findall(r"[0-9]+", match.group("dims")):
         return None  # no element to hold

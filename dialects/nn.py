@@ -33,14 +33,16 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError
 
-from fusec.dialects import shapes
+from fusec.dialects import element_types, shapes
 from fusec.dialects.dense_splat import parse_optional_splat
 from fusec.dialects.nn_base import (
     FLOAT_TYPES,
     INT_TYPES,
+    NUMPY_TYPES,
     NNOp,
     element_type,
     element_type_name,
+    numpy_dtype,
     numpy_to_dense,
     print_attr_dict,
     print_dense,
@@ -376,8 +378,8 @@ def _bare_hex_float(parser: Parser, value: DenseIntOrFPElementsAttr,
     if not name.startswith("f"):
         return value
     digits = match.group(1)[2:]
-    dtype = {"f16": np.float16, "f32": np.float32, "f64": np.float64}.get(name)
-    width = np.dtype(dtype).itemsize if dtype is not None else 0
+    dtype = numpy_dtype(t.element_type) if name in NUMPY_TYPES else None
+    width = element_types.element(name).width if dtype is not None else 0
     if len(digits) != 2 * width:
         parser.raise_error(
             f"'nn.constant' has a bare hex literal {match.group(1)} for {name} elements: "

@@ -42,6 +42,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from fusec.dialects import element_types
 from fusec.dialects.shapes import Shape, ShapeError, fmt
 
 
@@ -266,13 +267,19 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The elements of a dense attribute as a NumPy array of its shape."""
     t = attr.get_type()
     assert isinstance(t, TensorType)
-    dtype = numpy_dtype(t.element_type)
     raw = attr.data.data
+    if element_type_name(t.element_type) == "bf16":  # held as float32 bf16 values
+        flat = element_types.bf16_values(np.frombuffer(raw, dtype=np.uint16))
+        return _shaped(flat, tuple(t.get_shape()))
+    dtype = numpy_dtype(t.element_type)
     if dtype == np.bool_:
         flat = np.frombuffer(raw, dtype=np.uint8) != 0
     else:
         flat = np.frombuffer(raw, dtype=dtype)
-    shape = tuple(t.get_shape())
+    return _shaped(flat, tuple(t.get_shape()))
+
+
+def _shaped(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     if flat.size == 1:
         # A splat (stored as its one element, as MLIR stores it): a read-only
         # view, so a huge splat costs nothing until someone computes with it.
@@ -301,7 +308,10 @@ def numpy_to_dense(array: np.ndarray, t: TensorType) -> DenseIntOrFPElementsAttr
     assert values.shape == tuple(t.get_shape()), (values.shape, t)
     if values.size > 1 and values.strides.count(0) == values.ndim:
         values = values.reshape(-1)[:1]
-    values = values.astype(numpy_dtype(t.element_type))
+    if element_type_name(t.element_type) == "bf16":  # stored as its bits
+        values = element_types.bf16_bits(values)
+    else:
+        values = values.astype(numpy_dtype(t.element_type))
     if values.dtype == np.bool_:
         values = values.astype(np.uint8) * 0xFF  # i1 true is the byte 0xFF, as parsed
     data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes()
@@ -317,7 +327,7 @@ def print_dense(printer: Printer, attr: DenseIntOrFPElementsAttr) -> None:
     literals, long ones as the hex bytes MLIR also accepts."""
     t = attr.get_type()
     assert isinstance(t, TensorType)
-    if element_type_name(t.element_type) not in _NUMPY_DTYPES:
+    if element_type_name(t.element_type) not in NUMPY_TYPES:
         # bf16 has no NumPy dtype; xDSL's own spelling is exact enough for it.
         printer.print_attribute(attr)
         return
@@ -356,9 +366,9 @@ def _is_splat(flat: np.ndarray) -> bool:
 def _float_literal(value: float, t: Attribute) -> str:
     """The shortest literal that reads back as `value` in float type `t`
     (`1.0e-05 : f32` prints as written, not as its f64 expansion)."""
-    dtype = _NUMPY_DTYPES.get(element_type_name(t))
-    if dtype in (np.float16, np.float32):
-        return _literal(dtype(value))
+    name = element_type_name(t)
+    if name in ("f16", "f32"):
+        return _literal(element_types.host_numpy_dtype(name)(value))
     return format_float(value)
 
 
@@ -376,22 +386,12 @@ def _nested(values: np.ndarray) -> str:
     return "[" + ", ".join(_nested(v) for v in values) + "]"
 
 
-_NUMPY_DTYPES = {
-    "f16": np.float16,
-    "f32": np.float32,
-    "f64": np.float64,
-    "i1": np.bool_,
-    "i32": np.int32,
-    "i64": np.int64,
-}
-
-
 def numpy_dtype(element: Attribute) -> type[np.generic]:
     """The NumPy dtype of a supported element type (bf16 has none)."""
     key = element_type_name(element)
-    if key not in _NUMPY_DTYPES:
+    if key not in NUMPY_TYPES:
         raise ValueError(f"element type {key} has no NumPy equivalent")
-    return _NUMPY_DTYPES[key]
+    return element_types.host_numpy_dtype(key)
 
 
 _SIGN_PREFIX = {Signedness.SIGNLESS: "i", Signedness.SIGNED: "si", Signedness.UNSIGNED: "ui"}
@@ -411,9 +411,11 @@ def element_type_name(element: Attribute) -> str:
 
 # --- the base of concrete ops ---------------------------------------------------
 
-FLOAT_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
+FLOAT_TYPES = element_types.FLOAT_NAMES
 INT_TYPES = frozenset({"i32", "i64"})
 SUPPORTED_TYPES = FLOAT_TYPES | INT_TYPES | {"i1"}
+# The supported types with a NumPy dtype of their own (bf16 has none).
+NUMPY_TYPES = SUPPORTED_TYPES - {"bf16"}
 FUSION_CONTRACTS = ("never", "must")
 # The most dimensions a tensor may have: the runtime holds every tensor in a
 # NumPy array, and NumPy 1.x (which fusec supports) allows no more than 32.

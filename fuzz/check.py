@@ -12,7 +12,7 @@ off the reference are a `mismatch`.
 Inputs come from `random_inputs` (positive where an op needs it, gather
 indices in range) with the `seed`; with `edges`, a few elements of float
 inputs become 0, -0, -1, inf, -inf or NaN. Outputs are compared with the
-tolerance of their element type (`run_command.TOLERANCES`, relative to
+tolerance of their element type (`element_types.tolerance_of`, relative to
 max |reference|, plus a small absolute floor; f16's in a program with f16
 values, since a cast to f32 keeps their error); NaN and inf positions must
 match exactly. A result may match the reference that keeps every value
@@ -34,8 +34,8 @@ from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-from fusec.compiler.run_command import TOLERANCES
 from fusec.compiler.verify import verify_module
+from fusec.dialects.element_types import element, tolerance_of
 
 EDGE_VALUES = (0.0, -0.0, -1.0, np.inf, -np.inf, np.nan)
 # Below this fraction of the tolerance times 1, errors count as zero: outputs
@@ -130,7 +130,7 @@ def _check_mode(text: str, mode: str, name: str, inputs: list[np.ndarray],
         return Outcome("error", f"run-{mode}", _one_line(err))
     for i, g in enumerate(got):
         # A value computed in f16 and cast to f32 carries f16's error.
-        floor = TOLERANCES["float16"] if "f16>" in text else 0.0
+        floor = element("f16").tolerance if "f16>" in text else 0.0
         problems = [compare(np.asarray(g), ref[i], floor) for ref in references]
         if all(problems):
             return Outcome("mismatch", f"compare-{mode}", f"output {i}: {problems[0]}")
@@ -156,7 +156,7 @@ def compare(got: np.ndarray, want: np.ndarray, min_tolerance: float = 0.0) -> st
     finite = np.isfinite(w)
     err = float(np.max(np.abs(g[finite] - w[finite]), initial=0.0))
     scale = float(np.max(np.abs(w[finite]), initial=0.0))
-    tol = max(TOLERANCES.get(got.dtype.name, TOLERANCES["float32"]), min_tolerance)
+    tol = max(tolerance_of(got.dtype.name), min_tolerance)
     if err > tol * max(scale, ABSOLUTE_FLOOR):
         return f"max abs err {err:.3g} over {tol:g} x max|ref| {scale:.3g}"
     return ""

@@ -87,7 +87,7 @@ def cast(b: Builder) -> str:
     x = b.pick(lambda t: t.dtype == "i1") if b.chance(0.2) else None
     x = x or b.float_value()
     src = b.types[x].dtype
-    dst = {"f32": "f16", "f16": "f32"}.get(src, b.dtype)
+    dst = "f16" if src == "f32" else "f32" if src == "f16" else b.dtype
     return b.emit("nn.cast", [x], TType(b.types[x].shape, dst))
 
 

@@ -16,7 +16,7 @@ body, computing in f32 (f64 when the group holds an f64 value):
 
 The difference is `max |fused - unfused| / max |unfused|` over each result
 (inf when only one side is finite), compared with the tolerance of the
-results' element type (`TAU` of fusion_legality: f64 1e-12, f32 1e-5, f16 1e-2,
+results' element type (`tau` of dialects.element_types: f64 1e-12, f32 1e-5, f16 1e-2,
 bf16 5e-2). A group over it is split back into its ops, which `group-each-op`
 then wraps one per kernel. A group whose float values all have the compute
 type cannot differ and is not run.
@@ -33,9 +33,9 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.analysis.fusion_legality import TAU
 from fusec.analysis.remarks import RemarkCollector
 from fusec.dialects import nn
+from fusec.dialects.element_types import FLOAT_NAMES, tau
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import (
     FLOAT_TYPES,
@@ -118,9 +118,9 @@ def measure_drift(group: GroupOp, seed: int = 0) -> Drift:
     error = 0.0
     for v, u, f in zip(group.outputs, unfused, fused, strict=True):
         error = max(error, relative_error(u, round_to_element_type(f, v.type)))
-    names = [n for v in group.outputs if (n := _element(v.type)) in TAU] or ["f32"]
-    dtype_name = min(names, key=TAU.__getitem__)
-    return Drift(error, TAU[dtype_name], dtype_name)
+    names = [n for v in group.outputs if (n := _element(v.type)) in FLOAT_NAMES] or ["f32"]
+    dtype_name = min(names, key=tau)
+    return Drift(error, tau(dtype_name), dtype_name)
 
 
 def relative_error(want: np.ndarray, got: np.ndarray) -> float:

@@ -32,12 +32,18 @@ from xdsl.passes import ModulePass
 from xdsl.traits import IsTerminator
 
 from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.dialects.element_types import BY_NAME
 from fusec.dialects.nn_base import element_type_name
 from fusec.dialects.shapes import numel
 
 DEP_ATTR_PREFIX = "dep."
-_WIDTHS = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i32": 4, "i64": 8}
 
+
+
+def _width(name: str) -> int:
+    """Bytes per element of element type `name` (4 for one not in the table)."""
+    row = BY_NAME.get(name)
+    return row.width if row is not None else 4
 
 def value_names(func: FuncOp) -> dict[SSAValue, str]:
     """`%name` of every value of `func`'s body as the printer spells it: the
@@ -127,7 +133,7 @@ class DependencyAnalysis:
         if found is None:
             t = value.type
             assert isinstance(t, TensorType)
-            found = numel(tuple(t.get_shape())) * _WIDTHS.get(self.dtype(value), 4)
+            found = numel(tuple(t.get_shape())) * _width(self.dtype(value))
             self._nbytes[value] = found
         return found
 

@@ -44,7 +44,7 @@ from fusec.dialects.nn_base import (
 )
 from fusec.dialects.shapes import numel
 from fusec.passes.dependency_analysis import functions, value_names
-from fusec.reference.ops import OP_FUNCTIONS
+from fusec.reference.ops import OP_FUNCTIONS, round_to_bf16
 
 
 def constant_operands(op: Operation) -> list[nn.ConstantOp] | None:
@@ -101,7 +101,10 @@ def evaluate(op: Operation, operands: list[nn.ConstantOp]) -> np.ndarray:
     with np.errstate(all="ignore"):
         view = splat and isinstance(op, _SPLAT_VIEWS)
         raw = arrays[0] if view else OP_FUNCTIONS[type(op)](op, *arrays)
-        value = np.asarray(raw).astype(numpy_dtype(_element(result)))
+        value = np.asarray(raw)
+        # bf16 has no NumPy type: its values are held as float32, rounded.
+        value = round_to_bf16(value) if element_type_name(_element(result)) == "bf16" else \
+            value.astype(numpy_dtype(_element(result)))
     if splat:
         return np.broadcast_to(value.reshape(-1)[0], tensor_shape(result))
     if value.shape != tensor_shape(result):
@@ -168,9 +171,6 @@ class _FunctionFolder:
             # The contract asks for a kernel shaped a certain way; computing
             # the op away at compile time would silently void it.
             return f'it carries fusion = "{op.str_attr("fusion", "")}"'
-        values = [*op.operands, op.results[0]]
-        if any(element_type_name(_element(v)) == "bf16" for v in values):
-            return "bf16 values have no NumPy type to compute them in"
         size = numel(tensor_shape(op.results[0]))
         largest = max(numel(tensor_shape(v)) for v in op.operands)
         if size > self.max_elements and size > largest:

@@ -21,6 +21,7 @@ import numpy as np
 from xdsl.ir import Operation
 
 from fusec.dialects import nn
+from fusec.dialects.element_types import round_to_bf16
 from fusec.dialects.nn_base import (
     FLOAT_TYPES,
     dense_to_numpy,
@@ -126,15 +127,6 @@ def _cmp(op: nn.CmpOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _select(op: nn.SelectOp, cond: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(cond, a, b)
-
-
-def round_to_bf16(x: np.ndarray) -> np.ndarray:
-    """Round to the nearest bfloat16 (ties to even), returned as float32."""
-    f32 = np.ascontiguousarray(x, dtype=np.float32)
-    bits = f32.view(np.uint32).astype(np.uint64)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
-    out = rounded.view(np.float32)
-    return np.where(np.isnan(f32), f32, out)
 
 
 def _cast(op: nn.CastOp, x: np.ndarray) -> np.ndarray:
@@ -391,3 +383,4 @@ OP_FUNCTIONS: dict[type[Operation], OpFunction] = {
     nn.GatherOp: _gather,
 }
 """How to run each `nn` op: `OP_FUNCTIONS[type(op)](op, *operand_arrays)`."""
+

@@ -48,6 +48,7 @@ import numpy as np
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.memory_plan import MemoryPlan, plan_memory, storage_classes, view_roots
 from fusec.analysis.program import FunctionProgram, KernelLaunch, Program, TensorSpec
+from fusec.runtime import bf16_io
 from fusec.runtime.arrays import (
     array_kind,
     device_view,
@@ -57,6 +58,7 @@ from fusec.runtime.arrays import (
     result_kind,
     wrap_results,
 )
+from fusec.runtime.bf16_io import BF16_INPUT_DTYPES, is_bf16
 from fusec.runtime.device import cuda_module
 
 if TYPE_CHECKING:
@@ -122,7 +124,10 @@ def _shape_dtype(a: Any) -> tuple[tuple[int, ...], np.dtype[Any] | str | None]:
     """Shape and dtype of an input, by its CUDA array interface when it has
     one; torch dtypes (`torch.float32`) are read by name, and a dtype NumPy
     does not know (bfloat16) is returned as its name."""
-    iface = getattr(a, "__cuda_array_interface__", None)
+    try:
+        iface = getattr(a, "__cuda_array_interface__", None)
+    except TypeError:  # torch has none for bfloat16 tensors
+        iface = None
     if isinstance(iface, dict):
         return tuple(int(d) for d in iface["shape"]), np.dtype(str(iface["typestr"]))
     shape = getattr(a, "shape", None)
@@ -161,7 +166,12 @@ def check_inputs(fp: FunctionProgram, inputs: Sequence[Any]) -> None:
                 f"input '{name}' of @{fp.name}: expected shape {_fmt(spec.shape)}, "
                 f"got {_fmt(shape)}"
             )
-        if dtype != np.dtype(spec.dtype):
+        if is_bf16(spec.dtype):
+            if dtype not in BF16_INPUT_DTYPES:
+                raise FusecError(
+                    f"input '{name}' of @{fp.name}: expected bf16 (a torch.bfloat16 tensor, "
+                    f"float32 values or uint16 bit patterns), got {dtype}")
+        elif dtype != np.dtype(spec.dtype):
             raise FusecError(
                 f"input '{name}' of @{fp.name}: expected dtype {spec.dtype}, got {dtype}"
             )
@@ -245,6 +255,8 @@ class Executor:
         self.kernels: list[Any] = list(self.dispatchers) if self.simulator else []
         self.kernel_store = Path(kernel_store) if kernel_store is not None else None
         self.graphs = graph_choice(graphs, self.simulator)
+        if any(is_bf16(self.fp.values[v].dtype) for v in (*self.fp.inputs, *self.fp.outputs)):
+            self.graphs = False  # the graph path copies inputs by dtype; bf16 converts them
         self.graph: Any = None
         self.stream: Any = None
         self.constants: dict[str, Any] = {}
@@ -369,7 +381,8 @@ class Executor:
         storage: dict[str, Any] = {}
         names = self.fp.input_names or self.fp.inputs
         for name, value, a in zip(names, self.fp.inputs, inputs, strict=True):
-            storage[self.roots[value]] = self._to_device(a, name, stream)
+            storage[self.roots[value]] = self._to_device(
+                a, name, stream, is_bf16(self.fp.values[value].dtype))
         given = iter(outputs or [])
         for root, cls in self.classes.items():
             if cls == "output" and root not in storage:
@@ -421,18 +434,20 @@ class Executor:
             self._bound = (key, calls, results)
         return calls, results
 
-    def _to_device(self, a: Any, name: str, stream: Any) -> Any:
+    def _to_device(self, a: Any, name: str, stream: Any, bf16: bool = False) -> Any:
         """A device array for input `name`: host arrays (NumPy, CPU torch
         tensors, CPU DLPack) are copied over; device arrays are used in place
         (torch and CuPy arrays run on their own current stream, so nothing
         waits; other arrays wait for the stream their producer named in the
-        CUDA array interface)."""
+        CUDA array interface). A bf16 input (`bf16`) becomes its uint16 bits."""
         kind = array_kind(a)
         if on_host(kind):
-            return self.cuda.to_device(host_array(a, kind), stream=stream)
-        a = device_view(a, kind)
+            host = bf16_io.host_bits(a) if bf16 else host_array(a, kind)
+            return self.cuda.to_device(host, stream=stream)
+        a = device_view(bf16_io.device_bits(a) if bf16 else a, kind)
         if not self.simulator and hasattr(a, "__cuda_array_interface__"):
             a = self.cuda.as_cuda_array(a, sync=kind not in ("torch", "cupy", "dlpack-cuda"))
+            a = bf16_io.as_uint16(a) if bf16 else a
         is_contiguous = getattr(a, "is_c_contiguous", None)
         if callable(is_contiguous) and not is_contiguous():
             # Kernels index flat views of their arguments.
@@ -445,7 +460,8 @@ class Executor:
         if not self.constants:
             for value, array in self.fp.constants.items():
                 spec = self.fp.values[value]
-                host = np.ascontiguousarray(array, dtype=np.dtype(spec.dtype)).reshape(spec.shape)
+                host = bf16_io.host_bits(array).reshape(spec.shape) if is_bf16(spec.dtype) \
+                    else np.ascontiguousarray(array, dtype=np.dtype(spec.dtype)).reshape(spec.shape)
                 self.constants[value] = self.cuda.to_device(host, stream=self.stream)
         return self.constants
 
@@ -470,14 +486,17 @@ class Executor:
         return base.reshape(spec.shape)
 
     def _from_device(self, kind: str, results: list[Any], stream: Any) -> list[Any]:
+        bf16 = [is_bf16(self.fp.values[v].dtype) for v in self.fp.outputs]
         if on_host(kind):
             out = [r.copy_to_host(stream=stream) for r in results]
             stream.synchronize()
-            return host_results(kind, out)
+            return [bf16_io.host_output(o, kind) if b else host_results(kind, [o])[0]
+                    for o, b in zip(out, bf16, strict=True)]
         results = [self._own(r, v, stream) for r, v in zip(results, self.fp.outputs, strict=True)]
         if kind not in ("torch", "cupy"):
             stream.synchronize()  # numba arrays carry no stream: finish before returning
-        return wrap_results(kind, results)
+        return [bf16_io.device_output(r, kind) if b else wrap_results(kind, [r])[0]
+                for r, b in zip(results, bf16, strict=True)]
 
     def _own(self, array: Any, value: str, stream: Any) -> Any:
         """A returned input or constant is copied, so the caller can never

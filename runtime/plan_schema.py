@@ -22,10 +22,11 @@ from typing import Any, NoReturn
 import numpy as np
 
 from fusec.analysis.diagnostics import FusecError
-from fusec.dialects.nn_base import _NUMPY_DTYPES  # pyright: ignore[reportPrivateUsage]
+from fusec.dialects.element_types import element
+from fusec.dialects.nn_base import SUPPORTED_TYPES
 
-PLAN_DTYPES = frozenset(np.dtype(t).name for t in _NUMPY_DTYPES.values())
-"""The element types a plan may name: those the code generator emits."""
+PLAN_DTYPES = frozenset(element(t).device_dtype for t in SUPPORTED_TYPES)
+"""The device dtypes a plan may name: those the code generator emits (uint16 is bf16)."""
 
 MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's gridDim limits (x, y, z)
 MAX_BLOCK = (1024, 1024, 64)  # CUDA's blockDim limits; x*y*z <= MAX_THREADS

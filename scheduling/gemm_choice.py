@@ -2,7 +2,7 @@
 
 `tile-and-promote` asks `GemmChooser.decide` for every contraction group.
 The cost model (`cost_model.gemm_choice`) prices both: cuBLAS at the target's
-`library_gemm_flops` plus a separate epilogue kernel that re-reads C, against
+`library_gemm_rate` of the element type plus a separate epilogue kernel that re-reads C, against
 fusec's fused kernel at `fused_gemm_flops` with the epilogue in registers.
 When the library wins, the group is split after its matmul: the matmul alone
 becomes a group marked `gemm = "library"` (code generation turns it into a
@@ -21,6 +21,7 @@ transposed (cuBLAS takes a transpose flag), in f32 or f64.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 
@@ -33,13 +34,14 @@ from fusec.analysis.targets import Target
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.kernel_source import UnsupportedTypeError, value_dtype
 from fusec.dialects import nn
+from fusec.dialects.element_types import ELEMENT_TYPES, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 
 GEMM_MODES = ("auto", "library", "fused")
 GEMM_ATTR = "gemm"
-LIBRARY_DTYPES = {"float32": 4, "float64": 8}
+_LIBRARY_TYPES = "/".join(e.name for e in ELEMENT_TYPES if e.library_gemm)
 
 
 def library_available() -> bool:
@@ -49,6 +51,15 @@ def library_available() -> bool:
     except (ValueError, ImportError):  # a module object without a spec (a stand-in)
         return sys.modules.get("cupy") is not None
 
+
+
+def cupy_tf32() -> bool:
+    """Whether CuPy runs f32 GEMMs on TF32 tensor cores (it reads
+    `CUPY_TF32` when it first multiplies f32 matrices)."""
+    try:
+        return int(os.environ.get("CUPY_TF32", "0")) > 0
+    except ValueError:
+        return False
 
 def _body(group: GroupOp) -> list[object]:
     return [op for op in group.block.ops if not isinstance(op, (YieldOp, nn.ConstantOp))]
@@ -62,9 +73,9 @@ def library_matmul(group: GroupOp) -> nn.MatmulOp | None:
         return None
     mm = mms[0]
     try:
-        if value_dtype(mm.result) not in LIBRARY_DTYPES:
+        if not of_device_dtype(value_dtype(mm.result)).library_gemm:
             return None
-    except UnsupportedTypeError:  # bf16: code generation reports it, at the op
+    except UnsupportedTypeError:  # code generation reports it, at the op
         return None
     for v in mm.operands:
         mode, loaded = operand_mode(v)
@@ -83,7 +94,8 @@ class GemmChooser:
     remarks: RemarkCollector
 
     def price(self, group: GroupOp, mm: nn.MatmulOp) -> GemmChoice:
-        item = LIBRARY_DTYPES[value_dtype(mm.result)]
+        row = of_device_dtype(value_dtype(mm.result))
+        item = row.width
         out = tensor_shape(mm.result)
         k = tensor_shape(mm.operands[0])[-1]
         operands = sum(numel(tensor_shape(v)) * item for v in mm.operands)
@@ -92,9 +104,10 @@ class GemmChooser:
         if len(_body(group)) > 1 + sum(isinstance(o, nn.TransposeOp) for o in _body(group)):
             others = [a for a in group.block.args if all(u.operation is not mm
                                                          for u in a.uses)]
-            epilogue = result + sum(numel(tensor_shape(a)) * 4 for a in others)
+            epilogue = result + sum(numel(tensor_shape(a)) * of_device_dtype(value_dtype(a)).width
+                                    for a in others)
         return gemm_choice(self.target, 2.0 * numel(out) * k, operands, result, epilogue,
-                           self.mode, self.available)
+                           self.mode, self.available, row.name, cupy_tf32())
 
     def decide(self, group: GroupOp) -> GroupOp:
         """The group to schedule as fused: `group` itself, or the matmul
@@ -105,7 +118,8 @@ class GemmChooser:
         if mm is None:
             if self.mode == "library":
                 self.remarks.add("missed", f"group {group_name(group)}: --gemm library needs "
-                                 "operands read directly (or transposed) in f32/f64; fused")
+                                 f"operands read directly (or transposed) in {_LIBRARY_TYPES}; "
+                                 "fused")
             return group
         choice = self.price(group, mm)
         self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")

@@ -42,7 +42,6 @@ REGISTER_BLOCK_THREADS = 128
 # Lanes of a row at least, when the row is that long: one warp reads one
 # contiguous 128-byte line per element.
 MIN_REGISTER_LANES = 32
-_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 # Threads a reduction should run as, at least: `FILL_WAVES` times what the
 # target holds at once (H200: 132 SMs x 2048), so the last wave's idle SMs
 # cost little. A schedule with fewer than half as many splits its rows over
@@ -130,7 +129,7 @@ def _pow2_at_least(n: int) -> int:
 
 
 def _bytes(v: SSAValue) -> int:
-    return _ITEMSIZE.get(compute_type(v), 4)
+    return 8 if compute_type(v) in ("float64", "int64") else 4  # bytes in registers
 
 
 def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:

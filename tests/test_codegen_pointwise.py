@@ -246,13 +246,6 @@ def test_collapse_dims() -> None:
     assert collapse_dims((4, 1, 8), [(4, 1, 8), ()]) == ((32,), [(32,), (1,)])
 
 
-def test_bf16_is_a_clear_error() -> None:
-    from fusec.analysis.diagnostics import FusecError
-
-    with pytest.raises(FusecError, match="bf16 is not supported"):
-        compile_text(unary("nn.exp", element="bf16"))
-
-
 BATCH_NORM = """func.func @f(%x: tensor<2x3x2x2xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>,
              %m: tensor<3xf32>, %v: tensor<3xf32>) -> tensor<2x3x2x2xf32> {
   %y = nn.batch_norm %x, %s, %b, %m, %v {epsilon = 1.0e-03 FUSION}

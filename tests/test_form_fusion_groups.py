@@ -17,13 +17,14 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 
 from fusec.analysis.diagnostics import FusecError
-from fusec.analysis.fusion_legality import FUSIBLE_KINDS, TAU
+from fusec.analysis.fusion_legality import FUSIBLE_KINDS
 from fusec.analysis.remarks import collect_remarks, listening, module_to_dot
 from fusec.bench.compile_scale import generate
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.dialects import nn
+from fusec.dialects.element_types import tau
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.check_precision import relative_error
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
@@ -136,7 +137,7 @@ def test_grouped_model_equals_ungrouped(model: str) -> None:
 # --- precision: fused vs unfused, per dtype ------------------------------------------------
 # Unfused, every value is stored in its element type between kernels; fused, a
 # group keeps its intermediates in f32 registers (`round_stored` of the reference
-# interpreter). The tolerance per dtype is docs/fusion.md's (TAU of
+# interpreter). The tolerance per dtype is docs/fusion.md's (tau of
 # fusion_legality): norm-wise relative error at most 1e-5 for f32 (where the two
 # coincide), 1e-2 for f16. Every pattern: vertical chain (chain16), reduction with
 # prologue/epilogue (softmax, add_layernorm_gelu), contraction epilogues (mlp,
@@ -157,7 +158,7 @@ def fused_vs_unfused_error(text: str) -> float:
 @pytest.mark.parametrize("model", [*sorted(SHRINK), "siblings"])
 def test_fused_result_within_the_dtype_tolerance_of_unfused(model: str, dtype: str) -> None:
     text = SIBLINGS if model == "siblings" else small_model(model)
-    assert fused_vs_unfused_error(text.replace("f32", dtype)) <= TAU[dtype]
+    assert fused_vs_unfused_error(text.replace("f32", dtype)) <= tau(dtype)
 
 
 # --- property: random graphs ----------------------------------------------------------------

@@ -156,15 +156,15 @@ func.func @f(%a: tensor<16x16xbf16>, %b: tensor<16x16xbf16>) -> tensor<16x16xbf1
 
 
 @pytest.mark.parametrize("gemm", ["auto", "library", "fused"])
-def test_bf16_matmul_is_a_located_error(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                        gemm: str) -> None:
-    """Code generation has no bf16 yet: tile-and-promote crashed on the GEMM choice."""
+def test_bf16_matmul_compiles(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                              gemm: str) -> None:
+    """tile-and-promote crashed on the GEMM choice of a bf16 matmul; cuBLAS
+    through CuPy has no bf16, so every mode gives the fused kernel."""
     path = tmp_path / "bf.mlir"
     path.write_text(BF16_MATMUL)
     code, err = run_main(capsys, str(path), "-o", str(tmp_path / "out"), "--gemm", gemm)
-    assert code == 1
-    assert err.startswith(f"{path}:2:3: error: element type bf16 is not supported"), err
-    assert not (tmp_path / "out").exists()
+    assert code == 0, err
+    assert "f32_to_bf16(" in (tmp_path / "out" / "kernels.py").read_text()
 
 
 def _concat_model(n: int) -> str:

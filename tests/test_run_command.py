@@ -78,7 +78,7 @@ def test_out_directory_with_inputs_and_outputs(
 
 def test_check_fails_over_tolerance(model: Path, capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_command, "TOLERANCES", {"float32": -1.0})
+    monkeypatch.setattr(run_command, "tolerance_of", lambda _dtype: -1.0)
     monkeypatch.setattr(run_command, "ABSOLUTE_FLOOR_ROUNDOFFS", -1)
     code, stdout, _ = run(capsys, str(model), "--check")
     assert code == 1
@@ -238,3 +238,23 @@ def test_inf_inputs_give_no_numpy_warnings(tmp_path: Path,
                               "--check", "--device", "sim")
     assert code == 0 and "check passed" in stdout
     assert [str(w.message) for w in caught] == []
+
+
+def test_check_of_a_bf16_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """bf16 outputs come back as float32 values and are checked at bf16's
+    tolerance (at f32's, the rounding of the output alone fails)."""
+    t = "tensor<4x16xbf16>"
+    path = tmp_path / "bf.mlir"
+    path.write_text(f"func.func @f(%x: {t}, %y: {t}) -> {t} {{\n"
+                    f"  %e = nn.exp %x : {t}\n"
+                    f"  %s = nn.mul %e, %y : ({t}, {t}) -> {t}\n"
+                    f"  func.return %s : {t}\n}}\n")
+    result = tmp_path / "out.npz"
+    code, stdout, _ = run(capsys, str(path), "--check", "--device", "sim",
+                          "--output", str(result))
+    assert code == 0, stdout
+    assert "tolerance 0.02" in stdout
+    with np.load(result) as npz:
+        out = npz["output_0"]
+    assert out.dtype == np.float32
+    assert np.array_equal(out.view(np.uint32) & 0xFFFF, np.zeros_like(out.view(np.uint32)))

@@ -19,19 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from fusec.dialects import shapes
-from fusec.dialects.nn_base import format_float
+from fusec.dialects.element_types import element
+from fusec.dialects.nn_base import FLOAT_TYPES, INT_TYPES, NUMPY_TYPES, format_float
 
 # NumPy dtype name -> MLIR element type; everything else is refused.
-ELEMENT_TYPES: dict[str, str] = {
-    "float16": "f16",
-    "float32": "f32",
-    "float64": "f64",
-    "int32": "i32",
-    "int64": "i64",
-    "bool": "i1",
-}
-FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
-INT_DTYPES = frozenset({"int32", "int64"})
+ELEMENT_TYPES: dict[str, str] = {element(n).host_dtype: n for n in sorted(NUMPY_TYPES)}
+FLOAT_DTYPES = frozenset(element(n).host_dtype for n in NUMPY_TYPES & FLOAT_TYPES)
+INT_DTYPES = frozenset(element(n).host_dtype for n in INT_TYPES)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,56 @@
+"""bench/run_gpu.py --dtype f16|bf16 without a GPU: the option parses, and
+every half row's model, rewritten to the half type, compiles (fusion on and
+off). Timing needs a CUDA GPU and torch; run there:
+
+    python bench/run_gpu.py --dtype f16 && python bench/run_gpu.py --dtype bf16
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusec.compiler.compile import compile_model
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+from half_precision import HALF_ROWS, retype, row_name, tolerance  # noqa: E402
+
+
+def test_help_names_the_dtype_option() -> None:
+    out = subprocess.run([sys.executable, str(BENCH / "run_gpu.py"), "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--dtype {f32,f16,bf16}" in out
+
+
+def test_half_rows_refuse_programs() -> None:
+    proc = subprocess.run([sys.executable, str(BENCH / "run_gpu.py"), "--dtype", "f16",
+                           "--rows", "programs"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "for --dtype f16" in proc.stderr
+
+
+def test_retype_rewrites_every_f32_tensor_type() -> None:
+    text = ("%c = nn.constant dense<0.5> : tensor<f32>\n"
+            "%y = nn.add %a, %c : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>\n"
+            "%m = nn.cmp %a, %b : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>\n")
+    out = retype(text, "bf16")
+    assert "f32" not in out and out.count("xbf16>") == 4 and "tensor<bf16>" in out
+    assert "tensor<2x3xi1>" in out and retype(text, "f32") == text
+    assert row_name("mlp", "f16") == "mlp_f16" and row_name("mlp", "f32") == "mlp"
+    assert tolerance("bf16", 2e-3) == 2e-2 and tolerance("f32", 2e-3) == 2e-3
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("row", HALF_ROWS)
+def test_half_models_compile(row: str, dtype: str) -> None:
+    source = retype((BENCH / "models" / f"{row}.mlir").read_text(encoding="utf-8"), dtype)
+    for fusion in (True, False):
+        art = compile_model(source, fusion=fusion, target="h200")
+        if dtype == "bf16":
+            assert "f32_to_bf16(" in art.kernels_py
+        assert all(spec.dtype == ("uint16" if dtype == "bf16" else "float16")
+                   for fp in art.program.functions.values()
+                   for spec in (fp.values[v] for v in fp.inputs))

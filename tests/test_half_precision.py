@@ -1,0 +1,248 @@
+"""f16 and bf16 through every op in the simulator, against the reference.
+
+Kernels load the storage type (bf16 as uint16 bits), compute in f32 and
+round to storage only at group outputs; the reference interpreter runs the
+program in float64 on the same (rounded) inputs. Outputs must agree within
+the element type's tolerance of `dialects/element_types.py`, relative to
+max |reference| (as `fusec run --check` compares). Shapes are tiny: the
+simulator is slow.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.program import Program
+from fusec.codegen.kernel_source import KERNEL_PRELUDE
+from fusec.codegen.ptx import _DRIVER as PTX_DRIVER  # pyright: ignore[reportPrivateUsage]
+from fusec.codegen.ptx import TARGET_CC, compile_program_ptx, kernel_workdir, run_without_simulator
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.dialects.element_types import bf16_bits, element, round_to_bf16
+from fusec.dialects.nn_base import element_type_name
+from fusec.reference.interpreter import (
+    find_function,
+    random_inputs,
+    round_to_element_type,
+    run_module,
+)
+from fusec.runtime.executor import run_program
+from tests.codegen_harness import compile_text
+
+HALVES = ["f16", "bf16"]
+FUSED = ("decompose,form-fusion-groups{target=h200},group-each-op,register-budget,"
+         "tile-and-promote")
+UNARY = ["nn.neg", "nn.abs", "nn.exp", "nn.log", "nn.sqrt", "nn.rsqrt", "nn.reciprocal",
+         "nn.tanh", "nn.erf", "nn.sigmoid", "nn.relu", "nn.silu", "nn.gelu",
+         "nn.clamp {min = -0.5, max = 0.5}"]
+BINARY = ["nn.add", "nn.sub", "nn.mul", "nn.div", "nn.max", "nn.min", "nn.pow"]
+
+
+def check(text: str, dtype: str, launches: int | None = None,
+          pipeline: str = "decompose,group-each-op") -> Program:
+    """Compile `text`, run `@f` in the simulator on inputs rounded to their
+    types, compare every output with the float64 reference at `dtype`'s
+    tolerance."""
+    program = compile_text(text, pipeline)
+    if launches is not None:
+        assert len(program.functions["f"].launches) == launches, program.kernels_source
+    module = parse_module(make_context(), text, "test.mlir")
+    func = find_function(module, "f")
+    inputs = [round_to_element_type(x, t) for x, t in
+              zip(random_inputs(func, 1), func.function_type.inputs.data, strict=True)]
+    expected = run_module(module, inputs, "f")
+    got = run_program(program, "f", inputs, device="sim")
+    for e, g, t in zip(expected, got, func.function_type.outputs.data, strict=True):
+        row = element(element_type_name(t.element_type))
+        assert g.dtype == np.dtype(row.host_dtype), (g.dtype, t)
+        if row.name == "bf16":  # bf16 values: rounding them again changes nothing
+            np.testing.assert_array_equal(round_to_element_type(g, t), g)
+        # An output computed from half values carries their error, whatever its type.
+        tolerance = max(row.tolerance, element(dtype).tolerance)
+        scale = max(float(np.max(np.abs(e))), 1.0)
+        err = float(np.max(np.abs(g.astype(np.float64) - e)))
+        assert err <= tolerance * scale, (err, scale, program.kernels_source)
+    return program
+
+
+def _unary(op: str, dtype: str) -> str:
+    name, _, attrs = op.partition(" ")
+    t = f"tensor<3x8x{dtype}>"
+    return (f"func.func @f(%x: {t}) -> {t} {{\n  %y = {name} %x {attrs} : {t}\n"
+            f"  func.return %y : {t}\n}}\n")
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("op", UNARY)
+def test_unary(op: str, dtype: str) -> None:
+    text = _unary(op, dtype)
+    if op in ("nn.log", "nn.sqrt", "nn.rsqrt"):  # positive inputs: an abs first
+        text = text.replace(f"  %y = {op} %x", f"  %p = nn.abs %x : tensor<3x8x{dtype}>\n"
+                            f"  %y = {op} %p")
+    check(text, dtype)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("op", BINARY)
+def test_binary(op: str, dtype: str) -> None:
+    t, r = f"tensor<3x8x{dtype}>", f"tensor<8x{dtype}>"
+    body = f"  %y = {op} %a, %b : ({t}, {r}) -> {t}\n"
+    if op == "nn.pow":  # a positive base
+        body = f"  %p = nn.abs %a : {t}\n" + body.replace("%a, %b", "%p, %b")
+    check(f"func.func @f(%a: {t}, %b: {r}) -> {t} {{\n{body}  func.return %y : {t}\n}}\n",
+          dtype)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_cmp_select_and_cast_between_float_types(dtype: str) -> None:
+    t, b = f"tensor<4x8x{dtype}>", "tensor<4x8xi1>"
+    check(f"""func.func @f(%a: {t}, %b: {t}) -> ({t}, tensor<4x8xf32>, tensor<4x8xf16>) {{
+  %c = nn.cmp %a, %b {{predicate = "lt"}} : ({t}, {t}) -> {b}
+  %s = nn.select %c, %a, %b : ({b}, {t}, {t}) -> {t}
+  %w = nn.cast %s : ({t}) -> tensor<4x8xf32>
+  %h = nn.cast %w : (tensor<4x8xf32>) -> tensor<4x8xf16>
+  %g = nn.cast %h : (tensor<4x8xf16>) -> tensor<4x8xbf16>
+  %n = nn.cast %g : (tensor<4x8xbf16>) -> {t}
+  %y = nn.add %n, %a : ({t}, {t}) -> {t}
+  func.return %y, %w, %h : {t}, tensor<4x8xf32>, tensor<4x8xf16>
+}}
+""", dtype, pipeline=FUSED)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_reduction_accumulates_in_f32(dtype: str) -> None:
+    t, r = f"tensor<4x300x{dtype}>", f"tensor<4x{dtype}>"
+    # 300 terms of order one: accumulated in half, the sum would be off by
+    # far more than the tolerance (f16 spacing at 300 is 0.25, bf16's is 2).
+    program = check(f"""func.func @f(%x: {t}) -> {r} {{
+  %a = nn.abs %x : {t}
+  %s = nn.reduce_sum %a {{axes = [1]}} : ({t}) -> {r}
+  func.return %s : {r}
+}}
+""", dtype, launches=1, pipeline=FUSED)
+    assert re.search(r"cuda.shared.array\([^)]*\), float32\)", program.kernels_source)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_softmax(dtype: str) -> None:
+    t = f"tensor<3x40x{dtype}>"
+    check(f"""func.func @f(%x: {t}) -> {t} {{
+  %y = nn.softmax %x {{axis = 1}} : {t}
+  func.return %y : {t}
+}}
+""", dtype, launches=1, pipeline=FUSED)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_layer_norm(dtype: str) -> None:
+    t, p = f"tensor<3x40x{dtype}>", f"tensor<40x{dtype}>"
+    check(f"""func.func @f(%x: {t}, %g: {p}, %b: {p}) -> {t} {{
+  %y = nn.layer_norm %x, %g, %b {{axis = -1, epsilon = 1.0e-05}} : ({t}, {p}, {p}) -> {t}
+  func.return %y : {t}
+}}
+""", dtype, pipeline=FUSED)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_matmul_fused_simt_with_bias(dtype: str) -> None:
+    a, b, o = (f"tensor<{s}x{dtype}>" for s in ("9x40", "40x12", "9x12"))
+    program = check(f"""func.func @f(%a: {a}, %b: {b}, %c: tensor<12x{dtype}>) -> {o} {{
+  %m = nn.matmul %a, %b : ({a}, {b}) -> {o}
+  %y = nn.add %m, %c : ({o}, tensor<12x{dtype}>) -> {o}
+  func.return %y : {o}
+}}
+""", dtype, launches=1, pipeline=FUSED)
+    # f32 accumulators and f32 operand tiles; half only in global memory.
+    assert "c0_0 = float32(0.0)" in program.kernels_source
+    assert re.search(r"As = cuda.shared.array\([^)]*\), float32\)", program.kernels_source)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_conv2d(dtype: str) -> None:
+    x, w, o = (f"tensor<{s}x{dtype}>" for s in ("1x3x6x5", "4x3x3x3", "1x4x6x5"))
+    check(f"""func.func @f(%x: {x}, %w: {w}) -> {o} {{
+  %c = nn.conv2d %x, %w {{pads = [1, 1, 1, 1]}} : ({x}, {w}) -> {o}
+  %r = nn.relu %c : {o}
+  func.return %r : {o}
+}}
+""", dtype, launches=1, pipeline=FUSED)
+
+
+BF16_EXP = """func.func @f(%x: tensor<2x8xbf16>) -> tensor<2x8xbf16> {
+  %y = nn.exp %x : tensor<2x8xbf16>
+  func.return %y : tensor<2x8xbf16>
+}
+"""
+
+
+def test_bf16_inputs_as_float32_bits_or_torch() -> None:
+    """A bf16 input is float32 values (rounded on the way in), uint16 bits,
+    or a torch.bfloat16 tensor; NumPy callers get float32 values back,
+    torch callers torch.bfloat16."""
+    torch = pytest.importorskip("torch")
+    program = compile_text(BF16_EXP, "group-each-op")
+    x = np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)
+    want = round_to_bf16(np.exp(round_to_bf16(x)))
+    from_f32 = run_program(program, "f", [x], device="sim")[0]
+    from_bits = run_program(program, "f", [bf16_bits(x)], device="sim")[0]
+    from_torch = run_program(program, "f", [torch.from_numpy(x).to(torch.bfloat16)],
+                             device="sim")[0]
+    assert from_torch.dtype == torch.bfloat16
+    np.testing.assert_allclose(from_f32, want, rtol=2.0**-7)
+    np.testing.assert_array_equal(from_bits, from_f32)
+    np.testing.assert_array_equal(from_torch.float().numpy(), from_f32)
+
+
+def test_bf16_input_of_another_dtype_is_a_clear_error() -> None:
+    program = compile_text(BF16_EXP, "group-each-op")
+    with pytest.raises(FusecError, match="input 'x' of @f: expected bf16"):
+        run_program(program, "f", [np.zeros((2, 8), np.float64)], device="sim")
+
+
+def test_bf16_kernels_compile_for_sm90() -> None:
+    """The prelude's bf16 helpers type-check and lower in numba.cuda (the
+    simulator runs them as Python): 16-bit loads and stores, a shift widens."""
+    d = "bf16"
+    t, r = f"tensor<4x300x{d}>", f"tensor<4x{d}>"
+    a, b, o = (f"tensor<{s}x{d}>" for s in ("9x40", "40x12", "9x12"))
+    program = compile_text(f"""func.func @f(%x: {t}, %a: {a}, %b: {b}) -> ({r}, {t}, {o}) {{
+  %e = nn.exp %x : {t}
+  %s = nn.reduce_sum %e {{axes = [1]}} : ({t}) -> {r}
+  %m = nn.matmul %a, %b : ({a}, {b}) -> {o}
+  func.return %s, %e, %m : {r}, {t}, {o}
+}}""", FUSED)
+    info = compile_program_ptx(program)
+    assert len(info) == 2
+    for name, kernel in info.items():
+        ptx = str(kernel["ptx"])
+        assert "ld.global.u16" in ptx and "st.global.u16" in ptx and "shl.b32" in ptx, name
+
+
+VECTOR_PROBE = KERNEL_PRELUDE + """
+from numba import uint64
+
+
+@cuda.jit
+def k(a, o):
+    i = cuda.grid(1)
+    a8 = a.view(np.uint64)
+    o8 = o.view(np.uint64)
+    if i < a8.size:
+        w = a8[i]
+        s = bf16_to_f32(uint16(w & uint64(0xFFFF))) + bf16_to_f32(uint16(w >> uint64(48)))
+        o8[i] = uint64(f32_to_bf16(s))
+"""
+
+
+@pytest.mark.gpu
+def test_an_in_kernel_uint64_view_gives_8_byte_half_loads() -> None:
+    """The probe for vectorised half loads (docs/nn-dialect.md): numba needs
+    a device to compile `ndarray.view` in a kernel, so this runs on a GPU."""
+    with kernel_workdir(VECTOR_PROBE, {"k": [(1, "uint16"), (1, "uint16")]}, "fusec-probe-",
+                        cc=list(TARGET_CC)) as work:
+        run_without_simulator(PTX_DRIVER, work, "(uint64 view probe)")
+        ptx = (work / "0.ptx").read_text(encoding="utf-8")
+    assert "ld.global.u64" in ptx or "ld.global.b64" in ptx or "ld.global.v2" in ptx, ptx
