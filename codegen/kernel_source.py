@@ -40,6 +40,7 @@ import math
 import numba
 import numpy as np
 from numba import boolean, cuda, float32, float64, int32, int64, uint16, uint32
+from numba.cuda import libdevice
 from numba.types import float16
 
 # Python math raises (log(0), sqrt(-1), exp(1000), pow(-2, 0.5), ...) where
@@ -73,8 +74,6 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
             return np.uint16((b >> 16) | 0x40)
         return np.uint16((b + 0x7FFF + ((b >> 16) & 1)) >> 16)
 else:
-    from numba.cuda import libdevice
-
     ieee_exp, ieee_log, ieee_sqrt = math.exp, math.log, math.sqrt
     ieee_tanh, ieee_erf, ieee_pow = math.tanh, math.erf, math.pow
 
