@@ -126,9 +126,10 @@ def _shape_dtype(a: Any) -> tuple[tuple[int, ...], np.dtype[Any] | str | None]:
     does not know (bfloat16) is returned as its name."""
     try:
         iface = getattr(a, "__cuda_array_interface__", None)
-    except TypeError:  # torch has none for bfloat16 tensors
+    except (TypeError, RuntimeError):  # torch: none for bfloat16 (some versions), grad
         iface = None
-    if isinstance(iface, dict):
+    # A void typestr (`|V2`, torch's bfloat16 elsewhere) names no dtype; the array's does.
+    if isinstance(iface, dict) and "V" not in str(iface["typestr"]):
         return tuple(int(d) for d in iface["shape"]), np.dtype(str(iface["typestr"]))
     shape = getattr(a, "shape", None)
     dtype = getattr(a, "dtype", None)

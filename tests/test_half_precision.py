@@ -246,3 +246,17 @@ def test_an_in_kernel_uint64_view_gives_8_byte_half_loads() -> None:
         run_without_simulator(PTX_DRIVER, work, "(uint64 view probe)")
         ptx = (work / "0.ptx").read_text(encoding="utf-8")
     assert "ld.global.u64" in ptx or "ld.global.b64" in ptx or "ld.global.v2" in ptx, ptx
+
+
+def test_bf16_cuda_array_interface_with_a_void_typestr_is_read_by_its_dtype() -> None:
+    """torch 2.11 describes a CUDA bfloat16 tensor as typestr `|V2`; the check
+    must read the tensor's own dtype instead of refusing it as `|V2`."""
+    from fusec.runtime.executor import _shape_dtype  # pyright: ignore[reportPrivateUsage]
+
+    class VoidTyped:  # what such a tensor shows the check
+        __cuda_array_interface__ = {"shape": (2, 3), "typestr": "|V2", "data": (0, False),
+                                    "version": 3}
+        shape = (2, 3)
+        dtype = "torch.bfloat16"
+
+    assert _shape_dtype(VoidTyped()) == ((2, 3), "bfloat16")
