@@ -254,9 +254,11 @@ def test_bf16_cuda_array_interface_with_a_void_typestr_is_read_by_its_dtype() ->
     from fusec.runtime.executor import _shape_dtype  # pyright: ignore[reportPrivateUsage]
 
     class VoidTyped:  # what such a tensor shows the check
-        __cuda_array_interface__ = {"shape": (2, 3), "typestr": "|V2", "data": (0, False),
-                                    "version": 3}
         shape = (2, 3)
         dtype = "torch.bfloat16"
+
+        @property
+        def __cuda_array_interface__(self) -> dict[str, object]:
+            return {"shape": (2, 3), "typestr": "|V2", "data": (0, False), "version": 3}
 
     assert _shape_dtype(VoidTyped()) == ((2, 3), "bfloat16")
