@@ -255,10 +255,22 @@ def split_input(text: str) -> list[str]:
 def parse_module(ctx: Context, text: str, filename: str) -> ModuleOp:
     """Parse one module; syntax errors become located `FusecError`s."""
     try:
-        return LocatingParser(ctx, text, filename).parse_module()
+        module = LocatingParser(ctx, text, filename).parse_module()
     except ParseError as err:
         raise from_parse_error(err) from None
     except VerifyException as err:
         # Raised by attribute constructors while parsing (e.g. a dense literal
         # with the wrong number of elements); it carries no position.
         raise FusecError(str(err).strip(), SourceLoc(filename, 1, 1)) from None
+    _drop_empty_name_hints(module)
+    return module
+
+
+def _drop_empty_name_hints(module: ModuleOp) -> None:
+    """xDSL's parser strips a `_<digits>` suffix from a value's name (its own
+    printer adds one), so `%_62` arrives with the name hint `''`, which no
+    pass can copy to a new value (xDSL refuses it): such a value is unnamed."""
+    for op in module.walk():
+        for value in (*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)):
+            if value.name_hint == "":
+                value.name_hint = None
