@@ -124,13 +124,7 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
     if args.reference:
         status = [f"{s}, {_check_reference(source, m, inputs)}"
                   for s, m in zip(status, (fused, off), strict=True)]
-    times = {
-        "fusec": _time_fusec(torch, fused, inputs, args),
-        "fusion off": _time_fusec(torch, off, inputs, args),
-        "torch eager": _time_torch(torch, peer, inputs, args),
-    }
-    if not args.no_compile:
-        times["torch.compile"] = _time_torch(torch, _inductor(torch, peer), inputs, args)
+    times = _times(torch, fused, off, peer, inputs, args)
     moved, flops = floor_work(model, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
     table = _row_table(row_name(row, args.dtype), times, floor, fused.launches, off.launches,
@@ -160,6 +154,16 @@ def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float
     if args.reference:
         status = [f"{s}, {_check_reference(path.read_text(), m, inputs)}"
                   for s, m in zip(status, (fused, off), strict=True)]
+    times = _times(torch, fused, off, peer, inputs, args)
+    moved, flops = program_floor(func, inputs, ref)
+    floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
+    return _row_table(row, times, floor, fused.launches, off.launches, status)
+
+
+def _times(torch: Any, fused: Any, off: Any, peer: Any, inputs: list[Any],
+           args: Any) -> dict[str, float]:
+    """Median ms per call of fusec fused and unfused, torch eager and (unless
+    --no-compile) torch.compile, on the same inputs."""
     times = {
         "fusec": _time_fusec(torch, fused, inputs, args),
         "fusion off": _time_fusec(torch, off, inputs, args),
@@ -167,9 +171,7 @@ def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float
     }
     if not args.no_compile:
         times["torch.compile"] = _time_torch(torch, _inductor(torch, peer), inputs, args)
-    moved, flops = program_floor(func, inputs, ref)
-    floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
-    return _row_table(row, times, floor, fused.launches, off.launches, status)
+    return times
 
 
 def _inductor(torch: Any, fn: Any) -> Any:
