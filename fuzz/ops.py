@@ -288,7 +288,10 @@ def gather(b: Builder) -> str:
     x = b.float_value(min_rank=1)
     t = b.types[x]
     axis = b.int(0, len(t.shape) - 1)
-    ids = b.new_arg(TType(b.shape(b.int(0, 2)), b.choice(["i64", "i32"])))
+    shape = b.shape(b.int(0, 2))
+    if t.shape[axis] == 0 and 0 not in shape:
+        shape = (0,)  # no index is in range of an empty axis: a verifier error otherwise
+    ids = b.new_arg(TType(shape, b.choice(["i64", "i32"])))
     out = shapes.gather_shape(t.shape, b.types[ids].shape, axis)
     attrs = "" if axis == 0 and b.chance(0.3) else f"{{axis = {_axis(b, axis, len(t.shape))}}}"
     return b.emit("nn.gather", [x, ids], t.with_shape(out), attrs)
