@@ -23,9 +23,7 @@ import onnx
 from onnx import helper
 from xdsl.dialects.builtin import ModuleOp
 
-from fusec.analysis.diagnostics import FusecError
-from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.verify import require_functions, verify_module
+from fusec.importers.checked_parse import parse_imported
 from fusec.importers.onnx import (
     fold_fallback,
     ops_elementwise,
@@ -107,7 +105,8 @@ def import_model(
     results = [_graph_output(state, out.name) for out in graph.output]
     text = _header(model, names) + state.em.function(graph.name or "main", args, results)
     outputs = [o.name for o in graph.output]
-    return ImportResult(text, _parse(text, filename), names, outputs, params)
+    module = parse_imported(text, filename, OnnxImportError)
+    return ImportResult(text, module, names, outputs, params)
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
@@ -304,15 +303,3 @@ def _header(model: onnx.ModelProto, names: dict[str, str]) -> str:
     lines = [f"// Imported from ONNX (opset {_default_opset(model)}) by `fusec import`."]
     lines += [f"// input '{printable(k)}' -> %{v}" for k, v in names.items()]
     return "\n".join(lines) + "\n"
-
-
-def _parse(text: str, filename: str) -> ModuleOp:
-    """Parse and verify with fusec's own front end: every import is checked."""
-    try:
-        module = parse_module(make_context(), text, filename)
-        require_functions(module)
-        verify_module(module)
-    except FusecError as err:
-        raise OnnxImportError("internal error: the imported IR does not verify: "
-                              + err.render({filename: text})) from None
-    return module

@@ -32,9 +32,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 from xdsl.dialects.builtin import ModuleOp
 
-from fusec.analysis.diagnostics import FusecError
-from fusec.compiler.parsing import make_context, parse_module
-from fusec.compiler.verify import require_functions, verify_module
+from fusec.importers.checked_parse import parse_imported
 from fusec.importers.onnx.emit import FLOAT_DTYPES
 from fusec.importers.torch.context import TorchImportError, to_numpy
 from fusec.importers.torch.decompositions import decompositions
@@ -117,7 +115,8 @@ def from_exported(exported: ExportedProgram, params_above: int | None = None,
     outputs = [str(getattr(s.arg, "name", "")) for s in exported.graph_signature.output_specs]
     text = (_header() + "".join(f"// input '{k}' -> %{v}\n" for k, v in inputs.items())
             + translation.text)
-    return TorchImportResult(text, _parse(text, filename), inputs, outputs, params)
+    module = parse_imported(text, filename, TorchImportError)
+    return TorchImportResult(text, module, inputs, outputs, params)
 
 
 def _state_value(exported: ExportedProgram, target: str | None, kind: InputKind) -> np.ndarray:
@@ -146,15 +145,3 @@ def _quiet_torch() -> Iterator[None]:
 
 def _header() -> str:
     return "// Imported from a torch.export program by fusec.\n"
-
-
-def _parse(text: str, filename: str) -> ModuleOp:
-    """Parse and verify with fusec's own front end: every import is checked."""
-    try:
-        module = parse_module(make_context(), text, filename)
-        require_functions(module)
-        verify_module(module)
-    except FusecError as err:
-        raise TorchImportError("internal error: the imported IR does not verify: "
-                               + err.render({filename: text})) from None
-    return module
