@@ -63,6 +63,10 @@ ELEMENTWISE_FLOPS: dict[type[Operation], int] = {
 KERNEL_PATHS: dict[str, Callable[[Target], tuple[float, float]]] = {
     "roofline": lambda t: (t.memory_bandwidth, t.fp32_flops),
     "pointwise": lambda t: (t.memory_bandwidth * t.pointwise_bandwidth_fraction, t.fp32_flops),
+    # transposed operands staged through a shared tile: loads and stores both
+    # coalesced, so priced as a pointwise kernel's traffic
+    "pointwise_transpose": lambda t: (t.memory_bandwidth * t.pointwise_bandwidth_fraction,
+                                      t.fp32_flops),
     "reduction": lambda t: (t.memory_bandwidth * t.reduction_bandwidth_fraction, t.fp32_flops),
     "window_tiled": lambda t: (t.memory_bandwidth, t.fp32_flops * t.window_tiled_flops_fraction),
     "window_direct": lambda t: (t.memory_bandwidth,

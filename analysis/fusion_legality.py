@@ -40,12 +40,18 @@ from fusec.analysis.cost_model import (
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.pointwise_registers import pointwise_registers_of
 from fusec.analysis.targets import Target, get_target
+from fusec.analysis.transposed_operands import (
+    tile_axes,
+    tile_bytes,
+    transpose_refusal,
+    transposes,
+)
 from fusec.dialects import nn
 from fusec.dialects.element_types import skipped_rounding, tau
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import ShapeError, broadcast_shapes, fmt, numel
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
-from fusec.scheduling.pointwise import pointwise_schedule
+from fusec.scheduling.pointwise import TRANSPOSE_TILE, pointwise_schedule
 
 # Group kinds an emitter schedules; the others describe ops that stay alone.
 FUSIBLE_KINDS = ("pointwise", "reduction", "contraction", "window")
@@ -279,6 +285,9 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
     kinds = {a.kind, b.kind}
     if "view" in kinds and kinds & {"contraction"} and c.options.fold_views:
         merged = _fold_view(c)
+    elif kinds == {"view", "pointwise"} and c.options.fold_views and any(
+            isinstance(g.lead, nn.TransposeOp) and g.size == 1 for g in (a, b)):
+        merged = _transposed_operand(c)
     elif kinds <= {"pointwise"}:
         merged = _pointwise(a, b)
     elif kinds == {"pointwise", "reduction"} or kinds == {"reduction"}:
@@ -291,6 +300,13 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
         merged = _kind_refusal(c)
     if isinstance(merged, str):
         return merged
+    if merged[0] != "pointwise":
+        for g in (a, b):
+            held = transposes(g.ops) if g.kind == "pointwise" else []
+            if held:
+                return (f"{describe_group(c.dep, g)} reads a transposed operand "
+                        f"({c.dep.describe(held[0])}); only a pointwise kernel stages one "
+                        "through its tile")
     return _with_totals(c, *merged)
 
 
@@ -316,7 +332,21 @@ def _pointwise(a: GroupInfo, b: GroupInfo) -> Merged | str:
     shape = _covering(a.shape, b.shape)
     if shape is None:
         return f"their iteration spaces {fmt(a.shape)} and {fmt(b.shape)} do not broadcast"
+    refusal = transpose_refusal((*a.ops, *b.ops), shape)
+    if refusal is not None:
+        return refusal
     return ("pointwise", shape, (), None)
+
+
+def _transposed_operand(c: Candidate) -> Merged | str:
+    """A transpose joins the pointwise group reading it: the kernel reads
+    the operand in place (`analysis/transposed_operands.py`)."""
+    view, pw = (c.a, c.b) if c.a.kind == "view" else (c.b, c.a)
+    if not c.edges(view, pw):
+        return (f"{c.dep.describe(view.lead)} transposes the result of "
+                f"{describe_group(c.dep, pw)}; a pointwise kernel transposes only operands "
+                "it reads from memory")
+    return _pointwise(view, pw)
 
 
 def _covering(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -415,6 +445,8 @@ def _with_totals(c: Candidate, kind: str, shape: tuple[int, ...], axes: tuple[in
     else:
         regs = GROUP_BASE_REGISTERS[kind] + sum(map(_op_registers, ops))
     shared = SHARED_BYTES.get(kind, 0) * (1 + (a.kind == b.kind == "reduction"))
+    if kind == "pointwise":  # the tiles of transposed operands
+        shared += tile_bytes(ops, shape, TRANSPOSE_TILE)
     return GroupInfo(
         nid=a.nid, kind=kind, lead=lead, size=a.size + b.size, shape=shape, axes=axes,
         anchor=anchor, outputs=outputs, inputs=inputs, flops=_fused_flops(a, b, kind, shape),
@@ -604,7 +636,8 @@ def kernel_cost(dep: DependencyAnalysis, target: Target, g: GroupInfo,
 def kernel_path(g: GroupInfo) -> str:
     """The kernel `g` becomes (a key of `cost_model.KERNEL_PATHS`), as
     `scheduling/choose.py` schedules it: a pointwise or row-reduction
-    kernel; a window group the tiled kernel, or the conv + pool kernel
+    kernel (the transposed-operand tile when a transpose in the group moves
+    the innermost axis); a window group the tiled kernel, or the conv + pool kernel
     (a direct loop over channels and taps) when it holds a pool after its
     conv; a contraction fusec's SIMT GEMM (the library GEMM is chosen later
     and only when it is faster, so this bounds the time from above)."""
@@ -612,6 +645,8 @@ def kernel_path(g: GroupInfo) -> str:
         pooled = isinstance(g.anchor, nn.Conv2dOp) and any(
             isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp)) for op in g.ops)
         return "conv_pool" if pooled else "window_tiled"
+    if g.kind == "pointwise" and tile_axes(g.ops, g.shape) is not None:
+        return "pointwise_transpose"
     return {"pointwise": "pointwise", "reduction": "reduction",
             "contraction": "simt_gemm"}.get(g.kind, "roofline")
 

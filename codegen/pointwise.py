@@ -46,6 +46,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.codegen import pointwise_transpose
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -63,6 +64,7 @@ from fusec.codegen.kernel_source import (
     value_dtype,
     widen,
 )
+from fusec.codegen.pointwise_transpose import has_transposes
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -377,6 +379,8 @@ def _view_shape(access: _Access) -> tuple[int, ...]:
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """Generate the kernel of pointwise `group`, named `kernel_name`, under
     its `#fusion.pointwise` schedule."""
+    if has_transposes(group):  # transposed operands: their own emitter
+        return pointwise_transpose.emit(group, kernel_name)
     schedule = group_schedule(group, PointwiseSchedule)
     plan = plan_group(group)
     plan.unroll = schedule.int_field("elements_per_thread")

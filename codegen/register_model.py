@@ -43,11 +43,13 @@ from fusec.analysis.pointwise_registers import (
     POINTWISE_BASE,
 )
 from fusec.analysis.targets import Target
+from fusec.codegen import pointwise_transpose
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.pointwise import plan_group
+from fusec.codegen.pointwise_transpose import has_transposes
 from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -168,6 +170,8 @@ def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:
     holds, per array it reads or writes, a base address and its
     `elements_per_thread` values; elements whose coordinates are unravelled
     one by one add index math."""
+    if has_transposes(group):
+        return _make(*pointwise_transpose.register_parts(group, schedule))
     plan = plan_group(group)
     unroll = schedule.int_field("elements_per_thread")
     arrays = sum(1 for a in plan.inputs if a.numel != 1) + len(plan.outputs)

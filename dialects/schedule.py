@@ -12,8 +12,10 @@ attribute (docs/scheduling.md lists every field).
                                  per_lane = 32, cached = 0, unroll = 4>} ...
 ```
 
-The syntax is `#fusion.<kind><key = value, ...>` with every parameter
-present, in declaration order; values are integers or string literals.
+The syntax is `#fusion.<kind><key = value, ...>` with the parameters in
+declaration order; values are integers or string literals. A trailing
+parameter with a default (`DEFAULTS`) may be left out, and is printed only
+when it differs from its default.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class ScheduleAttr(ParametrizedAttribute):
 
     name = "fusion.schedule"
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+    DEFAULTS: ClassVar[dict[str, int | str]] = {}
+    """Trailing fields that may be omitted, and their values when they are."""
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -45,7 +49,9 @@ class ScheduleAttr(ParametrizedAttribute):
 
     @classmethod
     def make(cls: type[S], **values: int | str) -> S:
-        """The attribute from plain Python values (every key required)."""
+        """The attribute from plain Python values (every key without a default
+        required)."""
+        values = {**cls.DEFAULTS, **values}
         missing = [k for k in cls.field_names() if k not in values]
         extra = [k for k in values if k not in cls.field_names()]
         if missing or extra:
@@ -88,7 +94,10 @@ class ScheduleAttr(ParametrizedAttribute):
         values: list[Attribute] = []
         with parser.in_angle_brackets():
             for i, key in enumerate(cls.field_names()):
-                if i:
+                if key in cls.DEFAULTS and parser.parse_optional_punctuation(",") is None:
+                    values.append(_wrap(cls.DEFAULTS[key]))  # left out: its default
+                    continue
+                if i and key not in cls.DEFAULTS:
                     parser.parse_punctuation(",")
                 parser.parse_keyword(key, f" (the fields of {cls.name} are "
                                      f"{', '.join(cls.field_names())}, in that order)")
@@ -100,7 +109,8 @@ class ScheduleAttr(ParametrizedAttribute):
 
     def print_parameters(self, printer: Printer) -> None:
         parts = [f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}"
-                 for k, v in self.as_dict().items()]
+                 for k, v in self.as_dict().items()
+                 if k not in self.DEFAULTS or v != self.DEFAULTS[k]]
         printer.print_string("<" + ", ".join(parts) + ">")
 
 
@@ -112,11 +122,16 @@ def _wrap(value: int | str) -> Attribute:
 class PointwiseSchedule(ScheduleAttr):
     """A pointwise group: `elements_per_thread` elements per thread, `block`
     apart (each warp load reads consecutive addresses), `block` threads per
-    block, one block per chunk of `block * elements_per_thread` elements."""
+    block, one block per chunk of `block * elements_per_thread` elements.
+    `tile` 0 is that flat schedule; `tile = T` stages the transposed
+    operands through `T x T` shared-memory tiles, one tile of outputs per
+    block (`codegen/pointwise_transpose.py`)."""
 
     name = "fusion.pointwise"
+    DEFAULTS: ClassVar[dict[str, int | str]] = {"tile": 0}
     elements_per_thread: IntAttr
     block: IntAttr
+    tile: IntAttr
 
 
 @irdl_attr_definition

@@ -4,7 +4,8 @@ that reaches it without one). Each kind's choice is recorded as the group's
 `schedule` attribute (`dialects/schedule.py`), with a readable line
 (`schedule_text`) and the shared memory it uses (`shared_bytes_est`).
 
-- pointwise: `scheduling/pointwise.py`;
+- pointwise: `scheduling/pointwise.py` (a tile for transposed operands,
+  its padded shared tiles counted);
 - reduction: `scheduling/reduction.py`, its shared-memory cache within the
   budget (`SHARED_BUDGET_BYTES`, or the limit when smaller);
 - contraction: the tile `register-budget` chose, or the size-based one, made
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
@@ -30,13 +31,16 @@ from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.conv_pool import POOL_TILE, shared_tile
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import GroupBody, compute_type
+from fusec.codegen.pointwise_transpose import plan_group as plan_transposed
+from fusec.codegen.pointwise_transpose import tile_shared_bytes
 from fusec.codegen.reduction_plan import analyze as analyze_rows
 from fusec.codegen.window_plan import STATIC_SHARED_LIMIT, WindowPlan, plan_attr
 from fusec.codegen.window_schedule import fit_shared, group_window, smallest
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY, ContractionSchedule, ScheduleAttr
-from fusec.dialects.shapes import numel
+from fusec.dialects.shapes import broadcast_shapes, numel
 from fusec.scheduling import reduction
 from fusec.scheduling.contraction import (
     FALLBACK_TILES,
@@ -46,7 +50,7 @@ from fusec.scheduling.contraction import (
     recorded_tile,
     tile_attr,
 )
-from fusec.scheduling.pointwise import pointwise_schedule
+from fusec.scheduling.pointwise import pointwise_schedule, transpose_tile
 
 
 def _int(v: int) -> IntegerAttr[IntegerType]:
@@ -60,6 +64,11 @@ def _name(group: GroupOp) -> str:
 
 def _ops(group: GroupOp) -> list[Operation]:
     return [op for op in group.block.ops if not isinstance(op, YieldOp)]
+
+
+def _results(group: GroupOp) -> list[SSAValue]:
+    last = group.block.last_op
+    return list(last.operands) if isinstance(last, YieldOp) else []
 
 
 def _tile(t: GemmTile) -> str:
@@ -101,13 +110,23 @@ class Scheduler:
         elif kind == "attention":
             line, used = self.attention(group)
         elif kind == "pointwise":
-            attr = pointwise_schedule(self.target)
-            line = (f"pointwise: {attr.int_field('elements_per_thread')} elements per thread, "
-                    f"{attr.int_field('block')} threads per block")
-            used = 0
+            attr, line, used = self.pointwise(group)
         else:
             line, used = f"{kind}: index remapping copy", 0
         return attr, line, used
+
+    def pointwise(self, group: GroupOp) -> tuple[ScheduleAttr, str, int]:
+        """Flat, or the transposed-operand tile when a transpose in the group
+        moves the innermost axis (`scheduling/pointwise.transpose_tile`)."""
+        shape = broadcast_shapes(*(tensor_shape(v) for v in _results(group)))
+        attr = pointwise_schedule(self.target, transpose_tile(_ops(group), shape))
+        if not attr.int_field("tile"):
+            return attr, (f"pointwise: {attr.int_field('elements_per_thread')} elements per "
+                          f"thread, {attr.int_field('block')} threads per block"), 0
+        tile = attr.int_field("tile")
+        used = tile_shared_bytes(plan_transposed(group, attr))
+        return attr, (f"pointwise: {tile}x{tile} output tiles, transposed operands staged "
+                      f"through shared memory, {attr.int_field('block')} threads per block"), used
 
     def contraction(self, group: GroupOp) -> tuple[ScheduleAttr, str, int]:
         with decomposed(group) as flat:

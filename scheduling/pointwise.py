@@ -7,11 +7,22 @@ warp reads 128 consecutive bytes. Measured on H200 (2026-11-30, 2^28 f32,
 block 97% of copy bandwidth (8: 96%, 16: 96%); 4 consecutive elements per
 thread ([n/4, 4] views) 91%; a grid-stride loop over the chunks with the
 grid capped at 2112 blocks 83%.
+
+A group reading a transposed operand whose contiguous axis is not the
+output's innermost one gets `tile = TRANSPOSE_TILE`: one `tile x tile` block
+of outputs per block, the operand staged through shared memory so that both
+its load and the store are coalesced (`block / tile` rows of threads, each
+thread `tile * tile / block` elements).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from xdsl.ir import Operation
+
 from fusec.analysis.targets import Target
+from fusec.analysis.transposed_operands import tile_axes
 from fusec.dialects.schedule import PointwiseSchedule
 
 ELEMENTS_PER_THREAD = 4
@@ -21,8 +32,23 @@ BLOCK_THREADS = 256
 file room for 8 blocks per SM."""
 
 
-def pointwise_schedule(target: Target) -> PointwiseSchedule:
+TRANSPOSE_TILE = 32
+"""Side of the shared-memory tile of a transposed operand: one warp reads a
+tile row (128 bytes of f32) along the operand's contiguous axis, and one
+warp writes a row of outputs along theirs."""
+
+
+def pointwise_schedule(target: Target, tile: int = 0) -> PointwiseSchedule:
     """The schedule of a pointwise group on `target` (a block no larger than
-    the target launches)."""
-    return PointwiseSchedule.make(elements_per_thread=ELEMENTS_PER_THREAD,
-                                  block=min(BLOCK_THREADS, target.max_threads_per_block))
+    the target launches); `tile` > 0: the transposed-operand tile."""
+    block = min(BLOCK_THREADS, target.max_threads_per_block)
+    if tile:
+        return PointwiseSchedule.make(elements_per_thread=tile * tile // block, block=block,
+                                      tile=tile)
+    return PointwiseSchedule.make(elements_per_thread=ELEMENTS_PER_THREAD, block=block)
+
+
+def transpose_tile(ops: Sequence[Operation], shape: Sequence[int]) -> int:
+    """The tile side a pointwise group of `ops` over `shape` needs: 0 unless
+    a transposed operand moves the innermost axis."""
+    return TRANSPOSE_TILE if tile_axes(ops, shape) is not None else 0
