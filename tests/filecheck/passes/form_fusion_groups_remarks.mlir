@@ -109,11 +109,32 @@ func.func @shared_view(%q: tensor<16x8xf32>, %k: tensor<16x8xf32>) -> (tensor<16
 
 // -----
 
-// CHECK: missed: nn.exp (%e) not fused with nn.transpose (%t): nn.transpose (%t) is a layout op; layout ops fold only into the operand loads of a matmul (option fold_views)
-func.func @layout(%x: tensor<16x8xf32>) -> tensor<8x16xf32> {
-  %t = nn.transpose %x {perm = [1, 0]} : (tensor<16x8xf32>) -> tensor<8x16xf32>
-  %e = nn.exp %t : tensor<8x16xf32>
-  func.return %e : tensor<8x16xf32>
+// CHECK: missed: nn.exp (%e) not fused with nn.slice (%t): nn.slice (%t) is a layout op; layout ops fold only into the operand loads of a matmul (option fold_views)
+func.func @layout(%x: tensor<16x8xf32>) -> tensor<8x8xf32> {
+  %t = nn.slice %x {starts = [0, 0], limits = [8, 8]} : (tensor<16x8xf32>) -> tensor<8x8xf32>
+  %e = nn.exp %t : tensor<8x8xf32>
+  func.return %e : tensor<8x8xf32>
+}
+
+// -----
+
+// Two transposes moving the innermost axis to different axes need two tiles.
+// CHECK: its transposes move the innermost axis to axes 0 and 1 (perm [2, 1, 0] and perm [1, 2, 0]); one tile serves one pair of axes
+func.func @two_tile_axes(%a: tensor<4x3x2xf32>, %b: tensor<4x2x3xf32>) -> tensor<2x3x4xf32> {
+  %ta = nn.transpose %a {perm = [2, 1, 0]} : (tensor<4x3x2xf32>) -> tensor<2x3x4xf32>
+  %tb = nn.transpose %b {perm = [1, 2, 0]} : (tensor<4x2x3xf32>) -> tensor<2x3x4xf32>
+  %s = nn.add %ta, %tb : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  func.return %s : tensor<2x3x4xf32>
+}
+
+// -----
+
+// A transposed value broadcast to a larger iteration space stays a copy.
+// CHECK: the transposed value 3x4 is broadcast to 2x3x4; a pointwise kernel reads a transposed operand only at the iteration shape
+func.func @broadcast_transpose(%a: tensor<4x3xf32>, %y: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %t = nn.transpose %a {perm = [1, 0]} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %s = nn.add %t, %y : (tensor<3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  func.return %s : tensor<2x3x4xf32>
 }
 
 // -----
