@@ -8,6 +8,8 @@ interpreter, as ONE kernel. Shapes are tiny and odd so tile tails are hit.
 
 from __future__ import annotations
 
+import shutil
+
 import codegen_harness as harness
 import numpy as np
 import pytest
@@ -141,6 +143,22 @@ def test_register_estimate_and_shared_bytes() -> None:
     group = scheduled_group(transposed_add((33, 47), [1, 0]))
     assert group.attributes["shared_bytes_est"].value.data == 32 * 33 * 4  # type: ignore
     assert group.attributes["est_registers"].value.data > 0  # type: ignore
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+@pytest.mark.slow
+def test_register_estimate_within_25_percent_of_ptxas() -> None:
+    """The register model's estimate of tiled and flat transposed kernels
+    against ptxas (sm_90), at full-size and odd shapes, f32 and halves."""
+    from test_register_budget import FULL, assert_estimates, run_pipeline
+
+    from fusec.codegen.generate import generate_program
+
+    cases = [((8192, 8192), [1, 0], "f32"), ((33, 47), [1, 0], "f32"),
+             ((8, 64, 56, 56), [0, 2, 3, 1], "f32"), ((3, 5, 8), [1, 0, 2], "f32"),
+             ((64, 64), [1, 0], "f16"), ((64, 64), [1, 0], "bf16")]
+    text = "\n".join(transposed_add(*c).replace("@f(", f"@f{n}(") for n, c in enumerate(cases))
+    assert len(assert_estimates(generate_program(run_pipeline(text, FULL)), "transposed")) == 6
 
 
 @pytest.mark.gpu
