@@ -171,3 +171,15 @@ func.func @no_recompute(%a: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>) -> (tens
   %y2 = nn.sub %p, %r2 : (tensor<4x8x16xf32>, tensor<4x1x1xf32>) -> tensor<4x8x16xf32>
   func.return %y1, %y2 : tensor<4x8x16xf32>, tensor<4x8x16xf32>
 }
+
+// -----
+
+// A group holding a transposed operand stays pointwise: a reduction does not
+// read through the tile.
+// CHECK: missed: nn.reduce_sum (%s) not fused into group g0: the group of nn.transpose (%t) (2 ops) reads a transposed operand (nn.transpose (%t)); only a pointwise kernel stages one through its tile
+func.func @transpose_then_sum(%x: tensor<8x16xf32>, %y: tensor<16x8xf32>) -> tensor<16x1xf32> {
+  %t = nn.transpose %x {perm = [1, 0]} : (tensor<8x16xf32>) -> tensor<16x8xf32>
+  %a = nn.add %t, %y : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %s = nn.reduce_sum %a {axes = [1], keepdims = true} : (tensor<16x8xf32>) -> tensor<16x1xf32>
+  func.return %s : tensor<16x1xf32>
+}
