@@ -180,7 +180,7 @@ def compile_model(
     pipeline: str | None = None,
     insertions: Sequence[Insertion] = (),
     instrument: Instrumentation | None = None,
-    autotune: AutotuneOptions | None = None,
+    autotune: AutotuneOptions | bool | None = None,
 ) -> CompiledArtifacts:
     """Compile a model (its text or a path) into the artifacts of OUT; raises
     `FusecError` for bad input. `sources` receives the text read, by file name,
@@ -192,7 +192,8 @@ def compile_model(
     `fold_constants=False` skips `fold-constants` (`--no-fold-constants`).
     `pipeline` (a spec, `-p`) replaces the default pipeline those options
     shape; `insertions` add passes to it; `instrument` dumps IR and times.
-    `autotune` times candidate schedules on the GPU (`compiler/autotune.py`)."""
+    `autotune` times candidate schedules on the GPU (`compiler/autotune.py`;
+    True: the default options)."""
     instrument = instrument or Instrumentation()
     text, name = _source_text(source)
     if sources is not None:
@@ -214,14 +215,15 @@ def compile_model(
         reject_calls(module)
     PipelineRunner(ctx, passes, instrument=instrument).run(module)
     tuning = None
-    if autotune is not None:
-        from fusec.compiler.autotune import annotate_plan, report_section
+    if autotune:
+        from fusec.compiler.autotune import AutotuneOptions
         from fusec.compiler.autotune import autotune as run_autotune
 
+        options = autotune if isinstance(autotune, AutotuneOptions) else AutotuneOptions()
         with instrument.timer.timed("(autotuning)"):
             limit = (schedule or ScheduleOptions()).shared_memory_limit \
                 or profile.shared_memory_per_block
-            tuning = run_autotune(module, profile, limit, autotune)
+            tuning = run_autotune(module, profile, limit, options)
     from fusec.codegen.generate import generate_program
 
     with instrument.timer.timed("(code generation)"):
@@ -239,6 +241,8 @@ def compile_model(
         registers=registers, pipeline=pipeline_text(passes),
     ))
     if tuning is not None:
+        from fusec.compiler.autotune import annotate_plan, report_section
+
         annotate_plan(plan, program, tuning)
         report += "\n" + report_section(tuning)
     return CompiledArtifacts(

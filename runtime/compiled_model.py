@@ -151,18 +151,9 @@ def compile(
     select_device(device)  # before anything could import numba.cuda
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm),
-                              fold_constants=fold_constants, autotune=_autotune(autotune))
+                              fold_constants=fold_constants, autotune=autotune or None)
     return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
                          graphs=graphs)
-
-
-def _autotune(on: bool) -> Any:
-    """The compile job's autotune options for `fusec.compile(autotune=...)`."""
-    if not on:
-        return None
-    from fusec.compiler.autotune import AutotuneOptions
-
-    return AutotuneOptions()
 
 
 def read_out(out_dir: str | Path, trust_modified_kernels: bool = False
