@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", choices=DTYPES, default="f32",
                    help="element type of the models, inputs and torch peers: f16 and bf16 "
                         f"rewrite the f32 models (default rows then: {', '.join(HALF_ROWS)})")
+    p.add_argument("--autotune", action="store_true",
+                   help="also time fusec with --autotune (a 'fusec autotuned' column "
+                   "beside the model-only 'fusec' one)")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
     rows = [r for name in args.rows.split(",")
@@ -117,18 +120,21 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
     source = retype(path.read_text(encoding="utf-8"), args.dtype)
     fused = fusec.compile(source, fusion=True, device="gpu", gemm=gemm)
     off = fusec.compile(source, fusion=False, device="gpu", gemm=gemm)
+    tuned = fusec.compile(source, fusion=True, device="gpu", gemm=gemm, autotune=True) \
+        if args.autotune else None
+    models = [m for m in (fused, off, tuned) if m is not None]
     inputs = _inputs(torch, fused)
     ref = peer(*inputs)
     tol = tolerance(args.dtype, TOLERANCE)
-    status = [_check(torch, m(*inputs), ref, tol) for m in (fused, off)]
+    status = [_check(torch, m(*inputs), ref, tol) for m in models]
     if args.reference:
         status = [f"{s}, {_check_reference(source, m, inputs)}"
-                  for s, m in zip(status, (fused, off), strict=True)]
-    times = _times(torch, fused, off, peer, inputs, args)
+                  for s, m in zip(status, models, strict=True)]
+    times = _times(torch, fused, off, peer, inputs, args, tuned)
     moved, flops = floor_work(model, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
     table = _row_table(row_name(row, args.dtype), times, floor, fused.launches, off.launches,
-                       status)
+                       status, tuned.launches if tuned else 0)
     if flops == flops:  # contractions: the achieved rate of fused fusec
         table.insert(1, f"fusec: {flops / (times['fusec'] * 1e-3) / 1e12:.1f} TFLOP/s")
     return table
@@ -148,24 +154,31 @@ def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float
     peer = torch_peer(func)
     fused = fusec.compile(path, fusion=True, device="gpu")
     off = fusec.compile(path, fusion=False, device="gpu")
+    tuned = fusec.compile(path, fusion=True, device="gpu", autotune=True) \
+        if args.autotune else None
+    models = [m for m in (fused, off, tuned) if m is not None]
     inputs = _inputs(torch, fused)
     ref = _as_list(peer(*inputs))
-    status = [_check_all(torch, _as_list(m(*inputs)), ref) for m in (fused, off)]
+    status = [_check_all(torch, _as_list(m(*inputs)), ref) for m in models]
     if args.reference:
         status = [f"{s}, {_check_reference(path.read_text(), m, inputs)}"
-                  for s, m in zip(status, (fused, off), strict=True)]
-    times = _times(torch, fused, off, peer, inputs, args)
+                  for s, m in zip(status, models, strict=True)]
+    times = _times(torch, fused, off, peer, inputs, args, tuned)
     moved, flops = program_floor(func, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
-    return _row_table(row, times, floor, fused.launches, off.launches, status)
+    return _row_table(row, times, floor, fused.launches, off.launches, status,
+                      tuned.launches if tuned else 0)
 
 
 def _times(torch: Any, fused: Any, off: Any, peer: Any, inputs: list[Any],
-           args: Any) -> dict[str, float]:
-    """Median ms per call of fusec fused and unfused, torch eager and (unless
+           args: Any, tuned: Any = None) -> dict[str, float]:
+    """Median ms per call of fusec fused (the model's schedules, and
+    autotuned with --autotune) and unfused, torch eager and (unless
     --no-compile) torch.compile, on the same inputs."""
-    times = {
-        "fusec": _time_fusec(torch, fused, inputs, args),
+    times = {"fusec": _time_fusec(torch, fused, inputs, args)}
+    if tuned is not None:
+        times["fusec autotuned"] = _time_fusec(torch, tuned, inputs, args)
+    times |= {
         "fusion off": _time_fusec(torch, off, inputs, args),
         "torch eager": _time_torch(torch, peer, inputs, args),
     }
@@ -299,13 +312,15 @@ def _rate_name(dtype: str) -> str:
 
 
 def _row_table(row: str, times: dict[str, float], floor: float, launches: int,
-               off_launches: int, status: list[str]) -> list[str]:
+               off_launches: int, status: list[str], tuned_launches: int = 0) -> list[str]:
+    tuned = f", fusec autotuned {status[2]}" if len(status) > 2 else ""
     out = [f"## {row}  (floor {floor * 1e3:.3f} ms; fusec {status[0]}, "
-           f"fusion off {status[1]})", "",
+           f"fusion off {status[1]}{tuned})", "",
            "| variant | time (ms) | % of floor | launches | fusec speed-up |",
            "|---|---|---|---|---|"]
     for name, ms in times.items():
-        n = {"fusec": str(launches), "fusion off": str(off_launches)}.get(name, "")
+        n = {"fusec": str(launches), "fusion off": str(off_launches),
+             "fusec autotuned": str(tuned_launches)}.get(name, "")
         out.append(f"| {name} | {ms:.3f} | {100 * floor * 1e3 / ms:.0f}% | {n} | "
                    f"{ms / times['fusec']:.2f}x |")
     return [*out, ""]

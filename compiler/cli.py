@@ -102,6 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compile job: compile every kernel to PTX now (all cores) and keep it "
                    "in OUT/kernels and the per-user cache, so that running OUT links the "
                    "kernels instead of JIT-compiling them")
+    p.add_argument("--autotune", action="store_true",
+                   help="compile job: time each group's candidate schedules (and fused "
+                   "against split where the model is unsure) on the GPU and keep the "
+                   "fastest; results are kept in the per-user tuning cache")
+    p.add_argument("--autotune-top-k", type=non_negative_int, metavar="N",
+                   help="candidate schedules timed per group with --autotune (default 4)")
+    p.add_argument("--no-tuning-cache", action="store_true",
+                   help="with --autotune: neither read nor write the tuning cache")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar while kernels are compiled")
     p.add_argument("--remarks", action="store_true",
@@ -229,7 +237,7 @@ def _run_job(args: argparse.Namespace, sources: dict[str, str], compile_job: boo
 def _compile_job(args: argparse.Namespace, sources: dict[str, str],
                  instrument: Instrumentation) -> int:
     """`fusec MODEL.mlir -o OUT`: compile and write OUT whole or not at all."""
-    from fusec.compiler.cli_flags import insertions, pipeline_options
+    from fusec.compiler.cli_flags import autotune_options, insertions, pipeline_options
     from fusec.compiler.compile import compile_model, write_out
 
     options = pipeline_options(args)
@@ -240,7 +248,10 @@ def _compile_job(args: argparse.Namespace, sources: dict[str, str],
                               sources=sources, check_precision=options.check_precision,
                               fold_constants=options.fold_constants,
                               schedule=options.schedule, pipeline=args.passes,
-                              insertions=insertions(args), instrument=instrument)
+                              insertions=insertions(args), instrument=instrument,
+                              autotune=autotune_options(args))
+    if artifacts.tuning is not None and not args.quiet:
+        print(f"fusec: {artifacts.tuning.summary()}", file=sys.stderr)
     entries = []
     if args.save_kernels:
         from fusec.runtime.kernel_loader import compile_for_out

@@ -9,19 +9,24 @@ to it: every flag either takes effect or is an error naming it.
   `--shared-memory-limit` and `--gemm` shape, in every job. Given with `-p`
   they would change nothing, so they are errors saying which pass option to
   write instead.
-- `--ptx-info` and `--register-source` measure compiled kernels, and
-  `--save-kernels` keeps them: compile job only.
+- `--ptx-info` and `--register-source` measure compiled kernels,
+  `--save-kernels` keeps them, and `--autotune` (with `--autotune-top-k`,
+  `--no-tuning-cache`) times them: compile job only.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.targets import unknown_target
 from fusec.compiler.compile_pipeline import PipelineOptions, ScheduleOptions
 from fusec.compiler.instrument import Instrumentation, PassTimer
 from fusec.compiler.pipeline import Insertion
+
+if TYPE_CHECKING:
+    from fusec.compiler.autotune import AutotuneOptions
 
 # Flags that shape the default pipeline -> what to write in `-p` instead.
 _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {
@@ -33,7 +38,8 @@ _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {
     "shared_memory_limit": "write tile-and-promote{shared-memory-limit=BYTES} in -p",
     "gemm": "write tile-and-promote{gemm=MODE} in -p",
 }
-_COMPILE_ONLY_FLAGS = ("ptx_info", "register_source", "save_kernels")
+_COMPILE_ONLY_FLAGS = ("ptx_info", "register_source", "save_kernels", "autotune",
+                       "autotune_top_k", "no_tuning_cache")
 
 
 def _flag(dest: str) -> str:
@@ -84,6 +90,22 @@ def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
         schedule=ScheduleOptions(args.max_registers or 0, args.shared_memory_limit or 0,
                                  args.gemm or "auto"),
     )
+
+
+def autotune_options(args: argparse.Namespace) -> AutotuneOptions | None:
+    """`--autotune` and its options; `--autotune-top-k` or `--no-tuning-cache`
+    without it is an error."""
+    if not args.autotune:
+        for dest in ("autotune_top_k", "no_tuning_cache"):
+            if _given(args, dest):
+                raise FusecError(f"{_flag(dest)} applies to --autotune, which is not given")
+        return None
+    if args.autotune_top_k == 0:
+        raise FusecError("--autotune-top-k: at least 1 candidate per group")
+    from fusec.compiler.autotune import AutotuneOptions
+
+    return AutotuneOptions(top_k=args.autotune_top_k or 4, cache=not args.no_tuning_cache,
+                           quiet=args.quiet)
 
 
 def insertions(args: argparse.Namespace) -> list[Insertion]:

@@ -51,6 +51,8 @@ per thread and spill stores + loads in bytes; from the GPU present
 (`gpu NVIDIA H200 (cc 9.0)`), registers per thread and local memory per
 thread in bytes (where spills go). `est_registers` is the register model's
 estimate for the group, always present.
+With `--autotune` (`compiler/autotune.py`), each tuned launch also carries
+`measured_us` (the winner's median time on the GPU) and `tuned_candidates`.
 A library GEMM launch (`--gemm`) names no kernel of kernels.py and carries
 `library`, `a`, `b`, `c`, `transpose_a`, `transpose_b`, `batch`, `m`, `n`, `k`
 (`codegen/library_gemm.py`); the runtime runs it with CuPy.
@@ -67,7 +69,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -107,6 +109,9 @@ from fusec.compiler.verify import reject_calls, verify_module
 from fusec.runtime.out_dir import kernels_digest
 from fusec.runtime.plan_schema import PLAN_FORMAT, PLAN_VERSION
 
+if TYPE_CHECKING:
+    from fusec.compiler.autotune import AutotuneOptions, TuningResult
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -128,6 +133,7 @@ class CompiledArtifacts:
     plan: dict[str, Any]
     report_md: str
     constants: dict[str, np.ndarray] = field(default_factory=dict[str, np.ndarray])
+    tuning: TuningResult | None = None  # `--autotune`: what was measured
 
 
 def _source_text(source: str | Path) -> tuple[str, str]:
@@ -174,6 +180,7 @@ def compile_model(
     pipeline: str | None = None,
     insertions: Sequence[Insertion] = (),
     instrument: Instrumentation | None = None,
+    autotune: AutotuneOptions | bool | None = None,
 ) -> CompiledArtifacts:
     """Compile a model (its text or a path) into the artifacts of OUT; raises
     `FusecError` for bad input. `sources` receives the text read, by file name,
@@ -184,7 +191,9 @@ def compile_model(
     `register_source` (`auto`, `ptxas` or `gpu`; `--register-source`).
     `fold_constants=False` skips `fold-constants` (`--no-fold-constants`).
     `pipeline` (a spec, `-p`) replaces the default pipeline those options
-    shape; `insertions` add passes to it; `instrument` dumps IR and times."""
+    shape; `insertions` add passes to it; `instrument` dumps IR and times.
+    `autotune` times candidate schedules on the GPU (`compiler/autotune.py`;
+    True: the default options)."""
     instrument = instrument or Instrumentation()
     text, name = _source_text(source)
     if sources is not None:
@@ -205,6 +214,16 @@ def compile_model(
         verify_module(module)
         reject_calls(module)
     PipelineRunner(ctx, passes, instrument=instrument).run(module)
+    tuning = None
+    if autotune:
+        from fusec.compiler.autotune import AutotuneOptions
+        from fusec.compiler.autotune import autotune as run_autotune
+
+        options = autotune if isinstance(autotune, AutotuneOptions) else AutotuneOptions()
+        with instrument.timer.timed("(autotuning)"):
+            limit = (schedule or ScheduleOptions()).shared_memory_limit \
+                or profile.shared_memory_per_block
+            tuning = run_autotune(module, profile, limit, options)
     from fusec.codegen.generate import generate_program
 
     with instrument.timer.timed("(code generation)"):
@@ -221,10 +240,15 @@ def compile_model(
         fusion_pass_ran=FUSION_PASS in pass_names, target=target, passes=pass_names,
         registers=registers, pipeline=pipeline_text(passes),
     ))
+    if tuning is not None:
+        from fusec.compiler.autotune import annotate_plan, report_section
+
+        annotate_plan(plan, program, tuning)
+        report += "\n" + report_section(tuning)
     return CompiledArtifacts(
         source_name=name, module=module, program=program, memory=memory,
         model_mlir=module_to_text(module), kernels_py=program.kernels_source,
-        plan=plan, report_md=report, constants=constants,
+        plan=plan, report_md=report, constants=constants, tuning=tuning,
     )
 
 

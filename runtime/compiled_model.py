@@ -135,6 +135,7 @@ def compile(
     gemm: str = "auto",
     fold_constants: bool = True,
     graphs: bool | None = None,
+    autotune: bool = False,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
@@ -143,13 +144,14 @@ def compile(
     `fold_constants=False` is `fusec --no-fold-constants`; `graphs=False`
     launches kernels one by one on every call instead of replaying a CUDA
     graph from the second call on (the default where a GPU and CuPy are
-    present; docs/running.md)."""
+    present; docs/running.md); `autotune=True` is `fusec --autotune`
+    (docs/scheduling.md)."""
     from fusec.compiler.compile import ScheduleOptions, compile_model
 
     select_device(device)  # before anything could import numba.cuda
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm),
-                              fold_constants=fold_constants)
+                              fold_constants=fold_constants, autotune=autotune or None)
     return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
                          graphs=graphs)
 

@@ -189,6 +189,12 @@ def user_store() -> KernelStore | None:
     """The per-user kernel cache, or None when `FUSEC_KERNEL_CACHE=0`."""
     if os.environ.get(CACHE_SWITCH_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
         return None
+    return KernelStore(user_cache_root() / "kernels")
+
+
+def user_cache_root() -> Path:
+    """fusec's per-user cache folder: `$FUSEC_CACHE_DIR`, else platformdirs'
+    user cache folder for "fusec" (kernels and tuning results live below it)."""
     folder = os.environ.get(CACHE_DIR_ENV)
     if not folder:
         try:
@@ -198,4 +204,4 @@ def user_store() -> KernelStore | None:
             folder = str(Path(base) / "fusec")
         else:
             folder = platformdirs.user_cache_dir("fusec", appauthor=False)
-    return KernelStore(Path(folder) / "kernels")
+    return Path(folder)
