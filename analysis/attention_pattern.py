@@ -39,6 +39,8 @@ MAX_SCORE_DEPTH = 8
 MAX_SIDE_DEPTH = 4
 
 Namer = Callable[[Operation], str]
+# Operand types the fused kernel reads (widened to f32 as they are staged).
+HALF_OR_F32 = ("f32", "f16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -197,8 +199,9 @@ class _Matcher:
             return self.refuse(f"the value operand broadcasts the {fmt(shape[:-2])} heads to "
                                f"{fmt(tensor_shape(pv.result)[:-2])}")
         for v in (qk.lhs, qk.rhs, pv.rhs, qk.result):
-            if (t := element_type_name(element_type(v))) != "f32":
-                return self.refuse(f"attention is fused in f32 only; this one computes in {t}")
+            if (t := element_type_name(element_type(v))) not in HALF_OR_F32:
+                return self.refuse("attention is fused in f32, f16 or bf16 (f32 math) only; "
+                                   f"this one computes in {t}")
         side = self._side_ops(score_ops, members)
         pattern = AttentionPattern(qk, pv, x, score_ops, side, softmax_ops)
         for which, value in (("q", qk.lhs), ("k", qk.rhs), ("v", pv.rhs)):

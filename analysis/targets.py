@@ -103,6 +103,14 @@ class Target:
     `shared_lanes_per_sm`, what the attention schedule balances."""
     shared_lanes_per_sm: int = 32
     """32-bit shared-memory words one SM reads per clock (32 banks)."""
+    warp_issue_per_sm: int = 4
+    """Warp instructions one SM issues per clock (4 schedulers)."""
+    sfu_lanes_per_sm: int = 16
+    """Exponentials (MUFU) one SM computes per clock."""
+    attention_efficiency: float = 0.7
+    """Fraction of the attention schedule's modelled clocks the fused SIMT
+    kernel reaches (latency, barriers, the softmax's serial part). Not yet
+    measured per tile: bench/attention_sweep.py prints what fits."""
     max_grid_x: int = 2**31 - 1
     """Blocks a launch may have along grid x (CUDA's limit since sm_30)."""
     max_grid_yz: int = 65535

@@ -1,25 +1,33 @@
 """Kernels for `kind = "attention"` groups (made by `fuse-attention`):
-`softmax(f(Q @ Kᵀ)) @ V` as one kernel, FlashAttention-style, in f32 SIMT.
+`softmax(f(Q @ Kᵀ)) @ V` as one kernel, FlashAttention-style, f32 math in
+SIMT (f16/bf16 operands are widened as they are staged).
 
 One block per (batch x head, tile of `block_q` queries); the block walks the
-keys `block_k` at a time:
+keys `block_k` at a time. The tile is the group's `#fusion.attention`
+schedule (`codegen/attention_schedule.py` says which thread owns what):
 
-1. the Q tile is staged in shared memory once; each step stages a K and a V
-   tile (rows padded by one word, so both the staging stores and the reads
-   of a warp hit distinct banks);
-2. each thread computes its `rows x keys` scores from shared memory and
-   applies the group's score ops (scale, masks) in registers;
-3. online softmax: the tile's row maximum (warp shuffles across the `lanes`
-   threads of a row group) updates the running maximum; the accumulators and
-   the thread's partial row sum are rescaled by `exp(m_old - m_new)`;
-4. the probabilities go to a shared tile `Ps[key][row]` and each thread adds
-   `P @ V` to its `rows x dims` output accumulators.
+1. Qᵀ is staged in shared memory once; each step stages Kᵀ and V (with
+   `stages = 2` the next step's K/V tile is loaded into registers before
+   this step's math and stored into the other buffer after it). The
+   transposed tiles' rows are 4 (mod 32) words long, so that a warp staging
+   4 rows x 8 head dims (32-byte global sectors) hits 32 distinct banks;
+2. each thread accumulates its `rows x cols` scores as outer products of a
+   Q fragment (`rows` consecutive queries) and a K fragment (`cols`
+   consecutive keys) per head dim: both are 16-byte shared loads (the
+   shared tiles are flat, 16-byte aligned and indexed with unsigned offsets,
+   which lets NVVM merge the scalar loads), then applies the score ops;
+3. online softmax: the row maximum across the `lanes` threads of a row group
+   (butterfly shuffles) updates the running maximum; accumulators and
+   partial row sums are rescaled by `exp(m_old - m_new)`;
+4. the probabilities go to a shared tile `P[key][query]` and each thread
+   adds `P @ V` to its `rows x dims` accumulators, again from vector
+   fragments.
 
 After the last tile the row sums are combined across the lanes and each
-output is divided once. The scores never leave the SM. Q, K, V and the output
-are read and written through strided views (`analysis/strided_view.py`), so
-the head split of a packed QKV projection and the merge of the heads after it
-cost no kernel. The schedule is `codegen/attention_schedule.py`.
+output is divided once (and rounded once to its stored type). Q, K, V and
+the output are read and written through strided views
+(`analysis/strided_view.py`), so the head split of a packed QKV projection
+and the merge of the heads after it cost no kernel.
 """
 
 from __future__ import annotations
@@ -35,12 +43,15 @@ from fusec.analysis.targets import DEFAULT_TARGET, get_target
 from fusec.codegen.attention_schedule import (
     AttentionTile,
     attention_registers,
-    choose_tile,
+    p_width,
+    padded,
     recorded_tile,
     shared_bytes,
+    shared_words,
+    vwidth,
 )
 from fusec.codegen.decompose_group import decomposed
-from fusec.codegen.group_body import GroupBody, PointEvaluator, indent
+from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import (
     KernelSource,
     float_literal,
@@ -53,13 +64,16 @@ from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
-from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.nn_base import element_type, element_type_name, tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel
+from fusec.scheduling.attention import AttentionShape, choose_tile
 
 F32 = "float32"
 NEG_INF = float_literal(float("-inf"))
 ZERO = float_literal(0.0)
 FULL_MASK = "0xffffffff"
+ALIGN = 16  # bytes: the shared tiles' alignment, so that fragments load as vectors
+ITEM_BYTES = {"f16": 2, "bf16": 2}
 
 
 def find_pattern(body: GroupBody) -> AttentionPattern:
@@ -82,24 +96,13 @@ def find_pattern(body: GroupBody) -> AttentionPattern:
     raise op_error(body.group, "an attention group must hold softmax(f(Q @ K^T)) @ V")
 
 
-def _check_tile(group: GroupOp, tile: AttentionTile) -> None:
-    ok = tile.lanes in (1, 2, 4, 8, 16, 32) and tile.block_q % tile.rows == 0 and \
-        tile.block_k % tile.lanes == 0 and tile.threads <= 1024 and tile.rows > 0
-    if not ok:
-        raise op_error(group, f"attention tile {tile} is invalid: lanes must be a power of two "
-                       "<= 32 dividing block_k, rows must divide block_q, at most 1024 threads")
-
-
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """The kernel of a `kind = "attention"` group (see the module docstring)."""
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         pattern = find_pattern(body)
         shape = _Shape.of(pattern)
-        tile = recorded_tile(group) or _default_tile(shape, len(body.args) + 1)
-        if isinstance(tile, str):
-            raise op_error(group, f"cannot generate this attention group: {tile}")
-        _check_tile(group, tile)
+        tile = _tile(group, shape, len(body.args) + 1)
         name = sanitize_identifier(kernel_name)
         qtiles = -(-shape.s // tile.block_q)
         grid = (max(1, numel(shape.batch)) * qtiles, 1, 1)
@@ -110,12 +113,23 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
             f"V[{fmt(tensor_shape(pattern.pv.rhs))}], online softmax, scores stay on chip",
             f"tile: {tile.text()}; static shared memory {smem} bytes",
         ]
-        per_thread = f"{tile.rows} query rows x {tile.dims(shape.dv)} head dims per thread"
+        per_thread = (f"{tile.rows}x{tile.cols} scores and {tile.rows}x{tile.dims(shape.dv)} "
+                      "outputs per thread")
         head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
         lines = _Writer(body, pattern, shape, tile, qtiles).lines()
         text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                           *indent(lines, 1)])
         return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
+
+
+def _tile(group: GroupOp, shape: _Shape, params: int) -> AttentionTile:
+    """The recorded tile, else the one chosen for the default target."""
+    tile = recorded_tile(group) or choose_tile(shape.sizes(params), get_target(DEFAULT_TARGET))
+    if isinstance(tile, str):
+        raise op_error(group, f"cannot generate this attention group: {tile}")
+    if (problem := tile.problem()) is not None:
+        raise op_error(group, f"attention tile {tile.text()} is invalid: {problem}")
+    return tile
 
 
 def group_tile(group: GroupOp) -> tuple[AttentionTile, _Shape, int]:
@@ -125,65 +139,99 @@ def group_tile(group: GroupOp) -> tuple[AttentionTile, _Shape, int]:
         body = GroupBody.of(flat)
         shape = _Shape.of(find_pattern(body))
     params = len(body.args) + 1
-    tile = recorded_tile(group) or _default_tile(shape, params)
-    if isinstance(tile, str):
-        raise op_error(group, f"cannot generate this attention group: {tile}")
-    return tile, shape, params
+    return _tile(group, shape, params), shape, params
+
+
+def group_shape(group: GroupOp) -> AttentionShape:
+    """The sizes of an attention group (what its schedule is chosen for)."""
+    with decomposed(group) as flat:
+        body = GroupBody.of(flat)
+        shape = _Shape.of(find_pattern(body))
+    return shape.sizes(len(body.args) + 1)
 
 
 def group_registers(group: GroupOp) -> RegisterEstimate:
     """The register estimate of an attention group's kernel."""
     tile, shape, params = group_tile(group)
-    return attention_registers(tile, shape.dv, params)
-
-
-def _default_tile(shape: _Shape, params: int) -> AttentionTile | str:
-    return choose_tile(get_target(DEFAULT_TARGET), max(1, numel(shape.batch)), shape.s,
-                       shape.skv, shape.d, shape.dv, params)
+    return attention_registers(tile, shape.d, shape.dv, params)
 
 
 @dataclass(frozen=True)
 class _Shape:
-    """Sizes of one attention: batch (x heads), queries, keys, head dims."""
+    """Sizes of one attention: batch (x heads), queries, keys, head dims,
+    and the operands' element type."""
 
     batch: Shape
     s: int
     skv: int
     d: int
     dv: int
+    element: str = "f32"
 
     @property
     def out(self) -> Shape:
         return (*self.batch, self.s, self.dv)
 
+    def sizes(self, params: int) -> AttentionShape:
+        return AttentionShape(max(1, numel(self.batch)), self.s, self.skv, self.d, self.dv,
+                              params, ITEM_BYTES.get(self.element, 4))
+
     @staticmethod
     def of(p: AttentionPattern) -> _Shape:
         scores = tensor_shape(p.qk.result)
         return _Shape(scores[:-2], scores[-2], scores[-1], tensor_shape(p.qk.lhs)[-1],
-                      tensor_shape(p.pv.rhs)[-1])
+                      tensor_shape(p.pv.rhs)[-1], element_type_name(element_type(p.qk.lhs)))
 
 
-def attention_shape(p: AttentionPattern) -> tuple[int, int, int, int, int]:
-    """(batch x heads, queries, keys, head dim, value head dim)."""
-    s = _Shape.of(p)
-    return max(1, numel(s.batch)), s.s, s.skv, s.d, s.dv
+def attention_shape(p: AttentionPattern, params: int) -> AttentionShape:
+    """The sizes of a matched attention whose kernel has `params` parameters."""
+    return _Shape.of(p).sizes(params)
+
+
+def _u(n: int | str) -> str:
+    """An unsigned shared-memory offset: numba indexes with it without the
+    negative-index wrap-around, which would hide the fragments' alignment."""
+    return f"numba.uint64({n})"
+
+
+def _plus(base: str, k: int) -> str:
+    return f"{base} + {_u(k)}" if k else base
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """One operand's shared tile: `rows` keys or queries x `cols` head dims
+    (`valid` of them real, zero beyond), stored transposed (`[col][row]`) or
+    not, rows `width` words apart."""
+
+    which: str
+    rows: int
+    cols: int
+    valid: int
+    transposed: bool
+    width: int
 
 
 class _Writer:
-    """Writes the kernel body, unrolled over a thread's rows, keys and dims:
-    every accumulator is a scalar variable (`o2_5`), as numba keeps indexed
-    local arrays in local memory."""
+    """Writes the kernel body, unrolled over a thread's fragments: every
+    score and accumulator is a scalar variable (`o2_5`), as numba keeps
+    indexed local arrays in local memory."""
 
     def __init__(self, body: GroupBody, p: AttentionPattern, shape: _Shape,
                  tile: AttentionTile, qtiles: int) -> None:
         self.body, self.p, self.sh, self.t, self.qtiles = body, p, shape, tile, qtiles
         self.batch_lines, self.bcoords = unravel("bz", shape.batch, prefix="b")
         self.dims = tile.dims(shape.dv)
-        self.vwidth = self.dims * tile.lanes  # V tile columns, zero beyond dv
+        d, bk = shape.d, tile.block_k
+        self.q = _Tile("q", tile.block_q, d, d, True, padded(tile.block_q))
+        self.k = _Tile("k", bk, d, d, True, padded(bk))
+        self.v = _Tile("v", bk, vwidth(tile, shape.dv), shape.dv, False, vwidth(tile, shape.dv))
+        self.v_offset = d * self.k.width  # V follows K in each K/V buffer
+        self.kv_words = shared_words(tile, d, shape.dv)["kv"] // tile.stages
+        self.steps = -(-shape.skv // bk)
 
     def lines(self) -> list[str]:
         t, sh = self.t, self.sh
-        rg = t.row_groups
         out = [
             "tid = cuda.threadIdx.x",
             f"tx = tid % {t.lanes}",
@@ -192,22 +240,34 @@ class _Writer:
             f"bz = cuda.blockIdx.x // {self.qtiles}",
             *self.batch_lines,
             *(f"{b}base = {self._base(b)}" for b in ("q", "k", "v", "o")),
-            f"Qs = cuda.shared.array(({t.block_q}, {sh.d + 1}), {F32})",
-            f"Ks = cuda.shared.array(({t.block_k}, {sh.d + 1}), {F32})",
-            f"Vs = cuda.shared.array(({t.block_k}, {self.vwidth}), {F32})",
-            f"Ps = cuda.shared.array(({t.block_k}, {t.block_q + t.p_pad()}), {F32})",
-            f"Xs = cuda.shared.array(({t.rows}, {rg}, {t.lanes}), {F32})",
-            "# the Q tile, once",
-            *self._stage("q", "Qs", "q0", t.block_q, sh.s, sh.d),
+            *self._declare(),
+            "# Q^T, once",
+            *self._stage_loop(self.q, "Qt", "0", "q0", sh.s),
+            f"fq = {_u(f'ty * {t.rows}')}  # this thread's query rows in a Q^T / P row",
+            f"fk = {_u(f'tx * {t.cols}')}  # its keys in a K^T row",
+            f"fv = {_u(f'tx * {self.dims}')}  # its head dims in a V row",
         ]
         for i in range(t.rows):
-            out.append(f"qr{i} = q0 + ty + {i * rg}")
+            out.append(f"qr{i} = q0 + ty * {t.rows} + {i}")
             out.append(f"qc{i} = min(qr{i}, {sh.s - 1})")  # side inputs of rows past S
             out += [f"m{i} = {NEG_INF}", f"l{i} = {ZERO}"]
             out += [f"o{i}_{d} = {ZERO}" for d in range(self.dims)]
-        out += [f"for kt in range({-(-sh.skv // t.block_k)}):",
-                *indent(self._key_step(), 1), *self._finish()]
+        if t.stages == 2:
+            out += ["# the first K/V tile", *self._stage_kv_loop("0", "0")]
+        out += [f"for kt in range({self.steps}):", *indent(self._key_step(), 1),
+                *self._finish()]
         return out
+
+    def _declare(self) -> list[str]:
+        """The flat shared tiles: 16-byte aligned on the GPU (the simulator
+        has no alignment), plus the simulator's row exchange."""
+        words = shared_words(self.t, self.sh.d, self.sh.dv)
+        arrays = [("Qt", words["q"]), ("KV", words["kv"]), ("Ps", words["p"])]
+        sim = [f"{n} = cuda.shared.array({w}, {F32})" for n, w in arrays]
+        sim.append(f"Xs = cuda.shared.array(({self.t.rows}, {self.t.row_groups}, "
+                   f"{self.t.lanes}), {F32})")
+        gpu = [f"{n} = cuda.shared.array({w}, {F32}, alignment={ALIGN})" for n, w in arrays]
+        return [f"if {SIMULATED}:", *indent(sim, 1), "else:", *indent(gpu, 1)]
 
     def _base(self, which: str) -> str:
         """The part of an operand's index fixed by the block's batch entry."""
@@ -220,84 +280,155 @@ class _Writer:
     def _view(self, which: str) -> StridedView:
         return self.p.output_view() if which == "o" else self.p.source_view(which)
 
-    def _arg(self, which: str) -> str:
-        src = self.p.source(which)
-        assert isinstance(src, BlockArgument)
-        return f"in{self.body.arg_index(src)}"
-
-    def _stage(self, which: str, tile: str, origin: str, rows: int, limit: int,
-               cols: int, width: int | None = None) -> list[str]:
-        """Global -> shared: `rows` rows of `which` from row `origin` (zero
-        past `limit` rows or `cols` columns); threads walk along the operand's
-        unit-stride side so that the loads are coalesced."""
+    def _strides(self, which: str) -> tuple[int, int]:
+        """(stride along the tile's rows, along its head dims) in the source."""
         view = self._view(which)
-        r_stride, c_stride = view.strides[-2], view.strides[-1]
-        if which == "k":  # Kᵀ: [D, Skv]
-            r_stride, c_stride = c_stride, r_stride
-        width = width or cols
-        total, threads = rows * width, self.t.threads
-        by_rows = c_stride != 1 and r_stride == 1
-        r, c = ("idx % " + str(rows), "idx // " + str(rows)) if by_rows else \
-            ("idx // " + str(width), "idx % " + str(width))
-        load = f"{self._arg(which)}[{which}base + gr * {r_stride} + c * {c_stride}]"
-        valid = [f"gr < {limit}"] if limit % rows else []
-        if width != cols:
-            valid.append(f"c < {cols}")
+        if which == "k":  # the source is Kᵀ: [D, Skv]
+            return view.strides[-1], view.strides[-2]
+        return view.strides[-2], view.strides[-1]
+
+    def _mapping(self, tile: _Tile) -> tuple[str, str, int]:
+        """(row, col, count) of element `idx` of a staging walk: a warp reads
+        along the source's unit-stride side; a transposed tile read along
+        its head dims goes in blocks of 4 rows x 8 dims (conflict-free
+        stores into the skewed rows)."""
+        r_stride, c_stride = self._strides(tile.which)
+        if tile.transposed and c_stride == 1 and tile.rows % 4 == 0 and r_stride != 1:
+            rb = tile.rows // 4
+            count = rb * -(-tile.cols // 8) * 32
+            return (f"(idx // 32 % {rb}) * 4 + idx % 4",
+                    f"(idx // {32 * rb}) * 8 + idx // 4 % 8", count)
+        if r_stride == 1 or (tile.transposed and c_stride != 1):
+            return f"idx % {tile.rows}", f"idx // {tile.rows}", tile.rows * tile.cols
+        return f"idx // {tile.cols}", f"idx % {tile.cols}", tile.rows * tile.cols
+
+    def _element(self, tile: _Tile, origin: str, limit: int) -> tuple[list[str], str, str]:
+        """(lines setting r, c, gr; the loaded value; the store guard) of
+        element `idx` of `tile`."""
+        r_expr, c_expr, count = self._mapping(tile)
+        r_stride, c_stride = self._strides(tile.which)
+        src = self.p.source(tile.which)
+        assert isinstance(src, BlockArgument)
+        load = load_expr(self.body, src, f"{tile.which}base + gr * {r_stride} + c * {c_stride}")
+        guard = [f"idx < {count}"] if count % self.t.threads else []
+        if tile.transposed and tile.cols % 8:
+            guard.append(f"c < {tile.cols}")
+        valid = [*guard]
+        if limit % tile.rows:
+            valid.append(f"gr < {limit}")
+        if tile.valid != tile.cols:
+            valid.append(f"c < {tile.valid}")
         value = f"{load} if {' and '.join(valid)} else {ZERO}" if valid else load
-        inner = [f"r = {r}", f"c = {c}", f"gr = {origin} + r", f"{tile}[r, c] = {value}"]
-        loop = [f"for e in range({-(-total // threads)}):", f"    idx = tid + e * {threads}"]
-        if total % threads:
-            return [*loop, f"    if idx < {total}:", *indent(inner, 2)]
-        return [*loop, *indent(inner, 1)]
+        lines = [f"r = {r_expr}", f"c = {c_expr}", f"gr = {origin} + r"]
+        return lines, value, " and ".join(guard)
+
+    def _dest(self, tile: _Tile, offset: str) -> str:
+        at = "c * {w} + r" if tile.transposed else "r * {w} + c"
+        return f"{offset} + " + at.format(w=tile.width) if offset != "0" else at.format(
+            w=tile.width)
+
+    def _count(self, tile: _Tile) -> int:
+        return -(-self._mapping(tile)[2] // self.t.threads)
+
+    def _stage_loop(self, tile: _Tile, array: str, offset: str, origin: str,
+                    limit: int) -> list[str]:
+        """Global -> shared, a loop over the elements of each thread."""
+        lines, value, guard = self._element(tile, origin, limit)
+        store = f"{array}[{self._dest(tile, offset)}] = {value}"
+        inner = [*lines, *([f"if {guard}:", f"    {store}"] if guard else [store])]
+        return [f"for e in range({self._count(tile)}):",
+                f"    idx = tid + e * {self.t.threads}", *indent(inner, 1)]
+
+    def _stage_kv_loop(self, buffer: str, origin: str) -> list[str]:
+        return [*self._stage_loop(self.k, "KV", buffer, origin, self.sh.skv),
+                *self._stage_loop(self.v, "KV", f"{buffer} + {self.v_offset}" if buffer != "0"
+                                  else str(self.v_offset), origin, self.sh.skv)]
+
+    def _prefetch(self) -> tuple[list[str], list[str]]:
+        """(loads of the next K/V tile into `pf<n>`, their stores into the
+        other buffer): unrolled, so the loads are in flight during the math."""
+        loads: list[str] = []
+        stores: list[str] = []
+        n = 0
+        for tile, offset in ((self.k, "nb"), (self.v, f"nb + {self.v_offset}")):
+            for e in range(self._count(tile)):
+                lines, value, guard = self._element(tile, "k1", self.sh.skv)
+                idx = [f"idx = tid + {e * self.t.threads}"]
+                if guard:
+                    value = f"({value}) if {guard} else {ZERO}"
+                loads += [*idx, *lines, f"pf{n} = {value}"]
+                store = f"KV[{self._dest(tile, offset)}] = pf{n}"
+                stores += [*idx, *lines[:2], *([f"if {guard}:", f"    {store}"] if guard
+                                               else [store])]
+                n += 1
+        return loads, stores
 
     def _key_step(self) -> list[str]:
-        t, sh = self.t, self.sh
-        rg, keys = t.row_groups, t.keys()
-        lines = [f"k0 = kt * {t.block_k}", "cuda.syncthreads()  # the last step's tiles are read",
-                 *self._stage("k", "Ks", "k0", t.block_k, sh.skv, sh.d),
-                 *self._stage("v", "Vs", "k0", t.block_k, sh.skv, sh.dv, self.vwidth),
-                 "cuda.syncthreads()"]
-        lines += [f"s{i}_{j} = {ZERO}" for i in range(t.rows) for j in range(keys)]
-        lines += [f"for d in range({sh.d}):",
-                  *(f"    fq{i} = Qs[ty + {i * rg}, d]" for i in range(t.rows)),
-                  *(f"    fk{j} = Ks[tx + {j * t.lanes}, d]" for j in range(keys)),
-                  *(f"    s{i}_{j} = cuda.fma(fq{i}, fk{j}, s{i}_{j})"
-                    for i in range(t.rows) for j in range(keys))]
-        lines += self._scores()
-        lines += self._online_softmax()
-        lines += ["cuda.syncthreads()",
-                  f"for kk in range({t.block_k}):",
-                  *(f"    pp{i} = Ps[kk, ty + {i * rg}]" for i in range(t.rows)),
-                  *(f"    vv{d} = Vs[kk, tx + {d * t.lanes}]" for d in range(self.dims)),
-                  *(f"    o{i}_{d} = cuda.fma(pp{i}, vv{d}, o{i}_{d})"
-                    for i in range(t.rows) for d in range(self.dims))]
+        t = self.t
+        lines = [f"k0 = kt * {t.block_k}", "cuda.syncthreads()  # the last step's tiles are read"]
+        stores: list[str] = []
+        if t.stages == 2:
+            loads, stores = self._prefetch()
+            lines += [f"cbi = (kt % 2) * {self.kv_words}", f"k1 = k0 + {t.block_k}",
+                      f"if kt + 1 < {self.steps}:", *indent(loads, 1)]
+        else:
+            lines += ["cbi = 0", *self._stage_kv_loop("0", "k0"), "cuda.syncthreads()"]
+        lines += ["cb = numba.uint64(cbi)", *self._qk(), *self._scores(), *self._online_softmax(),
+                  "cuda.syncthreads()", *self._pv()]
+        if stores:
+            lines += [f"if kt + 1 < {self.steps}:",
+                      f"    nb = ((kt + 1) % 2) * {self.kv_words}", *indent(stores, 1)]
         return lines
+
+    def _qk(self) -> list[str]:
+        """`s<i>_<j>`: outer products of the Q and K fragments over the head dims."""
+        t, keys = self.t, range(self.t.cols)
+        return [*(f"s{i}_{j} = {ZERO}" for i in range(t.rows) for j in keys),
+                "qa = fq", "ka = cb + fk",
+                f"for d in range({self.sh.d}):",
+                *(f"    fq{i} = Qt[{_plus('qa', i)}]" for i in range(t.rows)),
+                *(f"    fk{j} = KV[{_plus('ka', j)}]" for j in keys),
+                *(f"    s{i}_{j} = cuda.fma(fq{i}, fk{j}, s{i}_{j})"
+                  for i in range(t.rows) for j in keys),
+                f"    qa += {_u(self.q.width)}", f"    ka += {_u(self.k.width)}"]
+
+    def _pv(self) -> list[str]:
+        """The accumulators += P fragment x V fragment, over the tile's keys."""
+        t = self.t
+        return ["pa = fq", f"va = cb + fv + {_u(self.v_offset)}",
+                f"for kk in range({t.block_k}):",
+                *(f"    pp{i} = Ps[{_plus('pa', i)}]" for i in range(t.rows)),
+                *(f"    vv{d} = KV[{_plus('va', d)}]" for d in range(self.dims)),
+                *(f"    o{i}_{d} = cuda.fma(pp{i}, vv{d}, o{i}_{d})"
+                  for i in range(t.rows) for d in range(self.dims)),
+                f"    pa += {_u(p_width(t))}", f"    va += {_u(self.v.width)}"]
 
     def _scores(self) -> list[str]:
         """`x<i>_<j>`: the score ops applied to each raw score; keys past the
         end score -inf."""
         t, sh = self.t, self.sh
-        lines = [f"kc{j} = k0 + tx + {j * t.lanes}" for j in range(t.keys())]
+        lines = [f"kc{j} = k0 + tx * {t.cols} + {j}" for j in range(t.cols)]
         ragged = sh.skv % t.block_k != 0
         if ragged:
-            lines += [f"kk{j} = min(kc{j}, {sh.skv - 1})" for j in range(t.keys())]
+            lines += [f"kk{j} = min(kc{j}, {sh.skv - 1})" for j in range(t.cols)]
         domain = tensor_shape(self.p.qk.result)
         for i in range(t.rows):
-            for j in range(t.keys()):
+            for j in range(t.cols):
                 coords = [*self.bcoords, f"qc{i}", f"kk{j}" if ragged else f"kc{j}"]
                 ev = PointEvaluator(self.body, domain, coords, {self.p.qk.result: f"s{i}_{j}"},
                                     suffix=f"_{i}_{j}")
                 value = ev.value(self.p.scores)
                 lines += ev.take_lines()
                 keep = f"if kc{j} < {sh.skv} else {NEG_INF}" if ragged else ""
-                lines.append(f"x{i}_{j} = {value} {keep}".rstrip())
+                lines.append(f"x{i}_{j} = {F32}({value}) {keep}".rstrip())
         return lines
 
     def _online_softmax(self) -> list[str]:
         t = self.t
-        keys = range(t.keys())
+        keys = range(t.cols)
         lines = [f"t{i} = {_fold('max', [f'x{i}_{j}' for j in keys])}" for i in range(t.rows)]
         lines += self._across_lanes("max")
+        lines.append(f"pw = fk * {_u(p_width(t))} + fq  # P[key][query] of this thread")
         for i in range(t.rows):
             lines += [
                 f"n{i} = max(m{i}, t{i})",
@@ -307,7 +438,7 @@ class _Writer:
                 *(f"p{i}_{j} = math.exp(x{i}_{j} - b{i})" for j in keys),
                 f"l{i} = l{i} * a{i} + {_fold('+', [f'p{i}_{j}' for j in keys])}",
                 *(f"o{i}_{d} = o{i}_{d} * a{i}" for d in range(self.dims)),
-                *(f"Ps[tx + {j * t.lanes}, ty + {i * t.row_groups}] = p{i}_{j}" for j in keys),
+                *(f"Ps[{_plus('pw', j * p_width(t) + i)}] = p{i}_{j}" for j in keys),
             ]
         return lines
 
@@ -333,18 +464,21 @@ class _Writer:
         return [f"if {SIMULATED}:", *indent(sim, 1), "else:", *indent(gpu or ["pass"], 1)]
 
     def _finish(self) -> list[str]:
-        """Row sums across the lanes, then each output divided once and stored."""
+        """Row sums across the lanes, then each output divided once, rounded
+        to its stored type and stored."""
         t, sh = self.t, self.sh
         view = self._view("o")
         rs, ds = view.strides[-2], view.strides[-1]
         lines = ["# each lane summed its own keys: combine them",
-                 *(f"t{i} = l{i}" for i in range(t.rows)), *self._across_lanes("sum")]
+                 *(f"t{i} = l{i}" for i in range(t.rows)), *self._across_lanes("sum"),
+                 f"oc = tx * {self.dims}"]
+        ragged = self.dims * t.lanes != sh.dv
         for i in range(t.rows):
             stores = [f"inv = {float_literal(1.0)} / t{i}"]
             for d in range(self.dims):
-                col = f"tx + {d * t.lanes}"
-                store = f"out0[obase + qr{i} * {rs} + ({col}) * {ds}] = o{i}_{d} * inv"
-                stores += [f"if {col} < {sh.dv}:", f"    {store}"] if sh.dv % t.lanes else [store]
+                value = store_expr(self.p.output, f"o{i}_{d} * inv")
+                store = f"out0[obase + qr{i} * {rs} + (oc + {d}) * {ds}] = {value}"
+                stores += [f"if oc + {d} < {sh.dv}:", f"    {store}"] if ragged else [store]
             lines += [f"if qr{i} < {sh.s}:", *indent(stores, 1)] if sh.s % t.block_q else stores
         return lines
 

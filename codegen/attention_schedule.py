@@ -1,17 +1,20 @@
-"""The schedule of a fused attention kernel (`codegen/attention.py`): its
-tile, the shared memory and registers that tile needs, and how
-`fuse-attention` picks one for a target.
+"""The tile of a fused attention kernel (`codegen/attention.py`) and what it
+costs the SM: shared memory, registers and the clocks of one key step.
+The choice among tiles is `scheduling/attention.py`.
 
-A block owns `block_q` query rows of one (batch, head); its threads form
-`block_q / rows` row groups of `lanes` consecutive threads. A thread holds
-`rows` query rows (`ty + i * row_groups`), and of each K/V tile of `block_k`
-keys the keys `tx + j * lanes` (scores) and head dims `tx + j * lanes`
-(output accumulators). The tile is recorded on the group as four integer
-attributes, read back verbatim by the emitter:
+A block owns `block_q` queries of one (batch, head); its `threads` form
+`block_q / rows` row groups of `lanes = block_k / cols` consecutive threads.
+Thread (`ty`, `tx`) holds the `rows x cols` scores of queries
+`ty * rows + i` and keys `tx * cols + j` of each K/V tile (consecutive, so
+that its fragments are 16-byte shared-memory loads), and the `rows x dims`
+outputs of head dims `tx * dims + d`. The tile is the group's
+`#fusion.attention` schedule attribute (`dialects/schedule.py`), read back
+verbatim by the emitter:
 
 ```mlir
-%o = fusion.group (...) {name = "attn0", kind = "attention", attn_block_q = 64,
-                         attn_block_k = 32, attn_rows = 4, attn_lanes = 8} ...
+%o = fusion.group (...) {name = "attn0", kind = "attention", schedule =
+    #fusion.attention<block_q = 64, block_k = 64, threads = 256, rows = 4, cols = 4,
+                      stages = 2>} ...
 ```
 """
 
@@ -19,32 +22,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import IntegerAttr, IntegerType
 from xdsl.ir import Operation
 
 from fusec.analysis.targets import Target
 from fusec.codegen.register_model import PARAM_REGISTERS, RegisterEstimate
+from fusec.dialects.schedule import SCHEDULE_KEY, AttentionSchedule
 
 WARP = 32
-ITEM = 4  # bytes of an f32: attention is fused in f32 only
+VECTOR = 4  # f32 words per 16-byte shared-memory access
+ITEM = 4  # shared tiles hold f32 (half-precision operands are widened when staged)
 STATIC_SHARED_LIMIT = 48 * 1024  # what a numba kernel may declare statically
-TILE_ATTRS = ("attn_block_q", "attn_block_k", "attn_rows", "attn_lanes")
+BANK_SKEW = 4  # transposed tiles' rows are padded to 4 (mod 32) words: staging stores hit
+# 32 distinct banks when a warp writes 4 rows x 8 head dims.
 
 # Register model (codegen/register_model.py style), fitted to ptxas sm_90 on
 # the generated kernels (tests/test_attention.py checks it within 25%).
-ATTN_BASE = 20  # indices, tile origins, view offsets, loop counters, row state
-ATTN_PER_VALUE = 2  # per accumulator and score: the value and its rescaled or exp'd copy
+ATTN_BASE = 30  # indices, tile origins, view offsets, loop counters, fragment addresses
+ATTN_PER_ROW = 3  # running max, sum, rescale factor of each query row
+ATTN_PER_SCORE = 1  # scores become probabilities in place
+ATTN_PER_ACC = 1  # output accumulators
+# Issue model: warp instructions besides the FMAs and fragment loads.
+SOFTMAX_INSTRS = 8  # per score: score ops, max, subtract, exp (2), sum, P store
+STAGE_INSTRS = 6  # per staged element: index math, global load, shared store
 
 
 @dataclass(frozen=True)
 class AttentionTile:
-    """`block_q` queries per block, `block_k` keys per K/V tile, `rows` query
-    rows per thread, `lanes` threads per row group (a power of two <= 32)."""
+    """`block_q` queries per block, `block_k` keys per K/V tile, `rows x
+    cols` scores per thread, `stages` 1 or 2 (see the module docstring)."""
 
     block_q: int
     block_k: int
     rows: int
-    lanes: int
+    cols: int
+    stages: int = 1
+
+    @property
+    def lanes(self) -> int:
+        """Threads per row group: they share query rows."""
+        return self.block_k // self.cols
 
     @property
     def row_groups(self) -> int:
@@ -54,97 +70,117 @@ class AttentionTile:
     def threads(self) -> int:
         return self.row_groups * self.lanes
 
-    def keys(self) -> int:
-        """Scores per row a thread holds."""
-        return -(-self.block_k // self.lanes)
-
     def dims(self, dv: int) -> int:
         """Output head dims a thread accumulates."""
         return -(-dv // self.lanes)
 
-    def p_pad(self) -> int:
-        """Padding of the probability tile's rows so that a warp's stores
-        (`lanes` keys x `32 / lanes` rows) hit 32 distinct banks."""
-        return (WARP // self.lanes - self.block_q) % WARP
+    def problem(self) -> str | None:
+        """Why the tile cannot be emitted, or None."""
+        lanes = self.lanes
+        if min(self.block_q, self.block_k, self.rows, self.cols) < 1 or \
+                self.block_q % self.rows or self.block_k % self.cols:
+            return "rows must divide block_q and cols block_k"
+        if lanes & (lanes - 1) or lanes > WARP or self.threads % min(WARP, self.threads):
+            return "block_k / cols must be a power of two <= 32"
+        if self.threads > 1024 or self.stages not in (1, 2):
+            return "at most 1024 threads, stages 1 or 2"
+        return None
 
     def text(self) -> str:
-        return (f"{self.block_q} queries x {self.block_k} keys per block, {self.rows} rows "
-                f"x {self.lanes} lanes per row group ({self.threads} threads)")
+        return (f"{self.block_q} queries x {self.block_k} keys per block, {self.rows}x{self.cols} "
+                f"scores per thread ({self.threads} threads), {self.stages} stage"
+                + ("s" if self.stages > 1 else ""))
 
+    def attr(self) -> AttentionSchedule:
+        """The `#fusion.attention` schedule attribute recording this tile."""
+        return AttentionSchedule.make(block_q=self.block_q, block_k=self.block_k,
+                                      threads=self.threads, rows=self.rows, cols=self.cols,
+                                      stages=self.stages)
 
-# Tried in order; the cost model below chooses among those that fit.
-CANDIDATES = (
-    AttentionTile(64, 32, 4, 8),
-    AttentionTile(32, 32, 4, 8),
-    AttentionTile(32, 32, 2, 8),
-    AttentionTile(16, 16, 2, 8),
-)
-
-
-def shared_bytes(tile: AttentionTile, d: int, dv: int) -> int:
-    """Q tile, K tile (rows padded by one word), V tile, transposed
-    probability tile, and the simulator's row exchange."""
-    words = tile.block_q * (d + 1) + tile.block_k * (d + 1) + tile.block_k * dv
-    words += tile.block_k * (tile.block_q + tile.p_pad())
-    words += tile.block_q * tile.lanes  # row exchange (simulator only; GPU uses shuffles)
-    return words * ITEM
-
-
-def attention_registers(tile: AttentionTile, dv: int, params: int) -> RegisterEstimate:
-    """Registers per thread: output accumulators and scores (each with the
-    temporary of its rescale or exp), addressing, the rest."""
-    acc = tile.rows * tile.dims(dv)
-    scores = tile.rows * tile.keys()
-    parts = (("base", ATTN_BASE), ("addressing", PARAM_REGISTERS * params),
-             ("accumulators", ATTN_PER_VALUE * acc), ("scores", ATTN_PER_VALUE * scores))
-    return RegisterEstimate(sum(v for _, v in parts), parts)
-
-
-def tile_cost(tile: AttentionTile, target: Target, heads: int, s: int, skv: int,
-              d: int, dv: int) -> float:
-    """Clocks of the busiest SM: its share of the blocks times one block's
-    shared-memory reads or FMAs, whichever bounds (the SIMT kernel is
-    shared-memory bound when a thread holds few rows)."""
-    blocks = heads * -(-s // tile.block_q)
-    per_sm = -(-blocks // target.sms)
-    keys, dims = tile.keys(), tile.dims(dv)
-    loads = d * (tile.rows + keys) + tile.block_k * (tile.rows + dims)
-    fmas = d * tile.rows * keys + tile.block_k * tile.rows * dims
-    threads = tile.threads
-    step = max(threads * loads / target.shared_lanes_per_sm,
-               threads * fmas / target.fma_lanes_per_sm)
-    return per_sm * -(-skv // tile.block_k) * step
-
-
-def choose_tile(target: Target, heads: int, s: int, skv: int, d: int, dv: int,
-                params: int) -> AttentionTile | str:
-    """The cheapest candidate within the shared-memory limit and the
-    register budget, or the reason none fits."""
-    limit = min(target.shared_memory_per_block, STATIC_SHARED_LIMIT)
-    fits = [t for t in CANDIDATES if shared_bytes(t, d, dv) <= limit
-            and attention_registers(t, dv, params).registers <= target.register_budget]
-    if not fits:
-        small = CANDIDATES[-1]
-        need = shared_bytes(small, d, dv)
-        regs = attention_registers(small, dv, params).registers
-        return (f"head dim {d} (values {dv}) is too large: the smallest tile needs {need} "
-                f"bytes of shared memory (limit {limit}) and ~{regs} registers per thread "
-                f"(budget {target.register_budget})")
-    return min(fits, key=lambda t: (tile_cost(t, target, heads, s, skv, d, dv), -t.block_q))
-
-
-def tile_attributes(tile: AttentionTile) -> dict[str, IntegerAttr[IntegerType]]:
-    """The group attributes recording `tile`."""
-    values = (tile.block_q, tile.block_k, tile.rows, tile.lanes)
-    return {k: IntegerAttr(v, IntegerType(64)) for k, v in zip(TILE_ATTRS, values, strict=True)}
+    @staticmethod
+    def of(attr: AttentionSchedule) -> AttentionTile:
+        return AttentionTile(*(attr.int_field(k) for k in
+                               ("block_q", "block_k", "rows", "cols", "stages")))
 
 
 def recorded_tile(group: Operation) -> AttentionTile | None:
-    """The tile recorded on `group`, if all four attributes are there."""
-    values: list[int] = []
-    for key in TILE_ATTRS:
-        attr = group.attributes.get(key)
-        if not isinstance(attr, IntegerAttr):
-            return None
-        values.append(int(attr.value.data))
-    return AttentionTile(*values)
+    """The tile of `group`'s `#fusion.attention` schedule, if it has one."""
+    attr = group.attributes.get(SCHEDULE_KEY)
+    return AttentionTile.of(attr) if isinstance(attr, AttentionSchedule) else None
+
+
+def padded(width: int) -> int:
+    """A transposed tile's row length: >= width, 4 (mod 32) words."""
+    return width + (BANK_SKEW - width) % WARP
+
+
+def vwidth(tile: AttentionTile, dv: int) -> int:
+    """Columns of the V tile: every lane's dims (zero past `dv`), whole vectors."""
+    w = tile.dims(dv) * tile.lanes
+    return w + (-w) % VECTOR
+
+
+def p_width(tile: AttentionTile) -> int:
+    """Row length of the probability tile `P[key][query]`."""
+    return tile.block_q + VECTOR
+
+
+def shared_words(tile: AttentionTile, d: int, dv: int) -> dict[str, int]:
+    """Words of each shared tile on the GPU: Qᵀ, Kᵀ and V (`stages` buffers
+    each) and P (the simulator's row exchange is not counted)."""
+    kv = padded(tile.block_k) * d + tile.block_k * vwidth(tile, dv)
+    return {"q": padded(tile.block_q) * d, "kv": kv * tile.stages,
+            "p": tile.block_k * p_width(tile)}
+
+
+def shared_bytes(tile: AttentionTile, d: int, dv: int) -> int:
+    """Static shared memory of the kernel (see `shared_words`)."""
+    return sum(shared_words(tile, d, dv).values()) * ITEM
+
+
+def prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
+    """Registers a thread holds the next K/V tile in (`stages = 2`)."""
+    if tile.stages < 2:
+        return 0
+    k = -(-tile.block_k * d // tile.threads)
+    v = -(-tile.block_k * vwidth(tile, dv) // tile.threads)
+    return k + v
+
+
+def attention_registers(tile: AttentionTile, d: int, dv: int, params: int) -> RegisterEstimate:
+    """Registers per thread: scores, output accumulators, row state, the
+    prefetched tile, addressing and the rest."""
+    parts = (("base", ATTN_BASE), ("addressing", PARAM_REGISTERS * params),
+             ("rows", ATTN_PER_ROW * tile.rows),
+             ("scores", ATTN_PER_SCORE * tile.rows * tile.cols),
+             ("accumulators", ATTN_PER_ACC * tile.rows * tile.dims(dv)),
+             ("prefetch", prefetch_values(tile, d, dv)))
+    return RegisterEstimate(sum(v for _, v in parts), parts)
+
+
+def _vectors(n: int) -> int:
+    return -(-n // VECTOR)
+
+
+def step_clocks(tile: AttentionTile, target: Target, d: int, dv: int) -> float:
+    """Clocks one SM spends per block per K/V step: the largest of FMA
+    issue, shared-memory wavefronts (a warp's 16-byte fragment loads:
+    distinct words / 32 banks), exponentials and instruction issue (FMAs,
+    fragment loads, the softmax of each score, the accumulators' rescale,
+    the staging of the K/V tile)."""
+    warps = -(-tile.threads // WARP)
+    dims = tile.dims(dv)
+    groups = max(1, WARP // tile.lanes)  # row groups per warp (they read distinct Q/P rows)
+    lanes = min(tile.lanes, WARP)
+    fmas = d * tile.rows * tile.cols + tile.block_k * tile.rows * dims
+    fma_clocks = tile.threads * fmas / target.fma_lanes_per_sm
+    words = d * (groups * tile.rows + lanes * tile.cols)  # Q and K fragments
+    words += tile.block_k * (groups * tile.rows + lanes * dims)  # P and V fragments
+    shared_clocks = warps * words / target.shared_lanes_per_sm
+    loads = d * (_vectors(tile.rows) + _vectors(tile.cols)) + \
+        tile.block_k * (_vectors(tile.rows) + _vectors(dims))
+    staged = -(-tile.block_k * (d + vwidth(tile, dv)) // tile.threads)
+    other = tile.rows * tile.cols * SOFTMAX_INSTRS + tile.rows * dims + staged * STAGE_INSTRS
+    issue_clocks = warps * (fmas + loads + other) / target.warp_issue_per_sm
+    exps = tile.threads * tile.rows * (tile.cols + 1)
+    return max(fma_clocks, shared_clocks, issue_clocks, exps / target.sfu_lanes_per_sm)

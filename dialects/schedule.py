@@ -197,8 +197,42 @@ class WindowSchedule(ScheduleAttr):
     ot: IntAttr
 
 
+@irdl_attr_definition
+class AttentionSchedule(ScheduleAttr):
+    """An attention group (`codegen/attention.py`): `block_q` queries per
+    block, K/V tiles of `block_k` keys, `threads` per block; each thread
+    holds a `rows x cols` tile of the scores (`rows` consecutive queries,
+    `cols` consecutive keys) and the matching `rows` output rows; `stages`
+    1 (K/V staged then computed) or 2 (the next tile prefetched into
+    registers while this one is computed, two shared buffers)."""
+
+    name = "fusion.attention"
+    block_q: IntAttr
+    block_k: IntAttr
+    threads: IntAttr
+    rows: IntAttr
+    cols: IntAttr
+    stages: IntAttr
+
+    def verify(self) -> None:
+        super().verify()
+        bq, bk, rows, cols = (self.int_field(k) for k in ("block_q", "block_k", "rows", "cols"))
+        if min(bq, bk, rows, cols) < 1 or bq % rows or bk % cols:
+            raise VerifyException(f"{self.name}: rows must divide block_q and cols block_k")
+        lanes = bk // cols
+        if lanes & (lanes - 1) or lanes > 32:
+            raise VerifyException(f"{self.name}: block_k / cols = {lanes} threads per row "
+                                  "group must be a power of two <= 32")
+        if self.int_field("threads") != bq // rows * lanes:
+            raise VerifyException(f"{self.name}: threads must be (block_q / rows) * "
+                                  f"(block_k / cols) = {bq // rows * lanes}")
+        if self.int_field("stages") not in (1, 2):
+            raise VerifyException(f"{self.name}: stages must be 1 or 2")
+
+
 SCHEDULE_ATTRS: tuple[type[ScheduleAttr], ...] = (
-    PointwiseSchedule, ReductionSchedule, ContractionSchedule, WindowSchedule)
+    PointwiseSchedule, ReductionSchedule, ContractionSchedule, WindowSchedule,
+    AttentionSchedule)
 """The schedule attribute of each group kind (registered by the fusion dialect)."""
 
 SCHEDULE_KEY = "schedule"

@@ -6,8 +6,9 @@ alone.
 ```mlir
 // before (after decompose): matmul, mul, add, reduce_max, sub, exp, reduce_sum, div, matmul
 // after:
-%o = fusion.group (%q, %k, %mask, %v) {name = "attn0", kind = "attention",
-    attn_block_q = 64, attn_block_k = 32, attn_rows = 4, attn_lanes = 8} : (...) -> ... {
+%o = fusion.group (%q, %k, %mask, %v) {name = "attn0", kind = "attention", schedule =
+    #fusion.attention<block_q = 64, block_k = 64, threads = 256, rows = 4, cols = 4,
+                      stages = 2>} : (...) -> ... {
 ^bb0(...):
   %c = nn.constant dense<0.125> : tensor<f32>     // splat constants are cloned in
   %kt = nn.transpose %k_1 {perm = [0, 1, 3, 2]} ...
@@ -17,9 +18,11 @@ alone.
 ```
 
 What is matched is `analysis/attention_pattern.py`; the tile is chosen by
-`codegen/attention_schedule.py` for the target. Each attention found gets a
-remark: `remark: fused attention ...` with the bytes the scores no longer
-cost, or `missed: attention ... not fused into one kernel: <reason>` (scores
+`scheduling/attention.py` for the target, and the attention is fused only
+when that tile's estimated time beats the three-kernel path's. Each
+attention found gets a remark: `remark: fused attention ...` with the bytes
+the scores no longer cost and both times, or `missed: attention ... not
+fused into one kernel: <reason>` (the fused kernel estimated slower, scores
 read elsewhere, softmax not over the keys, a mask that broadcasts the scores,
 a type other than f32, a head dim too large for the tile's registers and
 shared memory); a refused one stays with `form-fusion-groups` (three
@@ -42,17 +45,23 @@ from fusec.analysis.attention_pattern import AttentionPattern, Refusal, match_at
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.codegen.attention import attention_shape
-from fusec.codegen.attention_schedule import AttentionTile, choose_tile, tile_attributes
+from fusec.codegen.attention_schedule import AttentionTile
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import fmt, numel
 from fusec.passes.dependency_analysis import value_names
+from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
 
 ITEM = 4  # f32 bytes
 # Unfused, the scores are written by the QK kernel, read and written by the
 # softmax kernel, and read by the PV kernel.
 SCORE_PASSES = 4
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f} us"
 
 
 def build_group(pattern: AttentionPattern, name: str, attrs: Mapping[str, Attribute]) -> GroupOp:
@@ -126,24 +135,33 @@ class _Fuser:
                 self._fuse(found, describe)
 
     def _fuse(self, p: AttentionPattern, describe: Callable[[Operation], str]) -> None:
-        heads, s, skv, d, dv = attention_shape(p)
         ops = set(p.ops())
         inputs = {v for op in ops for v in op.operands
                   if not (isinstance(v, OpResult) and v.op in ops)}
-        tile = self.tile or choose_tile(self.target, heads, s, skv, d, dv, len(inputs) + 1)
+        shape = attention_shape(p, len(inputs) + 1)
+        tile = self.tile or choose_tile(shape, self.target)
+        where = f"attention at {describe(p.pv)} not fused into one kernel"
         if isinstance(tile, str):
-            self.remarks.add("missed", f"attention at {describe(p.pv)} not fused into one "
-                             f"kernel: {tile}")
+            self.remarks.add("missed", f"{where}: {tile}")
+            return
+        if (problem := tile.problem()) is not None:
+            self.remarks.add("missed", f"{where}: tile {tile.text()} is invalid: {problem}")
+            return
+        fused, parts = fused_time(tile, shape, self.target), unfused_time(shape, self.target)
+        times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
+        if self.tile is None and fused > parts:
+            self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
+                             f"the three-kernel path: {times} (tile {tile.text()})")
             return
         name = f"attn{self.count}"
         self.count += 1
         scores = tensor_shape(p.qk.result)
-        saved = SCORE_PASSES * numel(scores) * ITEM
+        saved = SCORE_PASSES * numel(scores) * shape.item
         subject = f"{describe(p.qk)} .. {describe(p.pv)}"
-        build_group(p, name, tile_attributes(tile))
+        build_group(p, name, {SCHEDULE_KEY: tile.attr()})
         self.remarks.add("remark", f"fused attention {subject} into one kernel, group {name}: "
                          f"the {fmt(scores)} scores stay on chip (saves {format_bytes(saved)} "
-                         f"and 2 launches); tile {tile.text()}")
+                         f"and 2 launches; {times}); tile {tile.text()}")
 
 
 @dataclass(frozen=True)
@@ -151,8 +169,9 @@ class FuseAttentionPass(ModulePass):
     """Wrap each `softmax(f(Q @ Kᵀ)) @ V` in one `attention` group.
 
     Options: `target` (profile of analysis/targets.py, or `auto`), `block_q`,
-    `block_k`, `rows`, `lanes` (a fixed tile, all four or none; 0: chosen
-    per attention for the target), `remarks`.
+    `block_k`, `rows`, `cols`, `stages` (a fixed tile: block_q, block_k,
+    rows and cols all or none, stages 1 or 2; 0: chosen per attention for
+    the target, and fused only when estimated faster), `remarks`.
     """
 
     name = "fuse-attention"
@@ -161,20 +180,25 @@ class FuseAttentionPass(ModulePass):
     block_q: int = 0
     block_k: int = 0
     rows: int = 0
-    lanes: int = 0
+    cols: int = 0
+    stages: int = 1
     remarks: bool = True
 
     def __post_init__(self) -> None:
         if (problem := unknown_target(self.target)) is not None:
             raise ValueError(problem)
-        fixed = (self.block_q, self.block_k, self.rows, self.lanes)
+        fixed = (self.block_q, self.block_k, self.rows, self.cols)
         if any(fixed) and not all(v > 0 for v in fixed):
-            raise ValueError("block_q, block_k, rows and lanes must be given together")
+            raise ValueError("block_q, block_k, rows and cols must be given together")
+        if any(fixed) and (problem := self._fixed().problem()) is not None:
+            raise ValueError(f"tile {self._fixed().text()} is invalid: {problem}")
+
+    def _fixed(self) -> AttentionTile:
+        return AttentionTile(self.block_q, self.block_k, self.rows, self.cols, self.stages)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target, _ = resolve_target(self.target)
-        tile = AttentionTile(self.block_q, self.block_k, self.rows, self.lanes) \
-            if self.block_q else None
+        tile = self._fixed() if self.block_q else None
         collector = RemarkCollector()
         fuser = _Fuser(target, tile, collector)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:

@@ -11,7 +11,8 @@ that reaches it without one). Each kind's choice is recorded as the group's
 - contraction: the tile `register-budget` chose, or the size-based one, made
   smaller until its shared bytes fit the limit; a library GEMM is recorded
   as `impl = "library"`;
-- attention: the tile `fuse-attention` chose (`attn_*` attributes);
+- attention: the tile `fuse-attention` chose (`scheduling/attention.py`), or
+  the one chosen for the default target;
 - window: a lone conv or pool the tiled plan (`codegen/window_schedule.py`)
   shrunk until it fits the limit; conv + pool its pooled tile.
 """
@@ -108,7 +109,7 @@ class Scheduler:
         elif kind == "reduction":
             attr, line, used = self.reduction(group)
         elif kind == "attention":
-            line, used = self.attention(group)
+            attr, line, used = self.attention(group)
         elif kind == "pointwise":
             attr, line, used = self.pointwise(group)
         else:
@@ -151,17 +152,18 @@ class Scheduler:
         return (tile_attr(tile), f"gemm: block tile {_tile(tile)}, A and B tiles in shared "
                 "memory (double-buffered), epilogue in registers", gemm_shared_bytes(tile, item))
 
-    def attention(self, group: GroupOp) -> tuple[str, int]:
-        """The tile fuse-attention chose (its `attn_*` attributes); over the
-        limit, a remark (the kernel's static shared memory cannot shrink
-        below its tile)."""
+    def attention(self, group: GroupOp) -> tuple[ScheduleAttr, str, int]:
+        """The tile fuse-attention chose (its `#fusion.attention` schedule);
+        over the limit, a remark (the kernel's static shared memory cannot
+        shrink below its tile)."""
         tile, shape, _ = attention_tile(group)
         used = attention_shared(tile, shape.d, shape.dv)
         if used > self.limit:
             self.remarks.add("missed", f"group {_name(group)}: attention tile "
                              f"{tile.text()} needs {used} bytes of shared memory, over the "
                              f"limit of {self.limit}")
-        return f"attention: {tile.text()}, Q/K/V/P tiles in shared memory, online softmax", used
+        return (tile.attr(), f"attention: {tile.text()}, Q/K/V/P tiles in shared memory, "
+                "online softmax", used)
 
     def window(self, group: GroupOp) -> tuple[ScheduleAttr, str, int]:
         ops = _ops(group)

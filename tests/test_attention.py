@@ -13,6 +13,7 @@ import pytest
 from codegen_harness import check_program, compile_text, tensor
 
 from fusec.analysis.strided_view import StridedView
+from fusec.codegen.attention_schedule import AttentionTile
 from fusec.compiler.parsing import make_context, parse_module
 
 PIPELINE = "decompose,fold-constants,fuse-attention,form-fusion-groups,group-each-op"
@@ -205,3 +206,53 @@ func.func @f(%q: tensor<13x5xf32>, %kt: tensor<5x11xf32>, %v: tensor<11x3xf32>)
   func.return %o : tensor<13x3xf32>
 }
 """
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_precision_operands_f32_math(dtype: str) -> None:
+    # loads in the storage type, f32 softmax and accumulation, output rounded once
+    text = attention_text((1, 2), 19, 8, mask=tensor((19, 19))).replace("f32>", f"{dtype}>")
+    check_program(text, 1, PIPELINE, tolerance={"float16": 1e-2, "bfloat16": 4e-2,
+                                                 "float32": 4e-2})  # bf16 comes back widened
+
+
+def _candidates(text: str) -> list[AttentionTile]:
+    from fusec.analysis.targets import H200
+    from fusec.compiler.driver import make_registry
+    from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+    from fusec.dialects.fusion import GroupOp
+    from fusec.scheduling.attention import attention_candidates
+
+    ctx = make_context()
+    module = parse_module(ctx, text, "test.mlir")
+    spec = parse_pipeline_spec(make_registry([]), "decompose,fold-constants,fuse-attention")
+    PipelineRunner(ctx, spec).run(module)
+    (group,) = [op for op in module.walk() if isinstance(op, GroupOp)]
+    return [AttentionTile.of(a) for a in attention_candidates(group, H200, 100)]
+
+
+CANDIDATE_TEXT = attention_text((1, 2), 21, 8, mask=tensor((21, 21)))
+
+
+def test_candidates_are_legal_and_ranked_first_is_the_choice() -> None:
+    tiles = _candidates(CANDIDATE_TEXT)
+    assert len(tiles) >= 2 and all(t.problem() is None for t in tiles)
+    assert len(set(tiles)) == len(tiles)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_every_candidate_tile_matches_the_reference(index: int) -> None:
+    # S = 21 is no multiple of any tile; masked, two heads
+    tiles = _candidates(CANDIDATE_TEXT)
+    if index >= len(tiles):
+        pytest.skip(f"only {len(tiles)} candidates")
+    t = tiles[index]
+    fixed = (f"fuse-attention{{block_q={t.block_q} block_k={t.block_k} rows={t.rows} "
+             f"cols={t.cols} stages={t.stages}}}")
+    check_program(CANDIDATE_TEXT, 1, PIPELINE.replace("fuse-attention", fixed))
+
+
+def test_two_stage_prefetch_matches_the_reference() -> None:
+    # the register-prefetch variant (`stages = 2`), causal-free, ragged keys
+    fixed = "fuse-attention{block_q=32 block_k=16 rows=4 cols=2 stages=2}"
+    check_program(attention_text((2,), 20, 8, skv=37), 1, PIPELINE.replace("fuse-attention", fixed))

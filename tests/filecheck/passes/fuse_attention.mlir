@@ -5,9 +5,9 @@
 // tile; form-fusion-groups leaves it alone. Every refused attention is a
 // `missed:` remark saying why.
 
-// CHECK: remark: fused attention nn.matmul (%s) .. nn.matmul (%o) into one kernel, group attn0: the 2x16x16 scores stay on chip (saves 8 KiB and 2 launches); tile {{.*}}
+// CHECK: remark: fused attention nn.matmul (%s) .. nn.matmul (%o) into one kernel, group attn0: the 2x16x16 scores stay on chip (saves 8 KiB and 2 launches; fused {{[0-9.]+}} us vs 3 kernels {{[0-9.]+}} us); tile {{.*}}
 // IR-LABEL: func.func @masked
-// IR: %{{.*}} = fusion.group (%k, %q, %mask, %v) {name = "attn0", kind = "attention", attn_block_q = {{[0-9]+}}, attn_block_k = {{[0-9]+}}, attn_rows = {{[0-9]+}}, attn_lanes = {{[0-9]+}}}
+// IR: %{{.*}} = fusion.group (%k, %q, %mask, %v) {name = "attn0", kind = "attention", schedule = #fusion.attention<block_q = {{[0-9]+}}, block_k = {{[0-9]+}}, threads = {{[0-9]+}}, rows = {{[0-9]+}}, cols = {{[0-9]+}}, stages = {{[12]}}>}
 // IR: nn.constant dense<{{.*}}> : tensor<f32>
 // IR: nn.transpose
 // IR: nn.reduce_max
@@ -89,4 +89,18 @@ func.func @squared(%q: tensor<16x8xf32>, %kt: tensor<8x16xf32>, %v: tensor<16x8x
   %p = nn.softmax %x {axis = -1} : tensor<16x16xf32>
   %o = nn.matmul %p, %v : (tensor<16x16xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
   func.return %o : tensor<16x8xf32>
+}
+
+// -----
+
+// One head, 32 queries, 16384 keys: the fused kernel has one block, the
+// three-kernel path fills the GPU, so the gain check refuses.
+// CHECK: missed: attention at nn.matmul (%o) not fused into one kernel: the fused kernel is estimated slower than the three-kernel path: fused {{[0-9.]+}} us vs 3 kernels {{[0-9.]+}} us (tile {{.*}})
+// IR-LABEL: func.func @long_keys_one_block
+// IR-NOT: kind = "attention"
+func.func @long_keys_one_block(%q: tensor<32x64xf32>, %kt: tensor<64x16384xf32>, %v: tensor<16384x64xf32>) -> tensor<32x64xf32> {
+  %s = nn.matmul %q, %kt : (tensor<32x64xf32>, tensor<64x16384xf32>) -> tensor<32x16384xf32>
+  %p = nn.softmax %s {axis = -1} : tensor<32x16384xf32>
+  %o = nn.matmul %p, %v : (tensor<32x16384xf32>, tensor<16384x64xf32>) -> tensor<32x64xf32>
+  func.return %o : tensor<32x64xf32>
 }

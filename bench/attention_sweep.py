@@ -1,0 +1,122 @@
+"""Time every candidate tile of the fused attention kernel on a GPU, beside
+torch.compile and `F.scaled_dot_product_attention` (fp32).
+
+    python bench/attention_sweep.py [--reps 20] [--limit 12]
+
+Shapes: bench/models/attention.mlir (B8 H12 S512 D64, scale + additive
+mask) and gpt2_block's attention, which has the same sizes (B8 H12 S512
+D64) and a causal mask: fusec's kernel does the same work for any mask
+values, the peers are timed with a causal mask (SDPA may skip masked
+blocks only with `is_causal`, which it is not given). Each tile
+is compiled with `fuse-attention{block_q=.. block_k=.. rows=.. cols=..
+stages=..}` and timed with CUDA events (median of `--reps` after a warm-up);
+the cost model's estimate is printed beside it. Stays under about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+MODELS = Path(__file__).resolve().parent / "models"
+SHAPE = (8, 12, 512, 64)
+
+
+def _time(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _peers(causal: bool, reps: int) -> dict[str, float]:
+    import torch
+    import torch.nn.functional as F
+
+    b, h, s, d = SHAPE
+    q, k, v = (torch.randn(b, h, s, d, device="cuda") for _ in range(3))
+    mask = torch.triu(torch.full((s, s), -1e9, device="cuda"), 1) if causal else \
+        torch.randn(s, s, device="cuda")
+    scale = 1.0 / d ** 0.5
+
+    def math(q, k, v, mask):  # type: ignore[no-untyped-def]
+        return torch.softmax(q @ k.transpose(-1, -2) * scale + mask, dim=-1) @ v
+
+    compiled = torch.compile(math)
+    return {"torch.compile": _time(lambda: compiled(q, k, v, mask), reps),
+            "F.sdpa": _time(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                            reps)}
+
+
+def _grouped(text: str, tile: str) -> str:
+    """The program with its attention grouped under the fixed `tile`: the
+    default pipeline then keeps that group and its schedule."""
+    from fusec.compiler.driver import make_registry
+    from fusec.compiler.parsing import make_context, parse_module
+    from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+
+    ctx = make_context()
+    module = parse_module(ctx, text, "attention.mlir")
+    spec = f"decompose,fold-constants,fuse-attention{{{tile}}}"
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
+    return str(module)
+
+
+def _fusec(text: str, tile: str, reps: int) -> float:
+    import fusec
+    from fusec.compiler.parsing import make_context, parse_module
+    from fusec.reference.interpreter import find_function, random_inputs
+
+    func = find_function(parse_module(make_context(), text, "attention.mlir"), None)
+    inputs = [np.asarray(x) for x in random_inputs(func, seed=0)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "attention.mlir"
+        path.write_text(_grouped(text, tile))
+        model = fusec.compile(path, fusion=True, device="gpu")
+        assert model.launches == 1, f"{tile}: {model.launches} launches"
+        return _time(lambda: model(*inputs), reps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--limit", type=int, default=12)
+    args = parser.parse_args()
+    from fusec.analysis.targets import H200
+    from fusec.scheduling.attention import AttentionShape, fused_time, ranked_tiles
+
+    b, h, s, d = SHAPE
+    shape = AttentionShape(b * h, s, s, d, d)
+    tiles = ranked_tiles(shape, H200)[:args.limit]
+    for name, causal in (("attention.mlir", False), ("gpt2 attention (causal)", True)):
+        text = (MODELS / "attention.mlir").read_text()  # gpt2's sizes too; its mask is an input
+        print(f"\n{name}: B{b} H{h} S{s} D{d} fp32")
+        print(f"{'tile':58} {'ms':>8} {'model ms':>9}")
+        for peer, ms in _peers(causal, args.reps).items():
+            print(f"{peer:58} {ms:8.3f}")
+        for t in tiles:
+            spec = (f"block_q={t.block_q} block_k={t.block_k} rows={t.rows} cols={t.cols} "
+                    f"stages={t.stages}")
+            try:
+                ms = _fusec(text, spec, args.reps)
+                print(f"{t.text():58} {ms:8.3f} {fused_time(t, shape, H200) * 1e3:9.3f}")
+            except Exception as err:  # one bad tile must not stop the sweep
+                print(f"{t.text():58} failed: {re.sub(chr(10), ' ', str(err))[:80]}")
+
+
+if __name__ == "__main__":
+    main()

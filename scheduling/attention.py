@@ -1,0 +1,152 @@
+"""Choosing the tile of a fused attention (`codegen/attention.py`) for a
+target, and whether fusing pays at all.
+
+- `legal_tiles`: every tile of the search space (`BLOCK_Q x BLOCK_K x ROWS x
+  COLS x STAGES`) that the emitter accepts and that fits the target's shared
+  memory (and numba's static limit) and register budget;
+- `fused_time`: the modelled time of one tile (`codegen/attention_schedule.
+  step_clocks` per key step and block, times the waves the grid needs at the
+  occupancy the tile's registers, shared memory and threads allow, over
+  `attention_efficiency`), never below the DRAM time of Q, K, V and O;
+- `unfused_time`: the three-kernel path (QK GEMM with its score ops, the
+  softmax as a row reduction, PV GEMM; the scores through memory);
+- `choose_tile`: the fastest legal tile; `attention_candidates`: the legal
+  tiles of a group, fastest first, as schedule attributes (for autotuning).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from fusec.analysis.targets import Target
+from fusec.codegen.attention_schedule import (
+    STATIC_SHARED_LIMIT,
+    AttentionTile,
+    attention_registers,
+    shared_bytes,
+    step_clocks,
+)
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import AttentionSchedule
+
+BLOCK_Q = (32, 64, 128)
+BLOCK_K = (16, 32, 64)
+ROWS = (2, 4, 8)
+COLS = (2, 4, 8)
+STAGES = (1,)  # stages = 2 (register prefetch) spills at sm_90 (ptxas: 255 registers)
+MIN_THREADS = 64  # two warps: fewer leaves the SM's schedulers idle
+MAX_THREADS = 512
+REGISTER_GRANULE = 8  # registers are allocated per thread in units of 8
+MAX_BLOCKS_PER_SM = 32
+# The three-kernel path: the scores are written by the QK kernel, read and
+# written by the softmax, read by the PV kernel.
+SCORE_PASSES = 4
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """Sizes of one attention: batch x heads, queries, keys, head dims, and
+    the bytes of an operand element and of an output element."""
+
+    heads: int
+    s: int
+    skv: int
+    d: int
+    dv: int
+    params: int = 5
+    item: int = 4
+
+
+def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
+                ) -> list[AttentionTile]:
+    """Every tile the emitter accepts that fits `limit` bytes of shared
+    memory (default: the target's, at most numba's static 48 KiB) and the
+    target's register budget; block_q no larger than needed for `s` queries."""
+    smem = min(limit or target.shared_memory_per_block, STATIC_SHARED_LIMIT)
+    tiles = []
+    for bq, bk, rows, cols, stages in itertools.product(BLOCK_Q, BLOCK_K, ROWS, COLS, STAGES):
+        t = AttentionTile(bq, bk, rows, cols, stages)
+        if t.problem() is not None or not MIN_THREADS <= t.threads <= MAX_THREADS:
+            continue
+        if bq > max(BLOCK_Q[0], shape.s) or bk > max(BLOCK_K[0], shape.skv):
+            continue
+        if shared_bytes(t, shape.d, shape.dv) > smem:
+            continue
+        regs = attention_registers(t, shape.d, shape.dv, shape.params).registers
+        if regs > target.register_budget:
+            continue
+        tiles.append(t)
+    return tiles
+
+
+def resident_blocks(tile: AttentionTile, shape: AttentionShape, target: Target) -> int:
+    """Blocks of this tile one SM holds at once."""
+    regs = attention_registers(tile, shape.d, shape.dv, shape.params).registers
+    regs = -(-regs // REGISTER_GRANULE) * REGISTER_GRANULE
+    by_regs = target.registers_per_sm // (regs * tile.threads)
+    by_smem = target.shared_memory_per_sm // max(1, shared_bytes(tile, shape.d, shape.dv))
+    by_threads = target.max_threads_per_sm // tile.threads
+    return max(1, min(by_regs, by_smem, by_threads, MAX_BLOCKS_PER_SM))
+
+
+def clock_hz(target: Target) -> float:
+    """The SM clock the fp32 rate implies (2 flops per FMA lane per clock)."""
+    return target.fp32_flops / (2 * target.sms * target.fma_lanes_per_sm)
+
+
+def fused_time(tile: AttentionTile, shape: AttentionShape, target: Target) -> float:
+    """Seconds of the fused kernel with `tile` (see the module docstring)."""
+    blocks = shape.heads * -(-shape.s // tile.block_q)
+    resident = resident_blocks(tile, shape, target)
+    waves = -(-blocks // (target.sms * resident))
+    per_block = -(-shape.skv // tile.block_k) * step_clocks(tile, target, shape.d, shape.dv)
+    # a wave's `resident` blocks share the SM's pipes
+    busy = waves * min(resident, -(-blocks // target.sms)) * per_block
+    compute = busy / clock_hz(target) / target.attention_efficiency
+    io = shape.heads * (shape.s * (shape.d + shape.dv) + shape.skv * (shape.d + shape.dv))
+    return max(compute, io * shape.item / target.memory_bandwidth) + target.launch_overhead
+
+
+def unfused_time(shape: AttentionShape, target: Target) -> float:
+    """Seconds of the three-kernel path: two SIMT GEMMs and the softmax."""
+    h, s, skv, d, dv, item = (shape.heads, shape.s, shape.skv, shape.d, shape.dv, shape.item)
+    scores = h * s * skv * item
+    qk = max((h * (s + skv) * d * item + scores) / target.memory_bandwidth,
+             2 * h * s * skv * d / target.fused_gemm_flops)
+    pv = max((h * (skv + s) * dv * item + scores) / target.memory_bandwidth,
+             2 * h * s * skv * dv / target.fused_gemm_flops)
+    softmax = 2 * scores / (target.memory_bandwidth * target.reduction_bandwidth_fraction)
+    return qk + softmax + pv + 3 * target.launch_overhead
+
+
+def ranked_tiles(shape: AttentionShape, target: Target, limit: int | None = None
+                 ) -> list[AttentionTile]:
+    """The legal tiles, fastest first (ties: larger query tiles, then fewer stages)."""
+    tiles = legal_tiles(shape, target, limit)
+    return sorted(tiles, key=lambda t: (fused_time(t, shape, target), -t.block_q, t.stages,
+                                        -t.block_k, t.rows, t.cols))
+
+
+def choose_tile(shape: AttentionShape, target: Target) -> AttentionTile | str:
+    """The fastest legal tile, or the reason none fits."""
+    tiles = ranked_tiles(shape, target)
+    if tiles:
+        return tiles[0]
+    small = AttentionTile(BLOCK_Q[0], BLOCK_K[0], ROWS[0], COLS[0])
+    need = shared_bytes(small, shape.d, shape.dv)
+    regs = attention_registers(small, shape.d, shape.dv, shape.params).registers
+    limit = min(target.shared_memory_per_block, STATIC_SHARED_LIMIT)
+    return (f"head dim {shape.d} (values {shape.dv}) is too large: the smallest tile needs "
+            f"{need} bytes of shared memory (limit {limit}) and ~{regs} registers per thread "
+            f"(budget {target.register_budget})")
+
+
+def attention_candidates(group: GroupOp, target: Target, limit: int
+                         ) -> list[AttentionSchedule]:
+    """Up to `limit` legal schedules of an `attention` group on `target`,
+    the cost model's choice first: what an autotuner times."""
+    from fusec.codegen.attention import group_shape  # imports scheduling via the emitter
+
+    shape = group_shape(group)
+    return [t.attr() for t in ranked_tiles(shape, target)[:max(0, limit)]]
