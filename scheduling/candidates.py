@@ -14,7 +14,8 @@ bytes of shared memory per block:
   tiles (`FALLBACK_TILES`) whose shared memory fits;
 - window (a lone conv or pool): the plan's shrink steps and smaller thread
   tiles that fit and can be built (`check_plan`);
-- attention, library GEMMs, conv + pool and layout copies: the model's choice
+- attention: the legal tiles in the cost model's order (`scheduling/attention.py`);
+- library GEMMs, conv + pool and layout copies: the model's choice
   only (an empty list for a layout copy, which has no schedule).
 
 The cost model prices a group by its bytes and flops, which these schedules
@@ -41,6 +42,7 @@ from fusec.codegen.window_schedule import group_window, shrink_steps, thread_til
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import (
     SCHEDULE_KEY,
+    AttentionSchedule,
     ContractionSchedule,
     PointwiseSchedule,
     ReductionSchedule,
@@ -49,6 +51,7 @@ from fusec.dialects.schedule import (
 )
 from fusec.dialects.shapes import numel
 from fusec.scheduling import reduction
+from fusec.scheduling.attention import attention_candidates
 from fusec.scheduling.contraction import (
     FALLBACK_TILES,
     choose_tile,
@@ -68,6 +71,8 @@ REDUCTION_GRID: dict[str, tuple[int | bool, ...]] = {
     "unroll": (2, 4, 8),
 }
 """The `ReductionOptions` fields a reduction candidate varies, and their values."""
+ATTENTION_CANDIDATES = 12
+"""Attention tiles offered at most (the cost model's ranking, legal ones only)."""
 
 
 def model_choice(group: GroupOp, target: Target, limit: int) -> ScheduleAttr | None:
@@ -88,13 +93,16 @@ def candidates(group: GroupOp, target: Target, limit: int, k: int) -> list[Sched
     if first is None:
         return []
     others: Iterable[ScheduleAttr] = ()
-    if isinstance(first, PointwiseSchedule):
+    if isinstance(first, PointwiseSchedule) and first.int_field("tile") == 0:
+        # A transposed tile (`tile` > 0) has a fixed 32 x 8 block and no
+        # elements-per-thread choice: nothing to vary.
         others = _pointwise(target)
     elif isinstance(first, ReductionSchedule):
         others = _reduction(group, target, limit)
-    elif isinstance(first, ContractionSchedule) and first.str_field("impl") == "simt" \
-            and "attn_bm" not in group.attributes:
+    elif isinstance(first, ContractionSchedule) and first.str_field("impl") == "simt":
         others = _contraction(group, target, limit)
+    elif isinstance(first, AttentionSchedule):
+        others = attention_candidates(group, target, ATTENTION_CANDIDATES)
     elif isinstance(first, WindowSchedule) and first.str_field("path") not in (
             "conv_pool", "direct"):
         others = _window(group, limit)
