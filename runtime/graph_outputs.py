@@ -29,6 +29,8 @@ import numpy as np
 from fusec.runtime.library_gemm import external_stream
 
 Spec = tuple[tuple[int, ...], np.dtype[Any]]
+# Kinds whose arrays live on a GPU: read in place, results written in place.
+DEVICE_KINDS = frozenset({"torch", "cupy", "cai", "dlpack-cuda"})
 
 
 class ResultSink:
@@ -38,6 +40,7 @@ class ResultSink:
                  device_id: int) -> None:
         self.kind = kind
         self.wait = kind in ("numpy", "dlpack-cpu", "torch-cpu", "cai")
+        self.on_device = kind in DEVICE_KINDS  # a graph may write the results itself
         self._cupy = cupy
         self._external: dict[int, Any] = {}
         self._stream = self._stream_reader(kind, device_id)
