@@ -26,8 +26,10 @@ What happens on a call:
    caller's torch or CuPy stream, else fusec's own;
 7. outputs come back in the kind of the first input that is not NumPy
    (`runtime/arrays.py`);
-8. on a GPU with CuPy, the first call then captures the launches in a CUDA
-   graph, which every later call replays (`runtime/graphs.py`).
+8. on a GPU with CuPy, every later call replays a CUDA graph of the
+   launches, captured for the addresses of the caller's device arrays (no
+   copies) or for static buffers that host arrays are copied into
+   (`runtime/graphs.py`, `runtime/graph_cache.py`).
 """
 
 from __future__ import annotations

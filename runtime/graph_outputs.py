@@ -40,7 +40,8 @@ class ResultSink:
                  device_id: int) -> None:
         self.kind = kind
         self.wait = kind in ("numpy", "dlpack-cpu", "torch-cpu", "cai")
-        self.on_device = kind in DEVICE_KINDS  # a graph may write the results itself
+        self.on_device = kind in DEVICE_KINDS
+        self.in_place = False  # set by the runner: a graph writes the results itself
         self._cupy = cupy
         self._external: dict[int, Any] = {}
         self._stream = self._stream_reader(kind, device_id)

@@ -131,9 +131,10 @@ class GraphRunner:
 
             check_inputs(self.executor.fp, inputs)
         kind = "numpy"
-        fed = []
+        # (lengths checked above: the zips need not check them again per call)
+        fed = []  # (address, holder): a holder keeps a converted copy alive
         in_key: list[int | None] = []
-        for feed, a in zip(self.feeds, inputs, strict=True):
+        for feed, a in zip(self.feeds, inputs, strict=False):
             k, ptr, held = feed(a)
             if kind == "numpy":
                 kind = k
@@ -141,12 +142,10 @@ class GraphRunner:
             in_key.append(ptr if k in DEVICE_KINDS else None)
         sink = self._sinks.get(kind)
         if sink is None:
-            sink = self._sinks[kind] = ResultSink(kind, self.out_specs, self.cupy,
-                                                  self.executor.cuda, self.device_id)
+            sink = self._sink(kind)
         stream, sptr = sink.stream()
         outs = sink.fresh()
-        key = (tuple(in_key), tuple(p for _, p in outs)
-               if sink.on_device and self.direct_ok else None)
+        key = (tuple(in_key), tuple([p for _, p in outs]) if sink.in_place else None)
         entry = self.cache.get(key)
         if entry is None:
             try:
@@ -158,9 +157,17 @@ class GraphRunner:
             memcpy(self.static_in_ptrs[i], fed[i][0], self.nbytes_in[i], _MEMCPY_DEFAULT, sptr)
         entry.graph.launch(stream)
         if entry.copy_out is not None:
-            for (_, dst), src, n in zip(outs, entry.copy_out, self.nbytes_out, strict=True):
+            for (_, dst), src, n in zip(outs, entry.copy_out, self.nbytes_out, strict=False):
                 memcpy(dst, src, n, _MEMCPY_DEFAULT, sptr)
         return sink.finish([o for o, _ in outs], stream)
+
+    def _sink(self, kind: str) -> ResultSink:
+        """The result sink of `kind`, told whether the graph may write its
+        arrays in place."""
+        sink = self._sinks[kind] = ResultSink(kind, self.out_specs, self.cupy,
+                                              self.executor.cuda, self.device_id)
+        sink.in_place = sink.on_device and self.direct_ok
+        return sink
 
     def _miss(self, key: Key) -> Captured:
         """Capture a graph for `key`'s addresses, or, past the capture
