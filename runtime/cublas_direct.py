@@ -89,8 +89,12 @@ def gemm_arguments(spec: dict[str, Any], a_shape: Sequence[int], b_shape: Sequen
     transa, lda = (_OP_T, k) if tb else (_OP_N, n)
     transb, ldb = (_OP_T, m) if ta else (_OP_N, k)
     count = int(np.prod(batch, dtype=np.int64)) if batch else 1
-    return (transa, transb, n, m, k, lda, batch_stride(b_shape, batch), ldb,
-            batch_stride(a_shape, batch), n, m * n, count)
+    stride_a, stride_b = batch_stride(a_shape, batch), batch_stride(b_shape, batch)
+    if count > 1 and stride_b == 0 and not ta and stride_a == m * k:
+        # one B for every batch (a weight) and A's rows dense across the
+        # batch: one GEMM of count * m rows instead of a batched one
+        m, count, stride_a = m * count, 1, 0
+    return (transa, transb, n, m, k, lda, stride_b, ldb, stride_a, n, m * n, count)
 
 
 def find_libcublas() -> str | None:

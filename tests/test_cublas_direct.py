@@ -34,7 +34,7 @@ def _emulate(args: tuple[int, ...], a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("batch_a, batch_b, batch", [
     ((), (), ()), ((3,), (3,), (3,)), ((2, 3), (), (2, 3)), ((), (2,), (2,)),
-    ((1, 3), (3,), (1, 3))])
+    ((1, 3), (3,), (1, 3)), ((3,), (), (3,)), ((2, 3), (1, 1), (2, 3))])
 def test_row_major_product_of_transposed_and_batched_operands(
         ta: bool, tb: bool, batch_a: tuple[int, ...], batch_b: tuple[int, ...],
         batch: tuple[int, ...]) -> None:
@@ -47,6 +47,13 @@ def test_row_major_product_of_transposed_and_batched_operands(
     args = gemm_arguments(spec, a.shape, b.shape)
     want = np.matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b)
     np.testing.assert_allclose(_emulate(args, a, b), want.ravel(), rtol=1e-12)
+
+
+def test_a_shared_weight_makes_one_gemm_of_all_rows() -> None:
+    spec = {"library": "cublas_sgemm", "m": 4, "n": 5, "k": 3, "transpose_a": False,
+            "transpose_b": True, "batch": [2, 3]}
+    args = gemm_arguments(spec, (2, 3, 4, 3), (5, 3))
+    assert args[3] == 24 and args[-1] == 1  # cuBLAS's n is our rows: 2 * 3 * 4
 
 
 def test_partly_broadcast_batch_has_no_single_stride() -> None:
