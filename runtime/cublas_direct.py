@@ -55,6 +55,11 @@ _TYPES = {
 }
 
 
+# Relative agreement `verify` asks of the direct call and CuPy's matmul (the
+# two may pick different cuBLAS kernels; TF32 when CUPY_TF32 is set).
+VERIFY_TOLERANCE = {"float32": 1e-3, "float64": 1e-9, "float16": 1e-2}
+
+
 class UnsupportedGemm(RuntimeError):
     """A library GEMM this module cannot express as one cuBLAS call."""
 
@@ -153,6 +158,31 @@ class DirectCublas:
             c, dtype, ldc, sc, count, self._compute_type(np_dtype),
             _GEMM_DEFAULT_TENSOR_OP if self.tensor_ops else _GEMM_DEFAULT)
         self._check(status, "cublasGemmStridedBatchedEx")
+
+    def verify(self, spec: dict[str, Any], a_shape: Sequence[int], b_shape: Sequence[int],
+               stream: int) -> None:
+        """Run the GEMM of `spec` once on random operands of its shapes,
+        outside any capture, against CuPy's matmul: cuBLAS's one-time set-up
+        for these shapes is done before a capture records them, and a call
+        that disagrees raises `UnsupportedGemm` instead of ever giving a
+        wrong result in a graph."""
+        cp = self.cupy
+        _, np_dtype, _ = _TYPES.get(spec["library"], (0, np.float32, False))
+        rng = cp.random.default_rng(0)
+        a = rng.standard_normal(tuple(a_shape), dtype=np.float32).astype(np_dtype)
+        b = rng.standard_normal(tuple(b_shape), dtype=np.float32).astype(np_dtype)
+        want = cp.matmul(cp.swapaxes(a, -1, -2) if spec.get("transpose_a") else a,
+                         cp.swapaxes(b, -1, -2) if spec.get("transpose_b") else b)
+        got = cp.empty(want.shape, np_dtype)
+        cp.cuda.Device().synchronize()
+        self.gemm(spec, int(a.data.ptr), a_shape, int(b.data.ptr), b_shape,
+                  int(got.data.ptr), stream)
+        cp.cuda.runtime.streamSynchronize(stream)
+        scale = max(1.0, float(cp.abs(want).max())) if want.size else 1.0
+        err = float(cp.abs(got.astype(np.float64) - want).max()) if want.size else 0.0
+        if not err <= VERIFY_TOLERANCE[np.dtype(np_dtype).name] * scale:
+            raise UnsupportedGemm(f"direct cuBLAS call for {spec['library']} disagrees with "
+                                  f"CuPy's matmul (max error {err:.3g} at scale {scale:.3g})")
 
     def _use(self, stream: int) -> None:
         """Point the handle at `stream`, with our workspace (setStream resets it)."""

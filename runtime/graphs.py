@@ -236,22 +236,21 @@ class GraphRunner:
 
     def _library_blas(self, calls: list[Any], stream: Any) -> Any:
         """The runner's direct cuBLAS handle when `calls` hold library GEMMs
-        (None otherwise). Created once, it runs each GEMM once outside any
-        capture, so cuBLAS's one-time set-up (kernel loading, heuristics)
-        is not recorded; the device is idle first, so no replay in flight
-        sees the buffers it writes."""
+        (None otherwise). Created once, it first runs each GEMM on scratch
+        operands of the same shapes, outside any capture, against CuPy
+        (`DirectCublas.verify`): cuBLAS's one-time set-up is not recorded,
+        and a call that disagrees fails the capture instead of a result."""
         library = [c for c in calls if c[1] is None]
         if not library:
             return None
         if self._blas is None:
             from fusec.runtime.cublas_direct import DirectCublas
-            from fusec.runtime.library_gemm import run_library_call
+            from fusec.runtime.library_gemm import stream_pointer
 
             blas = DirectCublas(self.cupy)
-            self.cupy.cuda.runtime.deviceSynchronize()
             for launch, _, args in library:
-                run_library_call(launch, args, stream, blas)
-            stream.synchronize()
+                blas.verify(launch.library, args[0].shape, args[1].shape,
+                            stream_pointer(stream))
             self._blas = blas
         return self._blas
 
