@@ -8,6 +8,9 @@ object per call), the CuPy stream wrapping it. Per call it hands out the
 stream (as CuPy's object, for `Graph.launch`, and as a raw pointer, for
 `cudaMemcpyAsync`), the new output arrays with their addresses, and at the
 end the arrays the caller gets (host kinds wait for the stream first).
+For GPU kinds (`DEVICE_KINDS`) a graph captured for the new arrays'
+addresses writes them itself (`in_place`, set by the runner); host
+results are copied out of static buffers.
 
 | kind | stream | results |
 |---|---|---|

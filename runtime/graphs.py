@@ -38,9 +38,12 @@ the host for device arrays. The static and intermediate buffers are shared
 by all calls of a model: calls issued concurrently from *different*
 streams must not overlap (calls on one stream never do).
 
-A capture that fails (a library call that cannot be captured, a driver
-without support) is reported once and the model launches its kernels one
-by one from then on.
+Whether an address may be read or written in place (device or managed
+memory of the graph's GPU) is asked of the driver once, when a graph is
+captured for it; an array on another GPU is copied. A capture that fails
+(a library GEMM `cublas_direct.py` cannot express, a driver without
+support) is reported once and the model launches its kernels one by one
+from then on.
 """
 
 from __future__ import annotations
