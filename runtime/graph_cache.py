@@ -41,6 +41,9 @@ What keeps this bounded (`GraphCachePolicy`):
 Nothing else invalidates a graph: the executor's intermediate buffers and
 constants live as long as the executor, and an address that comes back
 after being freed and reallocated is read or written exactly as before.
+(Whether an address is on the graph's GPU is asked once, at capture: a
+process that frees an array on one GPU and gets its address back for an
+array on another would replay the earlier decision.)
 """
 
 from __future__ import annotations

@@ -85,3 +85,69 @@ def test_the_call_passes_our_b_as_cublas_a_with_its_stride() -> None:
     assert (pa, pb, pc) == (0xB, 0xA, 0xC)
     args = (transa, transb, m, n, k, lda, sa, ldb, sb, ldc, sc, count)
     np.testing.assert_allclose(_emulate(args, a, b), (a @ b).ravel(), rtol=1e-12)
+
+
+class _Host(np.ndarray):
+    """A NumPy array that answers `.data.ptr` like a CuPy array."""
+
+    @property
+    def data(self) -> Any:  # type: ignore[override]
+        from types import SimpleNamespace
+
+        return SimpleNamespace(ptr=self.ctypes.data)
+
+
+def _host_blas() -> Any:
+    """A DirectCublas over host memory: CuPy is NumPy, and the cuBLAS call
+    is `_emulate` reading and writing the buffers at the given addresses."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from fusec.runtime.cublas_direct import DirectCublas
+
+    def buffer(ptr: int, n: int, dtype: Any) -> np.ndarray:
+        raw = (ctypes.c_byte * (n * np.dtype(dtype).itemsize)).from_address(ptr)
+        return np.frombuffer(raw, dtype=dtype)
+
+    def gemm_ex(handle: Any, transa: int, transb: int, m: int, n: int, k: int, alpha: Any,
+                pa: int, t: int, lda: int, sa: int, pb: int, _t: int, ldb: int, sb: int,
+                beta: Any, pc: int, _c: int, ldc: int, sc: int, count: int, *rest: Any) -> int:
+        dtype = {0: np.float32, 1: np.float64, 2: np.float16}[t]
+        args = (transa, transb, m, n, k, lda, sa, ldb, sb, ldc, sc, count)
+        size_a = (count - 1) * sa + lda * (m if transa else k)
+        size_b = (count - 1) * sb + ldb * (k if transb else n)
+        a_ours, b_ours = buffer(pb, size_b, dtype), buffer(pa, size_a, dtype)
+        buffer(pc, count * sc, dtype)[:] = _emulate(args, a_ours, b_ours)
+        return 0
+
+    def standard_normal(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np.random.default_rng(0).standard_normal(shape, dtype=dtype).view(_Host)
+
+    cupy = SimpleNamespace(
+        random=SimpleNamespace(default_rng=lambda seed: SimpleNamespace(
+            standard_normal=standard_normal)),
+        matmul=np.matmul, swapaxes=np.swapaxes, abs=np.abs,
+        empty=lambda shape, dtype: np.empty(shape, dtype).view(_Host),
+        cuda=SimpleNamespace(Device=lambda: SimpleNamespace(synchronize=lambda: None),
+                             runtime=SimpleNamespace(streamSynchronize=lambda s: None)))
+    blas = DirectCublas.__new__(DirectCublas)
+    blas.lib = SimpleNamespace(cublasGemmStridedBatchedEx=gemm_ex)
+    blas.cupy, blas.handle, blas.tensor_ops, blas._stream = cupy, None, True, 0
+    return blas
+
+
+def test_verify_accepts_the_right_call_and_refuses_a_wrong_one(monkeypatch) -> None:
+    from fusec.runtime import cublas_direct
+
+    blas = _host_blas()
+    spec = {"library": "cublas_sgemm", "m": 4, "n": 5, "k": 3, "transpose_a": True,
+            "transpose_b": False, "batch": [2]}
+    blas.verify(spec, (2, 3, 4), (3, 5), 0)
+    right = cublas_direct.gemm_arguments
+
+    def forgets_transpose_a(s: dict[str, Any], a: Any, b: Any) -> Any:
+        return right({**s, "transpose_a": False}, a, b)
+
+    monkeypatch.setattr(cublas_direct, "gemm_arguments", forgets_transpose_a)
+    with pytest.raises(UnsupportedGemm, match="disagrees with CuPy's matmul"):
+        blas.verify({**spec, "m": 3, "k": 3}, (2, 3, 3), (3, 5), 0)
