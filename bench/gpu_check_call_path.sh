@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The call path on a GPU, in one command (at most 8 minutes: 170 s + 290 s caps):
+# The call path on a GPU, in one command (at most 9 minutes: 230 s + 290 s caps):
 # every test of the call path (GPU tests included), then bench/launch_path.py
 # with MobileNetV2's first call in fresh processes.
 #
@@ -34,9 +34,10 @@ PY
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 
 echo "== pytest: the call path"
-timeout 170 "$PY" -m pytest -q -o addopts="-ra" -p no:cacheprovider \
-    tests/test_gpu_call_path.py tests/test_call_path.py tests/test_kernel_cache.py \
-    tests/test_kernel_load_path.py tests/test_graph_io.py 2>&1 | tee "$RESULTS/pytest_callpath.log"
+timeout 230 "$PY" -m pytest -q -o addopts="-ra" -p no:cacheprovider \
+    tests/test_gpu_call_path.py tests/test_gpu_graphs.py tests/test_call_path.py \
+    tests/test_kernel_cache.py tests/test_kernel_load_path.py tests/test_graph_io.py \
+    tests/test_graph_cache.py tests/test_cublas_direct.py 2>&1 | tee "$RESULTS/pytest_callpath.log"
 tests=${PIPESTATUS[0]}
 
 echo "== bench/launch_path.py --mobilenet"

@@ -6,11 +6,16 @@ graphs, beside torch eager, torch.compile and torch.compile's CUDA graphs.
 Programs (issue 13): the 16-op elementwise chain at 4,096 elements and
 softmax at 64x1024 (bench/models' chain16 and softmax with their shapes
 replaced), and the GPT-2 block at B1 S64 D256 with 4 heads
-(bench/models/launch_path/gpt2_block_small.mlir). Each call is timed on the
+(bench/models/launch_path/gpt2_block_small.mlir), the block also with
+`gemm="library"` (cuBLAS captured in the graph). Each call is timed on the
 host clock, as a caller sees it: `iters` calls then one synchronisation,
-median over `repeat` runs, after a warm-up. torch CUDA tensors go in and
-come out. Also measured: the replay of a captured 20-kernel graph (a 20-op
-chain with fusion off) divided by its 20 launches.
+median over `repeat` runs, after a warm-up of `WARMUP_S` seconds of calls
+(GPU clocks up, caches and allocators warm, whatever ran before). Inputs:
+torch CUDA tensors (read in place by a graph captured for their
+addresses; results written in place into fresh tensors), CuPy arrays, and
+NumPy arrays (copied in and out through the static graph). Also measured:
+the replay of a captured 20-kernel graph (a 20-op chain with fusion off)
+divided by its 20 launches.
 
 `--mobilenet` also exports MobileNetV2 to ONNX (bench/onnx_models.py),
 imports it, and times `fusec.compile` + the first call in two fresh
@@ -40,16 +45,19 @@ from run_gpu import _check, _header, _write  # noqa: E402
 
 MODELS = HERE / "models"
 REPLAY_KERNELS = 20
+WARMUP_S = 0.2
 
 
-def programs() -> dict[str, tuple[str, str]]:
-    """name -> (model text, peer name in bench/peers.py)."""
+def programs() -> dict[str, tuple[str, str, str]]:
+    """name -> (model text, peer name in bench/peers.py, fusec --gemm)."""
     chain = (MODELS / "chain16.mlir").read_text().replace("268435456", "4096")
     softmax = (MODELS / "softmax.mlir").read_text().replace("16384x4096", "64x1024") \
         .replace("16384x1", "64x1")
     gpt2 = (MODELS / "launch_path" / "gpt2_block_small.mlir").read_text()
-    return {"chain16 4096": (chain, "chain16"), "softmax 64x1024": (softmax, "softmax"),
-            "gpt2 block B1 S64 D256": (gpt2, "gpt2_block")}
+    return {"chain16 4096": (chain, "chain16", "auto"),
+            "softmax 64x1024": (softmax, "softmax", "auto"),
+            "gpt2 block B1 S64 D256": (gpt2, "gpt2_block", "auto"),
+            "gpt2 block B1 S64 D256, gemm=library": (gpt2, "gpt2_block", "library")}
 
 
 def chain_text(ops: int, n: int = 4096) -> str:
@@ -68,8 +76,9 @@ def chain_text(ops: int, n: int = 4096) -> str:
 
 def host_time_us(torch: Any, fn: Any, iters: int, repeat: int) -> float:
     """Median microseconds per call on the host clock (`iters` calls, then
-    one synchronisation), after a warm-up."""
-    for _ in range(5):
+    one synchronisation), after `WARMUP_S` seconds of calls."""
+    end = time.perf_counter() + WARMUP_S
+    while time.perf_counter() < end:
         fn()
     torch.cuda.synchronize()
     samples = []
@@ -82,11 +91,11 @@ def host_time_us(torch: Any, fn: Any, iters: int, repeat: int) -> float:
     return statistics.median(samples)
 
 
-def measure_program(name: str, text: str, peer: Any, fusec: Any, torch: Any,
+def measure_program(name: str, text: str, peer: Any, gemm: str, fusec: Any, torch: Any,
                     args: argparse.Namespace) -> list[str]:
     """One program's table lines."""
-    graphs = fusec.compile(text, device="gpu")
-    plain = fusec.compile(text, device="gpu", graphs=False)
+    graphs = fusec.compile(text, device="gpu", gemm=gemm)
+    plain = fusec.compile(text, device="gpu", gemm=gemm, graphs=False)
     gen = torch.Generator(device="cuda").manual_seed(0)
     fp = graphs.signature
     inputs = [torch.randn(fp.values[v].shape, device="cuda", generator=gen) for v in fp.inputs]
@@ -95,15 +104,25 @@ def measure_program(name: str, text: str, peer: Any, fusec: Any, torch: Any,
     assert graphs.executor.graph is not None, "no graph was captured"
     ex = plain.executor
     outs, _ = ex.launch(inputs)
+    host = [t.cpu().numpy() for t in inputs]
+    import cupy
+
+    cp_in = [cupy.asarray(h) for h in host]
     it, rep = args.iters, args.repeat
     times = {
-        "fusec model(x), graphs": host_time_us(torch, lambda: graphs(*inputs), it, rep),
+        "fusec model(x), graphs, torch CUDA in place": host_time_us(
+            torch, lambda: graphs(*inputs), it, rep),
+        "fusec model(x), graphs, CuPy in place": host_time_us(
+            torch, lambda: graphs(*cp_in), it, rep),
+        "fusec model(x), graphs, NumPy in and out (copies)": host_time_us(
+            torch, lambda: graphs(*host), it, rep),
         "fusec model(x), no graphs": host_time_us(torch, lambda: plain(*inputs), it, rep),
         "fusec executor.launch (no graphs)": host_time_us(
             torch, lambda: ex.launch(inputs, outs), it, rep),
-        "torch eager": host_time_us(torch, lambda: peer(*inputs), it, rep),
     }
-    if not args.no_compile:
+    if gemm == "auto":  # a variant of a program above: its torch rows are those
+        times["torch eager"] = host_time_us(torch, lambda: peer(*inputs), it, rep)
+    if not args.no_compile and gemm == "auto":
         for label, mode in (("torch.compile", None), ("torch.compile reduce-overhead",
                                                        "reduce-overhead")):
             compiled = torch.compile(peer, mode=mode) if mode else torch.compile(peer)
@@ -116,24 +135,32 @@ def measure_program(name: str, text: str, peer: Any, fusec: Any, torch: Any,
 
 
 def replay_breakdown(model: Any, inputs: list[Any], torch: Any, args: argparse.Namespace) -> str:
-    """Host µs per call of each part of a replayed `model(x)`: where the
-    time goes beyond the graph itself."""
+    """Host µs per call of each part of a replayed `model(x)` on torch CUDA
+    tensors (graph captured for their addresses): where the time goes
+    beyond the graph itself; and how many graphs the runs captured."""
     runner = model.executor.graph
     it, rep = args.iters, args.repeat
+    model(*inputs)
+    key = next(reversed(runner.cache.entries))  # the graph of the last call
+    entry = runner.cache.entries[key]
     fed = [f(a) for f, a in zip(runner.feeds, inputs, strict=True)]
     sink = runner._sinks[fed[0][0]]
-    stream, sptr = sink.stream()
-    memcpy = runner._memcpy
+    stream, _ = sink.stream()
+    # Timed alone, the graph rewrites the last call's (dropped) result block,
+    # which torch's caching allocator still holds: no other array is live there.
     parts = {
         "feed inputs": lambda: [f(a) for f, a in zip(runner.feeds, inputs, strict=True)],
         "read stream": sink.stream,
-        "copies in": lambda: [memcpy(d, p, n, 4, sptr) for (_, p, _), d, n in
-                              zip(fed, runner.in_ptrs, runner.nbytes_in, strict=True)],
-        "graph.launch": lambda: runner.graph.launch(stream),
         "allocate outputs": sink.fresh,
+        "graph look-up": lambda: runner.cache.get(key),
+        "graph.launch": lambda: entry.graph.launch(stream),
+        "model(x) in all": lambda: model(*inputs),
     }
     cells = [f"{k} {host_time_us(torch, fn, it, rep):.1f}" for k, fn in parts.items()]
-    return "Replay breakdown (host µs per call): " + ", ".join(cells) + "."
+    return ("Replay breakdown (host µs per call): " + ", ".join(cells)
+            + f"; copies per call {len(entry.copy_in)} in, "
+            f"{0 if entry.copy_out is None else len(entry.copy_out)} out; "
+            f"{runner.cache.captures} graph(s) captured in all.")
 
 
 def measure_replay(fusec: Any, torch: Any, args: argparse.Namespace) -> list[str]:
@@ -142,10 +169,12 @@ def measure_replay(fusec: Any, torch: Any, args: argparse.Namespace) -> list[str
     assert model.launches == REPLAY_KERNELS, model.launches
     x = torch.randn(4096, device="cuda")
     model(x)
+    model(x)
     runner = model.executor.graph
+    graph = next(reversed(runner.cache.entries.values())).graph
     stream = runner.stream
     for _ in range(10):
-        runner.graph.launch(stream)
+        graph.launch(stream)
     samples = []
     import cupy
 
@@ -153,7 +182,7 @@ def measure_replay(fusec: Any, torch: Any, args: argparse.Namespace) -> list[str
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         start.record(stream)
         for _ in range(args.iters):
-            runner.graph.launch(stream)
+            graph.launch(stream)
         end.record(stream)
         end.synchronize()
         samples.append(cupy.cuda.get_elapsed_time(start, end) * 1e3 / args.iters)
@@ -162,7 +191,7 @@ def measure_replay(fusec: Any, torch: Any, args: argparse.Namespace) -> list[str
     return ["## launch_path: graph replay", "",
             f"A {REPLAY_KERNELS}-kernel graph (20-op chain at 4,096 elements, fusion off) "
             f"replays in {replay:.1f} µs: {replay / REPLAY_KERNELS:.2f} µs per kernel; "
-            f"model(x) with copy-in/out {call:.1f} µs per call.", ""]
+            f"model(x) on a torch CUDA tensor {call:.1f} µs per call.", ""]
 
 
 def first_call_child(mlir: str, params: str) -> int:
@@ -239,9 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     lines = _header(torch, float("nan"), float("nan"), title="fusec launch path")[:2]
     failed = 0
-    jobs: list[Any] = [(name, lambda n=name, t=text, pe=PEERS[peer]:
-                        measure_program(n, t, pe, fusec, torch, args))
-                       for name, (text, peer) in programs().items()]
+    jobs: list[Any] = [(name, lambda n=name, t=text, pe=PEERS[peer], g=gemm:
+                        measure_program(n, t, pe, g, fusec, torch, args))
+                       for name, (text, peer, gemm) in programs().items()]
     jobs.append(("replay", lambda: measure_replay(fusec, torch, args)))
     if args.mobilenet:
         jobs.append(("mobilenet", lambda: measure_mobilenet(torch)))

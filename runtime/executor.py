@@ -26,8 +26,10 @@ What happens on a call:
    caller's torch or CuPy stream, else fusec's own;
 7. outputs come back in the kind of the first input that is not NumPy
    (`runtime/arrays.py`);
-8. on a GPU with CuPy, the first call then captures the launches in a CUDA
-   graph, which every later call replays (`runtime/graphs.py`).
+8. on a GPU with CuPy, every later call replays a CUDA graph of the
+   launches, captured for the addresses of the caller's device arrays (no
+   copies) or for static buffers that host arrays are copied into
+   (`runtime/graphs.py`, `runtime/graph_cache.py`).
 """
 
 from __future__ import annotations
@@ -395,31 +397,35 @@ class Executor:
         self.enqueue(calls, stream)
         return results, storage
 
-    def enqueue(self, calls: list[Any], stream: Any) -> None:
-        """Launch bound `calls` on `stream`: library GEMMs through CuPy, the
-        GPU's kernels straight through `_Kernel.launch` (no dispatcher
-        look-up), the simulator's through their dispatchers."""
+    def enqueue(self, calls: list[Any], stream: Any, blas: Any = None) -> None:
+        """Launch bound `calls` on `stream`: library GEMMs through CuPy (or,
+        given `blas`, through that `cublas_direct.DirectCublas`, which can
+        be captured in a graph), the GPU's kernels straight through
+        `_Kernel.launch` (no dispatcher look-up), the simulator's through
+        their dispatchers."""
         core = None if self.simulator else core_stream(stream)
         with _quiet_float_errors(self.simulator):
             for launch, kernel, args in calls:
                 if kernel is None:
                     from fusec.runtime.library_gemm import run_library_call
 
-                    run_library_call(launch, args, stream)
+                    run_library_call(launch, args, stream, blas)
                 elif core is None:
                     kernel[launch.grid, launch.block, stream, launch.shared_bytes](*args)
                 else:
                     kernel.launch(args, launch.grid, launch.block, core, launch.shared_bytes)
 
-    def _bind(self, storage: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    def _bind(self, storage: dict[str, Any], keep: bool = True
+              ) -> tuple[list[Any], list[Any]]:
         """The (launch, kernel, argument views) of every launch and the
         output views, for the arrays in `storage`.
 
         Building device-array views costs tens of microseconds each in Python,
         more than a whole fused kernel runs, so the bound calls are kept for
         the last set of arrays (keyed by their device pointers): repeated
-        calls on the same inputs and outputs only enqueue kernels."""
-        key = None if self.simulator else tuple(
+        calls on the same inputs and outputs only enqueue kernels. A graph
+        capture binds with `keep=False`: it needs the views once."""
+        key = None if self.simulator or not keep else tuple(
             (v, _device_pointer(a)) for v, a in storage.items())
         if key is not None and self._bound is not None and self._bound[0] == key:
             return self._bound[1], self._bound[2]

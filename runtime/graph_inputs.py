@@ -48,6 +48,7 @@ class InputFeed:
         self.index = index
         self.shape = tuple(int(d) for d in spec.shape)
         self.dtype = np.dtype(spec.dtype)
+        self.strides = c_strides(self.shape, self.dtype)  # what a dense CAI array may state
         self._by_type: dict[type, Feeder] = {}
 
     def __call__(self, a: Any) -> Fed:
@@ -143,7 +144,7 @@ class InputFeed:
         iface = getattr(a, "__cuda_array_interface__", None)
         if not isinstance(iface, dict) or tuple(iface["shape"]) != self.shape \
                 or np.dtype(iface["typestr"]) != self.dtype \
-                or iface.get("strides") not in (None, c_strides(self.shape, self.dtype)):
+                or iface.get("strides") not in (None, self.strides):
             raise self.reject(a)
         return "cai", int(iface["data"][0]), a
 

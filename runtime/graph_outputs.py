@@ -8,6 +8,9 @@ object per call), the CuPy stream wrapping it. Per call it hands out the
 stream (as CuPy's object, for `Graph.launch`, and as a raw pointer, for
 `cudaMemcpyAsync`), the new output arrays with their addresses, and at the
 end the arrays the caller gets (host kinds wait for the stream first).
+For GPU kinds (`DEVICE_KINDS`) a graph captured for the new arrays'
+addresses writes them itself (`in_place`, set by the runner); host
+results are copied out of static buffers.
 
 | kind | stream | results |
 |---|---|---|
@@ -29,6 +32,8 @@ import numpy as np
 from fusec.runtime.library_gemm import external_stream
 
 Spec = tuple[tuple[int, ...], np.dtype[Any]]
+# Kinds whose arrays live on a GPU: read in place, results written in place.
+DEVICE_KINDS = frozenset({"torch", "cupy", "cai", "dlpack-cuda"})
 
 
 class ResultSink:
@@ -38,6 +43,8 @@ class ResultSink:
                  device_id: int) -> None:
         self.kind = kind
         self.wait = kind in ("numpy", "dlpack-cpu", "torch-cpu", "cai")
+        self.on_device = kind in DEVICE_KINDS
+        self.in_place = False  # set by the runner: a graph writes the results itself
         self._cupy = cupy
         self._external: dict[int, Any] = {}
         self._stream = self._stream_reader(kind, device_id)
@@ -89,9 +96,12 @@ class ResultSink:
             torch = sys.modules["torch"]
             tdt = getattr(torch, dtype.name)
             dev = torch.device("cuda", device_id) if kind == "torch" else torch.device("cpu")
+            # `new_empty` of an empty tensor parses no dtype or device per call
+            # (about a third cheaper than `torch.empty(shape, dtype=, device=)`)
+            template = torch.empty(0, dtype=tdt, device=dev)
 
             def torch_empty() -> tuple[Any, int]:
-                t = torch.empty(shape, dtype=tdt, device=dev)
+                t = template.new_empty(shape)
                 return t, t.data_ptr()
 
             return torch_empty

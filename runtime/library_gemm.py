@@ -1,5 +1,7 @@
 """Library calls of a plan (`{"library": "cublas_sgemm", ...}` launches):
-cuBLAS through CuPy, on the same stream as the kernels.
+cuBLAS through CuPy, on the same stream as the kernels. Inside a CUDA-graph
+capture, where CuPy refuses cuBLAS calls, they go straight to cuBLAS on a
+handle of the graph runner's own (`runtime/cublas_direct.py`).
 
 CuPy is optional: a plan that needs it fails with a clear message when it is
 missing (recompile with `--gemm fused` to get a plan without library calls).
@@ -50,12 +52,20 @@ def _as_cupy(cp: Any, a: Any) -> Any:
     return cp.asarray(a)  # numba device arrays: zero-copy through __cuda_array_interface__
 
 
-def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any) -> None:
-    """`C = op(A) @ op(B)` with CuPy on `stream`, written into the plan's C buffer."""
-    cp = _cupy()
+def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any,
+                     blas: Any = None) -> None:
+    """`C = op(A) @ op(B)` on `stream`, written into the plan's C buffer:
+    with CuPy, or, given `blas` (a `cublas_direct.DirectCublas`), straight
+    through cuBLAS, which a graph capture can record (CuPy refuses)."""
     spec = launch.library
-    assert spec is not None and cp is not None
+    assert spec is not None
     ptr = stream_pointer(stream)
+    if blas is not None:
+        a, b, c = args
+        blas.gemm(spec, _address(a), a.shape, _address(b), b.shape, _address(c), ptr)
+        return
+    cp = _cupy()
+    assert cp is not None
     ctx = external_stream(cp, ptr) if ptr else _NullContext()
     with ctx:
         a, b, c = (_as_cupy(cp, x) for x in args)
@@ -67,6 +77,10 @@ def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any) -> 
             cp.matmul(a, b, out=c)  # no temporary: nothing allocated, one kernel fewer
         else:
             c[...] = cp.matmul(a, b)
+
+
+def _address(a: Any) -> int:
+    return int(a.__cuda_array_interface__["data"][0])
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:

@@ -150,33 +150,3 @@ def test_torch_stream_is_read_as_a_raw_pointer_without_a_stream_object() -> None
     fake = SimpleNamespace(_C=raw)
     read = torch_raw_stream(fake, 3)
     assert read() == 0xABC and asked == [3]
-
-
-def test_replay_queues_copies_in_then_the_graph_then_copies_out() -> None:
-    """GraphRunner.__call__ with the capture and CUDA replaced by recorders."""
-    from fusec.runtime.graphs import GraphRunner
-
-    events: list[tuple[Any, ...]] = []
-    null = _Stream()
-    runtime = SimpleNamespace(memcpyAsync=lambda dst, src, n, kind, s: events.append(
-        ("copy", dst, src, n, kind, s)))
-    cupy = SimpleNamespace(cuda=SimpleNamespace(Stream=SimpleNamespace(null=null),
-                                                runtime=runtime))
-    fp = _fp()
-    runner = GraphRunner.__new__(GraphRunner)
-    runner.cupy, runner.executor = cupy, SimpleNamespace(fp=fp, cuda=None)
-    runner.feeds = [InputFeed(fp, i) for i in range(2)]
-    runner.out_specs = [((2, 4), np.dtype(np.float32))]
-    runner.in_ptrs, runner.out_ptrs = [0xA0, 0xB0], [0xC0]
-    runner.nbytes_in, runner.nbytes_out = [32, 32], [32]
-    runner.graph = SimpleNamespace(launch=lambda s: events.append(("graph", s)))
-    runner.device_id, runner._sinks, runner._memcpy = 0, {}, runtime.memcpyAsync
-    x, y = np.ones((2, 4), np.float32), torch.ones(2, 4)
-    (out,) = runner([x, y])
-    assert isinstance(out, torch.Tensor) and out.device.type == "cpu"  # the first non-NumPy
-    assert events == [("copy", 0xA0, x.ctypes.data, 32, 4, 0),
-                      ("copy", 0xB0, y.data_ptr(), 32, 4, 0), ("graph", null),
-                      ("copy", out.data_ptr(), 0xC0, 32, 4, 0)]
-    assert null.synced == 1  # host results: complete before they are returned
-    with pytest.raises(FusecError, match="@f takes 2 input"):
-        runner([x])
