@@ -114,9 +114,10 @@ def build(name: str, size: Size, seed: int = 0) -> Case:
     return Case(name, module, inputs, attention)
 
 
-def export(case: Case, path: Path) -> Any:
-    """`torch.onnx.export` of `case` with PyTorch's default exporter; the
-    ONNX model, also saved (one file) at `path`."""
+def export(case: Case, path: Path, exporter: str = "default") -> Any:
+    """`torch.onnx.export` of `case` with PyTorch's default exporter (or,
+    `exporter="torchscript"`, the older TorchScript one, opset 18); the ONNX
+    model, also saved (one file) at `path`."""
     import onnx
     import torch
 
@@ -134,18 +135,17 @@ def export(case: Case, path: Path) -> Any:
             return self.inner(**dict(zip(names, tensors, strict=True)))[0]
 
     args = tuple(torch.from_numpy(case.inputs[n]) for n in names)
+    wrapper = LastHidden(case.module).eval()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # exporter notices; shapes are static
-        program = torch.onnx.export(LastHidden(case.module).eval(), args,
-                                    input_names=names, output_names=["y"], verbose=False)
-    model = program.model_proto if program is not None else None
-    if model is None:  # an exporter that only writes files
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(LastHidden(case.module).eval(), args, str(path),
-                              input_names=names, output_names=["y"])
-        model = onnx.load(str(path))
-    onnx.save(model, str(path))
+        if exporter == "default":  # its own opset; the program in memory, weights and all
+            model = torch.onnx.export(wrapper, args, input_names=names, output_names=["y"],
+                                      verbose=False).model_proto
+        else:
+            torch.onnx.export(wrapper, args, str(path), input_names=names, output_names=["y"],
+                              dynamo=False, opset_version=18)
+            model = onnx.load(str(path))
+    onnx.save(model, str(path))  # one file, weights inline (the models are < 2 GB)
     return model
 
 
@@ -227,7 +227,7 @@ def run_case(case: Case, tmp: Path, args: argparse.Namespace) -> dict[str, str]:
     """Export, import, compile, run and compare one model; its table row."""
     path = tmp / f"{case.name}.onnx"
     t0 = time.perf_counter()
-    model = export(case, path)
+    model = export(case, path, args.exporter)
     exported = time.perf_counter() - t0
     cpu = ort_session(path, "CPUExecutionProvider")
     (ref,) = cpu.run(["y"], case.inputs)
@@ -294,6 +294,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="model and input dimensions (default: full on cuda, tiny on cpu)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cuda: check and time on the GPU; cpu: check, fusec in the simulator")
+    p.add_argument("--exporter", choices=["default", "torchscript"], default="default",
+                   help="torch.onnx.export as PyTorch exports by default (dynamo in "
+                        "PyTorch 2.9+, needs onnxscript), or the TorchScript exporter")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--params-above", type=int, default=PARAMS_ABOVE, metavar="BYTES")
@@ -329,8 +332,9 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"model": name, "attention": f"FAILED ({type(err).__name__}: {err})"}
             rows.append(row)
     s = SIZES[args.size]
-    title = (f"Hugging Face exports via ONNX, {args.size} ({s.layers} layers, hidden "
-             f"{s.hidden}, batch {s.batch}, seq {s.seq}, image {s.image}), {args.device}")
+    title = (f"Hugging Face exports via ONNX ({args.exporter} exporter), {args.size} "
+             f"({s.layers} layers, hidden {s.hidden}, batch {s.batch}, seq {s.seq}, "
+             f"image {s.image}), {args.device}")
     lines = table(rows, title)
     print("\n".join(lines), flush=True)
     if args.device == "cuda":
