@@ -27,6 +27,7 @@ CUBLAS_OP_T = 1
 CUDA_R_16BF = 14
 CUBLAS_COMPUTE_32F = 68
 CUBLAS_GEMM_DEFAULT = -1
+CUBLAS_POINTER_MODE_HOST = 0
 _BF16_BYTES = 2
 
 
@@ -111,21 +112,30 @@ def run_bf16_gemm(cp: Any, spec: dict[str, Any], a: Any, b: Any, c: Any) -> None
     arrays over the uint16 buffers."""
     cublas = cp.cuda.cublas
     handle = cp.cuda.device.get_cublas_handle()
-    one = np.ones(1, dtype=np.float32)  # host scalars: the handle's pointer mode is host
+    one = np.ones(1, dtype=np.float32)  # alpha and beta: host scalars, read at the call
     zero = np.zeros(1, dtype=np.float32)
-    alpha, beta = one.ctypes.data, zero.ctypes.data
-    first, second, out = _pointer(b), _pointer(a), _pointer(c)
-    for g in gemm_ex_calls(spec, a.shape, b.shape):
-        pa, pb, pc = (p + o * _BF16_BYTES for p, o in zip((first, second, out), g.offsets,
-                                                          strict=True))
-        if g.count == 1:
-            cublas.gemmEx(handle, g.trans_first, g.trans_second, g.m, g.n, g.k, alpha,
-                          pa, CUDA_R_16BF, g.ld_first, pb, CUDA_R_16BF, g.ld_second, beta,
-                          pc, CUDA_R_16BF, g.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
-        else:
-            cublas.gemmStridedBatchedEx(
-                handle, g.trans_first, g.trans_second, g.m, g.n, g.k, alpha,
-                pa, CUDA_R_16BF, g.ld_first, g.strides[0],
-                pb, CUDA_R_16BF, g.ld_second, g.strides[1], beta,
-                pc, CUDA_R_16BF, g.ldc, g.strides[2], g.count,
-                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+    pointers = (_pointer(b), _pointer(a), _pointer(c))
+    mode = cublas.getPointerMode(handle)  # CuPy's own routines may have left it on device
+    cublas.setPointerMode(handle, CUBLAS_POINTER_MODE_HOST)
+    try:
+        for g in gemm_ex_calls(spec, a.shape, b.shape):
+            _issue(cublas, handle, g, pointers, one.ctypes.data, zero.ctypes.data)
+    finally:
+        cublas.setPointerMode(handle, mode)
+
+
+def _issue(cublas: Any, handle: int, g: GemmExCall, pointers: tuple[int, int, int],
+           alpha: int, beta: int) -> None:
+    """One cublasGemmEx or cublasGemmStridedBatchedEx."""
+    pa, pb, pc = (p + o * _BF16_BYTES for p, o in zip(pointers, g.offsets, strict=True))
+    if g.count == 1:
+        cublas.gemmEx(handle, g.trans_first, g.trans_second, g.m, g.n, g.k, alpha,
+                      pa, CUDA_R_16BF, g.ld_first, pb, CUDA_R_16BF, g.ld_second, beta,
+                      pc, CUDA_R_16BF, g.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+    else:
+        cublas.gemmStridedBatchedEx(
+            handle, g.trans_first, g.trans_second, g.m, g.n, g.k, alpha,
+            pa, CUDA_R_16BF, g.ld_first, g.strides[0],
+            pb, CUDA_R_16BF, g.ld_second, g.strides[1], beta,
+            pc, CUDA_R_16BF, g.ldc, g.strides[2], g.count,
+            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)

@@ -68,11 +68,19 @@ class FakeCublas:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.mode = 1  # CUBLAS_POINTER_MODE_DEVICE: the runtime must switch to host
+
+    def getPointerMode(self, handle: int) -> int:
+        return self.mode
+
+    def setPointerMode(self, handle: int, mode: int) -> None:
+        self.mode = mode
 
     def gemmEx(self, handle: int, ta: int, tb: int, m: int, n: int, k: int, alpha: int,
                a: int, atype: int, lda: int, b: int, btype: int, ldb: int, beta: int,
                c: int, ctype: int, ldc: int, compute: int, algo: int) -> None:
         assert (atype, btype, ctype, compute) == (CUDA_R_16BF,) * 3 + (CUBLAS_COMPUTE_32F,)
+        assert self.mode == bf16_gemm.CUBLAS_POINTER_MODE_HOST  # alpha, beta: host pointers
         self.calls.append("gemmEx")
         self._one(ta, tb, m, n, k, _scalar(alpha), a, lda, b, ldb, _scalar(beta), c, ldc)
 
@@ -81,6 +89,7 @@ class FakeCublas:
                              btype: int, ldb: int, sb: int, beta: int, c: int, ctype: int,
                              ldc: int, sc: int, count: int, compute: int, algo: int) -> None:
         assert (atype, btype, ctype, compute) == (CUDA_R_16BF,) * 3 + (CUBLAS_COMPUTE_32F,)
+        assert self.mode == bf16_gemm.CUBLAS_POINTER_MODE_HOST
         self.calls.append(f"gemmStridedBatchedEx x{count}")
         for i in range(count):
             self._one(ta, tb, m, n, k, _scalar(alpha), a + 2 * i * sa, lda, b + 2 * i * sb,
@@ -196,7 +205,7 @@ def test_run_bf16_gemm_transposed_a_with_broadcast_batch() -> None:
         cublas=cublas, device=types.SimpleNamespace(get_cublas_handle=lambda: 1)))
     spec = {"m": 8, "n": 12, "k": 16, "transpose_a": True, "transpose_b": False, "batch": [3]}
     bf16_gemm.run_bf16_gemm(cp, spec, *(_Buffer(x) for x in bits))
-    assert cublas.calls == ["gemmStridedBatchedEx x3"]
+    assert cublas.calls == ["gemmStridedBatchedEx x3"] and cublas.mode == 1  # restored
     expected = np.swapaxes(bf16_values(bits[0]), 0, 1) @ bf16_values(bits[1])
     np.testing.assert_allclose(bf16_values(bits[2]), expected, rtol=element("bf16").tolerance,
                                atol=element("bf16").tolerance * float(np.abs(expected).max()))
