@@ -38,7 +38,8 @@ class ElementType:
     narrow: str  # callable text: compute value -> stored element ("" when equal)
     # The plan's name of the library GEMM (cuBLAS through CuPy, f32
     # accumulation for halves) that computes matmuls of it; "" for none.
-    # bf16 has none: CuPy needs ml_dtypes' bfloat16, which fusec does not require.
+    # bf16's calls cublasGemmEx on the uint16 buffers (runtime/bf16_gemm.py):
+    # CuPy's matmul needs ml_dtypes' bfloat16, which fusec does not require.
     library_gemm: str
     unit_roundoff: float  # 0.0 for exact (integer, boolean) types
     tau: float  # the fusion precision gate's relative drift bound (0.0: exact)
@@ -81,7 +82,7 @@ ELEMENT_TYPES: tuple[ElementType, ...] = (
     _float("f16", 2, "float16", "float16", "float16", "float32", "float32", "float16",
            "cublas_gemm_ex_f16", 10, 1e-2, 1e-2, "float16"),
     _float("bf16", 2, "float32", "uint16", "uint16", "float32", "bf16_to_f32", "f32_to_bf16",
-           "", 7, 5e-2, 2e-2, "bfloat16"),
+           "cublas_gemm_ex_bf16", 7, 5e-2, 2e-2, "bfloat16"),
     _exact("i1", 1, "bool", "boolean"),
     _exact("i8", 1, "int8", "int8"),
     _exact("i16", 2, "int16", "int16"),

@@ -18,6 +18,8 @@ from typing import Any
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import KernelLaunch
+from fusec.dialects.element_types import element
+from fusec.runtime.bf16_gemm import run_bf16_gemm
 
 
 def _cupy() -> Any:
@@ -69,6 +71,9 @@ def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any,
     ctx = external_stream(cp, ptr) if ptr else _NullContext()
     with ctx:
         a, b, c = (_as_cupy(cp, x) for x in args)
+        if spec["library"] == element("bf16").library_gemm:  # uint16 bits: cuBLAS directly
+            run_bf16_gemm(cp, spec, a, b, c)
+            return
         if spec.get("transpose_a"):
             a = cp.swapaxes(a, -1, -2)
         if spec.get("transpose_b"):

@@ -15,7 +15,8 @@ CuPy), the epilogue a pointwise group.
 ```
 
 The library needs each operand to be a group input, read directly or
-transposed (cuBLAS takes a transpose flag), in f32 or f64.
+transposed (cuBLAS takes a transpose flag), in a type whose row of
+`dialects/element_types.py` names a library GEMM (f64, f32, f16, bf16).
 """
 
 from __future__ import annotations

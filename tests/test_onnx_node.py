@@ -55,7 +55,7 @@ GENERATORS: dict[str, str] = {
     "Shape": "shape", "Size": "size", "Max": "max", "Min": "min",
     "LessOrEqual": "less_or_equal", "GreaterOrEqual": "greater_or_equal",
     "GlobalMaxPool": "globalmaxpool", "Dropout": "dropout",
-    "IsNaN": "isnan", "IsInf": "isinf",
+    "IsNaN": "isnan", "IsInf": "isinf", "GatherND": "gathernd",
 }
 
 # Per-op pass counts documented in docs/onnx.md; a drop is a regression.
@@ -63,7 +63,7 @@ EXPECTED_PASSES: dict[str, int] = {
     "Abs": 1, "Add": 2, "AveragePool": 13, "BatchNormalization": 2, "Cast": 6, "Clip": 9,
     "Clip (expanded)": 9, "Concat": 12, "Constant": 1, "ConstantOfShape": 3, "Conv": 6,
     "Div": 3, "Dropout": 8, "Equal": 2, "Erf": 1, "Exp": 2, "Expand": 2, "Flatten": 9,
-    "Gather": 4, "Gelu": 4, "Gelu (expanded)": 4, "Gemm": 11, "GlobalAveragePool": 2,
+    "Gather": 4, "GatherND": 3, "Gelu": 4, "Gelu (expanded)": 4, "Gemm": 11, "GlobalAveragePool": 2,
     "GlobalMaxPool": 2, "Greater": 2, "GreaterOrEqual": 2, "GreaterOrEqual (expanded)": 2,
     "Identity": 1, "IsInf": 4, "IsNaN": 2, "LayerNormalization": 19,
     "LayerNormalization (expanded)": 38, "Less": 2,

@@ -1,5 +1,5 @@
 """Layout and shape ONNX ops: Transpose, Reshape, Flatten, Squeeze, Unsqueeze,
-Expand, Concat, Slice, Split, Gather, Trilu, and the shape arithmetic
+Expand, Concat, Slice, Split, Gather, GatherND, Trilu, and the shape arithmetic
 (`Shape`, `Size`, `Constant`, `ConstantOfShape`) that exporters emit.
 
 Shapes are static, so `Shape` of an emitted value is a constant, and chains
@@ -209,6 +209,33 @@ def _gather(ctx: NodeCtx) -> Value:
     return ctx.em.op("gather", [data, indices], out, data.dtype, {"axis": axis}, ctx.hint)
 
 
+def _gather_nd(ctx: NodeCtx) -> Value:
+    """GatherND with constant indices (what exporters write: BERT's attention
+    mask `mask[:, None, None, :]` under the dynamo exporter) as one
+    `nn.gather`: data's batch and indexed dims flattened into one axis, each
+    index tuple turned into its row-major offset in that axis."""
+    ctx.only_attrs(("batch_dims",))
+    data = ctx.tensor(0)
+    indices = ctx.const(1, "the indices").astype(np.int64)
+    b = int(ctx.attr("batch_dims", 0))
+    r = indices.shape[-1] if indices.ndim else 0
+    if indices.ndim < 1 or not 0 <= b < indices.ndim or b + r > data.rank \
+            or tuple(indices.shape[:b]) != tuple(data.shape[:b]):
+        raise ctx.fail(f"indices of shape {list(indices.shape)} with batch_dims {b} do not "
+                       f"index data of shape {list(data.shape)}")
+    dims = np.asarray(data.shape[b:b + r], dtype=np.int64)
+    if np.any((indices < -dims) | (indices >= dims)):
+        raise ctx.fail(f"an index is out of range for dimensions {dims.tolist()}")
+    inner = np.where(indices < 0, indices + dims, indices).astype(np.int64)
+    offset = inner @ np.asarray([math.prod(data.shape[b + j + 1:b + r]) for j in range(r)],
+                                dtype=np.int64).reshape(r)
+    rows = math.prod(data.shape[b:b + r])
+    batch = np.arange(math.prod(data.shape[:b]), dtype=np.int64).reshape(
+        tuple(data.shape[:b]) + (1,) * (offset.ndim - b))
+    flat = ctx.em.reshape(data, [math.prod(data.shape[:b + r]), *data.shape[b + r:]], ctx.hint)
+    return _gather_const(ctx, flat, batch * rows + offset, 0)
+
+
 def _trilu(ctx: NodeCtx) -> Value:
     """`select(mask, x, 0)` with the triangular mask computed at import time."""
     ctx.only_attrs(("upper",))
@@ -275,6 +302,7 @@ HANDLERS: dict[str, Handler] = {
     "Slice": _slice,
     "Split": _split,
     "Gather": _gather,
+    "GatherND": _gather_nd,
     "Trilu": _trilu,
     "Shape": _shape,
     "Size": _size,
