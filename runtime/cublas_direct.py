@@ -40,7 +40,7 @@ import numpy as np
 WORKSPACE_BYTES = 32 * 1024 * 1024
 
 _OP_N, _OP_T = 0, 1
-_CUDA_R_32F, _CUDA_R_64F, _CUDA_R_16F = 0, 1, 2
+_CUDA_R_32F, _CUDA_R_64F, _CUDA_R_16F, _CUDA_R_16BF = 0, 1, 2, 14
 _COMPUTE_32F, _COMPUTE_32F_PEDANTIC, _COMPUTE_32F_FAST_TF32 = 68, 69, 77
 _COMPUTE_64F, _COMPUTE_64F_PEDANTIC = 70, 71
 _GEMM_DEFAULT, _GEMM_DEFAULT_TENSOR_OP = -1, 99
@@ -52,12 +52,14 @@ _TYPES = {
     "cublas_sgemm": (_CUDA_R_32F, np.float32, False),
     "cublas_dgemm": (_CUDA_R_64F, np.float64, True),
     "cublas_gemm_ex_f16": (_CUDA_R_16F, np.float16, False),
+    # bf16 tensors are uint16 bits in fusec's runtime (runtime/bf16_io.py)
+    "cublas_gemm_ex_bf16": (_CUDA_R_16BF, np.uint16, False),
 }
 
 
 # Relative agreement `verify` asks of the direct call and CuPy's matmul (the
 # two may pick different cuBLAS kernels; TF32 when CUPY_TF32 is set).
-VERIFY_TOLERANCE = {"float32": 1e-3, "float64": 1e-9, "float16": 1e-2}
+VERIFY_TOLERANCE = {"float32": 1e-3, "float64": 1e-9, "float16": 1e-2, "uint16": 2e-2}
 
 
 class UnsupportedGemm(RuntimeError):
@@ -171,13 +173,19 @@ class DirectCublas:
         rng = cp.random.default_rng(0)
         a = rng.standard_normal(tuple(a_shape), dtype=np.float32).astype(np_dtype)
         b = rng.standard_normal(tuple(b_shape), dtype=np.float32).astype(np_dtype)
-        want = cp.matmul(cp.swapaxes(a, -1, -2) if spec.get("transpose_a") else a,
-                         cp.swapaxes(b, -1, -2) if spec.get("transpose_b") else b)
+        if np_dtype is np.uint16:  # bf16 bits: random values, compared in f32
+            a, b = (_bf16_bits(rng.standard_normal(tuple(s), dtype=np.float32))
+                    for s in (a_shape, b_shape))
+        fa, fb = (_bf16_values(x) if np_dtype is np.uint16 else x for x in (a, b))
+        want = cp.matmul(cp.swapaxes(fa, -1, -2) if spec.get("transpose_a") else fa,
+                         cp.swapaxes(fb, -1, -2) if spec.get("transpose_b") else fb)
         got = cp.empty(want.shape, np_dtype)
         cp.cuda.Device().synchronize()
         self.gemm(spec, int(a.data.ptr), a_shape, int(b.data.ptr), b_shape,
                   int(got.data.ptr), stream)
         cp.cuda.runtime.streamSynchronize(stream)
+        if np_dtype is np.uint16:
+            got = _bf16_values(got)
         scale = max(1.0, float(cp.abs(want).max())) if want.size else 1.0
         err = float(cp.abs(got.astype(np.float64) - want).max()) if want.size else 0.0
         if not err <= VERIFY_TOLERANCE[np.dtype(np_dtype).name] * scale:
@@ -216,6 +224,16 @@ class DirectCublas:
                 self.lib, "cublasGetStatusString") else None
             raise UnsupportedGemm(f"{what} failed: "
                                   f"{text.decode() if text else f'status {status}'}")
+
+
+def _bf16_bits(x: Any) -> Any:
+    """float32 `x` (CuPy) as bf16 bits (truncated: random data only)."""
+    return (x.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _bf16_values(bits: Any) -> Any:
+    """bf16 bits (CuPy uint16) as float32 values."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def _bind(lib: Any) -> Any:

@@ -112,11 +112,17 @@ def _host_blas() -> Any:
     def gemm_ex(handle: Any, transa: int, transb: int, m: int, n: int, k: int, alpha: Any,
                 pa: int, t: int, lda: int, sa: int, pb: int, _t: int, ldb: int, sb: int,
                 beta: Any, pc: int, _c: int, ldc: int, sc: int, count: int, *rest: Any) -> int:
-        dtype = {0: np.float32, 1: np.float64, 2: np.float16}[t]
+        dtype = {0: np.float32, 1: np.float64, 2: np.float16, 14: np.uint16}[t]
         args = (transa, transb, m, n, k, lda, sa, ldb, sb, ldc, sc, count)
         size_a = (count - 1) * sa + lda * (m if transa else k)
         size_b = (count - 1) * sb + ldb * (k if transb else n)
         a_ours, b_ours = buffer(pb, size_b, dtype), buffer(pa, size_a, dtype)
+        if dtype is np.uint16:  # bf16 bits: f32 math, the result truncated to bf16
+            a_ours, b_ours = ((x.astype(np.uint32) << 16).view(np.float32)
+                              for x in (a_ours, b_ours))
+            product = _emulate(args, a_ours, b_ours).astype(np.float32)
+            buffer(pc, count * sc, dtype)[:] = (product.view(np.uint32) >> 16).astype(np.uint16)
+            return 0
         buffer(pc, count * sc, dtype)[:] = _emulate(args, a_ours, b_ours)
         return 0
 
@@ -151,3 +157,12 @@ def test_verify_accepts_the_right_call_and_refuses_a_wrong_one(monkeypatch) -> N
     monkeypatch.setattr(cublas_direct, "gemm_arguments", forgets_transpose_a)
     with pytest.raises(UnsupportedGemm, match="disagrees with CuPy's matmul"):
         blas.verify({**spec, "m": 3, "k": 3}, (2, 3, 3), (3, 5), 0)
+
+
+def test_verify_runs_bf16_as_bits_compared_in_f32() -> None:
+    """bf16 operands are uint16 bits: the direct call passes CUDA_R_16BF,
+    and verify compares its result, widened, with an f32 product."""
+    blas = _host_blas()
+    spec = {"library": "cublas_gemm_ex_bf16", "m": 4, "n": 5, "k": 8, "transpose_a": False,
+            "transpose_b": True, "batch": [3]}
+    blas.verify(spec, (3, 4, 8), (5, 8), 0)
