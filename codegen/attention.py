@@ -39,8 +39,8 @@ from xdsl.ir import BlockArgument
 from fusec.analysis.attention_pattern import AttentionPattern, match_attention
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.strided_view import StridedView
-from fusec.analysis.targets import DEFAULT_TARGET, get_target
 from fusec.codegen.attention_schedule import (
+    AttentionShape,
     AttentionTile,
     attention_registers,
     p_width,
@@ -63,17 +63,16 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects import nn
+from fusec.dialects.element_types import HALF_NAMES, element
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type, element_type_name, tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel
-from fusec.scheduling.attention import AttentionShape, choose_tile
 
 F32 = "float32"
 NEG_INF = float_literal(float("-inf"))
 ZERO = float_literal(0.0)
 FULL_MASK = "0xffffffff"
 ALIGN = 16  # bytes: the shared tiles' alignment, so that fragments load as vectors
-ITEM_BYTES = {"f16": 2, "bf16": 2}
 
 
 def find_pattern(body: GroupBody) -> AttentionPattern:
@@ -102,7 +101,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         body = GroupBody.of(flat)
         pattern = find_pattern(body)
         shape = _Shape.of(pattern)
-        tile = _tile(group, shape, len(body.args) + 1)
+        tile = _tile(group)
         name = sanitize_identifier(kernel_name)
         qtiles = -(-shape.s // tile.block_q)
         grid = (max(1, numel(shape.batch)) * qtiles, 1, 1)
@@ -122,11 +121,13 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
 
 
-def _tile(group: GroupOp, shape: _Shape, params: int) -> AttentionTile:
-    """The recorded tile, else the one chosen for the default target."""
-    tile = recorded_tile(group) or choose_tile(shape.sizes(params), get_target(DEFAULT_TARGET))
-    if isinstance(tile, str):
-        raise op_error(group, f"cannot generate this attention group: {tile}")
+def _tile(group: GroupOp) -> AttentionTile:
+    """The recorded tile (`scheduling/choose.py` records one on every
+    attention group before code generation: the emitter chooses nothing)."""
+    tile = recorded_tile(group)
+    if tile is None:
+        raise op_error(group, "attention group has no #fusion.attention schedule "
+                       "(tile-and-promote records one)")
     if (problem := tile.problem()) is not None:
         raise op_error(group, f"attention tile {tile.text()} is invalid: {problem}")
     return tile
@@ -138,8 +139,7 @@ def group_tile(group: GroupOp) -> tuple[AttentionTile, _Shape, int]:
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         shape = _Shape.of(find_pattern(body))
-    params = len(body.args) + 1
-    return _tile(group, shape, params), shape, params
+    return _tile(group), shape, len(body.args) + 1
 
 
 def group_shape(group: GroupOp) -> AttentionShape:
@@ -174,7 +174,8 @@ class _Shape:
 
     def sizes(self, params: int) -> AttentionShape:
         return AttentionShape(max(1, numel(self.batch)), self.s, self.skv, self.d, self.dv,
-                              params, ITEM_BYTES.get(self.element, 4))
+                              params,
+                              element(self.element).width if self.element in HALF_NAMES else 4)
 
     @staticmethod
     def of(p: AttentionPattern) -> _Shape:

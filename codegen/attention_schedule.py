@@ -103,6 +103,20 @@ class AttentionTile:
                                ("block_q", "block_k", "rows", "cols", "stages")))
 
 
+@dataclass(frozen=True)
+class AttentionShape:
+    """Sizes of one attention: batch x heads, queries, keys, head dims, and
+    the bytes of an operand element and of an output element."""
+
+    heads: int
+    s: int
+    skv: int
+    d: int
+    dv: int
+    params: int = 5
+    item: int = 4
+
+
 def recorded_tile(group: Operation) -> AttentionTile | None:
     """The tile of `group`'s `#fusion.attention` schedule, if it has one."""
     attr = group.attributes.get(SCHEDULE_KEY)

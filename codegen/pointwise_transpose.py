@@ -74,6 +74,7 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
+from fusec.dialects.element_types import numba_width
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
@@ -302,8 +303,7 @@ def _tiled_lines(plan: _Plan) -> tuple[list[str], tuple[int, int, int], frozense
 
 def tile_shared_bytes(plan: _Plan) -> int:
     """Shared memory of the tiled kernel: one padded tile per tiled operand."""
-    item = {"float64": 8, "int64": 8, "boolean": 1}
-    return sum(plan.tile * (plan.tile + 1) * item.get(_tile_type(key[0]), 4)
+    return sum(plan.tile * (plan.tile + 1) * numba_width(_tile_type(key[0]))
                for key in plan.tiled)
 
 

@@ -108,6 +108,12 @@ def of_device_dtype(dtype: str) -> ElementType:
     return BY_DEVICE_DTYPE[dtype]
 
 
+def numba_width(numba_type: str) -> int:
+    """Bytes of a value of numba type name `numba_type` (a compute type such
+    as "float32" or "boolean") staged in shared memory."""
+    return next(e.width for e in ELEMENT_TYPES if e.numba_type == numba_type)
+
+
 def of_host_dtype(dtype: str) -> ElementType | None:
     """The row a host array of NumPy dtype name `dtype` holds (float32 is
     f32, never the bf16 stand-in; "bfloat16", a torch or ml_dtypes name, is

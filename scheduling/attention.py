@@ -17,11 +17,11 @@ target, and whether fusing pays at all.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
 from fusec.analysis.targets import Target
 from fusec.codegen.attention_schedule import (
     STATIC_SHARED_LIMIT,
+    AttentionShape,
     AttentionTile,
     attention_registers,
     shared_bytes,
@@ -42,20 +42,6 @@ MAX_BLOCKS_PER_SM = 32
 # The three-kernel path: the scores are written by the QK kernel, read and
 # written by the softmax, read by the PV kernel.
 SCORE_PASSES = 4
-
-
-@dataclass(frozen=True)
-class AttentionShape:
-    """Sizes of one attention: batch x heads, queries, keys, head dims, and
-    the bytes of an operand element and of an output element."""
-
-    heads: int
-    s: int
-    skv: int
-    d: int
-    dv: int
-    params: int = 5
-    item: int = 4
 
 
 def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None

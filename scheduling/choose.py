@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.diagnostics import op_error
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
-from fusec.codegen.attention import group_tile as attention_tile
+from fusec.codegen.attention import group_shape as attention_group_shape
+from fusec.codegen.attention_schedule import recorded_tile as recorded_attention_tile
 from fusec.codegen.attention_schedule import shared_bytes as attention_shared
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.conv_pool import POOL_TILE, shared_tile
@@ -43,6 +45,7 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY, ContractionSchedule, ScheduleAttr
 from fusec.dialects.shapes import broadcast_shapes, numel
 from fusec.scheduling import reduction
+from fusec.scheduling.attention import choose_tile as choose_attention_tile
 from fusec.scheduling.contraction import (
     FALLBACK_TILES,
     GemmTile,
@@ -156,7 +159,13 @@ class Scheduler:
         """The tile fuse-attention chose (its `#fusion.attention` schedule);
         over the limit, a remark (the kernel's static shared memory cannot
         shrink below its tile)."""
-        tile, shape, _ = attention_tile(group)
+        tile = recorded_attention_tile(group)
+        shape = attention_group_shape(group)
+        if tile is None:  # a group written by hand: the fastest legal tile
+            chosen = choose_attention_tile(shape, self.target)
+            if isinstance(chosen, str):
+                raise op_error(group, f"cannot generate this attention group: {chosen}")
+            tile = chosen
         used = attention_shared(tile, shape.d, shape.dv)
         if used > self.limit:
             self.remarks.add("missed", f"group {_name(group)}: attention tile "

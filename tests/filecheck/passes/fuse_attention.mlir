@@ -62,12 +62,12 @@ func.func @mask_shape(%q: tensor<16x8xf32>, %kt: tensor<8x16xf32>, %v: tensor<16
 
 // -----
 
-// CHECK: missed: attention at nn.matmul (%o) not fused into one kernel: attention is fused in f32 only; this one computes in f16
-func.func @half(%q: tensor<16x8xf16>, %kt: tensor<8x16xf16>, %v: tensor<16x8xf16>) -> tensor<16x8xf16> {
-  %s = nn.matmul %q, %kt : (tensor<16x8xf16>, tensor<8x16xf16>) -> tensor<16x16xf16>
-  %p = nn.softmax %s {axis = -1} : tensor<16x16xf16>
-  %o = nn.matmul %p, %v : (tensor<16x16xf16>, tensor<16x8xf16>) -> tensor<16x8xf16>
-  func.return %o : tensor<16x8xf16>
+// CHECK: missed: attention at nn.matmul (%o) not fused into one kernel: attention is fused in f32, f16 or bf16 (f32 math) only; this one computes in f64
+func.func @double(%q: tensor<16x8xf64>, %kt: tensor<8x16xf64>, %v: tensor<16x8xf64>) -> tensor<16x8xf64> {
+  %s = nn.matmul %q, %kt : (tensor<16x8xf64>, tensor<8x16xf64>) -> tensor<16x16xf64>
+  %p = nn.softmax %s {axis = -1} : tensor<16x16xf64>
+  %o = nn.matmul %p, %v : (tensor<16x16xf64>, tensor<16x8xf64>) -> tensor<16x8xf64>
+  func.return %o : tensor<16x8xf64>
 }
 
 // -----
