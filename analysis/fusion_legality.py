@@ -164,13 +164,9 @@ def _classify(op: Operation) -> tuple[str, tuple[int, ...], tuple[int, ...], str
     if kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST) and not isinstance(op, nn.BatchNormOp):
         return "pointwise", shape, (), ""
     if isinstance(op, nn.ReduceOp):
-        axes = op.axes
-        rank = len(op.operand_shape())
-        if axes != tuple(range(rank - len(axes), rank)):
-            note = (f"it reduces the non-trailing axes {list(axes)} of {fmt(op.operand_shape())} "
-                    "and the row-reduction schedule needs the reduced axes innermost")
-            return "alone", shape, axes, note
-        return "reduction", op.operand_shape(), axes, ""
+        # Any axes: the reduction schedule walks non-trailing ones as a column
+        # (or strided row) layout, several passes included (scheduling/reduction.py).
+        return "reduction", op.operand_shape(), op.axes, ""
     if kind is OpKind.CONTRACTION:
         return "contraction", shape, (), ""
     if kind is OpKind.WINDOW:
