@@ -21,6 +21,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.targets import Target
 from fusec.codegen.group_body import compute_type
+from fusec.codegen.reduction_online import online_pair
 from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.dialects.schedule import ReductionSchedule
 
@@ -57,6 +58,11 @@ MAX_SPLITS = 4096
 # another so their loads are in flight together: one load per lane at a time
 # keeps about 8 KB in flight per SM, far from what HBM needs.
 STREAM_UNROLL = 4
+# Threads per block at most (the CUDA limit): a multi-pass reduction cannot
+# split its rows over blocks, so when its rows are too few to fill the GPU
+# (a column softmax of 8192 columns is 256 blocks of 32 columns) it widens
+# its lanes along the reduced axis up to this many threads per block.
+MAX_BLOCK_THREADS = 1024
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,12 @@ class ReductionOptions:
     fill_threads: int = 0  # 0: FILL_WAVES x the target's resident threads (for_target)
     min_split_elems: int = MIN_SPLIT_ELEMS
     unroll: int = STREAM_UNROLL
+    # Threads per block at most when a schedule that cannot split widens its
+    # lanes to fill the GPU (see `_widen`).
+    max_block_threads: int = MAX_BLOCK_THREADS
+    # A softmax's max and sum of exps in one pass when its row is re-read
+    # from memory (`codegen/reduction_online.py`): two reads, not three.
+    online: bool = True
 
 
 # The tunables the scheduler starts from (tests may swap it); `for_target`
@@ -110,6 +122,7 @@ class RowSchedule:
     splits: int = 1  # blocks sharing one row (`blockIdx.y`), see "Split rows"
     chunk: int = 0  # split rows: the row elements of one block (a multiple of `lanes`)
     unroll: int = STREAM_UNROLL  # row elements per lane per step of a streamed pass
+    online: bool = False  # a softmax's max and sum of exps share pass 1
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -155,9 +168,29 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
             cached.append(v)
             cache_bytes += size
     sched = RowSchedule(column, lanes, rows, cached, scratch, cache_bytes, unroll=opts.unroll)
+    # Re-read from memory (not every candidate cached): fold pass 2 into pass 1.
+    sched.online = (opts.online and len(cached) < len(cache_candidates(ra))
+                    and online_pair(ra) is not None)
     if opts.split:
         _split_rows(ra, sched, opts)
+    if sched.splits == 1:
+        _widen(ra, sched, opts)
     return sched
+
+
+def _widen(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
+    """Double the lanes of an unsplit schedule while its threads are fewer
+    than half of `fill_threads`, the row has elements for them, the block
+    stays within `max_block_threads` and the tree scratch within the budget:
+    the rows that cannot be split still fill the GPU."""
+    def threads() -> int:
+        return sched.grid(ra.rows)[0] * sched.rows_per_block * sched.lanes
+
+    while (2 * threads() <= opts.fill_threads and sched.lanes < ra.row_length
+           and 2 * sched.lanes * sched.rows_per_block <= opts.max_block_threads
+           and sched.cache_bytes + 2 * sched.scratch_bytes <= opts.shared_budget):
+        sched.lanes *= 2
+        sched.scratch_bytes *= 2
 
 
 def _split_rows(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
@@ -257,7 +290,8 @@ def to_attr(ra: RowAnalysis, sched: RowSchedule) -> ReductionSchedule:
     return ReductionSchedule.make(
         layout="column" if sched.column else "row", row=row, lanes=sched.lanes,
         rows_per_block=sched.rows_per_block, splits=sched.splits, chunk=sched.chunk,
-        per_lane=sched.per_lane, cached=len(sched.cached), unroll=sched.unroll)
+        per_lane=sched.per_lane, cached=len(sched.cached), unroll=sched.unroll,
+        online=int(sched.online))
 
 
 def from_attr(ra: RowAnalysis, attr: ReductionSchedule) -> RowSchedule:
@@ -272,4 +306,4 @@ def from_attr(ra: RowAnalysis, attr: ReductionSchedule) -> RowSchedule:
         cached=cached, scratch_bytes=scratch, cache_bytes=cache_bytes,
         registers=attr.str_field("row") == "registers", per_lane=attr.int_field("per_lane"),
         splits=attr.int_field("splits"), chunk=attr.int_field("chunk"),
-        unroll=attr.int_field("unroll"))
+        unroll=attr.int_field("unroll"), online=attr.int_field("online") == 1)
