@@ -23,8 +23,7 @@ finished sum is set to NaN then (`finish_lines`), as the reference has it.
 
 from __future__ import annotations
 
-from xdsl.ir import OpResult
-
+from fusec.analysis.reduction_passes import online_softmax_max
 from fusec.codegen.group_body import compute_type
 from fusec.codegen.kernel_source import float_literal, int_literal
 from fusec.codegen.reduction_plan import RowAnalysis
@@ -43,13 +42,7 @@ def online_pair(ra: RowAnalysis) -> tuple[nn.ReduceMaxOp, nn.ReduceSumOp] | None
         return None
     if not compute_type(first.results[0]).startswith("float"):
         return None
-    e = second.operands[0]
-    if not isinstance(e, OpResult) or not isinstance(e.op, nn.ExpOp):
-        return None
-    d = e.op.operands[0]
-    if not isinstance(d, OpResult) or not isinstance(d.op, nn.SubOp):
-        return None
-    if (d.op.operands[0], d.op.operands[1]) != (first.operands[0], first.results[0]):
+    if online_softmax_max(second) is not first:
         return None
     return first, second
 

@@ -10,7 +10,12 @@
 - column layout (the last axis is kept): threadIdx.x runs over rows;
 - split rows: when the rows' threads are fewer than half of what fills the
   target (`FILL_WAVES` x its resident threads), each row is split over
-  `splits` blocks of `chunk` elements.
+  `splits` blocks of `chunk` elements;
+- wide blocks: a schedule that cannot split (several passes, or a
+  row-shaped output) doubles its lanes instead, up to the threads per block
+  the target's registers allow, a column block then halving its columns
+  (`_widen`); a softmax's max and sum of exps share pass 1 when the row is
+  re-read from memory (`online`, `codegen/reduction_online.py`).
 """
 
 from __future__ import annotations
@@ -63,6 +68,9 @@ STREAM_UNROLL = 4
 # (a column softmax of 8192 columns is 256 blocks of 32 columns) it widens
 # its lanes along the reduced axis up to this many threads per block.
 MAX_BLOCK_THREADS = 1024
+# Columns of a column block at least, when a wide block trades columns for
+# lanes: a warp then reads two rows of 64 contiguous bytes (whole sectors).
+MIN_COLUMN_ROWS = 16
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,10 @@ def for_target(target: Target, opts: ReductionOptions | None = None,
     opts = opts or DEFAULT_OPTIONS
     fill = opts.fill_threads or FILL_WAVES * target.max_resident_threads
     budget = min(opts.shared_budget, shared_limit) if shared_limit else opts.shared_budget
-    return replace(opts, fill_threads=fill, shared_budget=budget)
+    # A block of more threads could not launch with the registers the target
+    # budgets per thread (numba sets no register cap).
+    block = min(opts.max_block_threads, target.registers_per_sm // target.register_budget)
+    return replace(opts, fill_threads=fill, shared_budget=budget, max_block_threads=block)
 
 
 @dataclass
@@ -180,17 +191,22 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
 
 def _widen(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
     """Double the lanes of an unsplit schedule while its threads are fewer
-    than half of `fill_threads`, the row has elements for them, the block
-    stays within `max_block_threads` and the tree scratch within the budget:
-    the rows that cannot be split still fill the GPU."""
+    than half of `fill_threads` and the row has elements for them: the rows
+    that cannot be split still fill the GPU. The block grows up to
+    `max_block_threads` (tree scratch and row cache within the budget); a
+    column block then halves its columns, down to `MIN_COLUMN_ROWS`."""
     def threads() -> int:
         return sched.grid(ra.rows)[0] * sched.rows_per_block * sched.lanes
 
-    while (2 * threads() <= opts.fill_threads and sched.lanes < ra.row_length
-           and 2 * sched.lanes * sched.rows_per_block <= opts.max_block_threads
-           and sched.cache_bytes + 2 * sched.scratch_bytes <= opts.shared_budget):
+    while 2 * threads() <= opts.fill_threads and sched.lanes < ra.row_length:
+        if (2 * sched.lanes * sched.rows_per_block <= opts.max_block_threads
+                and sched.cache_bytes + 2 * sched.scratch_bytes <= opts.shared_budget):
+            sched.scratch_bytes *= 2
+        elif sched.column and sched.rows_per_block > MIN_COLUMN_ROWS and not sched.cached:
+            sched.rows_per_block //= 2
+        else:
+            return
         sched.lanes *= 2
-        sched.scratch_bytes *= 2
 
 
 def _split_rows(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:

@@ -7,6 +7,8 @@ reference interpreter at tiny, odd shapes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -124,13 +126,22 @@ def test_online_statistics_with_infinities(monkeypatch: pytest.MonkeyPatch) -> N
     np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(("name", "launches"), [("column_softmax", 1), ("channel_stats", 2)])
+def test_bench_programs_kernel_counts(name: str, launches: int) -> None:
+    """At full size (compiled, not run): the column softmax is one kernel;
+    channel statistics keep 128 channels, too few rows for one multi-pass
+    kernel to fill the GPU, so the mean and the variance are two split
+    kernels, each reading the input once."""
+    text = (Path(__file__).parents[1] / "bench" / "programs" / f"{name}.mlir").read_text()
+    program = compile_model(text).program
+    assert len(program.functions[name].launches) == launches, program.kernels_source
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["column_softmax", "channel_stats"])
 def test_full_size_on_gpu(name: str) -> None:
     """The bench programs at full size on the GPU: at most 2 launches, the
     numbers of the reference interpreter."""
-    from pathlib import Path
-
     text = (Path(__file__).parents[1] / "bench" / "programs" / f"{name}.mlir").read_text()
     program = compile_model(text).program
     fn = next(iter(program.functions))
