@@ -126,6 +126,23 @@ def test_online_statistics_with_infinities(monkeypatch: pytest.MonkeyPatch) -> N
     np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("order", ["ascending", "descending", "random"])
+def test_online_statistics_rescale_over_long_columns(order: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each lane folds several elements: an ascending column raises the
+    running max at every element (every step rescales the sum)."""
+    monkeypatch.setattr(reduction, "DEFAULT_OPTIONS", NO_CACHE)
+    text = _softmax("log_softmax", (261, 3), 0)
+    program = compile_model(text).program
+    assert "ieee_exp(online_v" in program.kernels_source
+    x = np.random.default_rng(5).standard_normal((261, 3)).astype(np.float32) * 4
+    if order != "random":
+        x = np.sort(x, axis=0)[:: 1 if order == "ascending" else -1].copy()
+    expected = run_module(parse_module(make_context(), text, "t.mlir"), [x], "f")
+    got = run_program(program, "f", [x], device="sim")
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(("name", "launches"), [("column_softmax", 1), ("channel_stats", 2)])
 def test_bench_programs_kernel_counts(name: str, launches: int) -> None:
     """At full size (compiled, not run): the column softmax is one kernel;
