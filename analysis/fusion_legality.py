@@ -39,6 +39,10 @@ from fusec.analysis.cost_model import (
 )
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.pointwise_registers import pointwise_registers_of
+from fusec.analysis.reduction_passes import (
+    reduction_threads,
+    row_passes,
+)
 from fusec.analysis.targets import Target, get_target
 from fusec.analysis.transposed_operands import (
     tile_axes,
@@ -170,13 +174,9 @@ def _classify(op: Operation) -> tuple[str, tuple[int, ...], tuple[int, ...], str
     if kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST) and not isinstance(op, nn.BatchNormOp):
         return "pointwise", shape, (), ""
     if isinstance(op, nn.ReduceOp):
-        axes = op.axes
-        rank = len(op.operand_shape())
-        if axes != tuple(range(rank - len(axes), rank)):
-            note = (f"it reduces the non-trailing axes {list(axes)} of {fmt(op.operand_shape())} "
-                    "and the row-reduction schedule needs the reduced axes innermost")
-            return "alone", shape, axes, note
-        return "reduction", op.operand_shape(), axes, ""
+        # Any axes: the reduction schedule walks non-trailing ones as a column
+        # (or strided row) layout, several passes included (scheduling/reduction.py).
+        return "reduction", op.operand_shape(), op.axes, ""
     if kind is OpKind.CONTRACTION:
         return "contraction", shape, (), ""
     if kind is OpKind.WINDOW:
@@ -630,7 +630,18 @@ def kernel_cost(dep: DependencyAnalysis, target: Target, g: GroupInfo,
     moved = sum(map(dep.nbytes, g.inputs)) + sum(map(dep.nbytes, outputs))
     row = numel(tuple(g.shape[i] for i in g.axes)) if g.kind == "reduction" else 0
     threads = parallel_threads(g.kind, g.shape, row, target)
+    if g.kind == "reduction":
+        threads = _reduction_threads(target, g, outputs, threads)
     return KernelCost(moved, g.flops, threads, g.registers, path=kernel_path(g))
+
+
+def _reduction_threads(target: Target, g: GroupInfo, outputs: list[SSAValue],
+                       threads: int) -> int:
+    """The threads the reduction schedule will run: split rows fill the GPU,
+    a multi-pass group holds a block per few rows (`reduction_passes`)."""
+    passes = row_passes(g.ops, outputs, g.axes, len(g.shape))
+    block = min(target.max_threads_per_block, target.registers_per_sm // target.register_budget)
+    return reduction_threads(passes, g.shape, g.axes, block, target.max_resident_threads, threads)
 
 
 def kernel_path(g: GroupInfo) -> str:

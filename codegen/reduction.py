@@ -52,6 +52,7 @@ from collections.abc import Sequence
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.diagnostics import op_error
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import (
     GroupBody,
@@ -73,6 +74,12 @@ from fusec.codegen.kernel_source import (
     kernel_header,
     launch_text,
     unravel,
+)
+from fusec.codegen.reduction_online import (
+    finish_lines,
+    online_pair,
+    pair_tree_lines,
+    update_lines,
 )
 from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
 from fusec.codegen.reduction_registers import RowElements, Term, accumulate_lines
@@ -165,6 +172,11 @@ class _RowKernelWriter:
         self.row_x = PointEvaluator(self.body, ra.shape, self.coords)
         self.row_k = PointEvaluator(self.body, ra.kept_shape, kept_coords, suffix="_k")
         self.elements: RowElements | None = None
+        # The softmax (max, sum) reductions sharing pass 1 (schedule `online`).
+        self.online = online_pair(ra) if sched.online else None
+        if sched.online and self.online is None:
+            raise op_error(ra.body.group, "the schedule asks for online softmax statistics "
+                           "(online = 1), but the group has no max and sum of exps to share a pass")
         if sched.registers:
             self.elements = RowElements(
                 sched.per_lane, sched.lanes, ra.row_length, ra.reduce_shape,
@@ -175,6 +187,8 @@ class _RowKernelWriter:
         ra, s = self.ra, self.sched
         lines = self._setup()
         for stage in range(1, ra.stages + 1):
+            if self.online is not None and stage == 2:
+                continue  # accumulated in pass 1, combined with it
             lines += self._pass(stage)
             lines += self._combine(stage)
         if pass_roots(ra, ra.stages + 1):
@@ -289,6 +303,10 @@ class _RowKernelWriter:
             body_lines += ev.take_lines()
             if final:
                 body_lines += self._store_varying(root, val)
+            elif self.online is not None:
+                r_max, r_sum = self.online
+                body_lines += update_lines(r_max, f"acc{ra.reductions.index(r_max)}",
+                                           f"acc{ra.reductions.index(r_sum)}", val)
             else:
                 r = self._stage_reductions(stage)[k]
                 body_lines.append(_accumulate(r, f"acc{ra.reductions.index(r)}", val))
@@ -298,7 +316,7 @@ class _RowKernelWriter:
                                        ", ".join(r.name for r in self._stage_reductions(stage)))]
         accs = [] if final else [
             f"acc{ra.reductions.index(r)} = {identity_literal(r)}"
-            for r in self._stage_reductions(stage)
+            for r in self._stage_reductions(stage) + self._online_extra(stage)
         ]
         return head + hoisted + accs + self._row_loop(body_lines)
 
@@ -377,6 +395,11 @@ class _RowKernelWriter:
             lines += [*ev.take_lines(), f"{self._at(f'cache{k}', 'j')} = {val}"]
         return lines
 
+    def _online_extra(self, stage: int) -> list[nn.ReduceOp]:
+        """The sum that pass `stage` accumulates beside its own reductions
+        (the online softmax's, in pass 1)."""
+        return [self.online[1]] if self.online is not None and stage == 1 else []
+
     def _stage_reductions(self, stage: int) -> list[nn.ReduceOp]:
         return [r for r in self.ra.reductions if self.ra.stage[r.results[0]] == stage]
 
@@ -401,10 +424,13 @@ class _RowKernelWriter:
 
     def _combine(self, stage: int) -> list[str]:
         ra, s = self.ra, self.sched
-        reds = self._stage_reductions(stage)
+        reds = self._stage_reductions(stage) + self._online_extra(stage)
         idx = [ra.reductions.index(r) for r in reds]
         if s.registers:
             lines = block_combine_lines(reds, idx, s.lanes, s.lanes * s.rows_per_block)
+        elif self.online is not None:
+            lines = [f"{self._at(f'red{k}', 'lane')} = acc{k}" for k in idx]
+            lines += pair_tree_lines(self.online[0], idx[0], idx[1], s.lanes, s.column)
         else:
             lines = [f"{self._at(f'red{k}', 'lane')} = acc{k}" for k in idx]
             lines += combine_lines(reds, idx, s.lanes, s.column)
@@ -417,6 +443,8 @@ class _RowKernelWriter:
             lines.append(f"res{k} = {res}")
             target = self.row_x if ra.frame[r.results[0]] == "X" else self.row_k
             target.bound[r.results[0]] = f"res{k}"
+        if self.online is not None and stage == 1:
+            lines += finish_lines(self.online[0], f"res{idx[0]}", f"res{idx[1]}")
         return lines
 
     def _combine_splits(self, reds: list[nn.ReduceOp], idx: list[int]) -> list[str]:

@@ -71,6 +71,7 @@ GEMM_HOIST_MAX_THREADS = 64  # blocks up to this size get every K step's fragmen
 REDUCTION_BASE = 12  # lane, row, row base, the tree's indices
 REDUCTION_COLUMN_REGISTERS = 2  # the transposed tile's row and column
 REDUCTION_PER_REDUCE = 2  # a partial and its tree operand
+REDUCTION_ONLINE_REGISTERS = 2  # online softmax: the folded element and its rescale factor
 REDUCTION_EW_CAP = 3  # elementwise temporaries beyond this reuse registers
 REDUCTION_PER_ELEMENT = 1.5  # each unrolled element a lane walks per pass
 REDUCTION_PER_HELD_ELEMENT = 1.25  # a row element held in registers across passes
@@ -231,7 +232,8 @@ def _contraction(group: GroupOp, tile: GemmTile) -> RegisterEstimate:
 def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
     """Partials per reduction, elementwise temporaries, and the row elements
     a lane walks: held across passes when the schedule keeps the row in
-    registers, an unrolled loop otherwise."""
+    registers, an unrolled loop otherwise; an online softmax pass folds
+    each element into a running max and a rescaled sum."""
     ops = _ops(group)
     reds = [op for op in ops if op_kind(op) is OpKind.REDUCTION]
     ew = len(ops) - len(reds)
@@ -249,6 +251,7 @@ def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
     return _make(
         ("base", REDUCTION_BASE),
         ("column indexing", REDUCTION_COLUMN_REGISTERS if column else 0),
+        ("online statistics", REDUCTION_ONLINE_REGISTERS * schedule.int_field("online")),
         ("partials", REDUCTION_PER_REDUCE * max(1, len(reds))),
         ("temporaries", min(ew, REDUCTION_EW_CAP)),
         ("row elements", held),

@@ -9,7 +9,7 @@ attribute (docs/scheduling.md lists every field).
 %y = fusion.group (%x) {name = "g0", kind = "reduction",
     schedule = #fusion.reduction<layout = "row", row = "registers", lanes = 128,
                                  rows_per_block = 1, splits = 1, chunk = 0,
-                                 per_lane = 32, cached = 0, unroll = 4>} ...
+                                 per_lane = 32, cached = 0, unroll = 4, online = 0>} ...
 ```
 
 The syntax is `#fusion.<kind><key = value, ...>` with the parameters in
@@ -142,7 +142,9 @@ class ReductionSchedule(ScheduleAttr):
     the first `cached` cache candidates, `memory`: re-read); `lanes` threads
     per row, `rows_per_block` rows per block; a row split over `splits`
     blocks of `chunk` elements; `per_lane` row elements per lane held in
-    registers; `unroll` elements per lane per step of a streamed pass."""
+    registers; `unroll` elements per lane per step of a streamed pass;
+    `online` 1: the max and the sum of `exp(x - max)` of a softmax share the
+    first pass (`codegen/reduction_online.py`), 0: a pass each."""
 
     name = "fusion.reduction"
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -156,6 +158,7 @@ class ReductionSchedule(ScheduleAttr):
     per_lane: IntAttr
     cached: IntAttr
     unroll: IntAttr
+    online: IntAttr
 
 
 @irdl_attr_definition

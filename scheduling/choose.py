@@ -207,6 +207,8 @@ class Scheduler:
             attr = reduction.to_attr(ra, sched)
         split = (f", each row split over {sched.splits} blocks (the last to arrive combines "
                  "their partials)") if sched.splits > 1 else ""
+        if sched.online:
+            split += ", softmax max and sum of exps in one pass (online)"
         used = sched.scratch_bytes + sched.cache_bytes
         if sched.column:
             return attr, (f"reduction: column schedule, {sched.rows_per_block} columns x "

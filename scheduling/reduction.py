@@ -10,7 +10,12 @@
 - column layout (the last axis is kept): threadIdx.x runs over rows;
 - split rows: when the rows' threads are fewer than half of what fills the
   target (`FILL_WAVES` x its resident threads), each row is split over
-  `splits` blocks of `chunk` elements.
+  `splits` blocks of `chunk` elements;
+- wide blocks: a schedule that cannot split (several passes, or a
+  row-shaped output) doubles its lanes instead, up to the threads per block
+  the target's registers allow, a column block then halving its columns
+  (`_widen`); a softmax's max and sum of exps share pass 1 when the row is
+  re-read from memory (`online`, `codegen/reduction_online.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.targets import Target
 from fusec.codegen.group_body import compute_type
+from fusec.codegen.reduction_online import online_pair
 from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.dialects.schedule import ReductionSchedule
 
@@ -57,6 +63,14 @@ MAX_SPLITS = 4096
 # another so their loads are in flight together: one load per lane at a time
 # keeps about 8 KB in flight per SM, far from what HBM needs.
 STREAM_UNROLL = 4
+# Threads per block at most (the CUDA limit): a multi-pass reduction cannot
+# split its rows over blocks, so when its rows are too few to fill the GPU
+# (a column softmax of 8192 columns is 256 blocks of 32 columns) it widens
+# its lanes along the reduced axis up to this many threads per block.
+MAX_BLOCK_THREADS = 1024
+# Columns of a column block at least, when a wide block trades columns for
+# lanes: a warp then reads two rows of 64 contiguous bytes (whole sectors).
+MIN_COLUMN_ROWS = 16
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,12 @@ class ReductionOptions:
     fill_threads: int = 0  # 0: FILL_WAVES x the target's resident threads (for_target)
     min_split_elems: int = MIN_SPLIT_ELEMS
     unroll: int = STREAM_UNROLL
+    # Threads per block at most when a schedule that cannot split widens its
+    # lanes to fill the GPU (see `_widen`).
+    max_block_threads: int = MAX_BLOCK_THREADS
+    # A softmax's max and sum of exps in one pass when its row is re-read
+    # from memory (`codegen/reduction_online.py`): two reads, not three.
+    online: bool = True
 
 
 # The tunables the scheduler starts from (tests may swap it); `for_target`
@@ -92,7 +112,10 @@ def for_target(target: Target, opts: ReductionOptions | None = None,
     opts = opts or DEFAULT_OPTIONS
     fill = opts.fill_threads or FILL_WAVES * target.max_resident_threads
     budget = min(opts.shared_budget, shared_limit) if shared_limit else opts.shared_budget
-    return replace(opts, fill_threads=fill, shared_budget=budget)
+    # A block of more threads could not launch with the registers the target
+    # budgets per thread (numba sets no register cap).
+    block = min(opts.max_block_threads, target.registers_per_sm // target.register_budget)
+    return replace(opts, fill_threads=fill, shared_budget=budget, max_block_threads=block)
 
 
 @dataclass
@@ -110,6 +133,7 @@ class RowSchedule:
     splits: int = 1  # blocks sharing one row (`blockIdx.y`), see "Split rows"
     chunk: int = 0  # split rows: the row elements of one block (a multiple of `lanes`)
     unroll: int = STREAM_UNROLL  # row elements per lane per step of a streamed pass
+    online: bool = False  # a softmax's max and sum of exps share pass 1
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -155,9 +179,34 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
             cached.append(v)
             cache_bytes += size
     sched = RowSchedule(column, lanes, rows, cached, scratch, cache_bytes, unroll=opts.unroll)
+    # Re-read from memory (not every candidate cached): fold pass 2 into pass 1.
+    sched.online = (opts.online and len(cached) < len(cache_candidates(ra))
+                    and online_pair(ra) is not None)
     if opts.split:
         _split_rows(ra, sched, opts)
+    if sched.splits == 1:
+        _widen(ra, sched, opts)
     return sched
+
+
+def _widen(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
+    """Double the lanes of an unsplit schedule while its threads are fewer
+    than half of `fill_threads` and the row has elements for them: the rows
+    that cannot be split still fill the GPU. The block grows up to
+    `max_block_threads` (tree scratch and row cache within the budget); a
+    column block then halves its columns, down to `MIN_COLUMN_ROWS`."""
+    def threads() -> int:
+        return sched.grid(ra.rows)[0] * sched.rows_per_block * sched.lanes
+
+    while 2 * threads() <= opts.fill_threads and sched.lanes < ra.row_length:
+        if (2 * sched.lanes * sched.rows_per_block <= opts.max_block_threads
+                and sched.cache_bytes + 2 * sched.scratch_bytes <= opts.shared_budget):
+            sched.scratch_bytes *= 2
+        elif sched.column and sched.rows_per_block > MIN_COLUMN_ROWS and not sched.cached:
+            sched.rows_per_block //= 2
+        else:
+            return
+        sched.lanes *= 2
 
 
 def _split_rows(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
@@ -257,7 +306,8 @@ def to_attr(ra: RowAnalysis, sched: RowSchedule) -> ReductionSchedule:
     return ReductionSchedule.make(
         layout="column" if sched.column else "row", row=row, lanes=sched.lanes,
         rows_per_block=sched.rows_per_block, splits=sched.splits, chunk=sched.chunk,
-        per_lane=sched.per_lane, cached=len(sched.cached), unroll=sched.unroll)
+        per_lane=sched.per_lane, cached=len(sched.cached), unroll=sched.unroll,
+        online=int(sched.online))
 
 
 def from_attr(ra: RowAnalysis, attr: ReductionSchedule) -> RowSchedule:
@@ -272,4 +322,4 @@ def from_attr(ra: RowAnalysis, attr: ReductionSchedule) -> RowSchedule:
         cached=cached, scratch_bytes=scratch, cache_bytes=cache_bytes,
         registers=attr.str_field("row") == "registers", per_lane=attr.int_field("per_lane"),
         splits=attr.int_field("splits"), chunk=attr.int_field("chunk"),
-        unroll=attr.int_field("unroll"))
+        unroll=attr.int_field("unroll"), online=attr.int_field("online") == 1)

@@ -102,9 +102,11 @@ def test_softmax_row_in_registers_with_overhang() -> None:
     assert "cache0" not in program.kernels_source
 
 
-@pytest.mark.usefixtures("streamed")
-def test_softmax_row_longer_than_block() -> None:
-    # 300 elements > 256 lanes: each lane takes two elements of its row.
+def test_softmax_row_longer_than_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 300 elements > 256 lanes: each lane takes two elements of its row (the
+    # block held at 256 threads: 4 rows would otherwise widen to 512 lanes).
+    monkeypatch.setattr(reduction, "DEFAULT_OPTIONS",
+                        ReductionOptions(registers=False, max_block_threads=256))
     program = check_program(SOFTMAX.format(n=300))
     assert program.functions["f"].launches[0].block == (256, 1, 1)
 

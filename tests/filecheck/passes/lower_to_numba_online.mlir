@@ -1,0 +1,13 @@
+// RUN: fusec %s --verify-diagnostics -p lower-to-numba
+
+// The emitter obeys the attribute: online = 1 on a group without a softmax
+// is an error, not a silent two-pass kernel.
+func.func @bad_online(%x: tensor<8x4xf32>) -> tensor<1x4xf32> {
+  // expected-error @+1 {{the schedule asks for online softmax statistics (online = 1), but the group has no max and sum of exps to share a pass}}
+  %s = fusion.group (%x) {name = "g0", kind = "reduction", schedule = #fusion.reduction<layout = "column", row = "memory", lanes = 4, rows_per_block = 4, splits = 1, chunk = 0, per_lane = 0, cached = 0, unroll = 4, online = 1>} : (tensor<8x4xf32>) -> tensor<1x4xf32> {
+  ^bb0(%a: tensor<8x4xf32>):
+    %r = nn.reduce_sum %a {axes = [0], keepdims = true} : (tensor<8x4xf32>) -> tensor<1x4xf32>
+    fusion.yield %r : tensor<1x4xf32>
+  }
+  func.return %s : tensor<1x4xf32>
+}
