@@ -85,8 +85,11 @@ def program_signatures(program: Program) -> dict[str, Signature]:
     return out
 
 
-def ptxas_usage(ptx: str, ptxas: str | None = None) -> dict[str, int]:
-    """Registers and spill bytes of the kernel in `ptx`, by `ptxas -v`."""
+def ptxas_usage(ptx: str, ptxas: str | None = None, arch: str = PTXAS_ARCH,
+                max_registers: int = 0) -> dict[str, int]:
+    """Registers and spill bytes of the kernel in `ptx`, by `ptxas -v` for
+    `arch`, capped at `max_registers` per thread when > 0 (what numba's
+    `max_registers` asks of the linker)."""
     tool = ptxas or shutil.which("ptxas")
     if tool is None:
         return {"registers": UNKNOWN, "spill_bytes": UNKNOWN, "spill_stores": UNKNOWN,
@@ -94,8 +97,9 @@ def ptxas_usage(ptx: str, ptxas: str | None = None) -> dict[str, int]:
     with tempfile.TemporaryDirectory(prefix="fusec-ptxas-") as tmp:
         src = Path(tmp) / "kernel.ptx"
         src.write_text(ptx, encoding="utf-8")
+        cap = [f"-maxrregcount={max_registers}"] if max_registers > 0 else []
         proc = subprocess.run(
-            [tool, f"-arch={PTXAS_ARCH}", "-v", str(src), "-o", str(Path(tmp) / "kernel.cubin")],
+            [tool, f"-arch={arch}", "-v", *cap, str(src), "-o", str(Path(tmp) / "kernel.cubin")],
             capture_output=True, text=True, timeout=PTXAS_TIMEOUT_S, check=False,
         )
     report = proc.stdout + proc.stderr
