@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
 
@@ -82,7 +82,6 @@ class KernelProbe:
     compiled: int = 0
     cached: int = 0
     note: str = ""
-    _counts: dict[str, tuple[int, int]] = field(default_factory=dict[str, tuple[int, int]])
 
     def count(self, group: GroupOp, target: Target, cap: int = 0) -> KernelCount | None:
         """The ptxas count of `group`'s kernel on `target` (capped at `cap`
@@ -96,12 +95,12 @@ class KernelProbe:
             cc = target.compute_capability
             key = json.dumps([_without_comments(kernel.text), signature, cc, cap])
             threads = _threads(kernel)
-            if key in self._counts:
+            if key in _COUNTS:
                 self.cached += 1
             else:
-                self._counts[key] = _assemble(source, signature, cc, cap)
+                _COUNTS[key] = _assemble(source, signature, cc, cap)
                 self.compiled += 1
-            regs, spills = self._counts[key]
+            regs, spills = _COUNTS[key]
             return KernelCount(regs, spills, threads)
         except ProbeUnavailable as err:
             self.note = str(err)
@@ -113,6 +112,12 @@ class KernelProbe:
         """`ptxas sm_90 counted 5 kernels (2 more from the cache) in 3.1 s`."""
         return (f"ptxas counted {self.compiled} kernel(s) ({self.cached} more from the cache) "
                 f"in {self.seconds:.1f} s")
+
+
+# (registers, spill bytes) per kernel key, for the whole process: a kernel met
+# again (the same group in another compile, a stage that split the same way)
+# is never assembled twice.
+_COUNTS: dict[str, tuple[int, int]] = {}
 
 
 class ProbeUnavailable(Exception):
