@@ -23,6 +23,7 @@ from fusec.dialects.shapes import numel
 POINTWISE_FLOOR = 31  # thread index, grid-stride loop, bounds, a few addresses
 POINTWISE_FLOOR_PER_OP = 1  # each op past the first adds a temporary ...
 POINTWISE_FLOOR_OPS = 6  # ... up to this many ops; later ones reuse registers
+POINTWISE_LINE_BASE = 4  # past the floor: thread index and bounds beside the values in flight
 POINTWISE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its share of the address
 POINTWISE_COORD_REGISTERS = 1  # per element and non-power-of-two dimension unravelled
 POINTWISE_SCALAR_KERNEL = 8  # a one-element output: no loop, no bounds
@@ -49,9 +50,10 @@ def pointwise_parts(unroll: int, arrays: int, scalars: int, coords: int, ops: in
     floor = POINTWISE_FLOOR + POINTWISE_FLOOR_PER_OP * min(max(0, ops - 1), POINTWISE_FLOOR_OPS)
     flight = POINTWISE_ARRAY_REGISTERS_PER_ELEMENT * unroll * arrays
     coordinates = POINTWISE_COORD_REGISTERS * unroll * coords
-    if floor >= flight + coordinates:
+    if floor >= POINTWISE_LINE_BASE + flight + coordinates:
         return (("base", POINTWISE_FLOOR), ("ops", floor - POINTWISE_FLOOR))
-    return (("arrays in flight", flight), ("coordinates", coordinates))
+    return (("base", POINTWISE_LINE_BASE), ("arrays in flight", flight),
+            ("coordinates", coordinates))
 
 
 def pointwise_registers_of(ops: Sequence[Operation], inputs: Iterable[SSAValue],

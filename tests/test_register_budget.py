@@ -283,8 +283,10 @@ def test_estimate_within_25_percent_of_ptxas_on_large_schedules() -> None:
     # the re-tiled GEMMs register-budget falls back to
     mlp = (EXAMPLES / "mlp.mlir").read_text(encoding="utf-8")
     for cap in (100, 64):
-        module = run_pipeline(mlp, FULL.replace("register-budget",
-                                                f"register-budget{{max_registers={cap}}}"))
+        module = run_pipeline(mlp, FULL.replace(
+            "register-budget", f"register-budget{{max_registers={cap} ptxas=false}}"))
+        for g in groups(module):  # the estimate predicts the uncapped count: under
+            del g.attributes["max_registers"]  # -maxrregcount ptxas fills up to the cap
         assert_estimates(generate_program(module), f"mlp cap {cap}")
 
 
