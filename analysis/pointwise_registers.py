@@ -75,7 +75,7 @@ def pointwise_registers_of(ops: Sequence[Operation], inputs: Iterable[SSAValue],
                     and isinstance(v, OpResult) and v.op in ops and v not in written)
         live += sum(1 for r in op.results if r in last_use and r not in written)
         widest = max(widest, live)
-    one = all(numel(tensor_shape(v)) == 1 for v in written)
+    one = bool(written) and all(numel(tensor_shape(v)) == 1 for v in written)
     computing = sum(1 for op in ops if op.name != "nn.constant")
     parts = pointwise_parts(elements_per_thread, arrays, scalars, 0, computing, one)
     return round(sum(v for _, v in parts) + POINTWISE_LIVE_REGISTERS * widest)

@@ -178,7 +178,7 @@ def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:
         # a power-of-two extent unravels with shifts; any other with a
         # multiply-high sequence whose temporaries live per element
         odd = sum(1 for d in plan.iter_shape[1:] if d & (d - 1))
-    one = all(numel(tensor_shape(v)) == 1 for v in _outputs(group))
+    one = bool(_outputs(group)) and all(numel(tensor_shape(v)) == 1 for v in _outputs(group))
     return _make(*pointwise_parts(unroll, arrays, scalars, odd, len(_ops(group)), one))
 
 
