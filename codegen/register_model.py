@@ -90,6 +90,10 @@ WINDOW_DEPTHWISE_WEIGHT = 0.375  # per weight a depthwise thread holds
 WINDOW_DEPTHWISE_STAGED = 1.0  # per element of the halo tile a thread stages
 WINDOW_DEPTHWISE_LANES = 1.25  # per doubling of the lanes that own outputs
 WINDOW_DEPTHWISE_ACROSS = 12  # a tile narrower than the image
+# A pool thread's each further output row: its running max or sum and its rows'
+# taps in flight (fitted 2026-12-01 on lone 2x2 to 5x5 pools of 56x56 images,
+# ptxas 31-56; a thread with one output row is unchanged)
+WINDOW_POOL_PER_OUTPUT_ROW = 4
 WINDOW_PREFETCHED = {"pixels": 1.375, "general": 1.75}  # per element held by a pipelined step
 
 
@@ -311,6 +315,8 @@ def window_estimate(group: GroupOp, tiled: TiledWindow) -> RegisterEstimate:
         # the image makes its column offset, and every halo clamp, a variable
         indexing = WINDOW_DEPTHWISE_LANES * math.log2(tiled.lanes)
         indexing += WINDOW_DEPTHWISE_ACROSS * (tiled.spatial_tiles[1] > 1)
+        if g.kind != "conv":
+            extra += WINDOW_POOL_PER_OUTPUT_ROW * (p.pt - 1)
     return _make(
         ("base", WINDOW_TILED_BASE[mode]),
         ("indexing", indexing),

@@ -294,8 +294,6 @@ POOLS = [(2, 2, "max"), (3, 2, "max"), (3, 1, "max"), (2, 2, "avg"), (5, 1, "max
 
 
 @needs_ptxas
-@pytest.mark.xfail(strict=True, reason="lone tiled pools: the depthwise-path estimate is "
-                   "flat (32-34) where ptxas counts 31-56 with the tile shape; refit pending")
 def test_lone_pool_estimates_within_25_percent() -> None:
     """Lone 2-D pools (the conv + pool fusion is refused when the direct-loop
     kernel would be slower, so pools now often run alone)."""
