@@ -111,6 +111,8 @@ class Target:
     """Fraction of the attention schedule's modelled clocks the fused SIMT
     kernel reaches (latency, barriers, the softmax's serial part). Not yet
     measured per tile: bench/attention_sweep.py prints what fits."""
+    compute_capability: tuple[int, int] = (9, 0)
+    """What kernels are compiled for when ptxas counts their registers."""
     max_grid_x: int = 2**31 - 1
     """Blocks a launch may have along grid x (CUDA's limit since sm_30)."""
     max_grid_yz: int = 65535
@@ -196,6 +198,7 @@ A100 = Target(
     tf32_gemm_flops=125e12,
     launch_overhead=1.0e-6,
     python_launch_overhead=20e-6,
+    compute_capability=(8, 0),
 )
 
 # A consumer GDDR6X card (RTX 4090-like, Ada sm_89): 1.01 TB/s peak, ~0.92 copy;
@@ -219,6 +222,7 @@ RTX4090 = Target(
     tf32_gemm_flops=70e12,
     launch_overhead=1.0e-6,
     python_launch_overhead=20e-6,
+    compute_capability=(8, 9),
 )
 
 # An embedded part (Jetson AGX Orin-like, Ampere GA10B): 16 SMs, LPDDR5 shared
@@ -243,6 +247,7 @@ ORIN = Target(
     tf32_gemm_flops=17e12,
     launch_overhead=3.0e-6,
     python_launch_overhead=40e-6,
+    compute_capability=(8, 7),
 )
 
 TARGETS: dict[str, Target] = {t.name: t for t in (H200, H100, A100, RTX4090, ORIN)}

@@ -44,10 +44,12 @@ from fusec.analysis.program import (
 from fusec.analysis.targets import DEFAULT_TARGET, Target, get_target
 from fusec.codegen.kernel_source import (
     KERNEL_PRELUDE,
+    MAX_REGISTERS_ATTR,
     KernelParam,
     KernelSource,
     NameTable,
     UnsupportedTypeError,
+    capped,
     value_dtype,
 )
 from fusec.codegen.launch_grid import fit_grid
@@ -226,6 +228,7 @@ class _FunctionBuilder:
         except NotImplementedError as err:  # an emitter's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
         kernel = fit_grid(kernel, self.target)  # within the target's grid limits, or a bug
+        kernel = capped(kernel, _int_attr(group, MAX_REGISTERS_ATTR))  # `--max-registers`
         self.kernels.append(kernel)
         annotate(group, kernel)
         workspaces = self.workspace_ids(kernel)
@@ -250,7 +253,11 @@ class _FunctionBuilder:
 
 def _est_registers(group: GroupOp) -> int:
     """The `est_registers` register-budget recorded on the group (0: not run)."""
-    attr = group.attributes.get("est_registers")
+    return _int_attr(group, "est_registers")
+
+
+def _int_attr(group: GroupOp, key: str) -> int:
+    attr = group.attributes.get(key)
     return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 

@@ -20,6 +20,7 @@ Nothing from the model reaches it except through `sanitize_identifier`
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
 import math
 import re
@@ -408,3 +409,18 @@ def launch_text(grid: Sequence[int], block: Sequence[int], per_thread: str = "")
     """`grid (16, 1, 1) x block (256, 1, 1)` plus what one thread does."""
     text = f"grid {tuple(grid)} x block {tuple(block)}"
     return f"{text}, {per_thread}" if per_thread else text
+
+
+MAX_REGISTERS_ATTR = "max_registers"  # on a group: cap its kernel at N registers per thread
+
+
+def capped(kernel: KernelSource, max_registers: int) -> KernelSource:
+    """`kernel` declared with numba's `max_registers=N` (the linker's
+    `maxrregcount`: registers past N spill to local memory), on the GPU only
+    (the simulator's `cuda.jit` takes no such option)."""
+    old = f"@cuda.jit\ndef {kernel.name}("
+    if max_registers <= 0 or old not in kernel.text:
+        return kernel
+    new = (f"@cuda.jit if numba.cuda.core.config.ENABLE_CUDASIM "
+           f"else cuda.jit(max_registers={max_registers})\ndef {kernel.name}(")
+    return dataclasses.replace(kernel, text=kernel.text.replace(old, new, 1))

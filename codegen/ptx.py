@@ -58,9 +58,11 @@ signatures = json.load(open(work + "/signatures.json"))
 cc = tuple(json.load(open(work + "/cc.json")))
 for k, (name, args) in enumerate(sorted(signatures.items())):
     sig = tuple(types.Array(getattr(types, t), ndim, "C") for ndim, t in args)
-    ptx, _ = cuda.compile_ptx(getattr(module, name).py_func, sig, cc=cc)
+    kernel = getattr(module, name)
+    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
     open(f"{work}/{k}.ptx", "w").write(ptx)
-    print(json.dumps([name, f"{k}.ptx"]), flush=True)
+    cap = int(kernel.targetoptions.get("max_registers") or 0)  # a linker option, not in the PTX
+    print(json.dumps([name, f"{k}.ptx", cap]), flush=True)
 """
 
 _REGISTERS = re.compile(r"Used (\d+) registers")
@@ -85,8 +87,11 @@ def program_signatures(program: Program) -> dict[str, Signature]:
     return out
 
 
-def ptxas_usage(ptx: str, ptxas: str | None = None) -> dict[str, int]:
-    """Registers and spill bytes of the kernel in `ptx`, by `ptxas -v`."""
+def ptxas_usage(ptx: str, ptxas: str | None = None, arch: str = PTXAS_ARCH,
+                max_registers: int = 0) -> dict[str, int]:
+    """Registers and spill bytes of the kernel in `ptx`, by `ptxas -v` for
+    `arch`, capped at `max_registers` per thread when > 0 (what numba's
+    `max_registers` asks of the linker)."""
     tool = ptxas or shutil.which("ptxas")
     if tool is None:
         return {"registers": UNKNOWN, "spill_bytes": UNKNOWN, "spill_stores": UNKNOWN,
@@ -94,8 +99,9 @@ def ptxas_usage(ptx: str, ptxas: str | None = None) -> dict[str, int]:
     with tempfile.TemporaryDirectory(prefix="fusec-ptxas-") as tmp:
         src = Path(tmp) / "kernel.ptx"
         src.write_text(ptx, encoding="utf-8")
+        cap = [f"-maxrregcount={max_registers}"] if max_registers > 0 else []
         proc = subprocess.run(
-            [tool, f"-arch={PTXAS_ARCH}", "-v", str(src), "-o", str(Path(tmp) / "kernel.cubin")],
+            [tool, f"-arch={arch}", "-v", *cap, str(src), "-o", str(Path(tmp) / "kernel.cubin")],
             capture_output=True, text=True, timeout=PTXAS_TIMEOUT_S, check=False,
         )
     report = proc.stdout + proc.stderr
@@ -141,14 +147,16 @@ def run_without_simulator(driver: str, work: Path, what: str) -> str:
     return proc.stdout
 
 
-def _compile_in_subprocess(source: str, signatures: dict[str, Signature]) -> dict[str, str]:
-    """PTX text per kernel, compiled by numba in a process without the simulator."""
+def _compile_in_subprocess(source: str,
+                           signatures: dict[str, Signature]) -> dict[str, tuple[str, int]]:
+    """PTX text per kernel, compiled by numba in a process without the
+    simulator, and the `max_registers` the kernel was declared with (0: none)."""
     with kernel_workdir(source, signatures, "fusec-ptx-", cc=list(TARGET_CC)) as work:
         stdout = run_without_simulator(_DRIVER, work, "to PTX")
-        out: dict[str, str] = {}
+        out: dict[str, tuple[str, int]] = {}
         for line in stdout.splitlines():
-            name, file = json.loads(line)
-            out[name] = (work / file).read_text(encoding="utf-8")
+            name, file, cap = json.loads(line)
+            out[name] = ((work / file).read_text(encoding="utf-8"), int(cap))
     return out
 
 
@@ -171,7 +179,8 @@ def compile_kernels_ptx(
     if not signatures:
         return {}
     ptx = _compile_in_subprocess(kernels_source, signatures)
-    return {name: {**ptxas_usage(text), "ptx": text} for name, text in ptx.items()}
+    return {name: {**ptxas_usage(text, max_registers=cap), "ptx": text}
+            for name, (text, cap) in ptx.items()}
 
 
 def compile_program_ptx(program: Program) -> dict[str, dict[str, Any]]:

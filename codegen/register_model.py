@@ -37,11 +37,8 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.analysis.pointwise_registers import (
-    PARAM_REGISTERS,
-    POINTWISE_ARRAY_REGISTERS_PER_ELEMENT,
-    POINTWISE_BASE,
-)
+from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTERS  # attention
+from fusec.analysis.pointwise_registers import pointwise_parts
 from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.contraction import analyze as analyze_gemm
@@ -53,6 +50,7 @@ from fusec.codegen.pointwise_transpose import has_transposes
 from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import (
     SCHEDULE_KEY,
     ContractionSchedule,
@@ -64,15 +62,18 @@ from fusec.dialects.shapes import numel
 from fusec.scheduling.contraction import GemmTile, tile_of
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
-POINTWISE_COORD_REGISTERS = 1  # per element and non-power-of-two dimension unravelled
 LAYOUT_REGISTERS = 31  # index remapping copy or the tiled transpose
 GEMM_ADDRESSING = 16  # tile origins, loader offsets, loop counters
 GEMM_HOIST_MAX_THREADS = 64  # blocks up to this size get every K step's fragments hoisted
 REDUCTION_BASE = 12  # lane, row, row base, the tree's indices
+REDUCTION_ONE_LANE = 4  # fewer with one lane per row and few rows per block: no tree
+REDUCTION_ONE_LANE_ROWS = 8
+REDUCTION_PER_PRE_OP = 2  # an op before the first reduction, evaluated per element ...
+REDUCTION_PRE_CAP = 4  # ... up to this many (refit 2026-12-01: module docstring)
 REDUCTION_COLUMN_REGISTERS = 2  # the transposed tile's row and column
 REDUCTION_PER_REDUCE = 2  # a partial and its tree operand
 REDUCTION_ONLINE_REGISTERS = 2  # online softmax: the folded element and its rescale factor
-REDUCTION_EW_CAP = 3  # elementwise temporaries beyond this reuse registers
+REDUCTION_EW_CAP = 4  # later elementwise temporaries beyond this reuse registers
 REDUCTION_PER_ELEMENT = 1.5  # each unrolled element a lane walks per pass
 REDUCTION_PER_HELD_ELEMENT = 1.25  # a row element held in registers across passes
 REDUCTION_LONG_TAIL = 6  # elementwise ops past which two elements' temporaries overlap
@@ -92,6 +93,10 @@ WINDOW_DEPTHWISE_WEIGHT = 0.375  # per weight a depthwise thread holds
 WINDOW_DEPTHWISE_STAGED = 1.0  # per element of the halo tile a thread stages
 WINDOW_DEPTHWISE_LANES = 1.25  # per doubling of the lanes that own outputs
 WINDOW_DEPTHWISE_ACROSS = 12  # a tile narrower than the image
+# A pool thread's each further output row: its running max or sum and its rows'
+# taps in flight (fitted 2026-12-01 on lone 2x2 to 5x5 pools of 56x56 images,
+# ptxas 31-56; a thread with one output row is unchanged)
+WINDOW_POOL_PER_OUTPUT_ROW = 4
 WINDOW_PREFETCHED = {"pixels": 1.375, "general": 1.75}  # per element held by a pipelined step
 
 
@@ -177,18 +182,13 @@ def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:
     unroll = schedule.int_field("elements_per_thread")
     arrays = sum(1 for a in plan.inputs if a.numel != 1) + len(plan.outputs)
     scalars = sum(1 for a in plan.inputs if a.numel == 1)
-    coords = 0
+    odd = 0
     if not getattr(plan, "vectorized", False) and plan.needs_coords():
         # a power-of-two extent unravels with shifts; any other with a
         # multiply-high sequence whose temporaries live per element
         odd = sum(1 for d in plan.iter_shape[1:] if d & (d - 1))
-        coords = POINTWISE_COORD_REGISTERS * unroll * odd
-    return _make(
-        ("base", POINTWISE_BASE),
-        ("arrays in flight", POINTWISE_ARRAY_REGISTERS_PER_ELEMENT * unroll * arrays),
-        ("scalars", PARAM_REGISTERS * scalars),
-        ("coordinates", coords),
-    )
+    one = bool(_outputs(group)) and all(numel(tensor_shape(v)) == 1 for v in _outputs(group))
+    return _make(*pointwise_parts(unroll, arrays, scalars, odd, len(_ops(group)), one))
 
 
 def gemm_registers(tile: GemmTile, k: int, epilogue_ops: int = 0,
@@ -237,6 +237,7 @@ def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
     ops = _ops(group)
     reds = [op for op in ops if op_kind(op) is OpKind.REDUCTION]
     ew = len(ops) - len(reds)
+    pre = ops.index(reds[0]) if reds else 0  # evaluated per element of the row
     per_lane, tail = 1, 0
     if schedule.str_field("row") == "registers":
         per_lane = max(1, schedule.int_field("per_lane"))
@@ -248,12 +249,15 @@ def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
         lanes = schedule.int_field("lanes")
         held = REDUCTION_PER_ELEMENT * (min(_row_steps(group, lanes), 16) - 1)
     column = schedule.str_field("layout") == "column"
+    lone = (schedule.int_field("lanes") == 1
+            and schedule.int_field("rows_per_block") <= REDUCTION_ONE_LANE_ROWS)
     return _make(
-        ("base", REDUCTION_BASE),
+        ("base", REDUCTION_BASE - (REDUCTION_ONE_LANE if lone else 0)),
         ("column indexing", REDUCTION_COLUMN_REGISTERS if column else 0),
         ("online statistics", REDUCTION_ONLINE_REGISTERS * schedule.int_field("online")),
         ("partials", REDUCTION_PER_REDUCE * max(1, len(reds))),
-        ("temporaries", min(ew, REDUCTION_EW_CAP)),
+        ("per-element ops", REDUCTION_PER_PRE_OP * min(pre, REDUCTION_PRE_CAP)),
+        ("temporaries", min(ew - pre, REDUCTION_EW_CAP)),
         ("row elements", held),
         ("long tail", tail),
     )
@@ -318,6 +322,8 @@ def window_estimate(group: GroupOp, tiled: TiledWindow) -> RegisterEstimate:
         # the image makes its column offset, and every halo clamp, a variable
         indexing = WINDOW_DEPTHWISE_LANES * math.log2(tiled.lanes)
         indexing += WINDOW_DEPTHWISE_ACROSS * (tiled.spatial_tiles[1] > 1)
+        if g.kind != "conv":
+            extra += WINDOW_POOL_PER_OUTPUT_ROW * (p.pt - 1)
     return _make(
         ("base", WINDOW_TILED_BASE[mode]),
         ("indexing", indexing),

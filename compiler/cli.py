@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "groups whose result differs from the unfused one by more than the "
                    "tolerance of their element type (pass check-precision)")
     p.add_argument("--max-registers", type=non_negative_int, metavar="N",
-                   help="default pipeline: registers per thread no kernel may exceed; groups "
-                   "estimated over N are split or re-tiled (pass register-budget)")
+                   help="default pipeline: every kernel is capped at N registers per thread; "
+                   "a group is re-tiled, or split when its capped kernel (ptxas) would spill "
+                   "more than the split costs (pass register-budget)")
     p.add_argument("--shared-memory-limit", type=non_negative_int, metavar="BYTES",
                    help="default pipeline: shared memory per block; bigger tiles are shrunk "
                    "(pass tile-and-promote)")

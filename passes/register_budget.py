@@ -42,6 +42,8 @@ from xdsl.passes import ModulePass
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target, resolve_target, unknown_target
+from fusec.codegen.kernel_probe import KernelCount, KernelProbe
+from fusec.codegen.kernel_source import MAX_REGISTERS_ATTR
 from fusec.codegen.register_model import (
     RegisterEstimate,
     current_tile,
@@ -56,12 +58,14 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import ShapeError, broadcast_shapes
 from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
+from fusec.passes.register_prices import crossing_values, spill_seconds, split_seconds, us
 from fusec.scheduling.contraction import FALLBACK_TILES, GemmTile, tile_attr
 
 EST_ATTR = "est_registers"
 REGISTER_GRANULE = 8  # registers are allocated per thread in multiples of 8
 DEFAULT_OCCUPANCY = 0.25
 MAX_SPLIT_DEPTH = 6  # 2^6 stages at most: past that the group is one op anyway
+PTXAS_MARGIN = 0.25  # estimates this close to the budget (either side) are checked by ptxas
 
 
 def register_budget(target: Target, occupancy: float, max_registers: int = 0) -> int:
@@ -149,17 +153,6 @@ def _kind_of(ops: list[Operation]) -> str | None:
     return None
 
 
-def _crossing(first: list[Operation], rest: list[Operation]) -> list[SSAValue]:
-    """Values the first stage computes and the second reads."""
-    inside = set(first)
-    seen: dict[SSAValue, None] = {}
-    for op in rest:
-        for v in op.operands:
-            if isinstance(v, OpResult) and v.op in inside and not isinstance(v.op, nn.ConstantOp):
-                seen[v] = None
-    return list(seen)
-
-
 def legal_splits(group: GroupOp) -> list[int]:
     """Indices k where ops[:k] and ops[k:] are both stages an emitter
     schedules; for a reduction group only full-shaped values may cross."""
@@ -173,7 +166,7 @@ def legal_splits(group: GroupOp) -> list[int]:
             continue
         if all(isinstance(op, nn.ConstantOp) for op in first):
             continue
-        cross = _crossing(first, rest)
+        cross = crossing_values(first, rest)
         if getattr(kind, "data", "") == "reduction" and any(
                 tensor_shape(v) != full for v in cross):
             continue
@@ -214,7 +207,7 @@ def _stage_cost(ops: list[Operation], k: int) -> int:
     values it writes for the other stage): each holds an address and its
     elements in flight, the dominant term of `register_model`'s estimate."""
     first, rest = ops[:k], ops[k:]
-    cross = len(_crossing(first, rest))
+    cross = len(crossing_values(first, rest))
 
     def inputs(part: list[Operation]) -> int:
         inside = set(part)
@@ -302,37 +295,43 @@ class _Budgeter:
     budget: int
     remarks: RemarkCollector
     target: Target
+    cap: int = 0  # `max_registers`: every kernel is declared with it
+    probe: KernelProbe | None = None  # None: estimates only
+    margin: float = PTXAS_MARGIN
+
+    def measure(self, group: GroupOp, est: RegisterEstimate) -> KernelCount | None:
+        """ptxas's count of the group's kernel (under the cap), when the
+        estimate alone cannot decide: under a cap, or within `margin` of the
+        budget; None otherwise or when ptxas cannot be had."""
+        if self.probe is None or est.registers == 0:  # a library call has no kernel
+            return None
+        if not self.cap and abs(est.registers - self.budget) > self.margin * self.budget:
+            return None
+        return self.probe.count(group, self.target, self.cap)
 
     def fit(self, group: GroupOp, depth: int = 0) -> None:
-        """Estimate, then re-schedule or split until `group` fits."""
+        """Estimate (and count with ptxas when it matters), then keep,
+        re-schedule or split until `group` fits."""
         est = estimate_registers(group, self.target)
         record(group, est)
-        if est.registers <= self.budget:
-            return
+        if self.cap:
+            group.attributes[MAX_REGISTERS_ATTR] = IntegerAttr(self.cap, IntegerType(64))
+        real = self.measure(group, est)
+        regs = real.registers if real is not None else est.registers
         name = group_name(group)
-        kind = getattr(group.attributes.get("kind"), "data", "")
-        if kind == "contraction" and (found := smaller_tile(group, self.budget, self.target)):
-            tile, est2 = found
-            group.attributes[SCHEDULE_KEY] = tile_attr(tile)
-            record(group, est2)
-            self.remarks.add("remark", f"re-scheduled group {name}: {est.summary()} is over "
-                             f"the budget of {self.budget}; tile {tile.bm}x{tile.bn}x{tile.bk}, "
-                             f"{tile.tm}x{tile.tn} per thread needs {est2.summary()}")
+        if regs <= self.budget and (real is None or real.spill_bytes == 0):
+            if est.registers > self.budget:
+                self.remarks.add("remark", f"kept group {name}: ptxas counts {regs} registers, "
+                                 f"within the budget of {self.budget} ({est.summary()})")
             return
-        if kind == "window" and (window := smaller_window(group, self.budget)):
-            tiled, est2 = window
-            record_plan(group, tiled.plan, tiled.mode)
-            record(group, est2)
-            self.remarks.add("remark", f"re-scheduled group {name}: {est.summary()} is over "
-                             f"the budget of {self.budget}; window tile {tiled.plan.text()} "
-                             f"needs {est2.summary()}")
-            return
-        if kind == "attention":  # its tile was sized for the budget by fuse-attention
-            self.remarks.add("missed", f"group {name} needs {est.summary()}, over the budget of "
-                             f"{self.budget}: ptxas may spill")
+        seen = est.summary() + (f", ptxas {real.registers}" if real is not None else "")
+        if self.reschedule(group, est, seen):
             return
         k = best_split(group) if depth < MAX_SPLIT_DEPTH else None
+        if real is not None and regs <= self.budget and self.keep_capped(group, real, k):
+            return
         if k is None:
+            kind = getattr(group.attributes.get("kind"), "data", "")
             if kind == "window" and (leanest := leanest_window(group)) is not None:
                 # nothing fits: the fewest outputs per thread at least
                 tiled, est = leanest
@@ -342,11 +341,58 @@ class _Budgeter:
                              f"{self.budget}, and has no legal split point: ptxas may spill")
             return
         a, b = split_group(group, k)
+        why = (f"capped at {self.cap} registers it would spill {real.spill_bytes} bytes per "
+               f"thread" if real is not None and real.spill_bytes and regs <= self.budget
+               else f"it needs {seen}, over the budget of {self.budget} registers per thread")
         self.remarks.add("remark", f"split group {name} into {group_name(a)} and "
-                         f"{group_name(b)} after op {k}: it needs {est.summary()}, over the "
-                         f"budget of {self.budget} registers per thread")
+                         f"{group_name(b)} after op {k}: {why}")
         self.fit(a, depth + 1)
         self.fit(b, depth + 1)
+
+    def keep_capped(self, group: GroupOp, real: KernelCount, k: int | None) -> bool:
+        """Whether the capped kernel's spills cost less than splitting at `k`
+        (always, when there is no split); says which in a remark."""
+        name, ops = group_name(group), _body_ops(group)
+        spill = spill_seconds(real, self.target)
+        split = split_seconds(ops[:k], ops[k:], self.target) if k is not None else None
+        if split is not None and spill > split:
+            self.remarks.add("remark", f"group {name} capped at {self.cap} registers would "
+                             f"spill {real.spill_bytes} bytes per thread (~{us(spill)} of "
+                             f"local-memory traffic), more than a split costs (~{us(split)})")
+            return False
+        cheaper = (f"cheaper than a split (~{us(split)})" if split is not None
+                   else "it has no legal split point")
+        self.remarks.add("remark", f"kept group {name} capped at {self.cap} registers with "
+                         f"{real.spill_bytes} bytes of spill per thread (~{us(spill)} of "
+                         f"local-memory traffic): {cheaper}")
+        return True
+
+    def reschedule(self, group: GroupOp, est: RegisterEstimate, seen: str) -> bool:
+        """A contraction's smaller GEMM tile or a window's smaller thread
+        tile that fits; an attention group stays as it is. True when done."""
+        name = group_name(group)
+        kind = getattr(group.attributes.get("kind"), "data", "")
+        if kind == "contraction" and (found := smaller_tile(group, self.budget, self.target)):
+            tile, est2 = found
+            group.attributes[SCHEDULE_KEY] = tile_attr(tile)
+            record(group, est2)
+            self.remarks.add("remark", f"re-scheduled group {name}: {seen} is over "
+                             f"the budget of {self.budget}; tile {tile.bm}x{tile.bn}x{tile.bk}, "
+                             f"{tile.tm}x{tile.tn} per thread needs {est2.summary()}")
+            return True
+        if kind == "window" and (window := smaller_window(group, self.budget)):
+            tiled, est2 = window
+            record_plan(group, tiled.plan, tiled.mode)
+            record(group, est2)
+            self.remarks.add("remark", f"re-scheduled group {name}: {seen} is over "
+                             f"the budget of {self.budget}; window tile {tiled.plan.text()} "
+                             f"needs {est2.summary()}")
+            return True
+        if kind == "attention":  # its tile was sized for the budget by fuse-attention
+            self.remarks.add("missed", f"group {name} needs {seen}, over the budget of "
+                             f"{self.budget}: ptxas may spill")
+            return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -362,8 +408,11 @@ class RegisterBudgetPass(ModulePass):
     ```
 
     Options: `target`, `occupancy` (fraction of the SM's threads to keep
-    resident, default 0.25), `max_registers` (a hard cap, 0: none),
-    `remarks`.
+    resident, default 0.25), `max_registers` (a hard cap, 0: none: every
+    kernel is declared with it, and a group is split only when its capped
+    kernel would spill more than the split costs), `ptxas` (count the
+    kernels ptxas must decide: within `ptxas_margin` of the budget, or all
+    under a cap; false: estimates only), `remarks`.
     """
 
     name = "register-budget"
@@ -371,6 +420,8 @@ class RegisterBudgetPass(ModulePass):
     target: str = "h200"
     occupancy: float = DEFAULT_OCCUPANCY
     max_registers: int = 0
+    ptxas: bool = True
+    ptxas_margin: float = PTXAS_MARGIN
     remarks: bool = True
 
     def __post_init__(self) -> None:
@@ -385,11 +436,17 @@ class RegisterBudgetPass(ModulePass):
         target, _ = resolve_target(self.target)
         budget = register_budget(target, self.occupancy, self.max_registers)
         collector = RemarkCollector()
-        budgeter = _Budgeter(budget, collector, target)
+        probe = KernelProbe() if self.ptxas else None
+        budgeter = _Budgeter(budget, collector, target, self.max_registers, probe,
+                             self.ptxas_margin)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if not func.body.blocks:
                 continue
             for group in [g for g in func.body.block.ops if isinstance(g, GroupOp)]:
                 budgeter.fit(group)
+        if probe is not None and probe.note:
+            collector.add("note", f"register counts are estimates: {probe.note}")
+        elif probe is not None and probe.compiled + probe.cached:
+            collector.add("remark", f"register-budget: {probe.summary()}")
         if self.remarks:
             collector.store(op)

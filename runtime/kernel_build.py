@@ -100,10 +100,12 @@ def find_ptxas() -> str | None:
     return None
 
 
-def assemble_cubin(ptx: str, cc: tuple[int, int], ptxas: str | None) -> bytes | None:
-    """`ptx` assembled by `ptxas` for `sm_<cc>`, or None (no ptxas, or one
-    that rejects this PTX, e.g. older than the NVVM that wrote it: the
-    driver then links the PTX at load time)."""
+def assemble_cubin(ptx: str, cc: tuple[int, int], ptxas: str | None,
+                   max_registers: int = 0) -> bytes | None:
+    """`ptx` assembled by `ptxas` for `sm_<cc>` (capped at `max_registers`
+    per thread when > 0), or None (no ptxas, or one that rejects this PTX,
+    e.g. older than the NVVM that wrote it: the driver then links the PTX at
+    load time)."""
     if ptxas is None:
         return None
     with tempfile.TemporaryDirectory(prefix="fusec-cubin-") as tmp:
@@ -111,7 +113,8 @@ def assemble_cubin(ptx: str, cc: tuple[int, int], ptxas: str | None) -> bytes | 
         with open(src, "w", encoding="utf-8") as f:
             f.write(ptx)
         try:
-            proc = subprocess.run([ptxas, f"-arch=sm_{cc[0]}{cc[1]}", "-o", out, src],
+            cap = [f"-maxrregcount={max_registers}"] if max_registers > 0 else []
+            proc = subprocess.run([ptxas, f"-arch=sm_{cc[0]}{cc[1]}", *cap, "-o", out, src],
                                   capture_output=True, timeout=PTXAS_TIMEOUT_S, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
@@ -128,12 +131,21 @@ def _compile_one(name: str, signature: Signature, cc: tuple[int, int],
     from numba import cuda
 
     assert _worker_module is not None
+    dispatcher = getattr(_worker_module, name)
     try:
-        ptx, _ = cuda.compile_ptx(getattr(_worker_module, name).py_func,
-                                  array_types(signature), cc=cc)
+        ptx, _ = cuda.compile_ptx(dispatcher.py_func, array_types(signature), cc=cc)
     except Exception as err:  # numba's errors do not always pickle: send text
         raise RuntimeError(f"{type(err).__name__}: {err}") from None
-    return ptx, assemble_cubin(ptx, cc, ptxas) if linkable(ptx) else None
+    cap = declared_max_registers(dispatcher)
+    return ptx, assemble_cubin(ptx, cc, ptxas, cap) if linkable(ptx) else None
+
+
+def declared_max_registers(dispatcher: Any) -> int:
+    """The `max_registers` a kernel was declared with (`--max-registers`), 0: none.
+    It is the linker's option, not part of the PTX, so every path that turns
+    the PTX into a cubin must pass it on."""
+    options = getattr(dispatcher, "targetoptions", None) or {}
+    return int(options.get("max_registers") or 0)
 
 
 def compile_parallel(source: str, signatures: Mapping[str, Signature],
@@ -173,11 +185,12 @@ def linkable(ptx: str) -> bool:
     return len(_ENTRY.findall(ptx)) == 1 and not _EXTERN_FUNC.search(ptx)
 
 
-def code_library(code: KernelCode) -> tuple[Any, Any]:
-    """numba's `CUDACodeLibrary` holding `code` for the current device, and
-    its cache key. The key is numba's own (`_ensure_cc`, `(9, 0, "a")` on
-    Hopper): under any other key `get_cubin` would miss and hand the empty
-    LLVM IR list to NVVM (ERROR_NO_MODULE_IN_PROGRAM)."""
+def code_library(code: KernelCode, max_registers: int = 0) -> tuple[Any, Any]:
+    """numba's `CUDACodeLibrary` holding `code` for the current device
+    (linked under `max_registers` when > 0), and its cache key. The key is
+    numba's own (`_ensure_cc`, `(9, 0, "a")` on Hopper): under any other
+    key `get_cubin` would miss and hand the empty LLVM IR list to NVVM
+    (ERROR_NO_MODULE_IN_PROGRAM)."""
     from numba.cuda.codegen import CUDACodeLibrary
     from numba.cuda.cudadrv.driver import ObjectCode
 
@@ -187,7 +200,8 @@ def code_library(code: KernelCode) -> tuple[Any, Any]:
     name = entry.group(1)
     library = CUDACodeLibrary._rebuild(
         codegen=None, name=name, entry_name=name, llvm_strs=[], ptx_cache={},
-        cubin_cache={}, linkerinfo_cache={}, max_registers=None, nvvm_options={},
+        cubin_cache={}, linkerinfo_cache={}, max_registers=max_registers or None,
+        nvvm_options={},
         needs_cudadevrt=False, nrt=False, use_cooperative=False, lto=False)
     key = library._ensure_cc(None)  # asks the current context's device
     library._ptx_cache[key] = [code.ptx]
@@ -206,7 +220,7 @@ def kernel_from_code(dispatcher: Any, code: KernelCode,
     from numba.cuda import types as nt
     from numba.cuda.dispatcher import _Kernel
 
-    library, key = code_library(code)
+    library, key = code_library(code, declared_max_registers(dispatcher))
     argtypes = array_types(signature)
     kernel = _Kernel._rebuild(
         cooperative=False, name=library._entry_name, signature=nt.void(*argtypes),

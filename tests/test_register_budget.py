@@ -21,6 +21,7 @@ from fusec.analysis.targets import get_target
 from fusec.codegen.generate import generate_program
 from fusec.codegen.ptx import compile_program_ptx
 from fusec.compiler.compile import ScheduleOptions, compile_model
+from fusec.compiler.compile_pipeline import PipelineOptions, default_pipeline
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
@@ -161,18 +162,25 @@ def test_every_group_and_launch_carries_an_estimate() -> None:
 def test_default_budget_splits_a_group_far_over_it() -> None:
     art = compile_model(wide(24), target="h200")  # ~175 estimated, 188 by ptxas unsplit
     launches = art.program.functions["f"].launches
-    assert len(launches) > 1 and all(la.est_registers <= 128 for la in launches)
+    # a stage estimated near the budget is decided by ptxas's count (where installed)
+    notes = collect_remarks(art.module)
+    kept = {m.group(1) for n in notes
+            if (m := re.match(r"remark: kept group (\S+): ptxas counts (\d+) registers", n))}
+    assert len(launches) > 1
+    assert all(la.est_registers <= 128 or la.group in kept for la in launches), notes
 
 
 def test_max_registers_splits_a_group_with_many_values_live() -> None:
+    """On estimates alone (`ptxas=false`), a group over the cap is split."""
     plain = compile_model(WIDE, target="h200")
-    capped = compile_model(WIDE, target="h200", schedule=ScheduleOptions(max_registers=48))
+    capped_module = run_pipeline(WIDE, FULL.replace(
+        "register-budget", "register-budget{max_registers=48 ptxas=false}"))
     before = plain.program.functions["f"].launches
-    after = capped.program.functions["f"].launches
+    after = generate_program(capped_module).functions["f"].launches
     assert len(before) == 1 and before[0].est_registers > 48
     assert len(after) > 1
     assert all(0 < launch.est_registers <= 48 for launch in after)
-    notes = collect_remarks(capped.module)
+    notes = collect_remarks(capped_module)
     assert any(re.match(r"remark: split group g0 into g0_s0 and g0_s1 after op \d+: it needs "
                         r"~\d+ registers .* over the budget of 48", n) for n in notes), notes
 
@@ -180,7 +188,7 @@ def test_max_registers_splits_a_group_with_many_values_live() -> None:
 def test_contraction_over_budget_is_retiled_not_split() -> None:
     text = LARGE_SHAPES.split("func.func @medium")[0]
     module = run_pipeline(text, "decompose,form-fusion-groups{target=h200},group-each-op,"
-                          "register-budget{max_registers=100}")
+                          "register-budget{max_registers=100 ptxas=false}")
     (g,) = groups(module)
     tile = g.attributes["schedule"]
     assert [tile.int_field(k) for k in ("bm", "bn", "bk", "tm", "tn", "vec")] == [  # type: ignore[attr-defined]
@@ -199,8 +207,8 @@ MOBILENET = "func.func @mobilenet" + LARGE_SHAPES.split("func.func @mobilenet")[
 def test_window_over_budget_is_retiled_not_split() -> None:
     """A 1x1 conv's 4x8 outputs per thread are over a cap of 48: fewer
     channels per thread, recorded for tile-and-promote and the emitter."""
-    module = run_pipeline(MOBILENET, FULL.replace("register-budget",
-                                                  "register-budget{max_registers=48}"))
+    module = run_pipeline(MOBILENET, FULL.replace(
+        "register-budget", "register-budget{max_registers=48 ptxas=false}"))
     windows = [g for g in groups(module) if g.attributes["kind"].data == "window"]  # type: ignore[attr-defined]
     assert len(windows) == 4  # no split: each conv and the pool one kernel
     assert all(g.attributes["est_registers"].value.data <= 48 for g in windows)  # type: ignore[attr-defined]
@@ -215,7 +223,8 @@ def test_window_over_budget_is_retiled_not_split() -> None:
 
 def test_group_without_legal_split_says_it_may_spill() -> None:
     text = LARGE_SHAPES.split("func.func @medium")[0]
-    module = run_pipeline(text, "decompose,group-each-op,register-budget{max_registers=16}")
+    module = run_pipeline(text, "decompose,group-each-op,"
+                          "register-budget{max_registers=16 ptxas=false}")
     notes = collect_remarks(module)
     assert any(n.startswith("missed: group g0 needs") and "may spill" in n for n in notes), notes
 
@@ -274,8 +283,10 @@ def test_estimate_within_25_percent_of_ptxas_on_large_schedules() -> None:
     # the re-tiled GEMMs register-budget falls back to
     mlp = (EXAMPLES / "mlp.mlir").read_text(encoding="utf-8")
     for cap in (100, 64):
-        module = run_pipeline(mlp, FULL.replace("register-budget",
-                                                f"register-budget{{max_registers={cap}}}"))
+        module = run_pipeline(mlp, FULL.replace(
+            "register-budget", f"register-budget{{max_registers={cap} ptxas=false}}"))
+        for g in groups(module):  # the estimate predicts the uncapped count: under
+            del g.attributes["max_registers"]  # -maxrregcount ptxas fills up to the cap
         assert_estimates(generate_program(module), f"mlp cap {cap}")
 
 
@@ -283,8 +294,6 @@ POOLS = [(2, 2, "max"), (3, 2, "max"), (3, 1, "max"), (2, 2, "avg"), (5, 1, "max
 
 
 @needs_ptxas
-@pytest.mark.xfail(strict=True, reason="lone tiled pools: the depthwise-path estimate is "
-                   "flat (32-34) where ptxas counts 31-56 with the tile shape; refit pending")
 def test_lone_pool_estimates_within_25_percent() -> None:
     """Lone 2-D pools (the conv + pool fusion is refused when the direct-loop
     kernel would be slower, so pools now often run alone)."""
@@ -303,9 +312,12 @@ def test_lone_pool_estimates_within_25_percent() -> None:
 @needs_ptxas
 @pytest.mark.slow
 def test_max_registers_kernels_stay_within_the_cap_per_ptxas() -> None:
+    """Estimated at ~100, the group capped at 48 registers does not spill:
+    ptxas's count keeps it whole (the estimate alone would split it)."""
     capped = compile_model(WIDE, target="h200", schedule=ScheduleOptions(max_registers=48))
     info = compile_program_ptx(capped.program)
-    assert len(info) > 1
+    notes = collect_remarks(capped.module)
+    assert any(n.startswith("remark: kept group g0: ptxas counts") for n in notes), notes
     for name, entry in info.items():
         assert 0 < int(entry["registers"]) <= 48, (name, entry["registers"])
         assert int(entry["spill_bytes"]) == 0, name
@@ -314,10 +326,22 @@ def test_max_registers_kernels_stay_within_the_cap_per_ptxas() -> None:
 @needs_ptxas
 @pytest.mark.slow
 def test_retiled_windows_stay_within_the_cap_per_ptxas() -> None:
+    """Every kernel at most 48 registers; a spill only where a remark says
+    the capped kernel was kept with it. (Under `-maxrregcount N` ptxas
+    takes N as its target and often uses all of it, so the estimate, which
+    predicts the uncapped count, is not compared here.)"""
     module = run_pipeline(MOBILENET, FULL.replace("register-budget",
                                                   "register-budget{max_registers=48}"))
-    rows = assert_estimates(generate_program(module), "mobilenet cap 48")
-    assert all(int(r.split("ptxas ")[1].split(" ")[0]) <= 48 for r in rows), rows
+    program = generate_program(module)
+    info = compile_program_ptx(program)
+    notes = collect_remarks(module)
+    for fp in program.functions.values():
+        for launch in fp.launches:
+            entry = info[launch.kernel]
+            assert 0 < int(entry["registers"]) <= 48, (launch.kernel, entry["registers"])
+            if int(entry["spill_bytes"]):
+                assert any(n.startswith(f"remark: kept group {launch.group} capped at 48")
+                           for n in notes), (launch.kernel, notes)
 
 
 @pytest.mark.parametrize("name", ["add_layernorm_gelu", "chain16", "inverted_residual"])
@@ -329,7 +353,11 @@ def test_split_stages_compute_the_same_result(name: str) -> None:
     from fusec.runtime.executor import run_program
 
     path = EXAMPLES / f"{name}.mlir"
-    art = compile_model(path, target="h200", schedule=ScheduleOptions(max_registers=24))
+    # on estimates alone: with ptxas, tiny stages are cheaper kept capped than split
+    options = PipelineOptions(target="h200", schedule=ScheduleOptions(max_registers=24))
+    spec = default_pipeline(make_registry([]), options).replace(
+        "max-registers=24}", "max-registers=24 ptxas=false}")
+    art = compile_model(path, target="h200", pipeline=spec)
     (fname,) = art.program.functions
     assert len(art.program.functions[fname].launches) > 1
     reference = parse_module(make_context(), path.read_text(encoding="utf-8"), str(path))

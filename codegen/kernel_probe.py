@@ -1,0 +1,215 @@
+"""The real register count of one group's kernel, before the program exists:
+the group's kernel generated the normal way, compiled to PTX by numba for the
+target's compute capability and assembled by `ptxas -v` (optionally under
+`-maxrregcount N`, what `--max-registers N` caps every kernel at).
+
+`register-budget` asks this when the estimate alone cannot decide (within
+25% of the budget, or under a cap). Counts are cached in-process by kernel
+source (comments and the kernel's name left out), signature, architecture
+and cap, so the same kernel is never assembled twice; a long-lived worker
+process (without `NUMBA_ENABLE_CUDASIM`, which cannot compile PTX) keeps
+numba imported between kernels.
+
+```python
+probe = KernelProbe()
+count = probe.count(group, target, cap=32)   # None: no ptxas or no NVVM (probe.note says so)
+count.registers, count.spill_bytes, count.threads
+```
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from xdsl.ir import SSAValue
+
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.targets import Target
+from fusec.codegen.kernel_source import (
+    KERNEL_PRELUDE,
+    KernelParam,
+    KernelSource,
+    numba_type,
+    value_dtype,
+)
+from fusec.codegen.ptx import ptxas_usage
+from fusec.dialects.fusion import GroupOp
+
+PROBE_KERNEL = "probe_kernel"  # every probed kernel gets this name: equal kernels, equal keys
+
+# One request per line: {"source", "name", "signature", "cc"} -> {"ptx"} or {"error"}.
+_WORKER = r"""
+import json, sys, types
+from numba import cuda
+from numba.cuda import types as nt
+for line in sys.stdin:
+    req = json.loads(line)
+    try:
+        module = types.ModuleType("fusec_probe")
+        exec(compile(req["source"], "<fusec probe>", "exec"), module.__dict__)
+        sig = tuple(nt.Array(getattr(nt, t), n, "C") for n, t in req["signature"])
+        ptx, _ = cuda.compile_ptx(getattr(module, req["name"]).py_func, sig,
+                                  cc=tuple(req["cc"]))
+        out = {"ptx": ptx}
+    except Exception as err:
+        out = {"error": f"{type(err).__name__}: {err}"[:400]}
+    print(json.dumps(out), flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class KernelCount:
+    """What ptxas reports for one kernel, and how many threads it launches."""
+
+    registers: int
+    spill_bytes: int  # spill stores + spill loads, per thread
+    threads: int
+
+
+@dataclass
+class KernelProbe:
+    """Counts kernels with ptxas, caching by source; `seconds`, `compiled`
+    and `cached` say what it cost, `note` why it counted nothing."""
+
+    seconds: float = 0.0
+    compiled: int = 0
+    cached: int = 0
+    note: str = ""
+
+    def count(self, group: GroupOp, target: Target, cap: int = 0) -> KernelCount | None:
+        """The ptxas count of `group`'s kernel on `target` (capped at `cap`
+        registers when > 0); None, with `note` set, when it cannot be had."""
+        if self.note:
+            return None
+        begin = time.perf_counter()
+        try:
+            kernel, signature = _generate(group, target)
+            source = f"{KERNEL_PRELUDE}\n\n{kernel.text}\n"
+            cc = target.compute_capability
+            key = json.dumps([_without_comments(kernel.text), signature, cc, cap])
+            threads = _threads(kernel)
+            if key in _COUNTS:
+                self.cached += 1
+            else:
+                _COUNTS[key] = _assemble(source, signature, cc, cap)
+                self.compiled += 1
+            regs, spills = _COUNTS[key]
+            return KernelCount(regs, spills, threads)
+        except ProbeUnavailable as err:
+            self.note = str(err)
+            return None
+        finally:
+            self.seconds += time.perf_counter() - begin
+
+    def summary(self) -> str:
+        """`ptxas sm_90 counted 5 kernels (2 more from the cache) in 3.1 s`."""
+        return (f"ptxas counted {self.compiled} kernel(s) ({self.cached} more from the cache) "
+                f"in {self.seconds:.1f} s")
+
+
+# (registers, spill bytes) per kernel key, for the whole process: a kernel met
+# again (the same group in another compile, a stage that split the same way)
+# is never assembled twice.
+_COUNTS: dict[str, tuple[int, int]] = {}
+
+
+class ProbeUnavailable(Exception):
+    """ptxas or numba's PTX compiler (libNVVM) is missing or failed."""
+
+
+def _without_comments(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def _threads(kernel: KernelSource) -> int:
+    g, b = kernel.grid, kernel.block
+    return g[0] * g[1] * g[2] * b[0] * b[1] * b[2]
+
+
+def _generate(group: GroupOp, target: Target) -> tuple[KernelSource, list[tuple[int, str]]]:
+    """`group`'s kernel under its schedule (a clone of the group is scheduled
+    for `target` when it has none yet), named `PROBE_KERNEL`."""
+    from fusec.codegen.generate import group_attr, load_emitter
+    from fusec.codegen.launch_grid import fit_grid
+    from fusec.scheduling.choose import ensure_schedules
+
+    clone = group.clone()
+    ensure_schedules([clone], target)
+    kernel = load_emitter(group_attr(clone, "kind", ""), clone)(clone, PROBE_KERNEL)
+    kernel = fit_grid(kernel, target)
+    return kernel, [(len(p.view_shape), numba_type(_param_dtype(group, kernel, p)))
+                    for p in kernel.params]
+
+
+def _param_dtype(group: GroupOp, kernel: KernelSource, param: KernelParam) -> str:
+    """The device dtype a parameter binds (what the runtime passes)."""
+    if param.role == "workspace":
+        return kernel.workspaces[param.index].dtype
+    values: tuple[SSAValue, ...] = group.inputs if param.role == "input" else group.outputs
+    return value_dtype(values[param.index])
+
+
+_worker: subprocess.Popen[str] | None = None
+
+
+def _start_worker() -> subprocess.Popen[str]:
+    global _worker
+    if _worker is None or _worker.poll() is not None:
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        _worker = subprocess.Popen([sys.executable, "-c", _WORKER], env=env, text=True,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        atexit.register(_stop_worker)
+    return _worker
+
+
+def _stop_worker() -> None:
+    global _worker
+    if _worker is not None and _worker.poll() is None:
+        assert _worker.stdin is not None
+        _worker.stdin.close()
+        try:
+            _worker.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _worker.kill()
+    _worker = None
+
+
+def _ptx_of(source: str, signature: list[tuple[int, str]], cc: tuple[int, int]) -> str:
+    worker = _start_worker()
+    assert worker.stdin is not None and worker.stdout is not None
+    request = {"source": source, "name": PROBE_KERNEL, "signature": signature, "cc": list(cc)}
+    try:
+        worker.stdin.write(json.dumps(request) + "\n")
+        worker.stdin.flush()
+        line = worker.stdout.readline()
+    except OSError as err:
+        raise ProbeUnavailable(f"the PTX compile worker stopped ({err})") from None
+    if not line:
+        tail = (worker.stderr.read() if worker.stderr else "").strip().splitlines()[-1:]
+        _stop_worker()
+        raise ProbeUnavailable(f"numba could not start compiling PTX ({' '.join(tail)})")
+    reply = json.loads(line)
+    if "error" in reply:
+        raise ProbeUnavailable(f"numba could not compile the kernel to PTX ({reply['error']})")
+    return str(reply["ptx"])
+
+
+def _assemble(source: str, signature: list[tuple[int, str]], cc: tuple[int, int],
+              cap: int) -> tuple[int, int]:
+    tool = shutil.which("ptxas")
+    if tool is None:
+        raise ProbeUnavailable("ptxas is not installed")
+    ptx = _ptx_of(source, signature, cc)
+    try:
+        usage = ptxas_usage(ptx, tool, arch=f"sm_{cc[0]}{cc[1]}", max_registers=cap)
+    except FusecError as err:
+        raise ProbeUnavailable(str(err)) from None
+    return usage["registers"], usage["spill_bytes"]

@@ -1,0 +1,164 @@
+"""`--max-registers N`: every kernel declared with numba's `max_registers=N`
+(the cap reaches the JIT, the kept-cubin and `--ptx-info` paths), groups
+decided by ptxas's count under the cap, and a split only when the capped
+kernel's spills cost more than the split."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.remarks import RemarkCollector, collect_remarks
+from fusec.analysis.targets import get_target
+from fusec.codegen import kernel_probe
+from fusec.codegen.generate import generate_program
+from fusec.codegen.kernel_probe import KernelCount, KernelProbe
+from fusec.codegen.ptx import compile_program_ptx, program_signatures
+from fusec.compiler.compile import ScheduleOptions, compile_model
+from fusec.compiler.driver import make_registry
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.dialects.fusion import GroupOp
+from fusec.passes.register_budget import _Budgeter  # pyright: ignore[reportPrivateUsage]
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDE_TANH = ROOT / "bench" / "programs" / "wide_tanh.mlir"
+PTXAS = shutil.which("ptxas")
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas is not installed (CUDA toolkit)")
+
+SMALL = """func.func @f(%a: tensor<4096xf32>, %b: tensor<4096xf32>) -> tensor<4096xf32> {
+  %m = nn.mul %a, %b : (tensor<4096xf32>, tensor<4096xf32>) -> tensor<4096xf32>
+  %t = nn.tanh %m : tensor<4096xf32>
+  %s = nn.add %t, %a : (tensor<4096xf32>, tensor<4096xf32>) -> tensor<4096xf32>
+  func.return %s : tensor<4096xf32>
+}"""
+
+
+def grouped(text: str, budget: str = "") -> ModuleOp:
+    ctx = make_context()
+    module = parse_module(ctx, text, "test.mlir")
+    spec = "decompose,form-fusion-groups{target=h200},group-each-op" + budget
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
+    return module
+
+
+def only_group(module: ModuleOp) -> GroupOp:
+    (group,) = [op for op in module.walk() if isinstance(op, GroupOp)]
+    return group
+
+
+def ptx_or_skip(program):  # type: ignore[no-untyped-def]
+    try:
+        return compile_program_ptx(program)
+    except FusecError as err:  # no libNVVM / NVRTC: nothing to count with
+        pytest.skip(f"numba cannot compile PTX here: {err}")
+
+
+def test_every_kernel_is_declared_with_the_cap() -> None:
+    module = grouped(SMALL, ",register-budget{max_registers=48 ptxas=false}")
+    source = generate_program(module).kernels_source
+    assert source.count("cuda.jit(max_registers=48)") == 1
+    plain = generate_program(grouped(SMALL, ",register-budget{ptxas=false}")).kernels_source
+    assert "max_registers" not in plain  # and so the kernel cache keys differ
+
+
+@needs_ptxas
+@pytest.mark.slow
+def test_max_registers_32_leaves_no_kernel_over_32_by_ptxas() -> None:
+    art = compile_model(WIDE_TANH, target="h200", schedule=ScheduleOptions(max_registers=32))
+    info = ptx_or_skip(art.program)
+    assert info
+    over = {k: e["registers"] for k, e in info.items() if int(e["registers"]) > 32}
+    assert not over, over
+    notes = collect_remarks(art.module)
+    assert any("ptxas counted" in n for n in notes), notes
+    # each group over the cap says whether it was kept capped or split, and why
+    assert any(n.startswith("remark: kept group") or "would spill" in n for n in notes), notes
+
+
+@needs_ptxas
+def test_probe_counts_each_kernel_once() -> None:
+    group = only_group(grouped(SMALL))
+    probe = KernelProbe()
+    h200 = get_target("h200")
+    first = probe.count(group, h200)
+    if first is None:
+        pytest.skip(f"no register count here: {probe.note}")
+    again = probe.count(group.clone(), h200)
+    assert again == first and probe.compiled == 1 and probe.cached == 1
+    assert 0 < first.registers <= 64 and first.spill_bytes == 0
+    assert first.threads == 1024  # 4096 elements, 4 per thread
+    capped = probe.count(group, h200, cap=24)  # another key (24: sm_90's lowest cap)
+    assert capped is not None and capped.registers <= 24 and probe.compiled == 2
+
+
+def test_without_ptxas_the_estimate_decides_with_a_note(monkeypatch) -> None:
+    monkeypatch.setattr(kernel_probe.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(kernel_probe, "_COUNTS", {})
+    module = grouped(SMALL, ",register-budget{max_registers=32}")
+    notes = collect_remarks(module)
+    assert "note: register counts are estimates: ptxas is not installed" in notes, notes
+    # the estimate (~33) over the cap decides alone: split, as without a probe
+    assert len([op for op in module.walk() if isinstance(op, GroupOp)]) > 1
+
+
+class FakeProbe(KernelProbe):
+    """Hands out a fixed count (the decision logic, without compiling)."""
+
+    def __init__(self, spill_bytes: int) -> None:
+        super().__init__()
+        self.spill = spill_bytes
+
+    def count(self, group: GroupOp, target, cap: int = 0) -> KernelCount:  # type: ignore[no-untyped-def]
+        return KernelCount(cap, self.spill, 1 << 20)
+
+
+@pytest.mark.parametrize(("spill", "kept"), [(8, True), (4096, False)])
+def test_split_only_when_the_spills_cost_more(spill: int, kept: bool) -> None:
+    """A few spilled bytes per thread cost less than writing and re-reading
+    a 4 MiB intermediate; kilobytes per thread cost more."""
+    module = grouped(SMALL.replace("4096", str(1 << 20)))
+    group = only_group(module)
+    remarks = RemarkCollector()
+    _Budgeter(16, remarks, get_target("h200"), 16, FakeProbe(spill)).fit(group)
+    groups = [op for op in module.walk() if isinstance(op, GroupOp)]
+    text = [str(r) for r in remarks.remarks]
+    if kept:
+        assert len(groups) == 1 and group.attributes["max_registers"]
+        assert any(t.startswith(f"remark: kept group g0 capped at 16 registers with {spill} "
+                                "bytes of spill") and "cheaper than a split" in t
+                   for t in text), text
+    else:
+        assert len(groups) > 1
+        assert any(f"would spill {spill} bytes per thread" in t and "more than a split" in t
+                   for t in text), text
+        assert any(t.startswith("remark: split group g0") for t in text), text
+
+
+@needs_ptxas
+@pytest.mark.slow
+def test_kept_cubins_are_assembled_under_the_cap(tmp_path: Path, monkeypatch) -> None:
+    """The runtime's parallel compile reads the cap from the kernel's
+    declaration and hands it to ptxas (a wrapper logs its arguments)."""
+    from fusec.runtime.kernel_build import compile_parallel
+
+    assert PTXAS is not None
+    log = tmp_path / "args.txt"
+    wrapper = tmp_path / "bin" / "ptxas"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {PTXAS} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    program = generate_program(grouped(SMALL, ",register-budget{max_registers=48 ptxas=false}"))
+    try:
+        code = compile_parallel(program.kernels_source, program_signatures(program), (9, 0), 1)
+    except FusecError as err:
+        pytest.skip(f"numba cannot compile PTX here: {err}")
+    assert all(c.cubin for c in code.values())
+    assert "-maxrregcount=48" in log.read_text()
