@@ -101,7 +101,7 @@ class Scheduler:
         elif kind == "attention":
             line, used = self.attention(group)
         elif kind == "pointwise":
-            attr = pointwise_schedule(self.target)
+            attr = pointwise_schedule(self.target, group)
             line = (f"pointwise: {attr.int_field('elements_per_thread')} elements per thread, "
                     f"{attr.int_field('block')} threads per block")
             used = 0
