@@ -314,11 +314,17 @@ def _is_half(access: _Access) -> bool:
     return of_device_dtype(access.dtype).is_half
 
 
+def _along_inner(plan: _Plan, access: _Access) -> bool:
+    """Whether `access` varies along the innermost extent (its lanes are
+    consecutive elements); true of everything in a 0-d iteration space."""
+    return not plan.iter_shape or access.shape[-1] == plan.iter_shape[-1]
+
+
 def _is_wide(plan: _Plan, access: _Access) -> bool:
     """Whether `access` is read or written wide: a half array, contiguous
     along the innermost extent (its lanes are consecutive elements)."""
     return (plan.vector > 1 and _is_half(access) and access.numel > 1
-            and access.shape[-1] == plan.iter_shape[-1])
+            and _along_inner(plan, access))
 
 
 def _wide_arrays(plan: _Plan) -> list[str]:
@@ -350,7 +356,7 @@ def _access_loads(
                 n[arg] = f"s{i}"  # hoisted above the loop
             continue
         index = _access_index(plan, access, at, k)
-        if access.shape[-1] != plan.iter_shape[-1]:  # the same element for every lane
+        if not _along_inner(plan, access):  # the same element for every lane
             loads.append(f"a{i}_{a} = {_load(access, index)}")
             for n in names:
                 n[arg] = f"a{i}_{a}"
@@ -385,7 +391,7 @@ def _access_stores(
             bits = [value_bits(element, f"float32({n[value]})") for n in names]
             lines.append(wide_store(word_type, access.name, index, pack(word_type, bits)))
             continue
-        per_lane = access.shape[-1] == plan.iter_shape[-1]
+        per_lane = _along_inner(plan, access)
         stores = [f"{access.name}[{_lane(index, j, at.itype)}] = {r}"
                   for j, r in enumerate(rhs if per_lane else rhs[:1])]
         if plan.is_full(access):

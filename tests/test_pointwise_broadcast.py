@@ -179,3 +179,14 @@ def test_half_kernel_ptx_has_8_byte_accesses(dtype: str) -> None:
     (ptx,) = _ptx(two_outputs("2x6x8", "8", "2x6x8", dtype)).values()
     assert "ld.global.u64" in ptx and "st.global.u64" in ptx
     assert not _DIV64.search(ptx)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zero_d_results(dtype: str) -> None:
+    """A 0-d iteration space (scalar inputs and results) has no innermost
+    extent: one element, read and written per element."""
+    t = f"tensor<{dtype}>"
+    text = (f"func.func @f(%a: {t}, %b: {t}) -> {t} {{\n"
+            f"  %s = nn.mul %a, %b : ({t}, {t}) -> {t}\n  %y = nn.tanh %s : {t}\n"
+            f"  func.return %y : {t}\n}}\n")
+    check(text, dtype, launches=1, pipeline=FUSED)
