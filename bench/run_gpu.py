@@ -2,6 +2,7 @@
 
     python bench/run_gpu.py [--rows chain16,softmax] [--iters 20] [--repeat 7]
     python bench/run_gpu.py --dtype bf16    # the half rows in bf16 (or f16)
+    python bench/run_gpu.py --dtype f16 --rows scale_shift_residual,chain16  # programs retyped
 
 For each model of bench/models it measures, in one run and on the same random
 inputs: fusec with fusion, fusec with fusion off (one kernel per op), torch
@@ -76,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             for r in (PROGRAMS if name == "programs" else [name])]
     if args.dtype != "f32" and args.rows == p.get_default("rows"):
         rows = list(HALF_ROWS)
-    allowed = ROWS + EXTRA_ROWS + (PROGRAMS if args.dtype == "f32" else [])
+    allowed = ROWS + EXTRA_ROWS + PROGRAMS
     unknown = [r for r in rows if r not in allowed]
     if unknown:
-        known = ", ".join(allowed + (["programs"] if args.dtype == "f32" else []))
+        known = ", ".join([*allowed, "programs"])
         p.error(f"unknown row '{unknown[0]}' for --dtype {args.dtype} (known: {known})")
 
     import fusec
@@ -150,24 +151,26 @@ def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float
     from fusec.reference.interpreter import find_function
 
     path = HERE / "programs" / f"{row}.mlir"
-    func = find_function(parse_module(make_context(), path.read_text(), str(path)), None)
+    source = retype(path.read_text(encoding="utf-8"), args.dtype)
+    func = find_function(parse_module(make_context(), source, str(path)), None)
     peer = torch_peer(func)
-    fused = fusec.compile(path, fusion=True, device="gpu")
-    off = fusec.compile(path, fusion=False, device="gpu")
-    tuned = fusec.compile(path, fusion=True, device="gpu", autotune=True) \
+    fused = fusec.compile(source, fusion=True, device="gpu")
+    off = fusec.compile(source, fusion=False, device="gpu")
+    tuned = fusec.compile(source, fusion=True, device="gpu", autotune=True) \
         if args.autotune else None
     models = [m for m in (fused, off, tuned) if m is not None]
     inputs = _inputs(torch, fused)
     ref = _as_list(peer(*inputs))
-    status = [_check_all(torch, _as_list(m(*inputs)), ref) for m in models]
+    tol = tolerance(args.dtype, TOLERANCE)
+    status = [_check_all(torch, _as_list(m(*inputs)), ref, tol) for m in models]
     if args.reference:
-        status = [f"{s}, {_check_reference(path.read_text(), m, inputs)}"
+        status = [f"{s}, {_check_reference(source, m, inputs)}"
                   for s, m in zip(status, models, strict=True)]
     times = _times(torch, fused, off, peer, inputs, args, tuned)
     moved, flops = program_floor(func, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
-    return _row_table(row, times, floor, fused.launches, off.launches, status,
-                      tuned.launches if tuned else 0)
+    return _row_table(row_name(row, args.dtype), times, floor, fused.launches, off.launches,
+                      status, tuned.launches if tuned else 0)
 
 
 def _times(torch: Any, fused: Any, off: Any, peer: Any, inputs: list[Any],
@@ -199,8 +202,8 @@ def _as_list(out: Any) -> list[Any]:
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
-def _check_all(torch: Any, outs: list[Any], refs: list[Any]) -> str:
-    results = [_check(torch, o, r) for o, r in zip(outs, refs, strict=True)]
+def _check_all(torch: Any, outs: list[Any], refs: list[Any], tol: float = TOLERANCE) -> str:
+    results = [_check(torch, o, r, tol) for o, r in zip(outs, refs, strict=True)]
     bad = [r for r in results if r != "ok"]
     return bad[0] if bad else "ok"
 

@@ -31,6 +31,7 @@ from typing import Literal
 from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 
+from fusec.codegen.wide_access import WIDE_ACCESS_PRELUDE
 from fusec.dialects import nn
 from fusec.dialects.element_types import BY_NAME, of_device_dtype
 from fusec.dialects.nn_base import SUPPORTED_TYPES, element_type_name
@@ -40,7 +41,7 @@ import math
 
 import numba
 import numpy as np
-from numba import boolean, cuda, float32, float64, int32, int64, uint16, uint32
+from numba import boolean, cuda, float32, float64, int32, int64, uint16, uint32, uint64
 from numba.cuda import libdevice
 from numba.types import float16
 
@@ -90,7 +91,7 @@ else:
         if b & uint32(0x7FFFFFFF) > uint32(0x7F800000):
             return uint16((b >> uint32(16)) | uint32(0x40))
         return uint16((b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16))
-"""
+""" + WIDE_ACCESS_PRELUDE
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,16 @@ B * E elements; thread t takes the chunk's elements t, t + B, ... (each warp loa
 reads 128 consecutive bytes) and issues all their loads before any
 arithmetic. Every array is passed as a flat view; full-shaped operands are
 read at the element's flat index, broadcast ones at an index computed from
-the element's coordinates, scalars once per thread. A partial last chunk
-loads at clamped indices and stores only the elements that exist. Half
-precision is loaded into float32, computed there and rounded on store; an
-explicit cast to f16 inside the group rounds where the program says so.
+the element's coordinates (`pointwise_index.py`: uint32 below 2^31
+elements, literal divisors, only the dimensions the operand varies in),
+scalars once per thread. A partial last chunk loads at clamped indices and
+stores only the elements that exist. Half precision is loaded into float32,
+computed there and rounded on store; an explicit cast to f16 inside the
+group rounds where the program says so. When a half array is contiguous
+along the innermost extent and that extent and E allow, a thread's E
+elements are E / V accesses of V = 4 (or 2) consecutive elements, `B`
+accesses apart, and half arrays move one 8-byte (4-byte) word per access
+(`wide_access.py`), behind a test that every such array is aligned.
 """
 
 from __future__ import annotations
@@ -51,7 +57,6 @@ from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
     UnsupportedTypeError,
-    broadcast_index,
     compute_type,
     float_literal,
     int_literal,
@@ -60,16 +65,27 @@ from fusec.codegen.kernel_source import (
     narrow,
     numba_type,
     scalar_expr,
-    unravel,
     value_dtype,
     widen,
 )
+from fusec.codegen.pointwise_index import ElementIndex, index_type
 from fusec.codegen.pointwise_transpose import has_transposes
 from fusec.codegen.schedule_input import group_schedule
+from fusec.codegen.wide_access import (
+    WORD_TYPES,
+    lane_bits,
+    lane_value,
+    pack,
+    value_bits,
+    wide_load,
+    wide_store,
+)
 from fusec.dialects import nn, shapes
+from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import splat_value, tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
+from fusec.scheduling.pointwise import HALF_ACCESS_BYTES
 
 # CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop
 # over chunks beyond.
@@ -130,6 +146,7 @@ class _Plan:
     outputs: list[_Access]
     unroll: int = 1  # elements per thread (the schedule's `elements_per_thread`)
     threads: int = 1  # threads per block (the schedule's `block`)
+    vector: int = 1  # consecutive elements per access (halves read wide)
 
     @property
     def numel(self) -> int:
@@ -279,70 +296,149 @@ def _body_lines(plan: _Plan, names: dict[SSAValue, str], suffix: str = "") -> li
     return lines
 
 
-def _element_parts(
-    plan: _Plan, index: str, coords: list[str], suffix: str = ""
-) -> tuple[list[str], list[str], list[str]]:
-    """Loads, temporaries and stores of one element at flat `index` (or at
-    the element's flat index for full-shaped operands)."""
-    names: dict[SSAValue, str] = {}
+def vector_width(plan: _Plan) -> int:
+    """Halves per wide access: the most (up to `HALF_ACCESS_BYTES`) that
+    divide both the elements per thread and the innermost extent (so the
+    lanes of an access share every coordinate but the last), when some
+    f16/bf16 array is full along that extent; else 1."""
+    if not plan.iter_shape or not any(
+        _is_half(a) and a.shape[-1] == plan.iter_shape[-1] and a.numel > 1
+        for a in (*plan.inputs, *plan.outputs)
+    ):
+        return 1
+    lanes = HALF_ACCESS_BYTES // 2
+    while lanes > 1 and (plan.unroll % lanes or plan.iter_shape[-1] % lanes):
+        lanes //= 2
+    return lanes
+
+
+def _is_half(access: _Access) -> bool:
+    return of_device_dtype(access.dtype).is_half
+
+
+def _along_inner(plan: _Plan, access: _Access) -> bool:
+    """Whether `access` varies along the innermost extent (its lanes are
+    consecutive elements); true of everything in a 0-d iteration space."""
+    return not plan.iter_shape or access.shape[-1] == plan.iter_shape[-1]
+
+
+def _is_wide(plan: _Plan, access: _Access) -> bool:
+    """Whether `access` is read or written wide: a half array, contiguous
+    along the innermost extent (its lanes are consecutive elements)."""
+    return (plan.vector > 1 and _is_half(access) and access.numel > 1
+            and _along_inner(plan, access))
+
+
+def _wide_arrays(plan: _Plan) -> list[str]:
+    return [a.name for a in (*plan.inputs, *plan.outputs) if _is_wide(plan, a)]
+
+
+def _access_index(plan: _Plan, access: _Access, at: ElementIndex, k: str) -> str:
+    """The index of lane 0 of an access into `access` (`k`: its flat index)."""
+    return k if plan.is_full(access) else at.operand(access.shape)
+
+
+def _lane(index: str, lane: int, itype: str) -> str:
+    """Lane `lane` of an access at `index` (typed: numba makes a float of
+    uint64 + int64)."""
+    return index if lane == 0 else f"{index} + {itype}({lane})"
+
+
+def _access_loads(
+    plan: _Plan, at: ElementIndex, k: str, a: int, wide: bool
+) -> tuple[list[str], list[dict[SSAValue, str]]]:
+    """The loads of access `a` and each lane's names of the group inputs."""
+    lanes = plan.vector
+    names: list[dict[SSAValue, str]] = [{} for _ in range(lanes)]
     loads: list[str] = []
     for arg, access in zip(plan.group.block.args, plan.inputs, strict=True):
+        i = arg.index
         if access.numel == 1:
-            names[arg] = f"s{arg.index}"  # hoisted above the loop
+            for n in names:
+                n[arg] = f"s{i}"  # hoisted above the loop
             continue
-        where = index if plan.is_full(access) else broadcast_index(
-            access.shape, plan.iter_shape, coords
-        )
-        names[arg] = f"a{arg.index}{suffix}"
-        loads.append(f"a{arg.index}{suffix} = {_load(access, where)}")
-    body = _body_lines(plan, names, suffix)
-    stores: list[str] = []
+        index = _access_index(plan, access, at, k)
+        if not _along_inner(plan, access):  # the same element for every lane
+            loads.append(f"a{i}_{a} = {_load(access, index)}")
+            for n in names:
+                n[arg] = f"a{i}_{a}"
+            continue
+        if wide and _is_wide(plan, access):
+            word_type = WORD_TYPES[lanes]
+            element = of_device_dtype(access.dtype).name
+            loads.append(f"v{i}_{a} = {wide_load(word_type, access.name, index)}")
+            loads += [f"a{i}_{a}_{j} = {lane_value(element, lane_bits(word_type, f'v{i}_{a}', j))}"
+                      for j in range(lanes)]
+        else:
+            loads += [f"a{i}_{a}_{j} = {_load(access, _lane(index, j, at.itype))}"
+                      for j in range(lanes)]
+        for j, n in enumerate(names):
+            n[arg] = f"a{i}_{a}_{j}"
+    return loads, names
+
+
+def _access_stores(
+    plan: _Plan, at: ElementIndex, k: str, names: list[dict[SSAValue, str]], wide: bool
+) -> list[str]:
+    """The stores of one access: wide, per lane, or (a result smaller than the
+    iteration shape) only by the lanes at coordinate 0 of its broadcast
+    dimensions."""
+    lines: list[str] = []
     for value, access in zip(plan.results, plan.outputs, strict=True):
-        stores.extend(_store_lines(plan, access, value, names[value], index, coords))
-    return loads, body, stores
+        rhs = [_store(access, n[value], value_dtype(value)) for n in names]
+        index = _access_index(plan, access, at, k)
+        if plan.is_full(access) and wide and _is_wide(plan, access):
+            word_type = WORD_TYPES[plan.vector]
+            element = of_device_dtype(access.dtype).name
+            bits = [value_bits(element, f"float32({n[value]})") for n in names]
+            lines.append(wide_store(word_type, access.name, index, pack(word_type, bits)))
+            continue
+        per_lane = _along_inner(plan, access)
+        stores = [f"{access.name}[{_lane(index, j, at.itype)}] = {r}"
+                  for j, r in enumerate(rhs if per_lane else rhs[:1])]
+        if plan.is_full(access):
+            lines += stores
+        else:
+            lines += [f"if {at.first_along_broadcast(access.shape)}:",
+                      *(_INDENT + s for s in stores)]
+    return lines
 
 
-def _chunk_lines(plan: _Plan) -> list[str]:
-    """The `plan.unroll` elements of this thread in chunk `c`, unrolled: every
-    index, then every load, then the arithmetic, then every store. Outputs may
-    alias inputs as far as the compiler knows, so a load after a store could
-    not be moved up; issuing the loads together keeps `plan.unroll` requests in
-    flight per thread. Elements past the end (a partial last chunk) load at a
-    clamped, valid index and store nothing."""
-    n = plan.numel
-    tail = n % (plan.threads * plan.unroll) != 0
+def _chunk_lines(plan: _Plan, wide: bool) -> list[str]:
+    """This thread's accesses of the chunk: `plan.unroll / plan.vector`
+    accesses of `plan.vector` consecutive elements each, `plan.threads`
+    accesses apart. Every index, then every load, then the arithmetic, then
+    every store: outputs may alias inputs as far as the compiler knows, so a
+    load after a store could not be moved up; issuing the loads together keeps
+    the accesses in flight. Accesses past the end (a partial last chunk) load
+    at a clamped, valid index and store nothing."""
+    lanes, itype = plan.vector, index_type(plan.numel)
+    accesses, words = plan.unroll // lanes, plan.numel // lanes
+    tail = words % (plan.threads * accesses) != 0
     index_lines: list[str] = []
     parts = []
-    for e in range(plan.unroll):
-        raw = f"base + {int_literal(e * plan.threads)}"
+    for a in range(accesses):
+        raw = f"base + {itype}({int_literal(a * plan.threads)})"
         if tail:
-            index_lines += [f"i{e}_raw = {raw}", f"ok{e} = i{e}_raw < {int_literal(n)}",
-                            f"i{e} = min(i{e}_raw, {int_literal(n - 1)})"]
+            index_lines += [f"w{a}_raw = {raw}", f"ok{a} = w{a}_raw < {itype}({words})",
+                            f"w{a} = min(w{a}_raw, {itype}({words - 1}))"]
         else:
-            index_lines.append(f"i{e} = {raw}")
-        coords: list[str] = []
-        if plan.needs_coords():
-            lines, coords = unravel(f"i{e}", plan.iter_shape, prefix=f"i{e}_")
-            index_lines += lines
-        loads, body, stores = _element_parts(plan, f"i{e}", coords, f"_{e}")
+            index_lines.append(f"w{a} = {raw}")
+        k = f"w{a}" if lanes == 1 else f"k{a}"
+        if lanes > 1:
+            index_lines.append(f"k{a} = w{a} * {itype}({lanes})")
+        at = ElementIndex(f"j{a}", plan.iter_shape, itype, str(a))
+        loads, names = _access_loads(plan, at, k, a, wide)
+        body = [line for j, n in enumerate(names) for line in _body_lines(plan, n, f"_{a}_{j}")]
+        stores = _access_stores(plan, at, k, names, wide)
         if tail:
-            stores = [f"if ok{e}:", *(_INDENT + line for line in stores)]
+            stores = [f"if ok{a}:", *(_INDENT + line for line in stores)]
+        if at.coord_lines:
+            # Coordinates in the index type itself (uint32: one 32-bit multiply
+            # per constant division); `k` stays wide for the full-shaped loads.
+            index_lines += [f"j{a} = {itype}({k})", *at.coord_lines]
         parts.append((loads, body, stores))
-    return index_lines + [line for k in range(3) for part in parts for line in part[k]]
-
-
-def _store_lines(
-    plan: _Plan, access: _Access, value: SSAValue, name: str, index: str, coords: list[str]
-) -> list[str]:
-    rhs = _store(access, name, value_dtype(value))
-    if plan.is_full(access):
-        return [f"{access.name}[{index}] = {rhs}"]
-    # A result smaller than the iteration shape: only the threads at
-    # coordinate 0 of its broadcast dimensions write it (once per element).
-    first = [c for c, d, o in zip(coords, access.shape, plan.iter_shape, strict=True) if d != o]
-    where = broadcast_index(access.shape, plan.iter_shape, coords)
-    cond = " and ".join(f"{c} == 0" for c in first)
-    return [f"if {cond}:", f"{_INDENT}{access.name}[{where}] = {rhs}"]
+    return index_lines + [line for i in range(3) for part in parts for line in part[i]]
 
 
 def _scalar_loads(plan: _Plan) -> list[str]:
@@ -358,18 +454,33 @@ def _chunks(plan: _Plan) -> int:
     return max(1, -(-plan.numel // (plan.threads * plan.unroll)))
 
 
+def _body(plan: _Plan) -> list[str]:
+    """The chunk's accesses; when some array is accessed wide, behind a
+    test that every such array is aligned to the access (else per element)."""
+    wide = _wide_arrays(plan)
+    if not wide:
+        return _chunk_lines(plan, wide=False)
+    nbytes = 2 * plan.vector
+    test = " and ".join(f"is_aligned({name}, {nbytes})" for name in wide)
+    return [f"if {test}:", *(_INDENT + line for line in _chunk_lines(plan, wide=True)),
+            "else:", *(_INDENT + line for line in _chunk_lines(plan, wide=False))]
+
+
 def _loop_lines(plan: _Plan) -> list[str]:
-    """One chunk per block: its first element and the unrolled body. Past
-    `MAX_GRID_X` chunks, a loop over them (a loop whose trip count depends on
-    gridDim costs a 64-bit division per thread, so it is only used there)."""
+    """One chunk per block: its first access (`base`, in accesses) and the
+    unrolled body. Past `MAX_GRID_X` chunks, a loop over them (a loop whose
+    trip count depends on gridDim costs a 64-bit division per thread, so it
+    is only used there)."""
     if plan.numel == 0:
         return ["pass"]  # an empty result: one block that does nothing
-    chunk = int_literal(plan.threads * plan.unroll)
-    body = [*_chunk_lines(plan)]
+    itype = index_type(plan.numel)
+    chunk = f"{itype}({int_literal(plan.threads * plan.unroll // plan.vector)})"
+    body = _body(plan)
     if _chunks(plan) <= MAX_GRID_X:
-        return [f"base = cuda.blockIdx.x * {chunk} + t", *body]
+        return [f"base = {itype}({itype}(cuda.blockIdx.x) * {chunk} + {itype}(t))", *body]
     return [f"for c in range(cuda.blockIdx.x, {int_literal(_chunks(plan))}, cuda.gridDim.x):",
-            f"{_INDENT}base = c * {chunk} + t", *(_INDENT + line for line in body)]
+            f"{_INDENT}base = {itype}(c) * {chunk} + {itype}(t)",
+            *(_INDENT + line for line in body)]
 
 
 def _view_shape(access: _Access) -> tuple[int, ...]:
@@ -385,6 +496,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     plan = plan_group(group)
     plan.unroll = schedule.int_field("elements_per_thread")
     plan.threads = schedule.int_field("block")
+    plan.vector = vector_width(plan)
     grid, block = (min(_chunks(plan), MAX_GRID_X), 1, 1), (plan.threads, 1, 1)
     per_thread = f"{plan.unroll} elements per thread, {plan.threads} apart"
     notes = [f"iteration shape {shapes.fmt(plan.iter_shape)} (dimensions collapsed)"]

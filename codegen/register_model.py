@@ -37,20 +37,19 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTERS  # attention
-from fusec.analysis.pointwise_registers import pointwise_parts
+from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTERS
+from fusec.analysis.pointwise_registers import pointwise_register_parts
 from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.group_body import GroupBody
-from fusec.codegen.pointwise import plan_group
+from fusec.codegen.pointwise import plan_group, vector_width
 from fusec.codegen.pointwise_transpose import has_transposes
 from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import (
     SCHEDULE_KEY,
     ContractionSchedule,
@@ -62,6 +61,7 @@ from fusec.dialects.shapes import numel
 from fusec.scheduling.contraction import GemmTile, tile_of
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
+POINTWISE_MIN_HELD = 2  # elements per thread the estimate counts in flight, at least
 LAYOUT_REGISTERS = 31  # index remapping copy or the tiled transpose
 GEMM_ADDRESSING = 16  # tile origins, loader offsets, loop counters
 GEMM_HOIST_MAX_THREADS = 64  # blocks up to this size get every K step's fragments hoisted
@@ -174,21 +174,25 @@ def estimate_registers(group: GroupOp, target: Target,
 def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:
     """Every element's loads are issued before any arithmetic, so a thread
     holds, per array it reads or writes, a base address and its
-    `elements_per_thread` values; elements whose coordinates are unravelled
-    one by one add index math."""
+    `elements_per_thread` values (halves packed in words), plus the
+    intermediates live at the widest point of the op order; indices are
+    32-bit and cheap (`codegen/pointwise_index.py`). A thread never holds
+    more elements than the iteration space gives it (a kernel smaller than
+    one block's chunk keeps the rest of its accesses clamped and idle)."""
     if has_transposes(group):
         return _make(*pointwise_transpose.register_parts(group, schedule))
     plan = plan_group(group)
-    unroll = schedule.int_field("elements_per_thread")
-    arrays = sum(1 for a in plan.inputs if a.numel != 1) + len(plan.outputs)
-    scalars = sum(1 for a in plan.inputs if a.numel == 1)
-    odd = 0
-    if not getattr(plan, "vectorized", False) and plan.needs_coords():
-        # a power-of-two extent unravels with shifts; any other with a
-        # multiply-high sequence whose temporaries live per element
-        odd = sum(1 for d in plan.iter_shape[1:] if d & (d - 1))
-    one = bool(_outputs(group)) and all(numel(tensor_shape(v)) == 1 for v in _outputs(group))
-    return _make(*pointwise_parts(unroll, arrays, scalars, odd, len(_ops(group)), one))
+    plan.unroll = schedule.int_field("elements_per_thread")
+    plan.threads = schedule.int_field("block")
+    lanes = vector_width(plan)
+    held = lanes * -(-plan.numel // (plan.threads * lanes))
+    ops = [op for op in plan.ops if not isinstance(op, nn.ConstantOp)]
+    # Never fewer than POINTWISE_MIN_HELD: ptxas cannot tell which accesses
+    # are idle and keeps registers for some (fitted on the 32- and 64-element
+    # kernels of the code generation tests: 8 to 20 registers).
+    return _make(*pointwise_register_parts(
+        ops, list(group.block.args), plan.results,
+        min(plan.unroll, max(POINTWISE_MIN_HELD, held))))
 
 
 def gemm_registers(tile: GemmTile, k: int, epilogue_ops: int = 0,

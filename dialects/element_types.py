@@ -164,7 +164,8 @@ def round_to_bf16(x: np.ndarray) -> np.ndarray:
     bits = f32.view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
     out = rounded.view(np.float32)
-    return np.where(np.isnan(f32), f32, out)
+    # ascontiguousarray makes a 0-d array 1-d: keep the caller's shape.
+    return np.where(np.isnan(f32), f32, out).reshape(np.shape(x))
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -172,7 +173,7 @@ def bf16_bits(x: np.ndarray) -> np.ndarray:
     NaN stays a quiet NaN), as kernels store bf16 in device memory."""
     rounded = np.ascontiguousarray(round_to_bf16(x))
     bits = (rounded.view(np.uint32) >> 16).astype(np.uint16)
-    return np.where(np.isnan(rounded), bits | np.uint16(0x40), bits)
+    return np.where(np.isnan(rounded), bits | np.uint16(0x40), bits).reshape(np.shape(x))
 
 
 def bf16_values(bits: np.ndarray) -> np.ndarray:

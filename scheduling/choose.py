@@ -123,7 +123,7 @@ class Scheduler:
         """Flat, or the transposed-operand tile when a transpose in the group
         moves the innermost axis (`scheduling/pointwise.transpose_tile`)."""
         shape = broadcast_shapes(*(tensor_shape(v) for v in _results(group)))
-        attr = pointwise_schedule(self.target, transpose_tile(_ops(group), shape))
+        attr = pointwise_schedule(self.target, transpose_tile(_ops(group), shape), group)
         if not attr.int_field("tile"):
             return attr, (f"pointwise: {attr.int_field('elements_per_thread')} elements per "
                           f"thread, {attr.int_field('block')} threads per block"), 0

@@ -13,20 +13,35 @@ output's innermost one gets `tile = TRANSPOSE_TILE`: one `tile x tile` block
 of outputs per block, the operand staged through shared memory so that both
 its load and the store are coalesced (`block / tile` rows of threads, each
 thread `tile * tile / block` elements).
+
+A group that moves f16/bf16 gets 8 elements per thread: the emitter reads
+its half arrays 4 consecutive elements (8 bytes) per access, so a thread
+has two accesses in flight, 16 bytes per array as with 4 f32 elements.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
 from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import tile_axes
+from fusec.dialects.element_types import BY_NAME
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.nn_base import element_type_name
 from fusec.dialects.schedule import PointwiseSchedule
 
 ELEMENTS_PER_THREAD = 4
 """Elements each thread loads (all before any arithmetic) per chunk."""
+HALF_ELEMENTS_PER_THREAD = 8
+"""The same for a group that reads or writes f16/bf16: two wide accesses of
+4 halves, the 16 bytes per array in flight that 4 f32 elements give."""
+HALF_ACCESS_BYTES = 8
+"""Bytes a thread moves per access of an f16/bf16 array (4 halves; 2 where
+the innermost extent or elements per thread forbid 4): a warp request of
+one half per thread moves 64 bytes, too few to reach the copy floor."""
 BLOCK_THREADS = 256
 """Threads per block: 8 warps hide memory latency and leave the register
 file room for 8 blocks per SM."""
@@ -38,14 +53,22 @@ tile row (128 bytes of f32) along the operand's contiguous axis, and one
 warp writes a row of outputs along theirs."""
 
 
-def pointwise_schedule(target: Target, tile: int = 0) -> PointwiseSchedule:
-    """The schedule of a pointwise group on `target` (a block no larger than
-    the target launches); `tile` > 0: the transposed-operand tile."""
+def pointwise_schedule(target: Target, tile: int = 0,
+                       group: GroupOp | None = None) -> PointwiseSchedule:
+    """The schedule of pointwise `group` on `target` (a block no larger than
+    the target launches); `tile` > 0: the transposed-operand tile; more
+    elements per thread when the group moves halves."""
     block = min(BLOCK_THREADS, target.max_threads_per_block)
     if tile:
         return PointwiseSchedule.make(elements_per_thread=tile * tile // block, block=block,
                                       tile=tile)
-    return PointwiseSchedule.make(elements_per_thread=ELEMENTS_PER_THREAD, block=block)
+    half = group is not None and any(
+        BY_NAME[element_type_name(v.type.element_type)].is_half
+        for v in (*group.block.args, *group.results)
+        if isinstance(v.type, TensorType) and element_type_name(v.type.element_type) in BY_NAME)
+    return PointwiseSchedule.make(
+        elements_per_thread=HALF_ELEMENTS_PER_THREAD if half else ELEMENTS_PER_THREAD,
+        block=block)
 
 
 def transpose_tile(ops: Sequence[Operation], shape: Sequence[int]) -> int:

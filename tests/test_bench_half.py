@@ -26,10 +26,21 @@ def test_help_names_the_dtype_option() -> None:
     assert "--dtype {f32,f16,bf16}" in out
 
 
-def test_half_rows_refuse_programs() -> None:
+def test_half_rows_refuse_an_unknown_row() -> None:
     proc = subprocess.run([sys.executable, str(BENCH / "run_gpu.py"), "--dtype", "f16",
-                           "--rows", "programs"], capture_output=True, text=True)
+                           "--rows", "no_such_row"], capture_output=True, text=True)
     assert proc.returncode == 2 and "for --dtype f16" in proc.stderr
+    assert "scale_shift_residual" in proc.stderr  # programs run retyped too
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("program", ["scale_shift_residual", "bcast_two_outputs"])
+def test_half_programs_compile_with_wide_accesses(program: str, dtype: str) -> None:
+    """`--dtype f16 --rows scale_shift_residual,...` compiles the program
+    retyped; its pointwise kernel moves 4 halves per access."""
+    source = retype((BENCH / "programs" / f"{program}.mlir").read_text(encoding="utf-8"), dtype)
+    art = compile_model(source, fusion=True, target="h200")
+    assert "ld_wide64(in0, k0)" in art.kernels_py and "st_wide64(out0, k" in art.kernels_py
 
 
 def test_retype_rewrites_every_f32_tensor_type() -> None:

@@ -92,7 +92,7 @@ def test_binary_same_shape(op: str) -> None:
 def test_broadcasting(a: str, b: str, out: str) -> None:
     program = check_program(binary("nn.sub", a, b, out), launches=1)
     # Fewer elements than one chunk: loads clamped, stores guarded.
-    assert "ok3 = i3_raw < " in program.kernels_source
+    assert "ok3 = w3_raw < " in program.kernels_source
 
 
 def test_whole_chunks_need_no_guards() -> None:
@@ -101,8 +101,8 @@ def test_whole_chunks_need_no_guards() -> None:
     launch = program.functions["f"].launches[0]
     assert launch.grid == (2, 1, 1) and launch.block == (256, 1, 1)
     text = program.kernels_source
-    assert "i3 = base + 768" in text and "ok0" not in text
-    assert text.index("a1_3 = in1[i3]") < text.index("t0_0 = ") < text.index("out0[i0] = ")
+    assert "w3 = base + uint32(768)" in text and "ok0" not in text
+    assert text.index("a1_3_0 = in1[w3]") < text.index("t0_0_0 = ") < text.index("out0[w0] = ")
 
 
 @pytest.mark.parametrize("predicate", ["lt", "le", "gt", "ge", "eq", "ne"])
@@ -183,7 +183,7 @@ def test_chain_of_32_ops_is_one_vectorized_kernel() -> None:
     launch = program.functions["f"].launches[0]
     assert [a.view_shape for a in launch.args] == [(64,), (1,), (1,), (64,)]
     assert launch.ops == ["nn.mul", "nn.add"] * 16
-    assert "a0_3 = in0[i3]" in program.kernels_source
+    assert "a0_3_0 = in0[w3]" in program.kernels_source
 
 
 HORIZONTAL = """func.func @f(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %c: tensor<4x1xf32>)
@@ -210,7 +210,8 @@ HORIZONTAL = """func.func @f(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %c: tensor<
 def test_multi_output_group_with_smaller_result() -> None:
     program = check_program(HORIZONTAL, launches=1, pipeline="group-each-op")
     # The [8] result is written once per element, by the threads of row 0.
-    assert "if i0_0 == 0:" in program.kernels_source
+    text = program.kernels_source
+    assert "c0_1 = uint32(j0 // uint32(8))" in text and "if c0_1 == uint32(0):" in text
 
 
 HALF = """func.func @f(%x: tensor<4x8xf16>, %b: tensor<8xf16>)
@@ -233,7 +234,7 @@ HALF = """func.func @f(%x: tensor<4x8xf16>, %b: tensor<8xf16>)
 def test_half_precision_group() -> None:
     program = check_program(HALF, launches=1, pipeline="group-each-op")
     # Loads widen to float32; the explicit cast to f16 rounds inside the kernel.
-    assert "float32(in0[i0])" in program.kernels_source
+    assert "float32(in0[k0])" in program.kernels_source
     assert "float32(float16(" in program.kernels_source
 
 
@@ -288,4 +289,4 @@ def test_splat_constants_inside_a_group_are_literals() -> None:
     assert "float32(1.5)" in program.kernels_source
     assert "int32(3)" in program.kernels_source
     # The scalar result is written by one thread only.
-    assert "if i0_0 == 0 and i0_1 == 0:" in program.kernels_source
+    assert "if j0 == uint32(0):\n            out2[0] = " in program.kernels_source

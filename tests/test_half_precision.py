@@ -42,7 +42,7 @@ BINARY = ["nn.add", "nn.sub", "nn.mul", "nn.div", "nn.max", "nn.min", "nn.pow"]
 
 
 def check(text: str, dtype: str, launches: int | None = None,
-          pipeline: str = "decompose,group-each-op") -> Program:
+          pipeline: str = "decompose,group-each-op", device: str = "sim") -> Program:
     """Compile `text`, run `@f` in the simulator on inputs rounded to their
     types, compare every output with the float64 reference at `dtype`'s
     tolerance."""
@@ -54,7 +54,7 @@ def check(text: str, dtype: str, launches: int | None = None,
     inputs = [round_to_element_type(x, t) for x, t in
               zip(random_inputs(func, 1), func.function_type.inputs.data, strict=True)]
     expected = run_module(module, inputs, "f")
-    got = run_program(program, "f", inputs, device="sim")
+    got = run_program(program, "f", inputs, device=device)
     for e, g, t in zip(expected, got, func.function_type.outputs.data, strict=True):
         row = element(element_type_name(t.element_type))
         assert g.dtype == np.dtype(row.host_dtype), (g.dtype, t)
@@ -262,3 +262,49 @@ def test_bf16_cuda_array_interface_with_a_void_typestr_is_read_by_its_dtype() ->
             return {"shape": (2, 3), "typestr": "|V2", "data": (0, False), "version": 3}
 
     assert _shape_dtype(VoidTyped()) == ((2, 3), "bfloat16")
+
+
+SCALE_SHIFT = """func.func @f(%x: tensor<2x6x5x8xT>, %s: tensor<6x1x1xT>, %r: tensor<2x6x5x8xT>)
+    -> tensor<2x6x5x8xT> {
+  %m = nn.mul %x, %s : (tensor<2x6x5x8xT>, tensor<6x1x1xT>) -> tensor<2x6x5x8xT>
+  %a = nn.add %m, %r : (tensor<2x6x5x8xT>, tensor<2x6x5x8xT>) -> tensor<2x6x5x8xT>
+  %y = nn.relu %a : tensor<2x6x5x8xT>
+  func.return %y : tensor<2x6x5x8xT>
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [0, 1])
+def test_wide_f16_kernel_on_the_gpu_aligned_and_not(offset: int) -> None:
+    """The per-channel kernel moves its f16 arrays 8 bytes per access on the
+    device; inputs that start one element into a buffer (not 8-byte aligned)
+    take the per-element path and give the same numbers."""
+    from numba import cuda
+
+    text = SCALE_SHIFT.replace("T>", "f16>")
+    program = compile_text(text, FUSED)
+    assert len(program.functions["f"].launches) == 1
+    assert "ld_wide64(" in program.kernels_source
+    module = parse_module(make_context(), text, "test.mlir")
+    func = find_function(module, "f")
+    inputs = [round_to_element_type(x, t) for x, t in
+              zip(random_inputs(func, 5), func.function_type.inputs.data, strict=True)]
+    expected = run_module(module, inputs, "f")[0]
+    device = []
+    for x in inputs:
+        flat = np.concatenate([np.zeros(offset, np.float16), x.astype(np.float16).ravel()])
+        device.append(cuda.to_device(flat)[offset:].reshape(x.shape))
+    got = run_program(program, "f", device, device="gpu")[0]
+    got = got.copy_to_host() if hasattr(got, "copy_to_host") else np.asarray(got)
+    scale = max(float(np.max(np.abs(expected))), 1.0)
+    err = float(np.max(np.abs(got.astype(np.float64) - expected)))
+    assert err <= element("f16").tolerance * scale, err
+
+
+@pytest.mark.gpu
+def test_wide_bf16_kernel_on_the_gpu() -> None:
+    """The same kernel in bf16 (uint16 words unpacked by shifts) on the device."""
+    program = check(SCALE_SHIFT.replace("T>", "bf16>"), "bf16", launches=1, pipeline=FUSED,
+                    device="gpu")
+    assert "ld_wide64(" in program.kernels_source

@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 HAS_PTXAS = shutil.which("ptxas") is not None
 TOLERANCE = 0.25
+# Or this many registers either way: a kernel of 8 to 16 registers (a tiny
+# pointwise one) is far from any budget, and 25% of it is 2 to 4 registers.
+SLACK = 4
 needs_ptxas = pytest.mark.skipif(not HAS_PTXAS, reason="ptxas is not installed")
 
 
@@ -133,7 +136,8 @@ def assert_estimates(program: Program, label: str, skip_pools: bool = False) -> 
             err = (est - real) / real
             row = f"{label} {launch.kernel}: est {est}, ptxas {real} ({err:+.0%})"
             rows.append(row)
-            if abs(err) > TOLERANCE or int(info[launch.kernel]["spill_bytes"]) != 0:
+            off = abs(err) > TOLERANCE and abs(est - real) > SLACK
+            if off or int(info[launch.kernel]["spill_bytes"]) != 0:
                 bad.append(row)
     assert not bad, "\n".join(["estimates off:", *bad, "all:", *rows])
     return rows
@@ -160,7 +164,10 @@ def test_every_group_and_launch_carries_an_estimate() -> None:
 
 
 def test_default_budget_splits_a_group_far_over_it() -> None:
-    art = compile_model(wide(24), target="h200")  # ~175 estimated, 188 by ptxas unsplit
+    # ~170 estimated. ptxas needs only ~45 for it unsplit since indices are
+    # 32-bit (it does not keep every load in flight): the estimate is high for
+    # groups of many arrays, so this checks the mechanism, not the need.
+    art = compile_model(wide(40), target="h200")
     launches = art.program.functions["f"].launches
     # a stage estimated near the budget is decided by ptxas's count (where installed)
     notes = collect_remarks(art.module)
@@ -344,8 +351,9 @@ def test_retiled_windows_stay_within_the_cap_per_ptxas() -> None:
                            for n in notes), (launch.kernel, notes)
 
 
-@pytest.mark.parametrize("name", ["add_layernorm_gelu", "chain16", "inverted_residual"])
-def test_split_stages_compute_the_same_result(name: str) -> None:
+@pytest.mark.parametrize(("name", "cap"), [("add_layernorm_gelu", 24), ("chain16", 16),
+                                         ("inverted_residual", 24)])
+def test_split_stages_compute_the_same_result(name: str, cap: int) -> None:
     """Stages split under a tight cap still compute the model (simulator)."""
     import numpy as np
 
@@ -354,9 +362,9 @@ def test_split_stages_compute_the_same_result(name: str) -> None:
 
     path = EXAMPLES / f"{name}.mlir"
     # on estimates alone: with ptxas, tiny stages are cheaper kept capped than split
-    options = PipelineOptions(target="h200", schedule=ScheduleOptions(max_registers=24))
+    options = PipelineOptions(target="h200", schedule=ScheduleOptions(max_registers=cap))
     spec = default_pipeline(make_registry([]), options).replace(
-        "max-registers=24}", "max-registers=24 ptxas=false}")
+        f"max-registers={cap}}}", f"max-registers={cap} ptxas=false}}")
     art = compile_model(path, target="h200", pipeline=spec)
     (fname,) = art.program.functions
     assert len(art.program.functions[fname].launches) > 1
