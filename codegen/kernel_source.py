@@ -46,9 +46,9 @@ from numba import boolean, cuda, float32, float64, int32, int64, uint16, uint32,
 from numba.cuda import libdevice
 from numba.types import float16
 
-# numba's control-flow analysis recurses once per basic block: a kernel with
+# The control-flow analysis of numba recurses once per basic block: a kernel with
 # many unrolled window taps (a 16x16 patch convolution has 768 guarded loads)
-# goes past Python's default limit of 1000. Raised, never lowered.
+# goes past the default Python limit of 1000. Raised, never lowered.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
 # Python math raises (log(0), sqrt(-1), exp(1000), pow(-2, 0.5), ...) where

@@ -22,9 +22,10 @@ from fusec.compiler.verify import verify_module
 
 SAFE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # llvmlite, numba.core and numba.cuda.extending: the wide-access intrinsics
-# (codegen/wide_access.py), numba's own toolchain.
+# (codegen/wide_access.py), numba's own toolchain; sys: the prelude raises the
+# recursion limit for numba's control-flow analysis of large kernels.
 ALLOWED_IMPORTS = {"math", "numpy", "numba", "numba.types", "numba.cuda", "llvmlite",
-                   "numba.core", "numba.cuda.extending"}
+                   "numba.core", "numba.cuda.extending", "sys"}
 # The prelude's statements other than imports (the simulator's IEEE helpers).
 PRELUDE_BLOCKS = {ast.dump(n) for n in ast.parse(KERNEL_PRELUDE).body
                   if not isinstance(n, ast.Import | ast.ImportFrom)}
