@@ -294,10 +294,11 @@ def window_estimate(group: GroupOp, tiled: TiledWindow) -> RegisterEstimate:
     - 1x1 conv: the `pt x ot` accumulators (ptxas overlaps some with the
       fragments), the `pt + ot` values a channel step reads;
     - general conv: the accumulators and what one kernel column reads (its
-      distinct input rows and `kh x ot` weights, hoisted together);
+      distinct input rows and `kh x ot` weights, hoisted together), or
+      for a window looped tap by tap one tap's `pt` inputs and `ot` weights;
     - depthwise conv and pools: the input rows a thread reads per kernel
       column, a conv's weights, the halo elements it stages (all loads in
-      flight), its lane indexing;
+      flight; one when staged in a loop), its lane indexing;
     - pipelined channel steps hold every staged element through the FMAs.
 
     f64 values take two registers each. Fitted on about 150 kernels (1x1,
@@ -311,13 +312,16 @@ def window_estimate(group: GroupOp, tiled: TiledWindow) -> RegisterEstimate:
         work = (("accumulators", WINDOW_PIXEL_ACC * p.pt * p.ot),
                 ("fragments", WINDOW_PIXEL_FRAGMENT * (p.pt + p.ot)))
     elif mode == "general":
+        # a looped window (`looped_taps`) reads one tap's inputs and weights
+        # per iteration, an unrolled one a kernel column's rows and weights
+        read = p.pt + p.ot if tiled.looped_taps else tiled.rows_touched + g.kh * p.ot
         work = (("accumulators", float(p.pt * p.ot)),
-                ("fragments", WINDOW_GENERAL_COLUMN * (tiled.rows_touched + g.kh * p.ot)))
+                ("fragments", WINDOW_GENERAL_COLUMN * read))
     else:
         weights = g.taps if g.kind == "conv" and tiled.unrolled_taps else 0
         work = (("input rows", WINDOW_DEPTHWISE_ROW * tiled.rows_touched),
                 ("weights", WINDOW_DEPTHWISE_WEIGHT * weights),
-                ("staged", WINDOW_DEPTHWISE_STAGED * tiled.staged_per_thread))
+                ("staged", WINDOW_DEPTHWISE_STAGED * tiled.staged_in_flight))
     prefetch = WINDOW_PREFETCHED.get(mode, 0.0) * tiled.staged_per_thread * tiled.prefetched
     extra = max(0, len(_outputs(group)) - 1) * WINDOW_PER_OUTPUT
     indexing = 0.0

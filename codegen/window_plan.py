@@ -50,7 +50,15 @@ STATIC_SHARED_LIMIT = 48 * 1024
 MAX_THREADS = 1024
 MIN_THREADS = 32  # a block stages its tiles with at least a warp
 
-MAX_UNROLLED_TAPS = 64  # a depthwise window up to this many taps is unrolled
+# Statements a window kernel may unroll in its text per loop body: past it
+# the taps (per input channel; the channels of a step are a loop already)
+# and a thread's staged elements of a tile per step become Python `for` loops. numba compiles such a
+# loop without copying its body, while an unrolled 16x16 patch conv (768
+# taps x channels, 352 staged elements) took minutes to compile. 3x3 to
+# 7x7 windows and every plan `window_schedule` picks for them stay unrolled
+# (the register model was fitted to that code).
+UNROLL_BUDGET = 64
+MAX_UNROLLED_TAPS = UNROLL_BUDGET  # a depthwise window up to this many taps is unrolled
 MAX_UNROLLED_COLUMNS_TAPS = 9  # a general conv's kernel columns are unrolled up to 3x3
 PREFETCH_MAX = 12  # staged elements per thread up to which channel steps are pipelined
 STAGE_BATCH = 8  # staged elements a thread loads before storing them
@@ -236,15 +244,13 @@ class TiledWindow:
     def staged_per_thread(self) -> int:
         """Elements a thread stages per step (inputs and weights), as
         `codegen/window_tiled.py` spreads them."""
-        p, threads = self.plan, self.threads
-        if self.mode == "pixels":
-            inputs = tile_passes(p.ci_step, p.tw, threads)
-        else:
-            rows, cols = self.halo
-            inputs = p.ci_step * tile_passes(rows, cols, threads)
-        if self.mode == "depthwise":
-            return inputs
-        return inputs + tile_passes(p.oc_t, p.ci_step * self.geo.taps, threads)
+        return sum(self.staged_tiles)
+
+    @property
+    def staged_in_flight(self) -> int:
+        """Staged elements a thread holds in registers at once per step: an
+        unrolled tile's all (its loads issued together), a looped tile's one."""
+        return sum(n if n <= UNROLL_BUDGET else 1 for n in self.staged_tiles)
 
     @property
     def steps(self) -> int:
@@ -269,6 +275,34 @@ class TiledWindow:
     def unrolled_columns(self) -> bool:
         """Whether a general conv's kernel columns are unrolled in the text."""
         return self.geo.taps <= MAX_UNROLLED_COLUMNS_TAPS
+
+    @property
+    def looped_taps(self) -> bool:
+        """Whether a general conv loops over its kernel rows and columns
+        (one tap's inputs and weights per iteration) rather than unrolling
+        a column's rows: more than `UNROLL_BUDGET` taps (the step's channels
+        are a loop in the text either way)."""
+        return self.geo.taps > UNROLL_BUDGET
+
+    @property
+    def looped_staging(self) -> bool:
+        """Whether a thread stages a step's tiles in loops (one element per
+        iteration) rather than unrolled batches: more than `UNROLL_BUDGET`
+        elements of one tile per thread (`codegen/window_staging.py`)."""
+        return max(self.staged_tiles) > UNROLL_BUDGET
+
+    @property
+    def staged_tiles(self) -> list[int]:
+        """Elements a thread stages per step, per tile (inputs, weights)."""
+        p, threads = self.plan, self.threads
+        if self.mode == "pixels":
+            return [tile_passes(p.ci_step, p.tw, threads),
+                    tile_passes(p.oc_t, p.ci_step * self.geo.taps, threads)]
+        rows, cols = self.halo
+        inputs = p.ci_step * tile_passes(rows, cols, threads)
+        if self.mode == "depthwise":
+            return [inputs]
+        return [inputs, tile_passes(p.oc_t, p.ci_step * self.geo.taps, threads)]
 
     @property
     def shared_bytes(self) -> int:

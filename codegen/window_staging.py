@@ -20,6 +20,19 @@ thread stages few elements. Indices are unsigned (`numba.uint64`): numba
 then skips its negative-index wraparound and LLVM folds constant offsets
 into one address register. Elements outside the input are read at clamped
 coordinates and replaced by the padding value when stored.
+
+A tile of which a thread stages more than `UNROLL_BUDGET` elements per step
+(a 16x16 patch conv's halo and weights) is staged by a loop instead, one
+element per iteration, its position computed from the flat index:
+
+```python
+for xs_k in range(224):
+    xs_e = tid + xs_k * 32
+    xs_lr = xs_e // 112
+    xs_lc = xs_e % 112
+    xs_v = in0[numba.uint64(...)]
+    xs[numba.uint64(xs_lr), numba.uint64(xs_lc)] = xs_v
+```
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ from dataclasses import dataclass
 
 from fusec.codegen.group_body import indent
 from fusec.codegen.kernel_source import int_literal
-from fusec.codegen.window_plan import STAGE_BATCH, pass_scheme
+from fusec.codegen.window_plan import STAGE_BATCH, UNROLL_BUDGET, pass_scheme, tile_passes
 
 # --- index arithmetic in generated code -----------------------------------------------------
 
@@ -166,11 +179,19 @@ class Stager:
             out.append(Pass(lines, r, c))
         return first, out
 
+    def looped(self, tile: Tile) -> bool:
+        """Whether `tile` is staged by a loop (`stage_loops`): a thread
+        stages more than `UNROLL_BUDGET` of its elements per step."""
+        return tile.planes * tile_passes(tile.rows, tile.cols, self.threads) > UNROLL_BUDGET
+
     def elements(self, tiles: list[Tile]) -> tuple[list[str], list[Staged]]:
-        """Setup lines and the thread's elements of every plane of `tiles`."""
+        """Setup lines and the thread's elements of every plane of the
+        unrolled `tiles` (a looped tile has none: `stage_loops`)."""
         setup: list[str] = []
         out: list[Staged] = []
         for tile in tiles:
+            if self.looped(tile):
+                continue
             lines, passes = self.passes(tile)
             setup += lines
             numbered: list[Staged] = []
@@ -212,6 +233,36 @@ class Stager:
             lines += [line for e in batch for line in self.store(e, base)]
         return lines
 
+    def stage_loops(self, tiles: list[Tile], base: str) -> list[str]:
+        """The looped `tiles`, each staged by a loop over the thread's
+        elements of all its planes (spread flat: consecutive threads on
+        consecutive columns), one load and store per iteration."""
+        return [line for tile in tiles if self.looped(tile)
+                for line in self._stage_loop(tile, base)]
+
+    def _stage_loop(self, tile: Tile, base: str) -> list[str]:
+        tag, rows, cols, planes = tile.tag, tile.rows, tile.cols, tile.planes
+        total = planes * rows * cols
+        e, r, c = f"{tag}_e", f"{tag}_lr", f"{tag}_lc"
+        body = [f"{e} = tid + {tag}_k * {int_literal(self.threads)}"]
+        q, chan, row = e, base, r
+        if planes > 1:
+            q, chan = f"{tag}_q", f"({base} + {tag}_pl)"
+            row = f"{r} + {tag}_pl * {int_literal(rows)}"
+            body += [f"{tag}_pl = {e} // {int_literal(rows * cols)}",
+                     f"{q} = {e} % {int_literal(rows * cols)}"]
+        reads, value = tile.read(0, r, c, chan, f"_{tag}L")
+        terms = tile.valid(0, r, c, chan)
+        if terms:
+            value = f"{value} if {' and '.join(terms)} else {tile.pad}"
+        index = at(c, row) if tile.transposed else at(row, c)
+        inner = [f"{r} = {q} // {int_literal(cols)}", f"{c} = {q} % {int_literal(cols)}",
+                 *reads, f"{tile.name}[{index}] = {value}"]
+        body += guarded([f"{e} < {int_literal(total)}"] if total % self.threads else [], inner)
+        steps = -(-total // self.threads)
+        return [f"# {tile.name}: {steps} elements per thread, staged in a loop",
+                f"for {tag}_k in range({int_literal(steps)}):", *indent(body, 1)]
+
     def channel_loop(self, tiles: list[Tile], compute: list[str], steps: int, ci_step: int,
                      prefetched: bool) -> list[str]:
         """`steps` steps of `ci_step` input channels around `compute` (which
@@ -222,13 +273,16 @@ class Stager:
         multiplied, between barriers."""
         setup, elements = self.elements(tiles)
         if steps == 1:
-            return [*setup, "c0 = 0", *self.stage(elements, "c0"), "cuda.syncthreads()",
-                    *compute]
+            return [*setup, "c0 = 0", *self.stage(elements, "c0"),
+                    *self.stage_loops(tiles, "c0"), "cuda.syncthreads()", *compute]
         loop = [f"for s in range({int_literal(steps)}):", f"    c0 = {times('s', ci_step)}"]
         if not prefetched:
             return [*setup, *loop,
                     *indent(["cuda.syncthreads()", *self.stage(elements, "c0"),
-                             "cuda.syncthreads()", *compute], 1)]
+                             *self.stage_loops(tiles, "c0"), "cuda.syncthreads()", *compute],
+                            1)]
+        # a pipelined step holds a few staged elements (PREFETCH_MAX), never a loop's
+        assert not any(self.looped(tile) for tile in tiles)
         more = f"s + 1 < {int_literal(steps)}"
         fetch = [f"cn = c0 + {int_literal(ci_step)}"]
         fetch += [line for e in elements for line in self.load(e, "cn")]

@@ -526,24 +526,9 @@ class _Writer:
     def _general(self) -> list[str]:
         g, p, t = self.g, self.p, self.t
         rows, cols = t.halo
-        taps = g.taps
         wrow = f"lo * {int_literal(p.ot)} + " if p.oc_t > p.ot else ""
-        # the kernel columns: unrolled (literal offsets) for small windows,
-        # a loop for large ones (a body ptxas would fill with loads in flight)
-        unrolled = t.unrolled_columns
-        inner: list[str] = []
-        for b in range(g.kw) if unrolled else [-1]:
-            col = "b" if b < 0 else str(b)
-            cb = plus("cc", b * g.dw) if b >= 0 else f"cc + {times('b', g.dw)}"
-            inner += [f"x{u} = xs[{at(plus('cr', u), cb)}]" for u in self._rows()]
-            for a in range(g.kh):
-                tap = (plus(times("ci", taps), a * g.kw + b) if b >= 0
-                       else f"{plus(times('ci', taps), a * g.kw)} + {col}")
-                inner += [f"w{i} = ws[{at(tap, wrow + int_literal(i))}]" for i in range(p.ot)]
-                inner += [self._fma(f"acc{i}_{j}", f"x{j * g.sh + a * g.dh}", f"w{i}")
-                          for i in range(p.ot) for j in range(p.pt)]
-        if not unrolled:
-            inner = [f"for b in range({int_literal(g.kw)}):", *indent(inner, 1)]
+        columns = self._general_tap_loops if t.looped_taps else self._general_columns
+        inner = columns(wrow)
         compute = [
             f"cc = {times('col', g.sw)}",
             f"for ci in range({int_literal(p.ci_step)}):",
@@ -563,6 +548,43 @@ class _Writer:
                                 compute),
         ]
         return lines + self._owners(self._epilogue(self._halo_pixels()))
+
+    def _general_tap_loops(self, wrow: str) -> list[str]:
+        """A large window (`TiledWindow.looped_taps`): loops over the kernel
+        rows and columns, per tap the thread's `pt` inputs and `ot` weights."""
+        g, p = self.g, self.p
+        inner = [f"cb = cc + {times('b', g.dw)}"]
+        inner += [f"x{j} = xs[{at(plus('ra', j * g.sh), 'cb')}]" for j in range(p.pt)]
+        tap = f"{times('ci', g.taps)} + {times('a', g.kw)} + b"
+        inner += [f"w{i} = ws[{at(tap, wrow + int_literal(i))}]" for i in range(p.ot)]
+        inner += [self._fma(f"acc{i}_{j}", f"x{j}", f"w{i}")
+                  for i in range(p.ot) for j in range(p.pt)]
+        return [f"for a in range({int_literal(g.kh)}):",
+                f"    ra = cr + {times('a', g.dh)}",
+                f"    for b in range({int_literal(g.kw)}):", *indent(inner, 2)]
+
+    def _general_columns(self, wrow: str) -> list[str]:
+        """Per kernel column, each distinct input row read once and every
+        kernel row's weights and FMAs unrolled."""
+        g, p, t = self.g, self.p, self.t
+        taps = g.taps
+        # the kernel columns: unrolled (literal offsets) for small windows,
+        # a loop for large ones (a body ptxas would fill with loads in flight)
+        unrolled = t.unrolled_columns
+        inner: list[str] = []
+        for b in range(g.kw) if unrolled else [-1]:
+            col = "b" if b < 0 else str(b)
+            cb = plus("cc", b * g.dw) if b >= 0 else f"cc + {times('b', g.dw)}"
+            inner += [f"x{u} = xs[{at(plus('cr', u), cb)}]" for u in self._rows()]
+            for a in range(g.kh):
+                tap = (plus(times("ci", taps), a * g.kw + b) if b >= 0
+                       else f"{plus(times('ci', taps), a * g.kw)} + {col}")
+                inner += [f"w{i} = ws[{at(tap, wrow + int_literal(i))}]" for i in range(p.ot)]
+                inner += [self._fma(f"acc{i}_{j}", f"x{j * g.sh + a * g.dh}", f"w{i}")
+                          for i in range(p.ot) for j in range(p.pt)]
+        if not unrolled:
+            inner = [f"for b in range({int_literal(g.kw)}):", *indent(inner, 1)]
+        return inner
 
     # --- depthwise conv and pools: one channel per block ------------------------------------------
 
@@ -592,6 +614,7 @@ class _Writer:
                     lines += self._depthwise_weight(f"w{a}_{b}", str(a), str(b))
         lines += [
             *self.stager.stage(elements, "0"),
+            *self.stager.stage_loops([tile], "0"),
             "cuda.syncthreads()",
             *[f"acc0_{j} = {pad}" for j in range(p.pt)],
         ]
