@@ -46,9 +46,10 @@ from numba import boolean, cuda, float32, float64, int32, int64, uint16, uint32,
 from numba.cuda import libdevice
 from numba.types import float16
 
-# The control-flow analysis of numba recurses once per basic block: a kernel with
-# many unrolled window taps (a 16x16 patch convolution has 768 guarded loads)
-# goes past the default Python limit of 1000. Raised, never lowered.
+# The control-flow analysis of numba recurses once per basic block: a kernel
+# with more than about 1000 (a 16x16 patch convolution with every tap and
+# staged element unrolled had that many) goes past the default Python limit.
+# Raised, never lowered.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
 # Python math raises (log(0), sqrt(-1), exp(1000), pow(-2, 0.5), ...) where
