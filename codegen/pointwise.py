@@ -329,7 +329,8 @@ def _is_wide(plan: _Plan, access: _Access) -> bool:
             and _along_inner(plan, access))
 
 
-def _wide_arrays(plan: _Plan) -> list[str]:
+def wide_arrays(plan: _Plan) -> list[str]:
+    """The parameters moved in words (`plan.vector` lanes per access)."""
     return [a.name for a in (*plan.inputs, *plan.outputs) if _is_wide(plan, a)]
 
 
@@ -457,7 +458,7 @@ def _chunks(plan: _Plan) -> int:
 def _body(plan: _Plan) -> list[str]:
     """The chunk's accesses; when some array is accessed wide, behind a
     test that every such array is aligned to the access (else per element)."""
-    wide = _wide_arrays(plan)
+    wide = wide_arrays(plan)
     if not wide:
         return _chunk_lines(plan, wide=False)
     nbytes = 2 * plan.vector

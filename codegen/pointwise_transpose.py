@@ -43,11 +43,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import op_kind
-from fusec.analysis.pointwise_registers import (
-    PARAM_REGISTERS,
-    POINTWISE_ARRAY_REGISTERS_PER_ELEMENT,
-    POINTWISE_BASE,
-)
+from fusec.analysis.pointwise_registers import PARAM_REGISTERS
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.transposed_operands import (
     swapped_axis,
@@ -82,6 +78,12 @@ from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, nume
 
 _INDENT = "    "
 
+TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
+TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its (64-bit) address
+"""This kernel's own constants: it keeps 64-bit indices and per-element
+unravelling, so the flat pointwise kernel's refit (32-bit literal-divisor
+indices, `analysis/pointwise_registers.py`) does not describe it; these are
+the values its fit below was made with."""
 FLAT_COORD_REGISTERS = 1
 """Registers per iteration axis of the flat kernel's unravelled coordinates.
 Fitted to `ptxas -arch=sm_90 -v` (2026-12-01) on `relu(transpose(x) + y)`
@@ -343,6 +345,6 @@ def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[st
         plan.body.outputs)
     scalars = len(plan.body.args) - sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1)
     coords = FLAT_COORD_REGISTERS * len(plan.shape) if plan.axes is None else 0
-    return [("base", POINTWISE_BASE),
-            ("arrays in flight", POINTWISE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
+    return [("base", TRANSPOSE_BASE),
+            ("arrays in flight", TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
             ("scalars", PARAM_REGISTERS * scalars), ("coordinates", coords)]

@@ -45,7 +45,7 @@ from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.group_body import GroupBody
-from fusec.codegen.pointwise import plan_group, vector_width
+from fusec.codegen.pointwise import plan_group, vector_width, wide_arrays
 from fusec.codegen.pointwise_transpose import has_transposes
 from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.dialects import nn
@@ -61,7 +61,6 @@ from fusec.dialects.shapes import numel
 from fusec.scheduling.contraction import GemmTile, tile_of
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
-POINTWISE_MIN_HELD = 2  # elements per thread the estimate counts in flight, at least
 LAYOUT_REGISTERS = 31  # index remapping copy or the tiled transpose
 GEMM_ADDRESSING = 16  # tile origins, loader offsets, loop counters
 GEMM_HOIST_MAX_THREADS = 64  # blocks up to this size get every K step's fragments hoisted
@@ -178,21 +177,21 @@ def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:
     intermediates live at the widest point of the op order; indices are
     32-bit and cheap (`codegen/pointwise_index.py`). A thread never holds
     more elements than the iteration space gives it (a kernel smaller than
-    one block's chunk keeps the rest of its accesses clamped and idle)."""
+    one block's chunk keeps the rest of its accesses clamped and idle); a
+    partial last chunk's clamps and flags cost per further access."""
     if has_transposes(group):
         return _make(*pointwise_transpose.register_parts(group, schedule))
     plan = plan_group(group)
     plan.unroll = schedule.int_field("elements_per_thread")
     plan.threads = schedule.int_field("block")
-    lanes = vector_width(plan)
-    held = lanes * -(-plan.numel // (plan.threads * lanes))
+    plan.vector = vector_width(plan)
+    held = plan.vector * -(-plan.numel // (plan.threads * plan.vector))
     ops = [op for op in plan.ops if not isinstance(op, nn.ConstantOp)]
-    # Never fewer than POINTWISE_MIN_HELD: ptxas cannot tell which accesses
-    # are idle and keeps registers for some (fitted on the 32- and 64-element
-    # kernels of the code generation tests: 8 to 20 registers).
+    accesses = min(plan.unroll, held) // plan.vector
+    tail = (plan.numel // plan.vector) % (plan.threads * (plan.unroll // plan.vector)) != 0
     return _make(*pointwise_register_parts(
-        ops, list(group.block.args), plan.results,
-        min(plan.unroll, max(POINTWISE_MIN_HELD, held))))
+        ops, list(group.block.args), plan.results, accesses, plan.vector,
+        len(wide_arrays(plan)), tail))
 
 
 def gemm_registers(tile: GemmTile, k: int, epilogue_ops: int = 0,

@@ -163,7 +163,7 @@ def test_res_refuses_over_the_register_limit() -> None:
     c = make_candidate(f"  %e = nn.exp %x : {T}\n  %r = nn.relu %e : {T}", "e", "r")
     assert res_ok(c).ok
     tight = dataclasses.replace(c, options=FusionOptions(max_registers=8))
-    assert res_ok(tight).reason == ("the fused kernel needs about 12 registers per thread, "
+    assert res_ok(tight).reason == ("the fused kernel needs about 13 registers per thread, "
                                     "over the limit of 8 on h200")
 
 

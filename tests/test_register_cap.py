@@ -101,10 +101,10 @@ def test_probe_counts_each_kernel_once() -> None:
 def test_without_ptxas_the_estimate_decides_with_a_note(monkeypatch) -> None:
     monkeypatch.setattr(kernel_probe.shutil, "which", lambda _name: None)
     monkeypatch.setattr(kernel_probe, "_COUNTS", {})
-    module = grouped(SMALL, ",register-budget{max_registers=32}")
+    module = grouped(SMALL, ",register-budget{max_registers=24}")
     notes = collect_remarks(module)
     assert "note: register counts are estimates: ptxas is not installed" in notes, notes
-    # the estimate (~33) over the cap decides alone: split, as without a probe
+    # the estimate (25; ptxas counts 30) over the cap decides alone: split, as without a probe
     assert len([op for op in module.walk() if isinstance(op, GroupOp)]) > 1
 
 
