@@ -240,7 +240,10 @@ def _fill_arrays(arrays: dict[str, np.ndarray], fp: FunctionProgram, seed: int) 
     from fusec.runtime.bf16_io import host_bits
 
     launch = fp.launches[0]
-    missing = {a.value for a in launch.args} - set(arrays)
+    # A value another candidate sized differently (a split reduction's
+    # workspace grows with its splits) is made again at this one's shape.
+    missing = {a.value for a in launch.args
+               if a.value not in arrays or arrays[a.value].shape != tuple(fp.values[a.value].shape)}
     if not missing:
         return
     rng = np.random.default_rng(seed)

@@ -97,9 +97,13 @@ class CudaEventTimer:
             self.prepare(kernel_source, {launch.kernel: sig})
         kernel = self._kernels[launch.kernel]
         if id(arrays) != self._arrays_id:  # a new group: upload its arrays once
-            self._device = {v: self.cuda.to_device(np.ascontiguousarray(a))
-                            for v, a in arrays.items()}
+            self._device = {}
             self._arrays_id = id(arrays)
+        for a in launch.args:  # and what a candidate added or re-sized since
+            host = arrays[a.value]
+            dev = self._device.get(a.value)
+            if dev is None or tuple(dev.shape) != host.shape:
+                self._device[a.value] = self.cuda.to_device(np.ascontiguousarray(host))
         args = [self._device[a.value].reshape(a.view_shape) for a in launch.args]
         stream = self.cuda.stream()
         from fusec.runtime.executor import core_stream

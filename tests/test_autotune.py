@@ -45,6 +45,8 @@ class FakeTimer:
         self.calls += 1
         assert launch.kernel in kernel_source
         assert {a.value for a in launch.args} <= set(arrays)
+        for a in launch.args:  # what the device timer reshapes each argument to
+            assert arrays[a.value].size == int(np.prod(a.view_shape)), (a.value, a.view_shape)
         base = self.fused_us if len(launch.ops) > 1 else 1.0
         return base * (0.5 if launch.block[0] == 128 else 2.0)
 
@@ -192,3 +194,20 @@ def test_gpu_autotune(text: str) -> None:
     again = compile_model(text, autotune=AutotuneOptions())
     assert again.tuning is not None and again.tuning.timed == 0
     assert again.plan["functions"]["f"]["launches"] == art.plan["functions"]["f"]["launches"]
+
+
+COLUMN_SUM = """
+func.func @f(%x: tensor<8192x64xf32>) -> tensor<1x64xf32> {
+  %s = nn.reduce_sum %x {axes = [0], keepdims = true} : (tensor<8192x64xf32>) -> tensor<1x64xf32>
+  func.return %s : tensor<1x64xf32>
+}
+"""
+
+
+def test_candidates_with_differently_sized_workspaces_get_their_own() -> None:
+    """A split reduction's workspace grows with its splits: each candidate
+    is timed on arrays of its own sizes (the device timer reshapes them)."""
+    timer = FakeTimer()
+    art = _compile(timer, COLUMN_SUM)
+    assert timer.calls > 1
+    _check_numbers(art, COLUMN_SUM)
