@@ -114,6 +114,11 @@ class Target:
     the model's first tile, 64 queries x 32 keys with 4x2 scores per thread,
     ran in 0.458 ms where the clocks at full efficiency give 0.18 ms; the
     best of 19 tiles ran in 0.445 ms."""
+    attention_unfused_efficiency: float = 0.51
+    """Fraction of the three-kernel attention estimate (two SIMT GEMMs and
+    the softmax at the modelled rates) that the three kernels reach.
+    Measured on the H200 (2026-12-01, bench attention row, fp32 B8 H12 S512
+    D64): 0.583 ms where the rates give 0.297 ms."""
     compute_capability: tuple[int, int] = (9, 0)
     """What kernels are compiled for when ptxas counts their registers."""
     max_grid_x: int = 2**31 - 1

@@ -103,7 +103,8 @@ def unfused_time(shape: AttentionShape, target: Target) -> float:
     pv = max((h * (skv + s) * dv * item + scores) / target.memory_bandwidth,
              2 * h * s * skv * dv / target.fused_gemm_flops)
     softmax = 2 * scores / (target.memory_bandwidth * target.reduction_bandwidth_fraction)
-    return qk + softmax + pv + 3 * target.launch_overhead
+    return (qk + softmax + pv) / target.attention_unfused_efficiency + \
+        3 * target.launch_overhead
 
 
 def ranked_tiles(shape: AttentionShape, target: Target, limit: int | None = None
