@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, OpResult, SSAValue
 
+from fusec.analysis.view_operands import extra_reads
 from fusec.dialects.element_types import BY_NAME
 from fusec.dialects.nn_base import element_type_name, tensor_shape
 from fusec.dialects.shapes import numel
@@ -51,7 +52,8 @@ def pointwise_register_parts(ops: Sequence[Operation], inputs: Sequence[SSAValue
     scalars = len(inputs) - sum(1 for v in inputs if v in arrays)
     halves = [v for v in arrays if _is_half(v)]
     in_flight = POINTWISE_ARRAY_REGISTERS_PER_ELEMENT * elements_per_thread * (
-        len(arrays) - len(halves) / 2)  # a half moved in a word is half a register
+        len(arrays) - len(halves) / 2  # a half moved in a word is half a register
+        + extra_reads(ops, inputs))  # an input read through several views
     last_use: dict[SSAValue, int] = {}
     for k, op in enumerate(ops):
         for v in op.operands:

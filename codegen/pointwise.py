@@ -69,7 +69,7 @@ from fusec.codegen.kernel_source import (
     widen,
 )
 from fusec.codegen.pointwise_index import ElementIndex, index_type
-from fusec.codegen.pointwise_transpose import has_transposes
+from fusec.codegen.pointwise_transpose import has_views
 from fusec.codegen.schedule_input import group_schedule
 from fusec.codegen.wide_access import (
     WORD_TYPES,
@@ -490,7 +490,7 @@ def _view_shape(access: _Access) -> tuple[int, ...]:
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """Generate the kernel of pointwise `group`, named `kernel_name`, under
     its `#fusion.pointwise` schedule."""
-    if has_transposes(group):  # transposed operands: their own emitter
+    if has_views(group):  # operands read through layout ops: their own emitter
         return pointwise_transpose.emit(group, kernel_name)
     schedule = group_schedule(group, PointwiseSchedule)
     plan = plan_group(group)
