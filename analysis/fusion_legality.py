@@ -48,7 +48,13 @@ from fusec.analysis.transposed_operands import (
     tile_axes,
     tile_bytes,
     transpose_refusal,
-    transposes,
+)
+from fusec.analysis.view_operands import (
+    CHAINED_VIEWS,
+    FOLDED_VIEWS,
+    bytes_read,
+    view_ops,
+    view_refusal,
 )
 from fusec.dialects import nn
 from fusec.dialects.element_types import skipped_rounding, tau
@@ -286,8 +292,8 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
     if "view" in kinds and kinds & {"contraction"} and c.options.fold_views:
         merged = _fold_view(c)
     elif kinds == {"view", "pointwise"} and c.options.fold_views and any(
-            isinstance(g.lead, nn.TransposeOp) and g.size == 1 for g in (a, b)):
-        merged = _transposed_operand(c)
+            isinstance(g.lead, FOLDED_VIEWS) and g.size == 1 for g in (a, b)):
+        merged = _view_operand(c)
     elif kinds <= {"pointwise"}:
         merged = _pointwise(a, b)
     elif kinds == {"pointwise", "reduction"} or kinds == {"reduction"}:
@@ -302,11 +308,15 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
         return merged
     if merged[0] != "pointwise":
         for g in (a, b):
-            held = transposes(g.ops) if g.kind == "pointwise" else []
-            if held:
+            held = view_ops(g.ops) if g.kind == "pointwise" else []
+            if held and isinstance(held[0], nn.TransposeOp):
                 return (f"{describe_group(c.dep, g)} reads a transposed operand "
                         f"({c.dep.describe(held[0])}); only a pointwise kernel stages one "
                         "through its tile")
+            if held:
+                return (f"{describe_group(c.dep, g)} reads an operand through a layout op "
+                        f"({c.dep.describe(held[0])}); only a pointwise kernel folds one "
+                        "into its loads")
     return _with_totals(c, *merged)
 
 
@@ -328,24 +338,30 @@ def _kind_refusal(c: Candidate) -> str:
 Merged = tuple[str, tuple[int, ...], tuple[int, ...], Operation | None]
 
 
-def _pointwise(a: GroupInfo, b: GroupInfo) -> Merged | str:
-    shape = _covering(a.shape, b.shape)
+def _pointwise(a: GroupInfo, b: GroupInfo, shape: tuple[int, ...] | None = None
+               ) -> Merged | str:
+    shape = shape or _covering(a.shape, b.shape)
     if shape is None:
         return f"their iteration spaces {fmt(a.shape)} and {fmt(b.shape)} do not broadcast"
-    refusal = transpose_refusal((*a.ops, *b.ops), shape)
+    ops = (*a.ops, *b.ops)
+    refusal = transpose_refusal(ops, shape) or view_refusal(ops, shape)
     if refusal is not None:
         return refusal
     return ("pointwise", shape, (), None)
 
 
-def _transposed_operand(c: Candidate) -> Merged | str:
-    """A transpose joins the pointwise group reading it: the kernel reads
-    the operand in place (`analysis/transposed_operands.py`)."""
+def _view_operand(c: Candidate) -> Merged | str:
+    """A transpose, slice or reshape joins the pointwise group reading it:
+    the kernel reads the operand in place as a strided view
+    (`analysis/transposed_operands.py`, `analysis/view_operands.py`)."""
     view, pw = (c.a, c.b) if c.a.kind == "view" else (c.b, c.a)
-    if not c.edges(view, pw):
-        return (f"{c.dep.describe(view.lead)} transposes the result of "
-                f"{describe_group(c.dep, pw)}; a pointwise kernel transposes only operands "
-                "it reads from memory")
+    if not c.edges(view, pw) or c.edges(pw, view):
+        return (f"{c.dep.describe(view.lead)} reads the result of "
+                f"{describe_group(c.dep, pw)}; a pointwise kernel folds a layout op only "
+                "over operands it reads from memory")
+    readers = [u.operation for u in view.lead.results[0].uses if c.in_pair(u.operation)]
+    if all(isinstance(u, CHAINED_VIEWS) for u in readers):  # its shape is not iterated
+        return _pointwise(view, pw, pw.shape)
     return _pointwise(view, pw)
 
 
@@ -627,7 +643,9 @@ def kernel_cost(dep: DependencyAnalysis, target: Target, g: GroupInfo,
         return KernelCost(0, 0.0, 1, 0, launches=0)  # a view of its input's buffer
     if outputs is None:
         outputs = list(g.outputs)
-    moved = sum(map(dep.nbytes, g.inputs)) + sum(map(dep.nbytes, outputs))
+    # inputs read through slices are priced by the bytes the views cover
+    moved = sum(bytes_read(g.ops, v, dep.nbytes(v)) for v in g.inputs) + sum(
+        map(dep.nbytes, outputs))
     row = numel(tuple(g.shape[i] for i in g.axes)) if g.kind == "reduction" else 0
     threads = parallel_threads(g.kind, g.shape, row, target)
     if g.kind == "reduction":

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from xdsl.ir import Operation, OpResult, SSAValue
 
+from fusec.analysis.view_operands import extra_reads
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
@@ -79,7 +80,9 @@ def pointwise_register_parts(ops: Sequence[Operation], inputs: Sequence[SSAValue
         return [("one element", POINTWISE_SCALAR_KERNEL),
                 ("parameters", POINTWISE_PARAM_REGISTERS * (len(arrays) + scalars)),
                 ("math", math), intermediates]
-    words = len(arrays) - wide + wide * lanes / 2
+    # an input read through several views (slices of one buffer) holds one
+    # array in flight per view
+    words = len(arrays) - wide + wide * lanes / 2 + extra_reads(ops, inputs)
     return [("base", POINTWISE_BASE),
             ("arrays in flight", POINTWISE_ARRAY_REGISTERS_PER_ELEMENT * accesses * words),
             ("partial chunk", POINTWISE_TAIL_REGISTERS * (accesses - 1) if tail else 0),

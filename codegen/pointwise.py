@@ -69,9 +69,10 @@ from fusec.codegen.kernel_source import (
     widen,
 )
 from fusec.codegen.pointwise_index import ElementIndex, index_type
-from fusec.codegen.pointwise_transpose import has_transposes
+from fusec.codegen.pointwise_transpose import has_views
 from fusec.codegen.schedule_input import group_schedule
 from fusec.codegen.wide_access import (
+    HALF_ACCESS_BYTES,
     WORD_TYPES,
     lane_bits,
     lane_value,
@@ -85,7 +86,6 @@ from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import splat_value, tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
-from fusec.scheduling.pointwise import HALF_ACCESS_BYTES
 
 # CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop
 # over chunks beyond.
@@ -491,7 +491,7 @@ def _view_shape(access: _Access) -> tuple[int, ...]:
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """Generate the kernel of pointwise `group`, named `kernel_name`, under
     its `#fusion.pointwise` schedule."""
-    if has_transposes(group):  # transposed operands: their own emitter
+    if has_views(group):  # operands read through layout ops: their own emitter
         return pointwise_transpose.emit(group, kernel_name)
     schedule = group_schedule(group, PointwiseSchedule)
     plan = plan_group(group)

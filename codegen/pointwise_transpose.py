@@ -1,4 +1,6 @@
-"""The emitter of pointwise groups that read transposed operands.
+"""The emitter of pointwise groups that read transposed operands (and
+slices and reshapes of group inputs, read as strided views on the flat
+schedule: `analysis/view_operands.py`).
 
 A `nn.transpose` of a group input inside a pointwise group is read in place:
 element `i` of its result is element `perm`-permuted `i` of the input. How
@@ -36,7 +38,7 @@ nothing. Half precision is staged as float32.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
@@ -50,6 +52,13 @@ from fusec.analysis.transposed_operands import (
     tile_axes,
     transpose_refusal,
     transposes,
+)
+from fusec.analysis.view_operands import (
+    CHAINED_VIEWS,
+    FOLDED_VIEWS,
+    extra_reads,
+    operand_view,
+    view_refusal,
 )
 from fusec.codegen.group_body import (
     POINT_KINDS,
@@ -68,6 +77,7 @@ from fusec.codegen.kernel_source import (
     unravel,
 )
 from fusec.codegen.launch_grid import block_index_lines
+from fusec.codegen.pointwise_index import ElementIndex, index_type
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
 from fusec.dialects.element_types import numba_width
@@ -95,9 +105,10 @@ origins and row offsets fold into the addresses."""
 _TILE_TYPES = ("float32", "float64", "int32", "int64", "boolean")
 
 
-def has_transposes(group: Operation) -> bool:
-    """Whether pointwise `group` reads a transposed operand (this module emits it)."""
-    return any(isinstance(op, nn.TransposeOp) for op in group.regions[0].block.ops)
+def has_views(group: Operation) -> bool:
+    """Whether pointwise `group` reads an operand through a transpose, slice
+    or reshape (this module emits it)."""
+    return any(isinstance(op, FOLDED_VIEWS) for op in group.regions[0].block.ops)
 
 
 @dataclass
@@ -124,11 +135,13 @@ def _check(body: GroupBody, shape: Shape) -> None:
         if isinstance(op, nn.TransposeOp):
             if not isinstance(op.operands[0], BlockArgument):
                 raise op_error(op, "a transpose in a pointwise group must read a group input")
+        elif isinstance(op, CHAINED_VIEWS):
+            continue
         elif isinstance(op, nn.BatchNormOp) or not (
                 isinstance(op, nn.ConstantOp) or op_kind(op) in POINT_KINDS):
             raise op_error(op, f"'{op.name}' cannot be generated in a pointwise group with "
                            "transposed operands")
-    reason = transpose_refusal(body.ops, shape)
+    reason = transpose_refusal(body.ops, shape) or view_refusal(body.ops, shape)
     if reason is not None:
         raise op_error(body.group, f"cannot generate this pointwise group: {reason}")
 
@@ -170,30 +183,54 @@ def _strided_index(op: nn.TransposeOp, coords: Sequence[str]) -> str:
     return view.index(list(coords[len(coords) - len(view.shape):]))
 
 
+def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
+               lit: Callable[[int], str]) -> str:
+    """The load of the element at `coords` of layout op `op`'s result, read
+    from the group input at the root of its chain (only the coordinates the
+    view varies in enter the index)."""
+    found = operand_view(op, set(body.ops))
+    if isinstance(found, str):
+        raise op_error(op, f"cannot generate this pointwise group: {found}")
+    root, view = found
+    terms = [lit(view.offset)] if view.offset else []
+    for c, n, stride in zip(coords[len(coords) - len(view.shape):], view.shape, view.strides,
+                            strict=True):
+        if n != 1 and stride != 0:  # only the dimensions the view varies in
+            terms.append(c if stride == 1 else f"{c} * {lit(stride)}")
+    return load_expr(body, root, " + ".join(terms) or "0")  # type: ignore[arg-type]
+
+
+def _read_directly(body: GroupBody, op: Operation) -> bool:
+    """Whether the kernel loads `op`'s result (something other than another
+    chained layout op reads it, or it is a result of the group)."""
+    return op.results[0] in body.outputs or any(
+        not isinstance(u.operation, CHAINED_VIEWS) for u in op.results[0].uses)
+
+
 def _tile_type(arg: BlockArgument) -> str:
     ctype = compute_type(arg)
     return ctype if ctype in _TILE_TYPES else "int32"
 
 
-def _element(plan: _Plan, coords: list[str], suffix: str, tile_reads: dict[int, str]
-             ) -> tuple[list[str], list[str], list[str]]:
+def _element(plan: _Plan, coords: list[str], suffix: str, tile_reads: dict[int, str],
+             lit: Callable[[int], str] = int_literal) -> tuple[list[str], list[str], list[str]]:
     """Loads, arithmetic and stores of the element at `coords`; tiled
-    transposes are the given tile reads."""
+    transposes are the given tile reads; `lit` writes the view index's
+    literals (typed as the coordinates are, so the index stays 32-bit)."""
     body, loads = plan.body, []
     bound: dict[SSAValue, str] = {}
     for k, op in enumerate(body.ops):
-        if not isinstance(op, nn.TransposeOp):
+        if not isinstance(op, FOLDED_VIEWS) or not _read_directly(body, op):
             continue
-        arg = op.operands[0]
-        key = (arg, tuple(op.perm))
-        if _is_tiled(plan, op):
+        if isinstance(op, nn.TransposeOp) and _is_tiled(plan, op):
+            key = (op.operands[0], tuple(op.perm))
             bound[op.results[0]] = tile_reads[plan.tiled[key]]  # type: ignore[index]
             continue
         name = f"tp{k}{suffix}"
-        loads.append(f"{name} = {load_expr(body, arg, _strided_index(op, coords))}")  # type: ignore[arg-type]
+        loads.append(f"{name} = {_view_load(body, op, coords, lit)}")
         bound[op.results[0]] = name
     for arg in body.args:
-        if any(not isinstance(u.operation, nn.TransposeOp) for u in arg.uses):
+        if any(not isinstance(u.operation, FOLDED_VIEWS) for u in arg.uses):
             name = f"a{arg.index}{suffix}"
             index = broadcast_index(tensor_shape(arg), plan.shape, coords)
             loads.append(f"{name} = {load_expr(body, arg, index)}")
@@ -212,15 +249,18 @@ def _flat_lines(plan: _Plan) -> list[str]:
     if n == 0:
         return ["pass"]
     chunk = plan.threads * plan.unroll
+    itype = index_type(n)
     lines = [f"base = cuda.blockIdx.x * {int_literal(chunk)} + cuda.threadIdx.x"]
     parts = []
     for e in range(plan.unroll):
+        at = ElementIndex(f"i{e}", plan.shape, itype, str(e))
         lines += [f"i{e}_raw = base + {int_literal(e * plan.threads)}",
                   f"ok{e} = i{e}_raw < {int_literal(n)}",
-                  f"i{e} = min(i{e}_raw, {int_literal(n - 1)})"]
-        unravel_lines, coords = unravel(f"i{e}", plan.shape, prefix=f"i{e}_")
-        lines += unravel_lines
-        loads, arith, stores = _element(plan, coords, f"_{e}", {})
+                  f"i{e} = {itype}(min(i{e}_raw, {int_literal(n - 1)}))"]
+        coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
+                  for d, size in enumerate(plan.shape)]
+        lines += at.coord_lines
+        loads, arith, stores = _element(plan, coords, f"_{e}", {}, at.lit)
         parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 
@@ -342,7 +382,7 @@ def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[st
     plan = plan_group(group, schedule)
     per_thread = plan.tile // plan.rows if plan.axes is not None else plan.unroll
     arrays = sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1) + len(
-        plan.body.outputs)
+        plan.body.outputs) + extra_reads(plan.body.ops, plan.body.args)
     scalars = len(plan.body.args) - sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1)
     coords = FLAT_COORD_REGISTERS * len(plan.shape) if plan.axes is None else 0
     return [("base", TRANSPOSE_BASE),

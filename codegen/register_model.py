@@ -46,7 +46,7 @@ from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.pointwise import plan_group, vector_width, wide_arrays
-from fusec.codegen.pointwise_transpose import has_transposes
+from fusec.codegen.pointwise_transpose import has_views
 from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -179,7 +179,7 @@ def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:
     more elements than the iteration space gives it (a kernel smaller than
     one block's chunk keeps the rest of its accesses clamped and idle); a
     partial last chunk's clamps and flags cost per further access."""
-    if has_transposes(group):
+    if has_views(group):
         return _make(*pointwise_transpose.register_parts(group, schedule))
     plan = plan_group(group)
     plan.unroll = schedule.int_field("elements_per_thread")

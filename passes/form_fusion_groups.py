@@ -347,7 +347,8 @@ class FormFusionGroupsPass(ModulePass):
     Options: `target` (a profile of analysis/targets.py, or `auto`), `policy`
     (analysis/fusion_policy.py), `max_registers` (per-thread limit, 0: the
     target's), `allow_reduced_precision`, `fold_views` (fold transpose/slice/
-    reshape chains into matmul operand loads, and a transpose into the
+    reshape chains into matmul operand loads, and transposes, slices and
+    reshapes of values read from memory into the
     pointwise group reading it), `remarks` (store the
     `fusion.remarks` list on the module), `low_intensity` / `high_intensity`
     (FLOP/byte: under the first a legal fusion is taken whatever dT says,

@@ -28,6 +28,7 @@ from xdsl.ir import Operation
 
 from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import tile_axes
+from fusec.codegen.wide_access import HALF_ACCESS_BYTES as HALF_ACCESS_BYTES
 from fusec.dialects.element_types import BY_NAME
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type_name
@@ -38,10 +39,6 @@ ELEMENTS_PER_THREAD = 4
 HALF_ELEMENTS_PER_THREAD = 8
 """The same for a group that reads or writes f16/bf16: two wide accesses of
 4 halves, the 16 bytes per array in flight that 4 f32 elements give."""
-HALF_ACCESS_BYTES = 8
-"""Bytes a thread moves per access of an f16/bf16 array (4 halves; 2 where
-the innermost extent or elements per thread forbid 4): a warp request of
-one half per thread moves 64 bytes, too few to reach the copy floor."""
 BLOCK_THREADS = 256
 """Threads per block: 8 warps hide memory latency and leave the register
 file room for 8 blocks per SM."""

@@ -1,0 +1,151 @@
+"""Layout ops read in place by pointwise groups: slices, reshapes and
+transposes of values read from memory fold into the group's operand loads
+as strided views (`analysis/strided_view.py`), so no copy kernel runs.
+
+A SwiGLU gate on the two halves of a projection is one kernel:
+
+```mlir
+%a = nn.slice %h {starts = [0, 0], limits = [8, 16], strides = [1, 1]} : ...
+%b = nn.slice %h {starts = [0, 16], limits = [8, 32], strides = [1, 1]} : ...
+%s = nn.silu %a : tensor<8x16xf32>
+%g = nn.mul %s, %b : ...
+```
+
+The kernel reads `h[i * 32 + j]` for `%a` and `h[16 + i * 32 + j]` for
+`%b`. A chain of slices and reshapes composes into one view of the value
+at its root; the root must be read from memory (a group input, not a value
+the same kernel computes), and the composed view must be an offset plus
+one stride per dimension (a reshape that merges dimensions that are not
+contiguous needs a copy, and is refused). Transposes keep their own rules
+(`analysis/transposed_operands.py`): they read a group input directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from xdsl.ir import Operation, OpResult, SSAValue
+
+from fusec.analysis.strided_view import StridedView, forward
+from fusec.dialects import nn
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import fmt, numel
+
+CHAINED_VIEWS = (nn.SliceOp, nn.ReshapeOp)
+"""Layout ops that may read another layout op of the same group."""
+
+FOLDED_VIEWS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
+"""Layout ops a pointwise group reads in place."""
+
+SECTOR_BYTES = 32
+"""Granularity of a global-memory read: a strided read along the innermost
+axis moves whole 32-byte sectors, so a step-2 f32 slice costs the full rows."""
+
+
+def view_ops(ops: Iterable[Operation]) -> list[Operation]:
+    """The folded layout ops among `ops`, in order."""
+    return [op for op in ops if isinstance(op, FOLDED_VIEWS)]
+
+
+def operand_view(op: Operation, inside: set[Operation]) -> tuple[SSAValue, StridedView] | str:
+    """The value `op`'s result is a view of (the root of its chain of slices
+    and reshapes inside `inside`) and the composed view, or why it is not one."""
+    chain: list[Operation] = [op]
+    src = op.operands[0]
+    while isinstance(src, OpResult) and src.op in inside:
+        if not isinstance(src.op, CHAINED_VIEWS) or not isinstance(op, CHAINED_VIEWS):
+            return (f"{op.name} would read {src.op.name}, a value the same kernel computes; "
+                    "a pointwise kernel folds a layout op only over operands it reads from "
+                    "memory")
+        chain.append(src.op)
+        src = src.op.operands[0]
+    view: StridedView | None = StridedView.contiguous(tensor_shape(src))
+    for link in reversed(chain):
+        view = forward(view, link) if view is not None else None
+    if view is None:
+        return (f"the view {op.name} -> {fmt(tensor_shape(op.results[0]))} of "
+                f"{fmt(tensor_shape(src))} is not expressible as strides (a reshape that "
+                "merges dimensions which are not contiguous needs a copy)")
+    return src, view
+
+
+def view_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
+    """Why a pointwise kernel over `shape` holding `ops` cannot read its
+    slices and reshapes in place, or None when it can."""
+    inside = set(ops)
+    for op in ops:
+        if not isinstance(op, CHAINED_VIEWS):
+            continue
+        found = operand_view(op, inside)
+        if isinstance(found, str):
+            return found
+        readers = [u.operation for u in op.results[0].uses if u.operation in inside]
+        if readers and all(isinstance(u, CHAINED_VIEWS) for u in readers):
+            continue  # an inner link of a chain: never read at the iteration shape
+        result = tensor_shape(op.results[0])
+        offset = len(shape) - len(result)
+        if offset < 0 or any(n not in (1, shape[offset + d]) for d, n in enumerate(result)):
+            return (f"the view {op.name} of {fmt(result)} does not broadcast into the "
+                    f"iteration space {fmt(shape)}")
+    return None
+
+
+def view_reads(ops: Sequence[Operation], value: SSAValue) -> list[StridedView] | None:
+    """The views through which a group of `ops` reads its input `value`
+    (the outermost link of each chain), or None when some op reads it whole."""
+    inside = set(ops)
+    views: list[StridedView] = []
+    for use in value.uses:
+        op = use.operation
+        if op not in inside:
+            continue
+        if not isinstance(op, FOLDED_VIEWS):
+            return None
+        views += _chain_ends(op, inside)
+    return views
+
+
+def _chain_ends(op: Operation, inside: set[Operation]) -> list[StridedView]:
+    """Views of the links that something other than a chained layout op reads."""
+    ends: list[StridedView] = []
+    readers = [u.operation for u in op.results[0].uses if u.operation in inside]
+    if not readers or any(not isinstance(u, CHAINED_VIEWS) for u in readers):
+        found = operand_view(op, inside)
+        if not isinstance(found, str):
+            ends.append(found[1])
+    for u in readers:
+        if isinstance(u, CHAINED_VIEWS):
+            ends += _chain_ends(u, inside)
+    return ends
+
+
+def bytes_read(ops: Sequence[Operation], value: SSAValue, nbytes: int) -> int:
+    """Bytes a group of `ops` moves from DRAM to read its input `value` of
+    `nbytes`: the elements its views cover (whole sectors where the innermost
+    stride skips elements), at most the whole buffer."""
+    views = view_reads(ops, value)
+    total = numel(tensor_shape(value))
+    if views is None or not total:
+        return nbytes
+    item = nbytes // total
+    read = sum(numel(v.shape) * item * _sector_factor(v, item) for v in set(views))
+    return min(nbytes, read)
+
+
+def _sector_factor(view: StridedView, item: int) -> int:
+    long_axes = [d for d in range(len(view.shape)) if view.shape[d] > 1]
+    if not long_axes:
+        return 1
+    inner = abs(view.strides[long_axes[-1]])
+    return max(1, min(inner, SECTOR_BYTES // max(1, item)))
+
+
+def extra_reads(ops: Sequence[Operation], inputs: Iterable[SSAValue]) -> int:
+    """Loads per element beyond one per input: an input read through several
+    views (the two halves of a SwiGLU gate) is loaded once per view."""
+    extra = 0
+    for v in inputs:
+        views = view_reads(ops, v)
+        if views:
+            extra += len(set(views)) - 1
+    return extra
