@@ -63,11 +63,12 @@ PTXAS_TIMEOUT_S = 120
 _worker_module: types.ModuleType | None = None
 
 
-def _load_source(source: str) -> types.ModuleType:
-    """kernels.py executed as a fresh module (its lines kept for tracebacks)."""
-    filename = "<fusec kernels>"
+def load_source(source: str, name: str = "fusec_worker_kernels",
+                filename: str = "<fusec kernels>") -> types.ModuleType:
+    """kernels.py executed as a fresh module `name` (its lines kept for
+    tracebacks under `filename`)."""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    module = types.ModuleType("fusec_worker_kernels")
+    module = types.ModuleType(name)
     exec(compile(source, filename, "exec"), module.__dict__)
     return module
 
@@ -77,7 +78,7 @@ def _init_worker(source: str) -> None:
     # compile PTX.
     os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
     global _worker_module
-    _worker_module = _load_source(source)
+    _worker_module = load_source(source)
 
 
 def array_types(signature: Signature) -> tuple[Any, ...]:

@@ -18,7 +18,6 @@ takes about `budget_s`.
 
 from __future__ import annotations
 
-import linecache
 import statistics
 import time
 import types
@@ -53,11 +52,9 @@ class Preparing(Protocol):
 
 
 def _load(source: str) -> types.ModuleType:
-    filename = "<fusec tuning kernels>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    module = types.ModuleType("fusec_tuning_kernels")
-    exec(compile(source, filename, "exec"), module.__dict__)
-    return module
+    from fusec.runtime.kernel_build import load_source
+
+    return load_source(source, "fusec_tuning_kernels", "<fusec tuning kernels>")
 
 
 class CudaEventTimer:
