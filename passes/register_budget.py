@@ -445,8 +445,10 @@ class RegisterBudgetPass(ModulePass):
             for group in [g for g in func.body.block.ops if isinstance(g, GroupOp)]:
                 budgeter.fit(group)
         if probe is not None and probe.note:
-            collector.add("note", f"register counts are estimates: {probe.note}")
-        elif probe is not None and probe.compiled + probe.cached:
+            what = "some register counts" if probe.compiled + probe.cached else \
+                "register counts"
+            collector.add("note", f"{what} are estimates: {probe.note}")
+        if probe is not None and probe.compiled + probe.cached:
             collector.add("remark", f"register-budget: {probe.summary()}")
         if self.remarks:
             collector.store(op)

@@ -73,20 +73,33 @@ class KernelCount:
     threads: int
 
 
+PROBE_BUDGET_S = 10.0
+"""Seconds one compile may spend getting PTX from numba and counts from
+ptxas (about 1 to 13 s a kernel on two cores: a bf16 GPT-2 block's five
+GEMM stages took 67 s); past it, the estimate decides, with a note."""
+
+
 @dataclass
 class KernelProbe:
-    """Counts kernels with ptxas, caching by source; `seconds`, `compiled`
-    and `cached` say what it cost, `note` why it counted nothing."""
+    """Counts kernels with ptxas, caching by source, within `budget_s`
+    seconds; `seconds`, `compiled` and `cached` say what it cost, `note` why
+    it stopped counting."""
 
     seconds: float = 0.0
     compiled: int = 0
     cached: int = 0
     note: str = ""
+    budget_s: float = PROBE_BUDGET_S
 
     def count(self, group: GroupOp, target: Target, cap: int = 0) -> KernelCount | None:
         """The ptxas count of `group`'s kernel on `target` (capped at `cap`
         registers when > 0); None, with `note` set, when it cannot be had."""
         if self.note:
+            return None
+        if self.seconds >= self.budget_s:
+            self.note = (f"the compile's {self.budget_s:g} s for ptxas is spent "
+                         f"({self.compiled} kernel(s) counted); later groups are decided by "
+                         "the estimate")
             return None
         begin = time.perf_counter()
         try:

@@ -162,3 +162,11 @@ def test_kept_cubins_are_assembled_under_the_cap(tmp_path: Path, monkeypatch) ->
         pytest.skip(f"numba cannot compile PTX here: {err}")
     assert all(c.cubin for c in code.values())
     assert "-maxrregcount=48" in log.read_text()
+
+
+def test_the_probe_stops_at_its_time_budget() -> None:
+    """Past its seconds, the probe counts nothing more and says why: a
+    compile never waits minutes on ptxas (the estimate decides instead)."""
+    probe = KernelProbe(budget_s=0.0)
+    assert probe.count(only_group(grouped(SMALL)), get_target("h200")) is None
+    assert "0 s for ptxas is spent" in probe.note and probe.compiled == 0
