@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.ir import SSAValue
 
@@ -89,7 +89,7 @@ class KernelProbe:
     compiled: int = 0
     cached: int = 0
     note: str = ""
-    budget_s: float = PROBE_BUDGET_S
+    budget_s: float = field(default_factory=lambda: PROBE_BUDGET_S)
 
     def count(self, group: GroupOp, target: Target, cap: int = 0) -> KernelCount | None:
         """The ptxas count of `group`'s kernel on `target` (capped at `cap`
