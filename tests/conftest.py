@@ -38,3 +38,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def examples_dir() -> Path:
     """The bundled small example models."""
     return EXAMPLES
+
+
+@pytest.fixture
+def no_ptxas_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """register-budget decides by its estimate alone (no time for ptxas):
+    for tests of something else that compile large models many times."""
+    from fusec.scheduling import kernel_probe
+
+    monkeypatch.setattr(kernel_probe, "PROBE_BUDGET_S", 0.0)

@@ -21,12 +21,9 @@ from half_precision import HALF_ROWS, retype, row_name, tolerance  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _no_ptxas_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests check that half models compile, not register decisions:
-    the estimate decides (ptxas would add about a minute over the models)."""
-    from fusec.scheduling import kernel_probe
-
-    monkeypatch.setattr(kernel_probe, "PROBE_BUDGET_S", 0.0)
+def _estimates_only(no_ptxas_probe: None) -> None:
+    """These tests check that half models compile, not register decisions
+    (ptxas would add about a minute over the models)."""
 
 
 def test_help_names_the_dtype_option() -> None:

@@ -34,7 +34,8 @@ def test_parsing_never_counts_lines_from_the_start(monkeypatch: pytest.MonkeyPat
     assert f'"scale.mlir":{N_OPS + 1}:3' in last  # line 1 is the func.func header
 
 
-def test_each_op_is_verified_once_per_verification(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_op_is_verified_once_per_verification(monkeypatch: pytest.MonkeyPatch,
+                                                   no_ptxas_probe: None) -> None:
     calls = 0
     original = NNOp.verify_
 
