@@ -63,7 +63,7 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects import nn
-from fusec.dialects.element_types import HALF_NAMES, element
+from fusec.dialects.element_types import element
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type, element_type_name, tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel
@@ -174,8 +174,7 @@ class _Shape:
 
     def sizes(self, params: int) -> AttentionShape:
         return AttentionShape(max(1, numel(self.batch)), self.s, self.skv, self.d, self.dv,
-                              params,
-                              element(self.element).width if self.element in HALF_NAMES else 4)
+                              params, element(self.element).width)
 
     @staticmethod
     def of(p: AttentionPattern) -> _Shape:

@@ -28,8 +28,7 @@ from xdsl.ir import Operation
 
 from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import tile_axes
-from fusec.codegen.wide_access import HALF_ACCESS_BYTES as HALF_ACCESS_BYTES
-from fusec.dialects.element_types import BY_NAME
+from fusec.dialects.element_types import HALF_NAMES
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type_name
 from fusec.dialects.schedule import PointwiseSchedule
@@ -60,9 +59,8 @@ def pointwise_schedule(target: Target, tile: int = 0,
         return PointwiseSchedule.make(elements_per_thread=tile * tile // block, block=block,
                                       tile=tile)
     half = group is not None and any(
-        BY_NAME[element_type_name(v.type.element_type)].is_half
-        for v in (*group.block.args, *group.results)
-        if isinstance(v.type, TensorType) and element_type_name(v.type.element_type) in BY_NAME)
+        isinstance(v.type, TensorType) and element_type_name(v.type.element_type) in HALF_NAMES
+        for v in (*group.block.args, *group.results))
     return PointwiseSchedule.make(
         elements_per_thread=HALF_ELEMENTS_PER_THREAD if half else ELEMENTS_PER_THREAD,
         block=block)
