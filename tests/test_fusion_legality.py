@@ -21,6 +21,7 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.targets import Target, get_target
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.dialects.element_types import element
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
 from tests.codegen_harness import check_program
 
@@ -234,3 +235,25 @@ def test_an_i1_output_beside_f16_intermediates_compiles_and_runs() -> None:
     assert "more than tau = 0 for i1" in artifacts.report_md
     check_program(MIXED_OUTPUTS, launches=len(artifacts.program.functions["f"].launches),
                   pipeline="form-fusion-groups,group-each-op")
+
+
+def test_prec_estimates_skipped_roundings_as_independent_errors() -> None:
+    # A bf16 chain of 16 `x * 1.001 + 0.001` steps (chain16 in bf16): 31
+    # skipped roundings. Summed linearly (31 x 2^-8 = 0.12) they passed
+    # tau = 0.05 and split the chain into three kernels; as independent errors
+    # they come to sqrt(31) x 2^-8 = 0.022.
+    t = "tensor<256xbf16>"
+    steps = "\n".join(
+        f"  %m{i} = nn.mul %a{i}, %s : ({t}, tensor<bf16>) -> {t}\n"
+        f"  %a{i + 1} = nn.add %m{i}, %b : ({t}, tensor<bf16>) -> {t}"
+        for i in range(16))
+    text = (f"func.func @f(%a0: {t}) -> {t} {{\n"
+            "  %s = nn.constant dense<1.001> : tensor<bf16>\n"
+            "  %b = nn.constant dense<0.001> : tensor<bf16>\n"
+            f"{steps}\n  func.return %a16 : {t}\n}}")
+    artifacts = compile_model(text)
+    assert len(artifacts.program.functions["f"].launches) == 1
+    assert "more than tau" not in artifacts.report_md
+    tol = element("bf16").tolerance  # bf16 comes back widened to f32
+    check_program(text, launches=1, pipeline="form-fusion-groups,group-each-op",
+                  tolerance={"float32": tol, "bfloat16": tol})
