@@ -573,10 +573,11 @@ def res_ok(c: Candidate) -> Verdict:
         return Verdict.no(
             f"the fused kernel needs about {fused.registers} registers per thread, over the "
             f"limit of {c.options.max_registers} on {c.target.name}")
-    if fused.shared > c.target.shared_memory_per_block:
+    # The kernels formed here declare their tiles as static shared arrays.
+    if fused.shared > c.target.static_shared_limit:
         return Verdict.no(
             f"the fused kernel needs {fused.shared} bytes of shared memory per block, over "
-            f"{c.target.shared_memory_per_block} on {c.target.name}")
+            f"{c.target.static_shared_limit} on {c.target.name}")
     # Against the worse part: an epilogue does not make a GEMM "lose" the
     # occupancy a lone pointwise kernel would have had.
     before = min(occupancy(c.target, g) for g in (c.a, c.b))

@@ -51,7 +51,11 @@ class Target:
     shared_memory_per_sm: int
     """Bytes of shared memory per SM (the carve-out maximum)."""
     shared_memory_per_block: int
-    """Bytes one block may allocate (with the opt-in attribute where needed)."""
+    """Bytes one block may allocate: dynamic shared memory past 48 KiB, with
+    the opt-in attribute the runtime raises (`runtime/dynamic_shared.py`);
+    NVIDIA's per-compute-capability limit (CUDA C++ Programming Guide,
+    "Technical Specifications"): 227 KiB on sm_90, 163 KiB on sm_80/sm_87,
+    99 KiB on sm_86/sm_89."""
     l2_bytes: int
     """L2 cache size: intermediates smaller than this are cheap to re-read."""
     memory_bandwidth: float
@@ -119,6 +123,11 @@ class Target:
     the softmax at the modelled rates) that the three kernels reach.
     Measured on the H200 (2026-12-01, bench attention row, fp32 B8 H12 S512
     D64): 0.583 ms where the rates give 0.297 ms."""
+    static_shared_memory_per_block: int = 48 * 1024
+    """Bytes of `cuda.shared.array` a block may declare statically (every
+    CUDA GPU): the limit of every kernel whose tiles are static arrays;
+    only a kernel that takes its tiles from dynamic shared memory goes up
+    to `shared_memory_per_block`."""
     compute_capability: tuple[int, int] = (9, 0)
     """What kernels are compiled for when ptxas counts their registers."""
     max_grid_x: int = 2**31 - 1
@@ -127,6 +136,11 @@ class Target:
     """Blocks a launch may have along grid y and along z: an emitter walks a
     larger dimension there with a grid-stride loop and `codegen/launch_grid.py`
     clamps the launch to this."""
+
+    @property
+    def static_shared_limit(self) -> int:
+        """Bytes a kernel of static shared arrays may use on this target."""
+        return min(self.shared_memory_per_block, self.static_shared_memory_per_block)
 
     @property
     def max_resident_threads(self) -> int:

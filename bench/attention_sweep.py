@@ -10,7 +10,10 @@ values; SDPA may skip masked blocks only with `is_causal`, which it is not
 given). fusec's inputs are torch CUDA tensors, read in place. Each tile
 is compiled with `fuse-attention{block_q=.. block_k=.. rows=.. cols=..
 stages=..}` and timed with CUDA events (median of `--reps` after a warm-up);
-the cost model's estimate is printed beside it. Stays under about a minute.
+the cost model's estimate and the tile's shared memory (over 48 KiB: dynamic)
+are printed beside it. The tiles are the model's ranking with the fastest of
+each kind first (static or dynamic shared memory, one or two stages:
+`scheduling/attention.candidate_order`). Stays under about a minute.
 """
 
 from __future__ import annotations
@@ -97,17 +100,23 @@ def _fusec(text: str, tile: str, reps: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--limit", type=int, default=12)
+    parser.add_argument("--limit", type=int, default=16)
     args = parser.parse_args()
     from fusec.analysis.targets import H200
-    from fusec.scheduling.attention import AttentionShape, fused_time, ranked_tiles
+    from fusec.codegen.attention_schedule import shared_bytes
+    from fusec.scheduling.attention import (
+        AttentionShape,
+        candidate_order,
+        fused_time,
+        ranked_tiles,
+    )
 
     b, h, s, d = SHAPE
     shape = AttentionShape(b * h, s, s, d, d)
-    tiles = ranked_tiles(shape, H200)[:args.limit]
+    tiles = candidate_order(ranked_tiles(shape, H200), shape, H200)[:args.limit]
     text = (MODELS / "attention.mlir").read_text()  # gpt2's sizes too; its mask is an input
     print(f"\nattention.mlir: B{b} H{h} S{s} D{d} fp32")
-    print(f"{'tile':58} {'ms':>8} {'model ms':>9}")
+    print(f"{'tile':58} {'ms':>8} {'model ms':>9} {'shared B':>9}")
     for causal in (False, True):
         for peer, ms in _peers(causal, args.reps).items():
             print(f"{peer + (' (causal)' if causal else ''):58} {ms:8.3f}")
@@ -116,7 +125,8 @@ def main() -> None:
                 f"stages={t.stages}")
         try:
             ms = _fusec(text, spec, args.reps)
-            print(f"{t.text():58} {ms:8.3f} {fused_time(t, shape, H200) * 1e3:9.3f}")
+            print(f"{t.text():58} {ms:8.3f} {fused_time(t, shape, H200) * 1e3:9.3f} "
+                  f"{shared_bytes(t, d, d):9d}")
         except Exception as err:  # one bad tile must not stop the sweep
             print(f"{t.text():58} failed: {re.sub(chr(10), ' ', str(err))[:80]}")
 

@@ -40,6 +40,7 @@ from fusec.analysis.attention_pattern import AttentionPattern, match_attention
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.strided_view import StridedView
 from fusec.codegen.attention_schedule import (
+    STATIC_SHARED_LIMIT,
     AttentionShape,
     AttentionTile,
     attention_registers,
@@ -107,18 +108,22 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         grid = (max(1, numel(shape.batch)) * qtiles, 1, 1)
         block = (tile.threads, 1, 1)
         smem = shared_bytes(tile, shape.d, shape.dv)
+        dynamic = smem > STATIC_SHARED_LIMIT
         notes = [
             f"O[{fmt(shape.out)}] = softmax(f(Q[{fmt(tensor_shape(pattern.qk.lhs))}] @ K^T)) @ "
             f"V[{fmt(tensor_shape(pattern.pv.rhs))}], online softmax, scores stay on chip",
-            f"tile: {tile.text()}; static shared memory {smem} bytes",
+            f"tile: {tile.text()}; {'dynamic' if dynamic else 'static'} shared memory "
+            f"{smem} bytes",
         ]
         per_thread = (f"{tile.rows}x{tile.cols} scores and {tile.rows}x{tile.dims(shape.dv)} "
                       "outputs per thread")
         head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
-        lines = _Writer(body, pattern, shape, tile, qtiles).lines()
+        lines = _Writer(body, pattern, shape, tile, qtiles, dynamic).lines()
         text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                           *indent(lines, 1)])
-        return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
+        # A static kernel requests nothing at launch; a dynamic one, its tiles.
+        return KernelSource(name, text, grid, block, body.params(),
+                            shared_bytes=smem if dynamic else 0, notes=notes)
 
 
 def _tile(group: GroupOp) -> AttentionTile:
@@ -218,8 +223,9 @@ class _Writer:
     indexed local arrays in local memory."""
 
     def __init__(self, body: GroupBody, p: AttentionPattern, shape: _Shape,
-                 tile: AttentionTile, qtiles: int) -> None:
+                 tile: AttentionTile, qtiles: int, dynamic: bool = False) -> None:
         self.body, self.p, self.sh, self.t, self.qtiles = body, p, shape, tile, qtiles
+        self.dynamic = dynamic
         self.batch_lines, self.bcoords = unravel("bz", shape.batch, prefix="b")
         self.dims = tile.dims(shape.dv)
         d, bk = shape.d, tile.block_k
@@ -227,7 +233,16 @@ class _Writer:
         self.k = _Tile("k", bk, d, d, True, padded(bk))
         self.v = _Tile("v", bk, vwidth(tile, shape.dv), shape.dv, False, vwidth(tile, shape.dv))
         self.v_offset = d * self.k.width  # V follows K in each K/V buffer
-        self.kv_words = shared_words(tile, d, shape.dv)["kv"] // tile.stages
+        words = shared_words(tile, d, shape.dv)
+        self.kv_words = words["kv"] // tile.stages
+        # Where Qᵀ and P start in their array: 0 in their own static arrays;
+        # in the one dynamic array, after the K/V buffers, at constant
+        # offsets that are whole 16-byte vectors, folded into the fragments'
+        # bases (K/V stay at 0: NVVM merges their loads into vectors only
+        # there, measured in the PTX).
+        self.kv_base = 0
+        self.q_base = words["kv"] if dynamic else 0
+        self.p_base = words["kv"] + words["q"] if dynamic else 0
         self.steps = -(-shape.skv // bk)
 
     def lines(self) -> list[str]:
@@ -242,10 +257,12 @@ class _Writer:
             *(f"{b}base = {self._base(b)}" for b in ("q", "k", "v", "o")),
             *self._declare(),
             "# Q^T, once",
-            *self._stage_loop(self.q, "Qt", "0", "q0", sh.s),
+            *self._stage_loop(self.q, "Qt", str(self.q_base), "q0", sh.s),
             f"fq = {_u(f'ty * {t.rows}')}  # this thread's query rows in a Q^T / P row",
             f"fk = {_u(f'tx * {t.cols}')}  # its keys in a K^T row",
             f"fv = {_u(f'tx * {self.dims}')}  # its head dims in a V row",
+            f"fqa = {_plus('fq', self.q_base)}  # where they are in the shared tiles",
+            f"fva = fv + {_u(self.v_offset)}",
         ]
         for i in range(t.rows):
             out.append(f"qr{i} = q0 + ty * {t.rows} + {i}")
@@ -253,20 +270,29 @@ class _Writer:
             out += [f"m{i} = {NEG_INF}", f"l{i} = {ZERO}"]
             out += [f"o{i}_{d} = {ZERO}" for d in range(self.dims)]
         if t.stages == 2:
-            out += ["# the first K/V tile", *self._stage_kv_loop("0", "0")]
+            out += ["# the first K/V tile", *self._stage_kv_loop(str(self.kv_base), "0")]
         out += [f"for kt in range({self.steps}):", *indent(self._key_step(), 1),
                 *self._finish()]
         return out
 
     def _declare(self) -> list[str]:
         """The flat shared tiles: 16-byte aligned on the GPU (the simulator
-        has no alignment), plus the simulator's row exchange."""
+        has no alignment), plus the simulator's row exchange. Past numba's
+        static 48 KiB the three are one array, the block's dynamic shared
+        memory (the launch requests its bytes), at offsets `kv_base` and
+        `p_base`: slices of it would bound-check against its run-time size
+        and lose the constant alignment the vector loads need."""
         words = shared_words(self.t, self.sh.d, self.sh.dv)
         arrays = [("Qt", words["q"]), ("KV", words["kv"]), ("Ps", words["p"])]
-        sim = [f"{n} = cuda.shared.array({w}, {F32})" for n, w in arrays]
-        sim.append(f"Xs = cuda.shared.array(({self.t.rows}, {self.t.row_groups}, "
-                   f"{self.t.lanes}), {F32})")
-        gpu = [f"{n} = cuda.shared.array({w}, {F32}, alignment={ALIGN})" for n, w in arrays]
+        xs = (f"Xs = cuda.shared.array(({self.t.rows}, {self.t.row_groups}, "
+              f"{self.t.lanes}), {F32})")
+        if self.dynamic:
+            alias = ["Qt = SM", "KV = SM", "Ps = SM"]
+            sim = [f"SM = cuda.shared.array(0, {F32})", *alias, xs]
+            gpu = [f"SM = cuda.shared.array(0, {F32}, alignment={ALIGN})", *alias]
+        else:
+            sim = [*(f"{n} = cuda.shared.array({w}, {F32})" for n, w in arrays), xs]
+            gpu = [f"{n} = cuda.shared.array({w}, {F32}, alignment={ALIGN})" for n, w in arrays]
         return [f"if {SIMULATED}:", *indent(sim, 1), "else:", *indent(gpu, 1)]
 
     def _base(self, which: str) -> str:
@@ -369,22 +395,25 @@ class _Writer:
         stores: list[str] = []
         if t.stages == 2:
             loads, stores = self._prefetch()
-            lines += [f"cbi = (kt % 2) * {self.kv_words}", f"k1 = k0 + {t.block_k}",
+            lines += [f"cbi = {_plus_int(self.kv_base, f'(kt % 2) * {self.kv_words}')}",
+                      f"k1 = k0 + {t.block_k}",
                       f"if kt + 1 < {self.steps}:", *indent(loads, 1)]
         else:
-            lines += ["cbi = 0", *self._stage_kv_loop("0", "k0"), "cuda.syncthreads()"]
+            lines += [f"cbi = {self.kv_base}", *self._stage_kv_loop(str(self.kv_base), "k0"),
+                      "cuda.syncthreads()"]
         lines += ["cb = numba.uint64(cbi)", *self._qk(), *self._scores(), *self._online_softmax(),
                   "cuda.syncthreads()", *self._pv()]
         if stores:
             lines += [f"if kt + 1 < {self.steps}:",
-                      f"    nb = ((kt + 1) % 2) * {self.kv_words}", *indent(stores, 1)]
+                      f"    nb = {_plus_int(self.kv_base, f'((kt + 1) % 2) * {self.kv_words}')}",
+                      *indent(stores, 1)]
         return lines
 
     def _qk(self) -> list[str]:
         """`s<i>_<j>`: outer products of the Q and K fragments over the head dims."""
         t, keys = self.t, range(self.t.cols)
         return [*(f"s{i}_{j} = {ZERO}" for i in range(t.rows) for j in keys),
-                "qa = fq", "ka = cb + fk",
+                "qa = fqa", "ka = cb + fk",
                 f"for d in range({self.sh.d}):",
                 *(f"    fq{i} = Qt[{_plus('qa', i)}]" for i in range(t.rows)),
                 *(f"    fk{j} = KV[{_plus('ka', j)}]" for j in keys),
@@ -395,7 +424,7 @@ class _Writer:
     def _pv(self) -> list[str]:
         """The accumulators += P fragment x V fragment, over the tile's keys."""
         t = self.t
-        return ["pa = fq", f"va = cb + fv + {_u(self.v_offset)}",
+        return [f"pa = {_plus('fq', self.p_base)}", "va = cb + fva",
                 f"for kk in range({t.block_k}):",
                 *(f"    pp{i} = Ps[{_plus('pa', i)}]" for i in range(t.rows)),
                 *(f"    vv{d} = KV[{_plus('va', d)}]" for d in range(self.dims)),
@@ -428,7 +457,8 @@ class _Writer:
         keys = range(t.cols)
         lines = [f"t{i} = {_fold('max', [f'x{i}_{j}' for j in keys])}" for i in range(t.rows)]
         lines += self._across_lanes("max")
-        lines.append(f"pw = fk * {_u(p_width(t))} + fq  # P[key][query] of this thread")
+        lines.append(f"pw = {_plus(f'fk * {_u(p_width(t))} + fq', self.p_base)}"
+                     "  # P[key][query] of this thread")
         for i in range(t.rows):
             lines += [
                 f"n{i} = max(m{i}, t{i})",
@@ -481,6 +511,11 @@ class _Writer:
                 stores += [f"if oc + {d} < {sh.dv}:", f"    {store}"] if ragged else [store]
             lines += [f"if qr{i} < {sh.s}:", *indent(stores, 1)] if sh.s % t.block_q else stores
         return lines
+
+
+def _plus_int(base: int, expr: str) -> str:
+    """`base + expr` as a signed expression, just `expr` when `base` is 0."""
+    return f"{base} + {expr}" if base else expr
 
 
 def _fold(how: str, names: list[str]) -> str:

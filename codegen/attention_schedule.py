@@ -32,7 +32,8 @@ from fusec.dialects.schedule import SCHEDULE_KEY, AttentionSchedule
 WARP = 32
 VECTOR = 4  # f32 words per 16-byte shared-memory access
 ITEM = 4  # shared tiles hold f32 (half-precision operands are widened when staged)
-STATIC_SHARED_LIMIT = 48 * 1024  # what a numba kernel may declare statically
+STATIC_SHARED_LIMIT = 48 * 1024  # what a numba kernel may declare statically: past it
+# the tiles are taken from dynamic shared memory (up to the target's per-block limit)
 BANK_SKEW = 4  # transposed tiles' rows are padded to 4 (mod 32) words: staging stores hit
 # 32 distinct banks when a warp writes 4 rows x 8 head dims.
 
@@ -55,6 +56,13 @@ ATTN_SMALL_HEAD_DIM = 8
 ATTN_PER_LOG2_HEAD = -8.217  # per doubling of the head dim
 ATTN_PER_COL = -5.482  # per key column of the per-thread tile
 ATTN_MIN_REGISTERS = 32  # ptxas never went below this on the corpus
+# `stages = 2`: ptxas keeps the prefetched K/V values and their addresses
+# live across the math. Up to 8 values a thread costs about one register
+# each; past that about 10.6 more per value (ptxas -v, sm_90, B8 H12 S512
+# D64, 2026-12-01: 8 values +5 over the one-stage tile, 16 values +88 and
+# +93, 32 values 255 and spills).
+ATTN_PREFETCH_FREE = 8
+ATTN_PER_PREFETCH_PAST = 10.6
 # Issue model: warp instructions besides the FMAs and fragment loads.
 SOFTMAX_INSTRS = 8  # per score: score ops, max, subtract, exp (2), sum, P store
 STAGE_INSTRS = 6  # per staged element: index math, global load, shared store
@@ -186,12 +194,17 @@ def attention_registers(tile: AttentionTile, d: int, dv: int, params: int) -> Re
              ("head dim", ATTN_PER_LOG2_HEAD * math.log2(max(1, d))
               + (ATTN_SMALL_HEAD if d <= ATTN_SMALL_HEAD_DIM else 0.0)),
              ("key columns", ATTN_PER_COL * tile.cols),
-             ("prefetch", prefetch_values(tile, d, dv))]
+             ("prefetch", _prefetch_registers(prefetch_values(tile, d, dv)))]
     total = sum(v for _, v in parts)
     if total < ATTN_MIN_REGISTERS:
         parts.append(("floor", ATTN_MIN_REGISTERS - total))
     return RegisterEstimate(round(max(total, ATTN_MIN_REGISTERS)),
                             tuple((k, round(v)) for k, v in parts))
+
+
+def _prefetch_registers(values: int) -> float:
+    """Registers of `values` prefetched K/V elements per thread (see above)."""
+    return values + ATTN_PER_PREFETCH_PAST * max(0, values - ATTN_PREFETCH_FREE)
 
 
 def _vectors(n: int) -> int:

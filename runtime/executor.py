@@ -62,6 +62,7 @@ from fusec.runtime.arrays import (
 )
 from fusec.runtime.bf16_io import BF16_INPUT_DTYPES, is_bf16
 from fusec.runtime.device import cuda_module
+from fusec.runtime.dynamic_shared import allow_launches
 
 if TYPE_CHECKING:
     from fusec.codegen.gpu_registers import GpuUsage
@@ -312,6 +313,7 @@ class Executor:
                                   self.kernel_store)
         self.kernels = [None if la.library is not None else loaded[la.kernel]
                         for la in self.fp.launches]
+        allow_launches(self.fp.launches, self.kernels)  # launches past 48 KiB of dynamic
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         """Run the function on `inputs`; outputs in the kind of the inputs."""

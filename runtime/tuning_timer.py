@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from fusec.analysis.program import KernelLaunch
+from fusec.runtime.dynamic_shared import allow_dynamic_shared
 from fusec.runtime.kernel_cache import Signature
 
 MIN_REPEATS = 3
@@ -93,6 +94,7 @@ class CudaEventTimer:
             sig = [(len(a.view_shape), str(arrays[a.value].dtype)) for a in launch.args]
             self.prepare(kernel_source, {launch.kernel: sig})
         kernel = self._kernels[launch.kernel]
+        allow_dynamic_shared(kernel, launch.shared_bytes)  # past 48 KiB of dynamic memory
         if id(arrays) != self._arrays_id:  # a new group: upload its arrays once
             self._device = {}
             self._arrays_id = id(arrays)

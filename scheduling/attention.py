@@ -3,7 +3,8 @@ target, and whether fusing pays at all.
 
 - `legal_tiles`: every tile of the search space (`BLOCK_Q x BLOCK_K x ROWS x
   COLS x STAGES`) that the emitter accepts and that fits the target's shared
-  memory (and numba's static limit) and register budget;
+  memory per block (past the static 48 KiB the kernel takes its tiles from
+  dynamic shared memory) and register budget;
 - `fused_time`: the modelled time of one tile (`codegen/attention_schedule.
   step_clocks` per key step and block, times the waves the grid needs at the
   occupancy the tile's registers, shared memory and threads allow, over
@@ -11,7 +12,9 @@ target, and whether fusing pays at all.
 - `unfused_time`: the three-kernel path (QK GEMM with its score ops, the
   softmax as a row reduction, PV GEMM; the scores through memory);
 - `choose_tile`: the fastest legal tile; `attention_candidates`: the legal
-  tiles of a group, fastest first, as schedule attributes (for autotuning).
+  tiles of a group as schedule attributes (for autotuning): the fastest of
+  each kind first (`candidate_order`: static or dynamic shared memory, one
+  or two stages), so that a tuner timing a few sees each kind.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import itertools
 
 from fusec.analysis.targets import Target
 from fusec.codegen.attention_schedule import (
-    STATIC_SHARED_LIMIT,
     AttentionShape,
     AttentionTile,
     attention_registers,
@@ -34,7 +36,8 @@ BLOCK_Q = (32, 64, 128)
 BLOCK_K = (16, 32, 64)
 ROWS = (2, 4, 8)
 COLS = (2, 4, 8)
-STAGES = (1,)  # stages = 2 (register prefetch) spills at sm_90 (ptxas: 255 registers)
+STAGES = (1, 2)  # 2: the next K/V tile prefetched into registers (the register model
+# counts them, so the tiles that would spill are not legal)
 MIN_THREADS = 64  # two warps: fewer leaves the SM's schedulers idle
 MAX_THREADS = 512
 REGISTER_GRANULE = 8  # registers are allocated per thread in units of 8
@@ -47,9 +50,10 @@ SCORE_PASSES = 4
 def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
                 ) -> list[AttentionTile]:
     """Every tile the emitter accepts that fits `limit` bytes of shared
-    memory (default: the target's, at most numba's static 48 KiB) and the
-    target's register budget; block_q no larger than needed for `s` queries."""
-    smem = min(limit or target.shared_memory_per_block, STATIC_SHARED_LIMIT)
+    memory (default: the target's per block, dynamic shared memory included)
+    and the target's register budget; block_q no larger than needed for `s`
+    queries."""
+    smem = min(limit or target.shared_memory_per_block, target.shared_memory_per_block)
     tiles = []
     for bq, bk, rows, cols, stages in itertools.product(BLOCK_Q, BLOCK_K, ROWS, COLS, STAGES):
         t = AttentionTile(bq, bk, rows, cols, stages)
@@ -123,17 +127,40 @@ def choose_tile(shape: AttentionShape, target: Target) -> AttentionTile | str:
     small = AttentionTile(BLOCK_Q[0], BLOCK_K[0], ROWS[0], COLS[0])
     need = shared_bytes(small, shape.d, shape.dv)
     regs = attention_registers(small, shape.d, shape.dv, shape.params).registers
-    limit = min(target.shared_memory_per_block, STATIC_SHARED_LIMIT)
+    limit = target.shared_memory_per_block
     return (f"head dim {shape.d} (values {shape.dv}) is too large: the smallest tile needs "
             f"{need} bytes of shared memory (limit {limit}) and ~{regs} registers per thread "
             f"(budget {target.register_budget})")
 
 
-def attention_candidates(group: GroupOp, target: Target, limit: int
-                         ) -> list[AttentionSchedule]:
-    """Up to `limit` legal schedules of an `attention` group on `target`,
-    the cost model's choice first: what an autotuner times."""
+def tile_kind(tile: AttentionTile, shape: AttentionShape, target: Target) -> tuple[int, bool]:
+    """(stages, whether the tile needs dynamic shared memory)."""
+    return tile.stages, shared_bytes(tile, shape.d, shape.dv) > target.static_shared_limit
+
+
+def candidate_order(tiles: list[AttentionTile], shape: AttentionShape, target: Target
+                    ) -> list[AttentionTile]:
+    """`tiles` (fastest first) with the first of each `tile_kind` moved to
+    the front, in their order: the model does not know how much the
+    prefetch of `stages = 2` or the larger dynamic tiles gain, a GPU does."""
+    seen: set[tuple[int, bool]] = set()
+    heads: list[AttentionTile] = []
+    rest: list[AttentionTile] = []
+    for t in tiles:
+        kind = tile_kind(t, shape, target)
+        (rest if kind in seen else heads).append(t)
+        seen.add(kind)
+    return heads + rest
+
+
+def attention_candidates(group: GroupOp, target: Target, limit: int,
+                         shared_limit: int | None = None) -> list[AttentionSchedule]:
+    """Up to `limit` legal schedules of an `attention` group on `target`
+    (within `shared_limit` bytes of shared memory, default the target's),
+    the cost model's choice first, then the fastest of each other kind
+    (`candidate_order`): what an autotuner times."""
     from fusec.codegen.attention import group_shape  # imports scheduling via the emitter
 
     shape = group_shape(group)
-    return [t.attr() for t in ranked_tiles(shape, target)[:max(0, limit)]]
+    tiles = candidate_order(ranked_tiles(shape, target, shared_limit), shape, target)
+    return [t.attr() for t in tiles[:max(0, limit)]]

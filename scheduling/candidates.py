@@ -14,7 +14,9 @@ bytes of shared memory per block:
   tiles (`FALLBACK_TILES`) whose shared memory fits;
 - window (a lone conv or pool): the plan's shrink steps and smaller thread
   tiles that fit and can be built (`check_plan`);
-- attention: the legal tiles in the cost model's order (`scheduling/attention.py`);
+- attention: the legal tiles in the cost model's order, the fastest of each
+  kind first (static or dynamic shared memory, one or two stages:
+  `scheduling/attention.candidate_order`), not re-ranked by distance;
 - library GEMMs, conv + pool and layout copies: the model's choice
   only (an empty list for a layout copy, which has no schedule).
 
@@ -102,12 +104,13 @@ def candidates(group: GroupOp, target: Target, limit: int, k: int) -> list[Sched
     elif isinstance(first, ContractionSchedule) and first.str_field("impl") == "simt":
         others = _contraction(group, target, limit)
     elif isinstance(first, AttentionSchedule):
-        others = attention_candidates(group, target, ATTENTION_CANDIDATES)
+        others = attention_candidates(group, target, ATTENTION_CANDIDATES, limit)
     elif isinstance(first, WindowSchedule) and first.str_field("path") not in (
             "conv_pool", "direct"):
         others = _window(group, limit)
     unique = [a for a in dict.fromkeys(others) if a != first]
-    unique.sort(key=lambda a: _distance(first, a))
+    if not isinstance(first, AttentionSchedule):  # attention's come in the order to time
+        unique.sort(key=lambda a: _distance(first, a))
     return [first, *unique[:max(0, k - 1)]]
 
 

@@ -178,6 +178,19 @@ def test_res_refuses_over_the_shared_memory_limit() -> None:
                       "over 200 on h200")
 
 
+def test_res_reads_the_static_limit_not_the_dynamic_one() -> None:
+    # the kernels formed here declare static shared arrays: 48 KiB on every
+    # GPU, whatever dynamic shared memory the target allows per block
+    body = f"""
+  %a = nn.reduce_sum %x {{axes = [1], keepdims = true}} : ({T}) -> tensor<64x1xf32>
+  %b = nn.reduce_max %x {{axes = [1], keepdims = true}} : ({T}) -> tensor<64x1xf32>"""
+    tiny = dataclasses.replace(get_target("h200"), static_shared_memory_per_block=200)
+    assert get_target("h200").shared_memory_per_block == 232448
+    reason = res_ok(make_candidate(body, "a", "b", target=tiny)).reason
+    assert reason == ("the fused kernel needs 256 bytes of shared memory per block, "
+                      "over 200 on h200")
+
+
 def test_gain_refuses_recomputing_a_transcendental_per_element() -> None:
     body = """
   %g = nn.gelu %b : tensor<4096xf32>
