@@ -19,7 +19,9 @@ depends on the group's `#fusion.pointwise<..., tile = T>` schedule:
   `T x (T + 1)` shared array (the pad keeps both phases free of bank
   conflicts); after a barrier it computes and stores its outputs with
   `threadIdx.x` walking axis `I` (coalesced in the results), reading other
-  operands directly.
+  operands directly. Neighbouring axes that every access steps across alike
+  merge first, and the index arithmetic is per thread, not per element
+  (`codegen/pointwise_tile.py` writes this kernel).
 
 ```mlir
 %r = fusion.group (%x, %y) {name = "g0", kind = "pointwise",
@@ -45,7 +47,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import op_kind
-from fusec.analysis.pointwise_registers import PARAM_REGISTERS
+from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.transposed_operands import (
     swapped_axis,
@@ -64,7 +66,6 @@ from fusec.codegen.group_body import (
     POINT_KINDS,
     GroupBody,
     PointEvaluator,
-    compute_type,
     load_expr,
     store_lines,
 )
@@ -74,10 +75,9 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
-    unravel,
 )
-from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.pointwise_index import ElementIndex, index_type
+from fusec.codegen.pointwise_tile import passes_edge, read_directly, tile_type, tiled_lines
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
 from fusec.dialects.element_types import numba_width
@@ -90,19 +90,23 @@ _INDENT = "    "
 
 TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
 TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its (64-bit) address
-"""This kernel's own constants: it keeps 64-bit indices and per-element
-unravelling, so the flat pointwise kernel's refit (32-bit literal-divisor
-indices, `analysis/pointwise_registers.py`) does not describe it; these are
-the values its fit below was made with."""
+"""The flat schedule's own constants: it keeps per-element unravelling, so
+the flat pointwise kernel's refit (`analysis/pointwise_registers.py`) does
+not describe it; these are the values its fit below was made with."""
 FLAT_COORD_REGISTERS = 1
-"""Registers per iteration axis of the flat kernel's unravelled coordinates.
-Fitted to `ptxas -arch=sm_90 -v` (2026-12-01) on `relu(transpose(x) + y)`
-over 2-D to 4-D shapes, f32/f16/bf16: the tiled kernel needs no more than
-the flat one's arrays in flight (31-32 registers, estimate 33), its tile
-origins and row offsets fold into the addresses."""
-
-# Numba element types a shared tile may hold; narrower integers widen to int32.
-_TILE_TYPES = ("float32", "float64", "int32", "int64", "boolean")
+"""Registers per iteration axis of the flat kernel's unravelled coordinates."""
+TILE_BASE = 8
+"""The tiled schedule: thread and block coordinates, the two shared offsets."""
+TILE_ARRAY_REGISTERS_PER_ELEMENT = 1.0
+"""Per array and element of a thread: the value in flight (the bases and
+row offsets fold into the addresses)."""
+TILE_EDGE_REGISTERS = 10
+"""A tile that passes an axis' edge holds its clamped row coordinates, and a
+libdevice sequence (erf, tanh, ...) its temporaries; ptxas overlaps the two
+(either or both: 30-32 registers). Fitted to `ptxas -arch=sm_90 -v`
+(2026-12-01) on 14 tiled kernels, 2-D to 4-D, one or two staged operands,
+broadcasts, f32/f16/bf16, whole and partial tiles: 20-32 registers, every
+estimate within 15%."""
 
 
 def has_views(group: Operation) -> bool:
@@ -200,31 +204,15 @@ def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
     return load_expr(body, root, " + ".join(terms) or "0")  # type: ignore[arg-type]
 
 
-def _read_directly(body: GroupBody, op: Operation) -> bool:
-    """Whether the kernel loads `op`'s result (something other than another
-    chained layout op reads it, or it is a result of the group)."""
-    return op.results[0] in body.outputs or any(
-        not isinstance(u.operation, CHAINED_VIEWS) for u in op.results[0].uses)
-
-
-def _tile_type(arg: BlockArgument) -> str:
-    ctype = compute_type(arg)
-    return ctype if ctype in _TILE_TYPES else "int32"
-
-
-def _element(plan: _Plan, coords: list[str], suffix: str, tile_reads: dict[int, str],
+def _element(plan: _Plan, coords: list[str], suffix: str,
              lit: Callable[[int], str] = int_literal) -> tuple[list[str], list[str], list[str]]:
-    """Loads, arithmetic and stores of the element at `coords`; tiled
-    transposes are the given tile reads; `lit` writes the view index's
-    literals (typed as the coordinates are, so the index stays 32-bit)."""
+    """Loads, arithmetic and stores of the element at `coords` (the flat
+    schedule); `lit` writes the view index's literals (typed as the
+    coordinates are, so the index stays 32-bit)."""
     body, loads = plan.body, []
     bound: dict[SSAValue, str] = {}
     for k, op in enumerate(body.ops):
-        if not isinstance(op, FOLDED_VIEWS) or not _read_directly(body, op):
-            continue
-        if isinstance(op, nn.TransposeOp) and _is_tiled(plan, op):
-            key = (op.operands[0], tuple(op.perm))
-            bound[op.results[0]] = tile_reads[plan.tiled[key]]  # type: ignore[index]
+        if not isinstance(op, FOLDED_VIEWS) or not read_directly(body, op):
             continue
         name = f"tp{k}{suffix}"
         loads.append(f"{name} = {_view_load(body, op, coords, lit)}")
@@ -260,92 +248,14 @@ def _flat_lines(plan: _Plan) -> list[str]:
         coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
                   for d, size in enumerate(plan.shape)]
         lines += at.coord_lines
-        loads, arith, stores = _element(plan, coords, f"_{e}", {}, at.lit)
+        loads, arith, stores = _element(plan, coords, f"_{e}", at.lit)
         parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 
 
-def _coords(plan: _Plan, along_a: str, along_i: str) -> list[str]:
-    assert plan.axes is not None
-    a, i = plan.axes
-    return [along_a if d == a else along_i if d == i else f"b{d}" for d in range(len(plan.shape))]
-
-
-def _clamped(plan: _Plan, name: str, expr: str, extent: int, lines: list[str]) -> str:
-    """`name` = `expr` kept inside `extent` (a tile past the edge reads a
-    valid element); a plain assignment when tiles divide the extent."""
-    bounded = f"min({expr}, {int_literal(extent - 1)})" if extent % plan.tile else expr
-    lines.append(f"{name} = {bounded}")
-    return name
-
-
-def _load_phase(plan: _Plan) -> list[str]:
-    """Each tiled operand's tile, `threadIdx.x` walking axis A (the
-    operand's contiguous axis): tile[i - n0][a - m0]."""
-    assert plan.axes is not None
-    a, i = plan.axes
-    lines: list[str] = []
-    la = _clamped(plan, "la", "m0 + tx", plan.shape[a], lines)
-    loads: list[str] = []
-    writes: list[str] = []
-    ops = {(op.operands[0], tuple(op.perm)): op for op in transposes(plan.body.ops)}
-    for r in range(plan.tile // plan.rows):
-        row = f"ty + {int_literal(r * plan.rows)}" if r else "ty"
-        li = _clamped(plan, f"li{r}", f"n0 + {row}", plan.shape[i], lines)
-        coords = _coords(plan, la, li)
-        for key, j in plan.tiled.items():
-            op = ops[key]
-            src = load_expr(plan.body, key[0], _strided_index(op, coords))
-            loads.append(f"x{j}_{r} = {src}")
-            writes.append(f"tile{j}[{row}, tx] = x{j}_{r}")
-    return [*lines, *loads, *writes, "cuda.syncthreads()"]
-
-
-def _compute_phase(plan: _Plan) -> list[str]:
-    """Outputs with `threadIdx.x` walking the innermost axis I."""
-    assert plan.axes is not None
-    a, i = plan.axes
-    tail = plan.shape[a] % plan.tile or plan.shape[i] % plan.tile
-    lines: list[str] = ["ci_raw = n0 + tx"]
-    ci = _clamped(plan, "ci", "ci_raw", plan.shape[i], lines)
-    parts = []
-    for r in range(plan.tile // plan.rows):
-        row = f"ty + {int_literal(r * plan.rows)}" if r else "ty"
-        lines.append(f"ca{r}_raw = m0 + {row}")
-        ca = _clamped(plan, f"ca{r}", f"ca{r}_raw", plan.shape[a], lines)
-        reads = {j: f"tile{j}[tx, {row}]" for j in plan.tiled.values()}
-        loads, arith, stores = _element(plan, _coords(plan, ca, ci), f"_{r}", reads)
-        if tail:
-            ok = (f"ca{r}_raw < {int_literal(plan.shape[a])} and "
-                  f"ci_raw < {int_literal(plan.shape[i])}")
-            stores = [f"if {ok}:", *(_INDENT + s for s in stores)]
-        parts.append((loads, arith, stores))
-    return lines + [line for k in range(3) for part in parts for line in part[k]]
-
-
-def _tiled_lines(plan: _Plan) -> tuple[list[str], tuple[int, int, int], frozenset[str]]:
-    """The tiled kernel's body, its grid and the grid axes it loops over."""
-    assert plan.axes is not None
-    a, i = plan.axes
-    batch_axes = [d for d in range(len(plan.shape)) if d not in (a, i)]
-    batch = numel(tuple(plan.shape[d] for d in batch_axes))
-    unravel_lines, names = unravel("bz", [plan.shape[d] for d in batch_axes], prefix="bb")
-    batch_lines = unravel_lines + [f"b{d} = {n}" for d, n in zip(batch_axes, names, strict=True)]
-    inner = ["m0 = by * " + int_literal(plan.tile), *batch_lines,
-             *_load_phase(plan), *_compute_phase(plan)]
-    grid = (-(-plan.shape[i] // plan.tile), -(-plan.shape[a] // plan.tile), max(1, batch))
-    body, looped = block_index_lines([("by", "y", grid[1]), ("bz", "z", grid[2])], inner,
-                                     reuses_shared=True)
-    tiles = [f"tile{j} = cuda.shared.array(({plan.tile}, {plan.tile + 1}), "
-             f"{_tile_type(key[0])})" for key, j in plan.tiled.items()]
-    head = ["tx = cuda.threadIdx.x", "ty = cuda.threadIdx.y", *tiles,
-            f"n0 = cuda.blockIdx.x * {int_literal(plan.tile)}"]
-    return head + body, grid, looped
-
-
 def tile_shared_bytes(plan: _Plan) -> int:
     """Shared memory of the tiled kernel: one padded tile per tiled operand."""
-    return sum(plan.tile * (plan.tile + 1) * numba_width(_tile_type(key[0]))
+    return sum(plan.tile * (plan.tile + 1) * numba_width(tile_type(key[0]))
                for key in plan.tiled)
 
 
@@ -356,7 +266,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     plan = plan_group(group, schedule)
     looped: frozenset[str] = frozenset()
     if plan.axes is not None:
-        body, grid, looped = _tiled_lines(plan)
+        body, grid, looped = tiled_lines(plan)
         block = (plan.tile, plan.rows, 1)
         per_thread = (f"{plan.tile}x{plan.tile} output tile per block, transposed operands "
                       f"staged in shared memory, {plan.tile // plan.rows} elements per thread")
@@ -378,13 +288,21 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
 def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[str, float]]:
     """The register model's parts for this kernel: base, arrays in flight
     per element a thread handles (the tiled kernel: `tile * tile / block`
-    rows), scalars, and the flat kernel's coordinates."""
+    rows), scalars, the flat kernel's coordinates, the tiled kernel's edge
+    clamps or math temporaries."""
     plan = plan_group(group, schedule)
-    per_thread = plan.tile // plan.rows if plan.axes is not None else plan.unroll
+    tiled = plan.axes is not None
+    per_thread = plan.tile // plan.rows if tiled else plan.unroll
     arrays = sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1) + len(
         plan.body.outputs) + extra_reads(plan.body.ops, plan.body.args)
     scalars = len(plan.body.args) - sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1)
-    coords = FLAT_COORD_REGISTERS * len(plan.shape) if plan.axes is None else 0
-    return [("base", TRANSPOSE_BASE),
-            ("arrays in flight", TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
-            ("scalars", PARAM_REGISTERS * scalars), ("coordinates", coords)]
+    if not tiled:
+        return [("base", TRANSPOSE_BASE),
+                ("arrays in flight", TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
+                ("scalars", PARAM_REGISTERS * scalars),
+                ("coordinates", FLAT_COORD_REGISTERS * len(plan.shape))]
+    edge = passes_edge(plan) or any(isinstance(op, MATH_OPS) for op in plan.body.ops)
+    return [("base", TILE_BASE),
+            ("arrays in flight", TILE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
+            ("scalars", PARAM_REGISTERS * scalars),
+            ("edge clamps or math", TILE_EDGE_REGISTERS if edge else 0)]

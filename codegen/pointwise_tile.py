@@ -1,0 +1,374 @@
+"""The tiled schedule of pointwise groups with transposed operands
+(`#fusion.pointwise<..., tile = T>`, `codegen/pointwise_transpose.py`):
+its index arithmetic, written to cost next to nothing per element.
+
+Every access the kernel makes (a tiled operand, a broadcast or strided
+input, a result) is linear in the iteration coordinates: element `c` is at
+`offset + sum(c[d] * strides[d])` (`LinearAccess`). So:
+
+- Neighbouring iteration axes merge when every access steps across them as
+  across one axis (`axis_groups`): NCHW -> NHWC of `[32, 64, 56, 56]` tiles
+  `H*W = 3136` rows (no partial tile) by `C = 64`, not `W = 56` by `C`.
+- Each thread computes one base index per access, in uint32 while every
+  index fits (`pointwise_index.index_type`; unsigned: no wrap-around test,
+  no floor fix-ups), once per block; element `r` of a thread is the base
+  plus the literal `r * rows * stride`. The base is widened to uint64 once,
+  so that literal folds into the load's immediate offset (a uint32 sum
+  would have to be zero-extended per element).
+- The shared tile is one flat `T * (T + 1)` array indexed by two per-thread
+  offsets (`ty * (T + 1) + tx` to stage, `tx * (T + 1) + ty` to read) plus
+  literals: the pad keeps both phases free of bank conflicts, and no
+  per-element 2-D index (a 64-bit multiply) remains.
+- Tails: where a tile passes the edge of an axis, its coordinate is
+  clamped for loads and the stores are guarded; where tiles divide the
+  axis, neither is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from fusec.analysis.strided_view import StridedView
+from fusec.analysis.transposed_operands import transposes
+from fusec.analysis.view_operands import CHAINED_VIEWS, FOLDED_VIEWS, operand_view
+from fusec.codegen.group_body import (
+    GroupBody,
+    PointEvaluator,
+    compute_type,
+    load_expr,
+    store_expr,
+)
+from fusec.codegen.kernel_source import int_literal
+from fusec.codegen.launch_grid import block_index_lines
+from fusec.codegen.pointwise_index import index_type
+from fusec.dialects import nn
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import numel
+
+if TYPE_CHECKING:
+    from fusec.codegen.pointwise_transpose import _Plan
+
+_INDENT = "    "
+
+# Numba element types a shared tile may hold; narrower integers widen to int32.
+_TILE_TYPES = ("float32", "float64", "int32", "int64", "boolean")
+
+
+@dataclass(frozen=True)
+class LinearAccess:
+    """Element `c` of the iteration space is element `offset + sum(c[d] *
+    strides[d])` of the accessed buffer (stride 0: the access does not vary
+    along `d`)."""
+
+    offset: int
+    strides: tuple[int, ...]
+
+    @staticmethod
+    def of_view(view: StridedView, iter_shape: Sequence[int]) -> LinearAccess:
+        """A view right-aligned against `iter_shape` (broadcast where the
+        view has size 1 or no dimension)."""
+        lead = len(iter_shape) - len(view.shape)
+        strides = [0] * lead + [s if n != 1 else 0 for n, s in zip(view.shape, view.strides,
+                                                                   strict=True)]
+        return LinearAccess(view.offset, tuple(strides))
+
+    @staticmethod
+    def of_shape(shape: Sequence[int], iter_shape: Sequence[int]) -> LinearAccess:
+        """A contiguous buffer of `shape`, broadcast to `iter_shape`."""
+        return LinearAccess.of_view(StridedView.contiguous(shape), iter_shape)
+
+    def stride(self, group: Sequence[int]) -> int:
+        """The stride along a group of merged axes (its innermost axis')."""
+        return self.strides[group[-1]]
+
+
+def axis_groups(iter_shape: Sequence[int],
+                accesses: Sequence[LinearAccess]) -> list[tuple[int, ...]]:
+    """Runs of iteration axes longer than 1 that every access steps across as
+    across one axis: axis `d` joins the run before it when each access's
+    stride there is `stride[d] * iter_shape[d]`. A merged coordinate times
+    the stride of the run's innermost axis is then every access's index."""
+    groups: list[tuple[int, ...]] = []
+    for d, n in enumerate(iter_shape):
+        if n == 1:
+            continue
+        if groups and all(a.strides[groups[-1][-1]] == a.strides[d] * n for a in accesses):
+            groups[-1] = (*groups[-1], d)
+        else:
+            groups.append((d,))
+    return groups
+
+
+@dataclass
+class _Reads:
+    """What the compute phase loads directly, and the results it stores."""
+
+    loads: list[tuple[SSAValue, LinearAccess, Callable[[str], str]]]
+    stores: list[tuple[int, SSAValue, LinearAccess]]
+
+
+def _reads(plan: _Plan) -> _Reads:
+    body, tiled = plan.body, plan.tiled
+    loads: list[tuple[SSAValue, LinearAccess, Callable[[str], str]]] = []
+    for op in body.ops:
+        if not isinstance(op, FOLDED_VIEWS) or not read_directly(body, op):
+            continue
+        if isinstance(op, nn.TransposeOp) and (op.operands[0], tuple(op.perm)) in tiled:
+            continue
+        found = operand_view(op, set(body.ops))
+        assert not isinstance(found, str)  # plan_group refused it otherwise
+        root, view = found
+        loads.append((op.results[0], LinearAccess.of_view(view, plan.shape),
+                      lambda i, r=root: load_expr(body, r, i)))  # type: ignore[misc]
+    for arg in body.args:
+        if any(not isinstance(u.operation, FOLDED_VIEWS) for u in arg.uses):
+            loads.append((arg, LinearAccess.of_shape(tensor_shape(arg), plan.shape),
+                          lambda i, a=arg: load_expr(body, a, i)))
+    stores = [(k, v, LinearAccess.of_shape(tensor_shape(v), plan.shape))
+              for k, v in enumerate(body.outputs)]
+    return _Reads(loads, stores)
+
+
+def read_directly(body: GroupBody, op: Operation) -> bool:
+    """Whether the kernel loads `op`'s result (something other than another
+    chained layout op reads it, or it is a result of the group)."""
+    return op.results[0] in body.outputs or any(
+        not isinstance(u.operation, CHAINED_VIEWS) for u in op.results[0].uses)
+
+
+def tile_type(arg: BlockArgument) -> str:
+    """The numba type `arg`'s shared tile holds (halves staged as float32,
+    narrower integers as int32)."""
+    ctype = compute_type(arg)
+    return ctype if ctype in _TILE_TYPES else "int32"
+
+
+def _tiled_access(plan: _Plan) -> dict[int, tuple[BlockArgument, LinearAccess]]:
+    """Each staged operand's input and access, by tile number."""
+    out: dict[int, tuple[BlockArgument, LinearAccess]] = {}
+    for op in transposes(plan.body.ops):
+        key = (op.operands[0], tuple(op.perm))
+        if key in plan.tiled and plan.tiled[key] not in out:  # type: ignore[index]
+            view = StridedView.contiguous(op.operand_shape()).transpose(op.perm)
+            out[plan.tiled[key]] = (key[0], LinearAccess.of_view(view, plan.shape))  # type: ignore
+    return out
+
+
+@dataclass
+class _Tiling:
+    """The merged axes and the names the kernel text uses."""
+
+    plan: _Plan
+    groups: list[tuple[int, ...]]
+    a: int  # the group holding the tile's swapped axis
+    i: int  # the group holding the innermost axis
+    itype: str
+
+    @property
+    def ext_a(self) -> int:
+        return numel(tuple(self.plan.shape[d] for d in self.groups[self.a]))
+
+    @property
+    def ext_i(self) -> int:
+        return numel(tuple(self.plan.shape[d] for d in self.groups[self.i]))
+
+    @property
+    def batch(self) -> list[int]:
+        return [g for g in range(len(self.groups)) if g not in (self.a, self.i)]
+
+    def lit(self, value: int) -> str:
+        return f"{self.itype}({int_literal(value)})"
+
+    def sum(self, terms: Sequence[tuple[str, int]], offset: int = 0) -> str:
+        """`offset + c * stride + ...` in the index type (stride-0 terms left out)."""
+        parts = [self.lit(offset)] if offset else []
+        parts += [c if s == 1 else f"{c} * {self.lit(s)}" for c, s in terms if s]
+        return " + ".join(parts) or self.lit(0)
+
+
+def _tiling(plan: _Plan, accesses: Sequence[LinearAccess]) -> _Tiling:
+    assert plan.axes is not None
+    groups = axis_groups(plan.shape, accesses)
+    a = next(k for k, g in enumerate(groups) if plan.axes[0] in g)
+    i = next(k for k, g in enumerate(groups) if plan.axes[1] in g)
+    # Raw (unclamped) indices run up to a tile past an edge: keep 2x headroom.
+    largest = max([numel(plan.shape), *(numel(tensor_shape(a)) for a in plan.body.args)])
+    return _Tiling(plan, groups, a, i, index_type(2 * largest))
+
+
+def _u64(tl: _Tiling, expr: str) -> str:
+    return expr if tl.itype == "uint64" else f"uint64({expr})"
+
+
+def _plus(base: str, offset: int) -> str:
+    """`base` (a uint64 name) plus a literal offset."""
+    return f"{base} + uint64({int_literal(offset)})" if offset else base
+
+
+def _offset(tl: _Tiling, coord: str, step: int) -> str:
+    """`coord` (a name of the index type) plus a literal step."""
+    return f"{coord} + {tl.lit(step)}" if step else coord
+
+
+def _batch_lines(tl: _Tiling, accesses: dict[str, LinearAccess]) -> list[str]:
+    """The block's batch coordinates (unravelled from `bz` once) and each
+    access's batch part `bb_<name>`."""
+    lines = [f"m0 = {tl.itype}(by) * {tl.lit(tl.plan.tile)}"]
+    rest = f"{tl.itype}(bz)"
+    names: dict[int, str] = {}
+    batch = tl.batch
+    for n, g in enumerate(reversed(batch)):
+        size = numel(tuple(tl.plan.shape[d] for d in tl.groups[g]))
+        names[g] = f"b{g}"
+        if n == len(batch) - 1:
+            lines.append(f"b{g} = {rest}")
+        else:
+            lines += [f"b{g} = {rest} % {tl.lit(size)}", f"br{g} = {rest} // {tl.lit(size)}"]
+            rest = f"br{g}"
+    for name, acc in accesses.items():
+        terms = [(names[g], acc.stride(tl.groups[g])) for g in batch]
+        lines.append(f"bb_{name} = {tl.sum(terms, acc.offset)}")
+    return lines
+
+
+def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]]) -> list[str]:
+    """Each staged operand's tile, `threadIdx.x` walking the swapped axis
+    (the operand's contiguous one): rows `r * rows` apart."""
+    plan, ga, gi = tl.plan, tl.groups[tl.a], tl.groups[tl.i]
+    rows, passes = plan.rows, plan.tile // plan.rows
+    la = "m0 + tx" if tl.ext_a % plan.tile == 0 else f"min(m0 + tx, {tl.lit(tl.ext_a - 1)})"
+    lines = [f"la = {la}", "li = n0 + ty"]
+    loads: list[str] = []
+    writes: list[str] = []
+    tail_i = tl.ext_i % plan.tile != 0
+    if tail_i:
+        lines += [f"li_{r} = min({_offset(tl, 'li', r * rows)}, {tl.lit(tl.ext_i - 1)})"
+                  for r in range(passes)]
+    for j, (arg, acc) in tiled.items():
+        sa, si = acc.stride(ga), acc.stride(gi)
+        if not tail_i:
+            lines.append(f"s{j} = {_u64(tl, tl.sum([(f'bb_t{j}', 1), ('la', sa), ('li', si)]))}")
+        for r in range(passes):
+            if tail_i:
+                index = _u64(tl, tl.sum([(f"bb_t{j}", 1), ("la", sa), (f"li_{r}", si)]))
+            else:
+                index = _plus(f"s{j}", r * rows * si)
+            loads.append(f"x{j}_{r} = {load_expr(plan.body, arg, index)}")
+            writes.append(f"tile{j}[{_plus('wr', r * rows * (plan.tile + 1))}] = x{j}_{r}")
+    return [*lines, *loads, *writes, "cuda.syncthreads()"]
+
+
+def _compute_phase(tl: _Tiling, reads: _Reads) -> list[str]:
+    """Outputs with `threadIdx.x` walking the innermost axis: all loads,
+    then the arithmetic, then the (guarded where tiles pass an edge) stores."""
+    plan, ga, gi = tl.plan, tl.groups[tl.a], tl.groups[tl.i]
+    rows, passes = plan.rows, plan.tile // plan.rows
+    tail_a, tail_i = tl.ext_a % plan.tile != 0, tl.ext_i % plan.tile != 0
+    ci = f"min(ci_raw, {tl.lit(tl.ext_i - 1)})" if tail_i else "ci_raw"
+    lines = ["ci_raw = n0 + tx", f"ci = {ci}", "ca = m0 + ty"]
+    if tail_a:
+        lines += [f"ca_{r} = min({_offset(tl, 'ca', r * rows)}, {tl.lit(tl.ext_a - 1)})"
+                  for r in range(passes)]
+    for k, (_, acc, _load) in enumerate(reads.loads):
+        if not (tail_a and acc.stride(ga)):
+            terms = [(f"bb_l{k}", 1), ("ca", acc.stride(ga)), ("ci", acc.stride(gi))]
+            lines.append(f"l{k} = {_u64(tl, tl.sum(terms))}")
+    for k, _, acc in reads.stores:
+        terms = [(f"bb_o{k}", 1), ("ca", acc.stride(ga)), ("ci", acc.stride(gi))]
+        lines.append(f"o{k} = {_u64(tl, tl.sum(terms))}")
+    parts = [_row(tl, reads, r) for r in range(passes)]
+    return lines + [line for k in range(3) for part in parts for line in part[k]]
+
+
+def _row(tl: _Tiling, reads: _Reads, r: int) -> tuple[list[str], list[str], list[str]]:
+    """Loads, arithmetic and stores of a thread's element in row `r`."""
+    plan, ga, gi = tl.plan, tl.groups[tl.a], tl.groups[tl.i]
+    step = r * plan.rows
+    tail_a, tail_i = tl.ext_a % plan.tile != 0, tl.ext_i % plan.tile != 0
+    bound: dict[SSAValue, str] = {}
+    for op in transposes(plan.body.ops):
+        key = (op.operands[0], tuple(op.perm))
+        if key in plan.tiled:
+            bound[op.results[0]] = f"tile{plan.tiled[key]}[{_plus('rd', step)}]"  # type: ignore
+    loads: list[str] = []
+    for k, (value, acc, load) in enumerate(reads.loads):
+        if tail_a and acc.stride(ga):
+            terms = [(f"bb_l{k}", 1), (f"ca_{r}", acc.stride(ga)), ("ci", acc.stride(gi))]
+            index = _u64(tl, tl.sum(terms))
+        else:
+            index = _plus(f"l{k}", step * acc.stride(ga))
+        name = f"ld{k}_{r}"
+        loads.append(f"{name} = {load(index)}")
+        bound[value] = name
+    ev = PointEvaluator(plan.body, plan.shape, [], bound, suffix=f"_{r}")
+    values = [ev.value(v) for v in plan.body.outputs]
+    stores: list[str] = []
+    for (k, v, acc), val in zip(reads.stores, values, strict=True):
+        conds = [f"{_offset(tl, 'ca', step)} < {tl.lit(tl.ext_a)}"] if tail_a else []
+        conds += ["ci_raw < " + tl.lit(tl.ext_i)] if tail_i else []
+        if step and not acc.stride(ga):
+            continue  # broadcast along the swapped axis: row 0 stores it
+        conds += _owner_conds(tl, acc, step)
+        line = f"out{k}[{_plus(f'o{k}', step * acc.stride(ga))}] = {store_expr(v, val)}"
+        stores += [f"if {' and '.join(conds)}:", _INDENT + line] if conds else [line]
+    return loads, ev.take_lines(), stores
+
+
+def _owner_conds(tl: _Tiling, acc: LinearAccess, step: int) -> list[str]:
+    """A result smaller than the iteration shape is stored by the points at
+    coordinate 0 of the axes it is broadcast along (once per element); only
+    row 0 (`step` 0) of a thread reaches here for one broadcast along the
+    swapped axis."""
+    conds: list[str] = []
+    for g, group in enumerate(tl.groups):
+        if acc.stride(group):
+            continue
+        coord = "ca" if g == tl.a else (
+            "ci_raw" if g == tl.i else f"b{g}")
+        conds.append(f"{coord} == {tl.lit(0)}")
+    return conds
+
+
+def _plan_tiling(plan: _Plan) -> tuple[_Tiling, dict[int, tuple[BlockArgument, LinearAccess]],
+                                         _Reads]:
+    tiled, reads = _tiled_access(plan), _reads(plan)
+    accesses = [acc for _, acc in tiled.values()] + [acc for _, acc, _ in reads.loads] + [
+        acc for _, _, acc in reads.stores]
+    return _tiling(plan, accesses), tiled, reads
+
+
+def passes_edge(plan: _Plan) -> bool:
+    """Whether some tile passes the edge of a (merged) tile axis: the kernel
+    then clamps coordinates and guards stores."""
+    tl = _plan_tiling(plan)[0]
+    return tl.ext_a % plan.tile != 0 or tl.ext_i % plan.tile != 0
+
+
+def tiled_lines(plan: _Plan) -> tuple[list[str], tuple[int, int, int], frozenset[str]]:
+    """The tiled kernel's body, its grid and the grid axes it loops over."""
+    tl, tiled, reads = _plan_tiling(plan)
+    named = {f"t{j}": acc for j, (_, acc) in tiled.items()}
+    named |= {f"l{k}": acc for k, (_, acc, _) in enumerate(reads.loads)}
+    named |= {f"o{k}": acc for k, _, acc in reads.stores}
+    inner = [*_batch_lines(tl, named), *_load_phase(tl, tiled), *_compute_phase(tl, reads)]
+    batch = numel(tuple(numel(tuple(plan.shape[d] for d in tl.groups[g])) for g in tl.batch))
+    grid = (-(-tl.ext_i // plan.tile), -(-tl.ext_a // plan.tile), max(1, batch))
+    body, looped = block_index_lines([("by", "y", grid[1]), ("bz", "z", grid[2])], inner,
+                                     reuses_shared=True)
+    pitch = plan.tile + 1
+    head = [f"tx = {tl.itype}(cuda.threadIdx.x)", f"ty = {tl.itype}(cuda.threadIdx.y)",
+            *(f"tile{j} = cuda.shared.array({plan.tile * pitch}, {tile_type})"
+              for j, tile_type in tile_types(plan).items()),
+            f"wr = {_u64(tl, f'ty * {tl.lit(pitch)} + tx')}",
+            f"rd = {_u64(tl, f'tx * {tl.lit(pitch)} + ty')}",
+            f"n0 = {tl.itype}(cuda.blockIdx.x) * {tl.lit(plan.tile)}"]
+    return head + body, grid, looped
+
+
+def tile_types(plan: _Plan) -> dict[int, str]:
+    """The numba element type of each shared tile, by tile number."""
+    return {j: tile_type(key[0]) for key, j in plan.tiled.items()}  # type: ignore[misc]
