@@ -14,7 +14,7 @@ and outputs, so calls read DRAM as those of a large model do.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -22,6 +22,12 @@ from fusec.analysis.program import FunctionProgram, Program
 from fusec.runtime.tuning_timer import MAX_QUEUED, BatchClock, interleaved_samples, rotation_copies
 
 INPUT_SEED = 0
+
+
+class StreamClock(BatchClock, Protocol):
+    """A batch clock and the stream it times (`tuning_timer.EventClock`)."""
+
+    stream: Any
 
 
 def random_inputs(fp: FunctionProgram, seed: int = INPUT_SEED) -> list[np.ndarray]:
@@ -42,15 +48,16 @@ def random_inputs(fp: FunctionProgram, seed: int = INPUT_SEED) -> list[np.ndarra
     return out
 
 
-def time_programs(cuda: Any, clock: BatchClock, programs: Sequence[Program], l2_bytes: int,
-                  budget_s: float) -> list[list[float]]:
+def time_programs(cuda: Any, clock: StreamClock, programs: Sequence[Program], l2_bytes: int,
+                  budget_s: float, device: str = "gpu") -> list[list[float]]:
     """Microseconds per call of each program, per repeat: the sum over the
-    functions of the first program (the others have the same)."""
+    functions of the first program (the others have the same). `clock`
+    has the `stream` the calls run on."""
     from fusec.runtime.executor import Executor
 
     totals: list[list[float]] = [[] for _ in programs]
     for fname, fp in programs[0].functions.items():
-        executors = [Executor(p, fname, device="gpu", graphs=False) for p in programs]
+        executors = [Executor(p, fname, device=device, graphs=False) for p in programs]
         if not any(ex.fp.launches for ex in executors):
             continue
         inputs = [cuda.to_device(h, stream=clock.stream) for h in random_inputs(fp)]

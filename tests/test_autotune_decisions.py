@@ -290,3 +290,46 @@ def test_gpu_softmax_autotuned_is_not_slower_as_a_whole() -> None:
     again = compile_model(_softmax(), autotune=AutotuneOptions(quiet=True))
     assert again.tuning is not None and again.tuning.timings == 0
     assert again.plan["functions"] == art.plan["functions"]
+
+
+@pytest.mark.slow
+def test_whole_calls_run_through_the_executors_on_rotating_copies(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`time_programs` (the device timer's whole calls), run in the
+    simulator with a clock that counts calls instead of timing them: both
+    programs on the same inputs, rotated over copies past the L2."""
+    from fusec.runtime.call_timer import time_programs
+    from fusec.runtime.device import cuda_module
+    from fusec.runtime.executor import Executor
+
+    cuda = cuda_module("sim")
+    fused = compile_model(CHAIN, target="h200").program
+    split = compile_model(CHAIN, fusion=False, target="h200").program
+    inputs_seen: dict[int, set[int]] = {1: set(), 2: set()}
+    launch = Executor.launch
+
+    def spy(self: Executor, inputs: Sequence[object], *args: object,
+            **kwargs: object) -> object:
+        inputs_seen[len(self.fp.launches)].add(id(inputs[0]))
+        return launch(self, inputs, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Executor, "launch", spy)
+    batches: list[int] = []
+
+    class CallClock:
+        stream = cuda.stream()
+
+        def seconds(self, run: Callable[[int], None], n: int) -> float:
+            run(n)
+            batches.append(n)
+            return 2e-3 * n  # a batch of one call lasts the 1 ms asked (the simulator is slow)
+
+    samples = time_programs(cuda, CallClock(), [fused, split], 60 << 20, 0.0, device="sim")
+    assert [len(s) for s in samples] == [MIN_REPEATS] * 2
+    assert all(s == pytest.approx(2000.0) for row in samples for s in row)
+    assert batches == [CALIBRATION_LAUNCHES] * 4 + [1] * (2 * MIN_REPEATS)
+    # a call of a few hundred bytes: a new copy of the inputs each call (up to
+    # MAX_COPIES), the first the inputs both programs share
+    calls = WARMUP_LAUNCHES + 2 * CALIBRATION_LAUNCHES + MIN_REPEATS
+    assert len(inputs_seen[1]) == len(inputs_seen[2]) == calls < MAX_COPIES
+    assert len(inputs_seen[1] & inputs_seen[2]) == 1
