@@ -185,7 +185,8 @@ class TuningResult:
         if w is None:
             whole = self.whole_call_note or "not checked"
         else:
-            whole = (f"{w.kept} kept (model {w.model_us:.1f} us, tuned {w.tuned_us:.1f} us"
+            kept = "the tuned program" if w.kept == "tuned" else "the model's program"
+            whole = (f"{kept} kept (model's {w.model_us:.1f} us, tuned {w.tuned_us:.1f} us"
                      f"{', from the tuning cache' if w.from_cache else ''})")
         return (f"{self.cached} groups from the tuning cache, {self.timed} timed; "
                 f"whole call: {whole}; {self.timings} timings on the device")
