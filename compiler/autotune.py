@@ -7,21 +7,27 @@ After the pipeline, for each group (library GEMMs aside):
    tuning module (`compiler/tuning_trials.py`), generated once and compiled
    in parallel;
 2. each trial is timed on the device at the real shapes with fresh random
-   inputs (`runtime/tuning_timer.py`: CUDA events, warm-up, the median of
-   several repeats); the fastest schedule is kept;
+   inputs (`runtime/tuning_timer.py`: warm-up, calibrated batches between
+   CUDA events, the candidates of a group interleaved, inputs rotated past
+   the L2); a candidate replaces the model's schedule only when it is faster
+   by more than the noise margin (`compiler/tuning_decision.py`), else the
+   model's is kept and the report says it was kept for noise;
 3. a *contested* fused group, one of several ops whose estimate is within
    `contested_ratio` of its split parts' either way or whose arithmetic
    intensity is above `contested_intensity` FLOP/B, is also timed split (the
    same ops as separate groups, as `group-each-op` makes them, each with its
-   best schedule); when the split parts' sum is faster, the group is split in
-   the output, with a remark giving both times. Single-op groups, attention
-   groups and library GEMMs are never contested;
+   best schedule); when the split parts' sum is faster by more than the
+   margin, the group is split in the output, with a remark giving both
+   times. Single-op groups, attention groups and library GEMMs are never
+   contested;
 4. the result per group is kept in the tuning cache (`runtime/tuning_cache.py`),
    keyed by device, target and the group's fingerprint, so a later compile
-   of the same group times nothing.
+   of the same group times nothing;
+5. the tuned program is checked as a whole call against the model's
+   (`compiler/whole_call.py`), and given up when it is slower.
 
-The results go to plan.json (`measured_us`, `tuned_candidates` per launch)
-and to report.md's "Autotuning" section.
+The results go to plan.json and to report.md's "Autotuning" section
+(`compiler/tuning_report.py`).
 """
 
 from __future__ import annotations
@@ -35,16 +41,16 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
 from fusec.analysis.diagnostics import FusecError
-from fusec.analysis.program import FunctionProgram, Program
+from fusec.analysis.program import FunctionProgram
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
+from fusec.compiler.tuning_decision import NOISE_MARGIN, choose
 from fusec.compiler.tuning_trials import (
     contest,
     fingerprint,
     group_name,
     schedule_from_json,
     schedule_json,
-    schedule_text,
     split_group,
     split_parts,
     trial_function,
@@ -52,8 +58,9 @@ from fusec.compiler.tuning_trials import (
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY, ScheduleAttr
+from fusec.runtime.progress import progress_bar
 from fusec.runtime.tuning_cache import TuningCache, tuning_key
-from fusec.runtime.tuning_timer import GroupTimer, Preparing
+from fusec.runtime.tuning_timer import GroupTimer, Interleaving, Preparing
 from fusec.scheduling.candidates import candidates
 
 NO_GPU_NOTE = "fusec: note: --autotune needs a CUDA GPU; using the model's schedules"
@@ -61,12 +68,14 @@ NO_GPU_NOTE = "fusec: note: --autotune needs a CUDA GPU; using the model's sched
 
 @dataclass(frozen=True)
 class AutotuneOptions:
-    """`--autotune-top-k`, `--no-tuning-cache`, and what decides a contest."""
+    """`--autotune-top-k`, `--no-tuning-cache`, what decides a contest, and
+    the margin a measured alternative must beat the model's choice by."""
 
     top_k: int = 4
     cache: bool = True
     contested_ratio: float = 2.0
     contested_intensity: float = 10.0
+    noise_margin: float = NOISE_MARGIN
     timer: GroupTimer | None = None  # None: CUDA events on the GPU present
     device: str = ""  # the device the timer measures (the cache key); "" asks the timer
     quiet: bool = False
@@ -74,15 +83,31 @@ class AutotuneOptions:
 
 @dataclass
 class Tuned:
-    """One group's (or split part's) candidates and their times."""
+    """One group's (or split part's) candidates (the model's first), their
+    median times and samples per repeat, and which one is kept (`decide`)."""
 
     schedules: list[ScheduleAttr | None]
     times: list[float]
     est_us: float = 0.0
+    samples: list[list[float]] = field(default_factory=list[list[float]])
+    chosen: int = 0
+    fastest: int = 0
+
+    def decide(self, margin: float) -> None:
+        """Keep the fastest candidate only if it beats the model's choice by
+        more than `margin` (`compiler/tuning_decision.py`)."""
+        choice = choose(self.samples or [[t] for t in self.times], margin)
+        self.chosen, self.fastest = choice.chosen, choice.fastest
 
     @property
     def best(self) -> int:
-        return int(np.argmin(self.times))
+        """The candidate kept."""
+        return self.chosen
+
+    @property
+    def kept_for_noise(self) -> bool:
+        """Another candidate was fastest, but within the noise margin."""
+        return self.chosen == 0 and self.fastest != 0
 
 
 @dataclass
@@ -98,16 +123,42 @@ class GroupTuning:
     part_names: list[str] = field(default_factory=list[str])
 
     @property
+    def fused_us(self) -> float:
+        """The measured time of the fused group's kept schedule."""
+        return self.fused.times[self.fused.best]
+
+    @property
     def split_us(self) -> float:
-        return sum(min(p.times) for p in self.parts)
+        """The sum of the split parts' kept schedules' times."""
+        return sum(p.times[p.best] for p in self.parts)
+
+    @property
+    def changed(self) -> bool:
+        """Whether tuning changed the model's program for this group."""
+        return self.split or self.fused.best != 0
+
+
+@dataclass
+class WholeCall:
+    """The whole-call check (`compiler/whole_call.py`): both programs' times
+    per call, which was kept, and whether it came from the tuning cache."""
+
+    model_us: float
+    tuned_us: float
+    kept: str  # "tuned" or "model"
+    from_cache: bool
 
 
 @dataclass
 class TuningResult:
-    """The tuning of every group, and the device it was measured on."""
+    """The tuning of every group, the device it was measured on, and the
+    whole-call check."""
 
     device: str
     groups: list[GroupTuning]
+    timer: GroupTimer | None = None
+    whole_call: WholeCall | None = None
+    whole_call_note: str = ""  # why there is no whole-call check
 
     @property
     def cached(self) -> int:
@@ -117,14 +168,33 @@ class TuningResult:
     def timed(self) -> int:
         return len(self.groups) - self.cached
 
+    @property
+    def changed(self) -> bool:
+        """Whether the tuned program differs from the model's."""
+        return any(g.changed for g in self.groups)
+
+    @property
+    def timings(self) -> int:
+        """Device timings this compile ran: groups, and the whole call."""
+        whole = self.whole_call is not None and not self.whole_call.from_cache
+        return self.timed + int(whole)
+
     def summary(self) -> str:
-        """`N groups from the tuning cache, M timed`."""
-        return f"{self.cached} groups from the tuning cache, {self.timed} timed"
+        """`N groups from the tuning cache, M timed; whole call: ...; K timings ...`."""
+        w = self.whole_call
+        if w is None:
+            whole = self.whole_call_note or "not checked"
+        else:
+            kept = "the tuned program" if w.kept == "tuned" else "the model's program"
+            whole = (f"{kept} kept (model's {w.model_us:.1f} us, tuned {w.tuned_us:.1f} us"
+                     f"{', from the tuning cache' if w.from_cache else ''})")
+        return (f"{self.cached} groups from the tuning cache, {self.timed} timed; "
+                f"whole call: {whole}; {self.timings} timings on the device")
 
 
-def make_timer(options: AutotuneOptions) -> tuple[GroupTimer, str] | None:
-    """The options' timer, else CUDA events on the GPU present; None (after
-    the note on stderr) without a GPU."""
+def make_timer(options: AutotuneOptions, target: Target) -> tuple[GroupTimer, str] | None:
+    """The options' timer, else CUDA events on the GPU present (inputs
+    rotated past `target`'s L2); None (after the note on stderr) without a GPU."""
     if options.timer is not None:
         return options.timer, options.device or "test device"
     from fusec.runtime.device import gpu_available
@@ -133,7 +203,7 @@ def make_timer(options: AutotuneOptions) -> tuple[GroupTimer, str] | None:
         try:
             from fusec.runtime.tuning_timer import CudaEventTimer
 
-            timer = CudaEventTimer()
+            timer = CudaEventTimer(l2_bytes=target.l2_bytes)
             return timer, timer.device_name()
         except FusecError:
             pass
@@ -163,7 +233,7 @@ def autotune(module: ModuleOp, target: Target, limit: int,
              options: AutotuneOptions) -> TuningResult | None:
     """Tune every group of `module` in place (module docstring); None
     without a GPU (nothing changes)."""
-    made = make_timer(options)
+    made = make_timer(options, target)
     if made is None:
         return None
     timer, device = made
@@ -173,7 +243,7 @@ def autotune(module: ModuleOp, target: Target, limit: int,
     jobs: list[_Job] = []
     for index, group in enumerate(groups):
         key = tuning_key(device, target.name, fingerprint(group, options.top_k))
-        cached = _from_cache(cache, key, group)
+        cached = _from_cache(cache, key, group, options.noise_margin)
         if cached is not None:
             found[index] = cached
             continue
@@ -183,24 +253,27 @@ def autotune(module: ModuleOp, target: Target, limit: int,
             variants += [(p, _variants(p, target, limit, options.top_k))
                          for p in split_parts(group, target, limit)]
         jobs.append(_Job(index, group, key, c.reason if c else "", variants))
-    timed = _time_jobs(jobs, target, timer)
+    timed = _time_jobs(jobs, target, timer, options.quiet)
     for job, tuned in zip(jobs, timed, strict=True):
+        for t in tuned:
+            t.decide(options.noise_margin)
         result = GroupTuning(group_name(job.group), tuned[0], False, job.contest, tuned[1:])
         if cache is not None:
             cache.store(job.key, _result_json(result))
         found[job.index] = result
     results = [found[i] for i in range(len(groups))]
-    apply(groups, target, limit, results)
-    return TuningResult(device, results)
+    apply(groups, target, limit, results, options.noise_margin)
+    return TuningResult(device, results, timer)
 
 
 def _variants(group: GroupOp, target: Target, limit: int, k: int) -> list[ScheduleAttr | None]:
     return list(candidates(group, target, limit, k)) or [None]
 
 
-def _time_jobs(jobs: list[_Job], target: Target, timer: GroupTimer) -> list[list[Tuned]]:
-    """Every variant's candidates timed: one tuning module, generated and
-    compiled once."""
+def _time_jobs(jobs: list[_Job], target: Target, timer: GroupTimer,
+               quiet: bool = False) -> list[list[Tuned]]:
+    """Every variant's candidates timed (interleaved where the timer can):
+    one tuning module, generated and compiled once."""
     if not jobs:
         return []
     from fusec.codegen.generate import generate_program
@@ -217,21 +290,39 @@ def _time_jobs(jobs: list[_Job], target: Target, timer: GroupTimer) -> list[list
         timer.prepare(program.kernels_source, program_signatures(program))
     out: list[list[Tuned]] = []
     n = 0
-    for job in jobs:
-        tuned: list[Tuned] = []
-        for _, schedules in job.variants:
-            arrays: dict[str, np.ndarray] = {}
-            times, est = [], 0.0
-            for _ in schedules:
-                fp = program.functions[f"t{n}"]
-                launch = fp.launches[0]
-                _fill_arrays(arrays, fp, n)
-                times.append(timer.time_group(program.kernels_source, launch, arrays))
-                est = est or launch.est_time_us
-                n += 1
-            tuned.append(Tuned(list(schedules), times, est))
-        out.append(tuned)
+    with progress_bar(0 if quiet else len(jobs), "timing groups") as bar:
+        for job in jobs:
+            tuned: list[Tuned] = []
+            for _, schedules in job.variants:
+                fps = [program.functions[f"t{i}"] for i in range(n, n + len(schedules))]
+                tuned.append(_time_variant(timer, program.kernels_source, fps, n, schedules))
+                n += len(schedules)
+            out.append(tuned)
+            bar.advance(group_name(job.group))
     return out
+
+
+def _time_variant(timer: GroupTimer, source: str, fps: list[FunctionProgram], seed: int,
+                  schedules: list[ScheduleAttr | None]) -> Tuned:
+    """The candidates of one variant, on the same fresh random inputs (each
+    with its own workspaces and outputs), interleaved where the timer can."""
+    shared: dict[str, np.ndarray] = {}
+    arrays: list[dict[str, np.ndarray]] = []
+    for i, fp in enumerate(fps):
+        own = dict(shared)
+        _fill_arrays(own, fp, seed + i)
+        for value, array in own.items():
+            shared.setdefault(value, array)
+        arrays.append(own)
+    launches = [fp.launches[0] for fp in fps]
+    if isinstance(timer, Interleaving):
+        samples = timer.time_candidates(source, launches, arrays)
+    else:
+        samples = [[timer.time_group(source, la, a)] for la, a in zip(launches, arrays,
+                                                                      strict=True)]
+    times = [float(np.median(s)) for s in samples]
+    est = next((la.est_time_us for la in launches if la.est_time_us), 0.0)
+    return Tuned(list(schedules), times, est, [list(s) for s in samples])
 
 
 def _fill_arrays(arrays: dict[str, np.ndarray], fp: FunctionProgram, seed: int) -> None:
@@ -262,13 +353,14 @@ def _fill_arrays(arrays: dict[str, np.ndarray], fp: FunctionProgram, seed: int) 
 def _result_json(r: GroupTuning) -> dict[str, Any]:
     def tuned(t: Tuned) -> dict[str, Any]:
         return {"candidates": [schedule_json(s) for s in t.schedules], "times_us": t.times,
-                "est_us": t.est_us}
+                "samples_us": t.samples, "est_us": t.est_us}
 
     return {"group": r.group, "fused": tuned(r.fused), "contest": r.contest,
             "parts": [tuned(p) for p in r.parts]}
 
 
-def _from_cache(cache: TuningCache | None, key: str, group: GroupOp) -> GroupTuning | None:
+def _from_cache(cache: TuningCache | None, key: str, group: GroupOp,
+                margin: float) -> GroupTuning | None:
     """The cached tuning of `group`, or None (absent, or unreadable: warned)."""
     if cache is None:
         return None
@@ -279,9 +371,13 @@ def _from_cache(cache: TuningCache | None, key: str, group: GroupOp) -> GroupTun
         def tuned(d: Any) -> Tuned:
             times = [float(t) for t in d["times_us"]]
             schedules = [schedule_from_json(s) for s in d["candidates"]]
-            if not times or len(times) != len(schedules):
+            samples = [[float(x) for x in s] for s in d.get("samples_us") or []]
+            if not times or len(times) != len(schedules) or (
+                    samples and (len(samples) != len(times) or not all(samples))):
                 raise ValueError("no times")
-            return Tuned(schedules, times, float(d["est_us"]))
+            t = Tuned(schedules, times, float(d["est_us"]), samples)
+            t.decide(margin)  # the decision is made again: the margin may differ
+            return t
 
         return GroupTuning(group_name(group), tuned(data["fused"]), True,
                            str(data["contest"]), [tuned(p) for p in data["parts"]])
@@ -292,14 +388,14 @@ def _from_cache(cache: TuningCache | None, key: str, group: GroupOp) -> GroupTun
 
 
 def apply(groups: list[GroupOp], target: Target, limit: int,
-          results: list[GroupTuning]) -> None:
-    """Give each group its fastest schedule; split the contested groups
-    whose parts were faster (a remark gives both times)."""
+          results: list[GroupTuning], margin: float = NOISE_MARGIN) -> None:
+    """Give each group its kept schedule; split the contested groups whose
+    parts were faster by more than `margin` (a remark gives both times)."""
     remarks = RemarkCollector()
     module = groups[0].get_toplevel_object() if groups else None
     for group, r in zip(groups, results, strict=True):
-        fused = min(r.fused.times)
-        if r.parts and r.split_us < fused:
+        fused = r.fused_us
+        if r.parts and r.split_us < fused * (1 - margin):
             r.split = True
             parts = split_group(group, target, limit)
             if len(parts) != len(r.parts):
@@ -328,42 +424,3 @@ def _set(group: GroupOp, attr: ScheduleAttr | None) -> None:
         return
     group.attributes[SCHEDULE_KEY] = attr
     group.attributes["schedule_text"] = StringAttr(f"autotuned: {attr}")
-
-
-def annotate_plan(plan: dict[str, Any], program: Program, tuning: TuningResult) -> None:
-    """`measured_us` and `tuned_candidates` on each tuned launch of plan.json."""
-    measured: dict[str, tuple[float, int]] = {}
-    for r in tuning.groups:
-        if r.split:
-            for name, part in zip(r.part_names, r.parts, strict=True):
-                measured[name] = (min(part.times), len(part.times))
-        else:
-            measured[r.group] = (min(r.fused.times), len(r.fused.times))
-    for fname in program.functions:
-        for entry in plan["functions"][fname]["launches"]:
-            if entry.get("group") in measured and "library" not in entry:
-                us, count = measured[entry["group"]]
-                entry["measured_us"] = round(us, 3)
-                entry["tuned_candidates"] = count
-
-
-def report_section(tuning: TuningResult) -> str:
-    """report.md's "Autotuning" section."""
-    lines = ["## Autotuning", "",
-             f"Measured on {tuning.device}: {tuning.summary()}.", "",
-             "| group | candidates | model's schedule | est. us | measured us | winner "
-             "| measured us | from cache |", "|---|---|---|---|---|---|---|---|"]
-    for r in tuning.groups:
-        t = r.fused
-        lines.append(f"| {r.group} | {len(t.times)} | `{schedule_text(t.schedules[0])}` | "
-                     f"{t.est_us:.1f} | {t.times[0]:.1f} | `{schedule_text(t.schedules[t.best])}`"
-                     f" | {t.times[t.best]:.1f} | {'yes' if r.from_cache else 'no'} |")
-    contested = [r for r in tuning.groups if r.parts]
-    if contested:
-        lines += ["", "Fused against split (contested groups):", ""]
-        for r in contested:
-            verdict = f"split into {', '.join(r.part_names)}" if r.split else "kept fused"
-            lines.append(f"- {r.group} ({r.contest}): fused {min(r.fused.times):.1f} us, "
-                         f"split {r.split_us:.1f} us ({len(r.parts)} kernels): {verdict}")
-    return "\n".join(lines) + "\n"
-

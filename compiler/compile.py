@@ -52,7 +52,9 @@ per thread and spill stores + loads in bytes; from the GPU present
 thread in bytes (where spills go). `est_registers` is the register model's
 estimate for the group, always present.
 With `--autotune` (`compiler/autotune.py`), each tuned launch also carries
-`measured_us` (the winner's median time on the GPU) and `tuned_candidates`.
+`measured_us` (the kept schedule's median time on the GPU), `model_measured_us`,
+`tuned_candidates` and `tuning_choice`, and the plan an `autotune` object
+(`compiler/tuning_report.py`).
 A library GEMM launch (`--gemm`) names no kernel of kernels.py and carries
 `library`, `a`, `b`, `c`, `transpose_a`, `transpose_b`, `batch`, `m`, `n`, `k`
 (`codegen/library_gemm.py`); the runtime runs it with CuPy.
@@ -215,6 +217,8 @@ def compile_model(
         reject_calls(module)
     PipelineRunner(ctx, passes, instrument=instrument).run(module)
     tuning = None
+    model_module = module.clone() if autotune else None  # the model-only program, untuned
+    options: AutotuneOptions | None = None
     if autotune:
         from fusec.compiler.autotune import AutotuneOptions
         from fusec.compiler.autotune import autotune as run_autotune
@@ -228,6 +232,12 @@ def compile_model(
 
     with instrument.timer.timed("(code generation)"):
         program = generate_program(module, profile)
+    if tuning is not None and options is not None and model_module is not None:
+        from fusec.compiler.whole_call import settle
+
+        with instrument.timer.timed("(autotuning: whole call)"):
+            module, program = settle(tuning, (module, program), model_module, profile, options)
+    with instrument.timer.timed("(code generation)"):
         memory = {fname: plan_memory(fp) for fname, fp in program.functions.items()}
     registers = measure_registers(program, register_source) if ptx_info \
         else MeasuredRegisters()
@@ -240,11 +250,11 @@ def compile_model(
         fusion_pass_ran=FUSION_PASS in pass_names, target=target, passes=pass_names,
         registers=registers, pipeline=pipeline_text(passes),
     ))
-    if tuning is not None:
-        from fusec.compiler.autotune import annotate_plan, report_section
+    if tuning is not None and options is not None:
+        from fusec.compiler.tuning_report import annotate_plan, report_section
 
-        annotate_plan(plan, program, tuning)
-        report += "\n" + report_section(tuning)
+        annotate_plan(plan, program, tuning, options.noise_margin)
+        report += "\n" + report_section(tuning, options.noise_margin)
     return CompiledArtifacts(
         source_name=name, module=module, program=program, memory=memory,
         model_mlir=module_to_text(module), kernels_py=program.kernels_source,

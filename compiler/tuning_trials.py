@@ -34,6 +34,11 @@ from fusec.passes.group_each_op import GroupEachOpPass
 _NOT_FINGERPRINTED = ("name", SCHEDULE_KEY, "schedule_text", "shared_bytes_est", "kernel",
                       "grid", "block", "shared_bytes", "est_registers")
 _VALUE_NAME = re.compile(r"%[A-Za-z0-9_$.-]+")
+TIMING_METHOD = "timing 2"
+"""How times are measured (`runtime/tuning_timer.py`), in every fingerprint:
+times of an earlier method are not reused (1: one launch per sample after a
+host-timed warm-up; 2: interleaved, calibrated event batches, inputs rotated
+past the L2)."""
 
 
 def group_name(group: GroupOp) -> str:
@@ -49,15 +54,16 @@ def body_ops(group: GroupOp) -> list[Operation]:
 
 def fingerprint(group: GroupOp, top_k: int) -> str:
     """The group's printed form (shapes and dtypes included), its value
-    names normalised and naming attributes dropped, with the candidate count
-    and the fusec version: equal for the same group in another model."""
+    names normalised and naming attributes dropped, with the candidate count,
+    the fusec version and the timing method: equal for the same group in
+    another model."""
     clone = group.clone()
     for key in _NOT_FINGERPRINTED:
         clone.attributes.pop(key, None)
     text = _print(clone)
     names: dict[str, str] = {}
     text = _VALUE_NAME.sub(lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), text)
-    return f"fusec {fusec.__version__}; top-k {top_k}\n{text}"
+    return f"fusec {fusec.__version__}; {TIMING_METHOD}; top-k {top_k}\n{text}"
 
 
 def _print(op: Operation) -> str:

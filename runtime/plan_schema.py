@@ -186,7 +186,8 @@ def _check_launch(c: _Checker, e: Any, path: str,
     for key, check in (("group", c.str_), ("est_registers", c.int_), ("hbm_bytes", c.int_),
                        ("est_time_us", c.num), ("registers", c.int_),
                        ("spill_bytes", c.int_), ("register_source", c.str_),
-                       ("measured_us", c.num), ("tuned_candidates", c.int_)):
+                       ("measured_us", c.num), ("tuned_candidates", c.int_),
+                       ("model_measured_us", c.num), ("tuning_choice", c.str_)):
         if key in e:
             check(e[key], f"{path}.{key}")
     for i, a in enumerate(c.seq(c.field(e, "args", path), f"{path}.args")):
