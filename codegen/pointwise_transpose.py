@@ -281,7 +281,9 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     text = "\n".join([*header, "@cuda.jit", f"def {kernel_name}({plan.body.signature()}):",
                       *(_INDENT + line for line in body)])
     return KernelSource(kernel_name, text + "\n", grid, block, plan.body.params(),
-                        shared_bytes=tile_shared_bytes(plan), notes=[f"pointwise, {per_thread}"],
+                        # the tiles are static arrays (`shared_bytes_est` records their
+                        # size): the launch asks for no dynamic shared memory on top
+                        shared_bytes=0, notes=[f"pointwise, {per_thread}"],
                         grid_loops=looped)
 
 

@@ -177,3 +177,12 @@ def test_full_size_on_gpu() -> None:
     y = rng.standard_normal((8192, 8192), dtype=np.float32)
     got = np.asarray(model(x, y))
     np.testing.assert_array_equal(got, np.maximum(x.T + y, np.float32(0)))
+
+
+def test_static_tiles_ask_no_dynamic_shared_memory() -> None:
+    """The tiles are static `cuda.shared.array`s: a launch that also asked for
+    their size in dynamic shared memory held twice the memory per block."""
+    program = check(transposed_add((33, 47), [1, 0]))
+    (launch,) = program.functions["f"].launches
+    assert "cuda.shared.array(" in program.kernels_source
+    assert launch.shared_bytes == 0
