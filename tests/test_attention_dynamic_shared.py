@@ -127,7 +127,8 @@ def test_dynamic_shared_tile_on_gpu_matches_the_reference() -> None:
     from fusec.reference.interpreter import find_function, random_inputs, run_function
 
     text = attention_text((2, 3), 300, 64, mask=tensor((300, 300)))
-    tile = "block_q=128 block_k=64 rows=4 cols=4 stages=2"  # 135168 bytes
+    # 85504 bytes, two stages; 128 registers (ptxas) x 512 threads fill an SM
+    tile = "block_q=128 block_k=32 rows=4 cols=2 stages=2"
     program = compile_text(text, _fixed(tile))
     assert program.functions["f"].launches[0].shared_bytes > STATIC_SHARED_LIMIT
     func = find_function(parse_module(make_context(), text, "t.mlir"), None)
