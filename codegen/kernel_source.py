@@ -73,6 +73,7 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
     ieee_exp, ieee_log = _ieee(math.exp, np.exp), _ieee(math.log, np.log)
     ieee_sqrt, ieee_pow = _ieee(math.sqrt, np.sqrt), _ieee(math.pow, np.power)
     ieee_tanh, ieee_erf = _ieee(math.tanh, np.tanh), _ieee(math.erf, math.erf)
+    fast_exp = ieee_exp
 
     def bf16_to_f32(bits):
         return np.array([int(bits) << 16], np.uint32).view(np.float32)[0]
@@ -85,6 +86,15 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
 else:
     ieee_exp, ieee_log, ieee_sqrt = math.exp, math.log, math.sqrt
     ieee_tanh, ieee_erf, ieee_pow = math.tanh, math.erf, math.pow
+
+    # exp of an f32 value as 2^(x log2 e) on the special-function unit
+    # (`mul.f32` + `ex2.approx.f32`, 2 instructions where libdevice's expf
+    # takes about 16): what Triton, and so torch.compile, emit for f32 exp.
+    # Error: the ex2 approximation's 2 ulp plus |x| * 2^-24 relative from
+    # rounding x log2 e, under 1e-5 relative for |x| < 80 (docs/running.md, "fusec run").
+    @cuda.jit(device=True, inline=True)
+    def fast_exp(x):
+        return libdevice.exp2f(float32(x) * float32(1.4426950408889634))
 
     # bf16 lives in device memory as its uint16 bits: widened in registers by
     # a shift, rounded to nearest even on store (NaN stays a quiet NaN).
@@ -160,7 +170,7 @@ def sanitize_identifier(name: str, prefix: str = "k") -> str:
 # Names the prelude binds in kernels.py: a kernel must never shadow them.
 PRELUDE_NAMES = frozenset(
     {"math", "np", "numba", "cuda", "boolean", "float16", "float32", "float64", "int32",
-     "int64", "ieee_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
+     "int64", "ieee_exp", "fast_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
      "_ieee", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice"}
 )
 
@@ -237,15 +247,15 @@ def _clamp(op: nn.ClampOp, a: str, t: str) -> str:
 _UNARY: dict[type[Operation], str] = {
     nn.NegOp: "(-{a})",
     nn.AbsOp: "abs({a})",
-    nn.ExpOp: "ieee_exp({a})",
+    nn.ExpOp: "{exp}({a})",
     nn.LogOp: "ieee_log({a})",
     nn.SqrtOp: "ieee_sqrt({a})",
     nn.RsqrtOp: "({one} / ieee_sqrt({a}))",
     nn.ReciprocalOp: "({one} / {a})",
     nn.TanhOp: "ieee_tanh({a})",
     nn.ErfOp: "ieee_erf({a})",
-    nn.SigmoidOp: "({one} / ({one} + ieee_exp(-{a})))",
-    nn.SiluOp: "({a} / ({one} + ieee_exp(-{a})))",
+    nn.SigmoidOp: "({one} / ({one} + {exp}(-{a})))",
+    nn.SiluOp: "({a} / ({one} + {exp}(-{a})))",
 }
 
 _BINARY: dict[type[Operation], str] = {
@@ -259,6 +269,13 @@ _BINARY: dict[type[Operation], str] = {
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
+def exp_function(ctype: str) -> str:
+    """The prelude's exp for compute type `ctype`: the special-function unit's
+    for f32 (`fast_exp`, as torch.compile's kernels do), libdevice's
+    correctly rounded one for f64."""
+    return "fast_exp" if ctype == "float32" else "ieee_exp"
+
+
 def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
     """The expression computing one element of elementwise `op`.
 
@@ -268,7 +285,7 @@ def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
     """
     one, zero = float_literal(1.0, ctype), float_literal(0.0, ctype)
     if type(op) in _UNARY:
-        return _UNARY[type(op)].format(a=args[0], one=one, zero=zero)
+        return _UNARY[type(op)].format(a=args[0], one=one, zero=zero, exp=exp_function(ctype))
     if type(op) in _BINARY:
         return _BINARY[type(op)].format(a=args[0], b=args[1])
     if isinstance(op, nn.ReluOp):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from fusec.analysis.reduction_passes import online_softmax_max
 from fusec.codegen.group_body import compute_type
-from fusec.codegen.kernel_source import float_literal, int_literal
+from fusec.codegen.kernel_source import exp_function, float_literal, int_literal
 from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.codegen.reduction_tree import combine
 from fusec.dialects import nn
@@ -49,7 +49,7 @@ def online_pair(ra: RowAnalysis) -> tuple[nn.ReduceMaxOp, nn.ReduceSumOp] | None
 
 def _factor(m: str, big: str, ctype: str) -> str:
     """`exp(m - big)`, exactly 1 when `m` is `big` (also both `-inf`)."""
-    return f"({float_literal(1.0, ctype)} if {m} == {big} else ieee_exp({m} - {big}))"
+    return f"({float_literal(1.0, ctype)} if {m} == {big} else {exp_function(ctype)}({m} - {big}))"
 
 
 def update_lines(r_max: nn.ReduceMaxOp, m: str, s: str, v: str) -> list[str]:
@@ -60,12 +60,12 @@ def update_lines(r_max: nn.ReduceMaxOp, m: str, s: str, v: str) -> list[str]:
     return [
         f"online_v = {v}",
         f"if online_v > {m}:",
-        f"    {s} = {s} * ieee_exp({m} - online_v) + {one}",
+        f"    {s} = {s} * {exp_function(ctype)}({m} - online_v) + {one}",
         f"    {m} = online_v",
         f"elif online_v == {m}:",
         f"    {s} += {one}",
         "else:  # smaller, or a NaN on either side (the max keeps it)",
-        f"    {s} += ieee_exp(online_v - {m})",
+        f"    {s} += {exp_function(ctype)}(online_v - {m})",
         f"    {m} = {combine(r_max, m, 'online_v')}",
     ]
 

@@ -126,3 +126,46 @@ def test_gpu_code_is_the_same_as_calling_math_directly() -> None:
     assert ieee.keys() == plain.keys() and ieee
     for name in ieee:
         assert ieee[name]["ptx"] == plain[name]["ptx"], name
+
+
+EXP_F32_F64 = """
+func.func @f(%x: tensor<64xf32>, %d: tensor<64xf64>) -> (tensor<64xf32>, tensor<64xf64>) {
+  %a = nn.exp %x : tensor<64xf32>
+  %b = nn.exp %d : tensor<64xf64>
+  func.return %a, %b : tensor<64xf32>, tensor<64xf64>
+}
+"""
+
+
+def test_f32_exp_runs_on_the_special_function_unit() -> None:
+    """float32 exp is `ex2.approx.f32` of x log2 e (as torch.compile's
+    kernels compute it), float64 exp stays libdevice's."""
+    program = compile_text(EXP_F32_F64, "group-each-op")
+    pairs = [(la, fp.values) for fp in program.functions.values() for la in fp.launches]
+    ptx = compile_kernels_ptx(program.kernels_source, pairs)
+    by_dtype = {str(fp.values[la.args[0].value].dtype): ptx[la.kernel]["ptx"]
+                for fp in program.functions.values() for la in fp.launches}
+    assert "ex2.approx.f32" in by_dtype["float32"]
+    assert "fma.rm.f32" not in by_dtype["float32"]  # libdevice expf's range reduction
+    assert "ex2.approx" not in by_dtype["float64"]
+
+
+@pytest.mark.gpu
+def test_f32_exp_on_the_gpu_is_within_1e_5_relative() -> None:
+    """The documented error bound of the float32 exp, on a GPU, over the
+    finite range of its results and the edges."""
+    from fusec.compiler.compile import compile_model
+    from fusec.runtime.executor import run_program as run
+
+    x = np.concatenate([np.linspace(-80, 80, 200_001), np.array(EDGES)]).astype(np.float32)
+    text = EXP_F32_F64.replace("64x", f"{x.size}x")
+    program = compile_model(text).program
+    got = run(program, "f", [x, x.astype(np.float64)], device="gpu")[0]
+    exact = np.exp(x.astype(np.float64))
+    finite = np.isfinite(exact) & (np.abs(x) <= 80)
+    rel = np.abs(got[finite] - exact[finite]) / exact[finite]
+    assert rel.max() < 1e-5, rel.max()
+    with np.errstate(over="ignore"):
+        edge = np.exp(x)  # float32: inf past 88.7, 0 below -103.9, NaN for NaN
+    same = ~np.isfinite(edge) | (edge == 0)
+    np.testing.assert_array_equal(got[same], edge[same])
