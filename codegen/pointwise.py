@@ -109,16 +109,23 @@ def collapse_dims(
     """
     rank = len(out_shape)
     padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes_in]
-    dims = [d for d in range(rank) if out_shape[d] != 1]
+    groups = dim_groups(out_shape, padded)
+    out = tuple(shapes.numel([out_shape[d] for d in g]) for g in groups)
+    operands = [tuple(shapes.numel([p[d] for d in g]) for g in groups) for p in padded]
+    return out, operands
+
+
+def dim_groups(out_shape: Sequence[int], padded: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The dimensions of `out_shape` (those of size 1 dropped) in runs that
+    every operand of `padded` (same rank) is full in throughout or broadcast
+    in throughout: the groups `collapse_dims` merges."""
     groups: list[list[int]] = []
-    for d in dims:
+    for d in (d for d in range(len(out_shape)) if out_shape[d] != 1):
         if groups and all((p[groups[-1][-1]] == 1) == (p[d] == 1) for p in padded):
             groups[-1].append(d)
         else:
             groups.append([d])
-    out = tuple(shapes.numel([out_shape[d] for d in g]) for g in groups)
-    operands = [tuple(shapes.numel([p[d] for d in g]) for g in groups) for p in padded]
-    return out, operands
+    return groups
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,6 @@ from fusec.codegen.group_body import (
     GroupBody,
     Loader,
     PointEvaluator,
-    broadcast_guard,
     compute_type,
     fits_domain,
     indent,
@@ -69,12 +68,11 @@ from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
     Workspace,
-    broadcast_index,
     int_literal,
     kernel_header,
     launch_text,
-    unravel,
 )
+from fusec.codegen.reduction_index import plan_index
 from fusec.codegen.reduction_online import (
     finish_lines,
     online_pair,
@@ -166,11 +164,19 @@ class _RowKernelWriter:
         self.ra = ra
         self.sched = sched
         self.body = ra.body
-        self.coords = [f"c{d}" for d in range(len(ra.shape))]
-        kept_coords = [self.coords[d] for d in ra.kept]
+        self.ix = plan_index(ra)
+        # One coordinate per collapsed dimension (reduction_index).
+        self.coords = [f"c{i}" for i in range(len(self.ix.shape))]
         # Per-row values: one evaluator per frame, both in the kernel's top scope.
-        self.row_x = PointEvaluator(self.body, ra.shape, self.coords)
-        self.row_k = PointEvaluator(self.body, ra.kept_shape, kept_coords, suffix="_k")
+        # A streamed element's coordinates: `j` itself when the row has one
+        # collapsed dimension, else digits carried from element to element.
+        self.element_coords = list(self.coords)
+        if len(self.ix.reduce_dims) == 1:
+            self.element_coords[self.ix.reduce_dims[0]] = "j"
+        self.row_x = PointEvaluator(self.body, ra.shape, self.coords,
+                                    loader=self._frame_loader("X"))
+        self.row_k = PointEvaluator(self.body, ra.kept_shape, self.coords, suffix="_k",
+                                    loader=self._frame_loader("K"))
         self.elements: RowElements | None = None
         # The softmax (max, sum) reductions sharing pass 1 (schedule `online`).
         self.online = online_pair(ra) if sched.online else None
@@ -179,8 +185,8 @@ class _RowKernelWriter:
                            "(online = 1), but the group has no max and sum of exps to share a pass")
         if sched.registers:
             self.elements = RowElements(
-                sched.per_lane, sched.lanes, ra.row_length, ra.reduce_shape,
-                self._register_evaluator, self.coords, ra.axes,
+                sched.per_lane, sched.lanes, ra.row_length, self.ix,
+                self._register_evaluator, self.coords,
             )
 
     def write(self, name: str) -> str:
@@ -212,20 +218,18 @@ class _RowKernelWriter:
 
     def _setup(self) -> list[str]:
         ra, s = self.ra, self.sched
+        ix, t = self.ix, self.ix.itype
         lane, rloc = ("cuda.threadIdx.y", "cuda.threadIdx.x") if s.column else (
             "cuda.threadIdx.x", "cuda.threadIdx.y")
         lines = [
-            f"lane = {lane}",
-            f"rloc = {rloc}",
-            f"row_raw = cuda.blockIdx.x * {int_literal(s.rows_per_block)} + rloc",
-            f"live = row_raw < {int_literal(ra.rows)}",
+            f"lane = {t}({lane})",
+            f"rloc = {t}({rloc})",
+            f"row_raw = {t}({t}(cuda.blockIdx.x) * {ix.lit(s.rows_per_block)} + rloc)",
+            f"live = row_raw < {ix.lit(ra.rows)}",
             "# rows past the end compute on the last row (barriers need every thread)",
-            f"row = min(row_raw, {int_literal(ra.rows - 1)})",
-            f"row_base = row * {int_literal(ra.row_length)}",
+            f"row = min(row_raw, {ix.lit(ra.rows - 1)})",
         ]
-        unravel_lines, names = unravel("row", ra.kept_shape, prefix="kc")
-        lines += unravel_lines
-        lines += [f"{self.coords[d]} = {n}" for d, n in zip(ra.kept, names, strict=True)]
+        lines += ix.unravel_lines("row", ix.kept_shape, [self.coords[i] for i in ix.kept_dims])
         for k, r in enumerate(ra.reductions):
             ctype = compute_type(r.results[0])
             lines.append(f"red{k} = cuda.shared.array({self._shape(s.lanes)}, {ctype})")
@@ -250,19 +254,12 @@ class _RowKernelWriter:
 
     # --- passes over the row -------------------------------------------------------
 
-    def _loader(self, j: str = "j") -> Loader:
-        ra, body = self.ra, self.body
+    def _frame_loader(self, frame: Frame) -> Loader:
+        """Loads of inputs read in `frame`, at collapsed coordinates."""
+        body, ix = self.body, self.ix
 
         def load(arg: BlockArgument, shape: Shape, coords: Sequence[str]) -> str:
-            offset = len(ra.shape) - len(shape)
-            aligned = (1,) * offset + tuple(shape)
-            if aligned == ra.shape and ra.trailing:
-                return load_expr(body, arg, f"row_base + {j}")
-            if all(aligned[d] == 1 for d in ra.kept) and all(
-                aligned[d] == ra.shape[d] for d in ra.axes
-            ):
-                return load_expr(body, arg, j)
-            return load_expr(body, arg, broadcast_index(shape, ra.shape, coords))
+            return load_expr(body, arg, ix.index(shape, frame, coords))
 
         return load
 
@@ -273,13 +270,14 @@ class _RowKernelWriter:
         """An evaluator for one row element; values constant along the row
         are computed once, in the top scope, and referenced by name."""
         return PointEvaluator(
-            self.body, self.ra.shape, self.coords, loader=self._loader(), hoist=self._hoist
+            self.body, self.ra.shape, self.element_coords, loader=self._frame_loader("X"),
+            hoist=self._hoist
         )
 
     def _register_evaluator(self, e: int, coords: list[str]) -> PointEvaluator:
         """The evaluator of register element `e` (index `j<e>`, names `*_<e>`)."""
         return PointEvaluator(
-            self.body, self.ra.shape, coords, loader=self._loader(f"j{e}"),
+            self.body, self.ra.shape, coords, loader=self._frame_loader("X"),
             suffix=f"_{e}", hoist=self._hoist,
         )
 
@@ -291,9 +289,6 @@ class _RowKernelWriter:
         roots = pass_roots(ra, stage)
         final = stage > ra.stages
         body_lines: list[str] = []
-        unravel_lines, names = unravel("j", ra.reduce_shape, prefix="jc")
-        body_lines += unravel_lines
-        body_lines += [f"{self.coords[d]} = {n}" for d, n in zip(ra.axes, names, strict=True)]
         if stage > 1:  # read back what pass 1 cached
             for k, v in enumerate(s.cached):
                 ev.bound[v] = self.body.names[v]
@@ -362,26 +357,32 @@ class _RowKernelWriter:
         """This lane's elements of its row, `lanes` apart (of this block's
         chunk of it, when rows are split). Without bounds checks the body is
         written out `unroll` times per step (the schedule's `unroll`), so each lane
-        has that many loads in flight; the rest of the trip follows."""
-        n, lanes, s = self.ra.row_length, self.sched.lanes, self.sched
+        has that many loads in flight; the rest of the trip follows. Several
+        reduced coordinates are digits advanced per element
+        (`RowIndex.advance_lines`), not divided out of `j`."""
+        n, lanes, s, ix = self.ra.row_length, self.sched.lanes, self.sched, self.ix
         span = s.chunk if s.splits > 1 else n
-        first = f"cuda.blockIdx.y * {int_literal(s.chunk)} + " if s.splits > 1 else ""
+        first = f"{ix.itype}(cuda.blockIdx.y) * {ix.lit(s.chunk)} + " if s.splits > 1 else ""
         trips = -(-span // lanes)
+        digits = [self.coords[i] for i in ix.reduce_dims] if len(ix.reduce_dims) > 1 else []
+        lines = [f"j_first = {ix.itype}({first}lane)"]
+        lines += ix.unravel_lines("j_first", ix.reduce_shape, digits) if digits else []
+        step = ix.advance_lines(digits, lanes) if digits else []
+
+        def at(e: str) -> str:
+            return f"    j = {ix.itype}(j_first + {ix.itype}({e}) * {ix.lit(lanes)})"
+
         if n % lanes or (s.splits > 1 and s.splits * s.chunk != n):
-            return [
-                f"for e in range({int_literal(trips)}):",
-                f"    j = {first}lane + e * {int_literal(lanes)}",
-                f"    if j < {int_literal(n)}:", *indent(body, 2),
-            ]
+            return [*lines, f"for e in range({int_literal(trips)}):", at("e"),
+                    f"    if j < {ix.lit(n)}:", *indent(body, 2), *indent(step, 1)]
         unroll = max(1, min(s.unroll, trips))
-        lines = [f"for e in range({int_literal(trips // unroll)}):"]
+        lines.append(f"for e in range({int_literal(trips // unroll)}):")
         for u in range(unroll):
-            step = f"(e * {int_literal(unroll)} + {int_literal(u)})" if unroll > 1 else "e"
-            lines += [f"    j = {first}lane + {step} * {int_literal(lanes)}", *indent(body, 1)]
+            e = f"e * {int_literal(unroll)} + {int_literal(u)}" if unroll > 1 else "e"
+            lines += [at(e), *indent(body, 1), *indent(step, 1)]
         if trips % unroll:
             lines += [f"for e in range({int_literal(trips - trips % unroll)}, "
-                      f"{int_literal(trips)}):",
-                      f"    j = {first}lane + e * {int_literal(lanes)}", *indent(body, 1)]
+                      f"{int_literal(trips)}):", at("e"), *indent(body, 1), *indent(step, 1)]
         return lines
 
     def _cache_lines(self, stage: int, ev: PointEvaluator) -> list[str]:
@@ -408,15 +409,14 @@ class _RowKernelWriter:
         """Store row-varying output `v` (`val` at this element); `inside` is
         the guard of an element that may lie past the row's end."""
         lines: list[str] = []
-        coords = self.coords if coords is None else coords
+        coords = self.element_coords if coords is None else coords
         for k, out in enumerate(self.body.outputs):
             if out is not v:
                 continue
-            shape = tensor_shape(v)
-            guard = " and ".join(
-                t for t in ("live", inside, broadcast_guard(shape, self.ra.shape, coords)) if t
-            )
-            index = broadcast_index(shape, self.ra.shape, coords)
+            shape, dims = tensor_shape(v), range(len(self.ix.shape))
+            owner = self.ix.owner_guard(shape, "X", coords, dims)
+            guard = " and ".join(t for t in ("live", inside, owner) if t)
+            index = self.ix.index(shape, "X", coords)
             lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
         return lines
 
@@ -455,7 +455,8 @@ class _RowKernelWriter:
         first = "cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0"
         lines = ["# split rows: publish this block's partials; the last block combines them",
                  "if live and lane == 0:"]
-        lines += [f"    part{k}[cuda.blockIdx.y * {int_literal(self.ra.rows)} + row] = "
+        ix = self.ix
+        lines += [f"    part{k}[{ix.itype}(cuda.blockIdx.y) * {ix.lit(self.ra.rows)} + row] = "
                   f"{self._at(f'red{k}', '0')}" for k in idx]
         lines += [
             "cuda.threadfence()",
@@ -474,7 +475,7 @@ class _RowKernelWriter:
                     f"{compute_type(r.results[0])}(0))")
             lines += [
                 f"acc{k} = {identity_literal(r)}",
-                f"for q in range(lane, {int_literal(s.splits)}, {int_literal(s.lanes)}):",
+                f"for q in range(int64(lane), {int_literal(s.splits)}, {int_literal(s.lanes)}):",
                 f"    partial = {read}",
                 f"    acc{k} = {combine(r, f'acc{k}', 'partial')}",
                 f"{self._at(f'red{k}', 'lane')} = acc{k}",
@@ -492,13 +493,11 @@ class _RowKernelWriter:
             ev = self.row_x if frame == "X" else self.row_k
             val = ev.value(v)
             lines += ev.take_lines()
-            domain = ra.frame_domain(frame)
-            guard_domain = domain if frame == "K" else tuple(
-                1 if d in ra.axes else n for d, n in enumerate(domain))
             shape = tensor_shape(v)
-            owner = broadcast_guard(shape, guard_domain, ev.coords)
+            # one store per element: the kept coordinates it broadcasts along are 0
+            owner = self.ix.owner_guard(shape, frame, ev.coords, self.ix.kept_dims)
             guard = " and ".join(t for t in ("live", "lane == 0", owner) if t)
-            index = broadcast_index(shape, domain, ev.coords)
+            index = self.ix.index(shape, frame, ev.coords)
             lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
         return lines
 

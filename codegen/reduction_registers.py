@@ -7,8 +7,8 @@ and every value computed from them, in registers until the row is written:
 ```python
 # element e of this lane is j<e> = lane + e * lanes (consecutive lanes read
 # consecutive addresses: one coalesced 128-byte request per warp and element)
-a0_0 = in0[row_base + j0]
-a0_1 = in0[row_base + j1]
+a0_0 = in0[c0 * uint32(4096) + j0]
+a0_1 = in0[c0 * uint32(4096) + j1]
 acc0 = (a0_0 if a0_0 >= a0_1 or math.isnan(a0_0) else a0_1)  # pass 1: a tree
 ...                             # lanes combined (reduction_tree.block_combine_lines)
 v2_0 = math.exp(a0_0 - res0)    # pass 2 reuses a0_0: no second read, no shared row cache
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from fusec.codegen.group_body import PointEvaluator
-from fusec.codegen.kernel_source import int_literal, unravel
+from fusec.codegen.reduction_index import RowIndex
 from fusec.codegen.reduction_tree import combine
 from fusec.dialects import nn
 
@@ -46,24 +46,28 @@ class RowElements:
         count: int,
         lanes: int,
         row_length: int,
-        reduce_shape: Sequence[int],
+        ix: RowIndex,
         make_evaluator: Callable[[int, list[str]], PointEvaluator],
         coords: Sequence[str],
-        axes: Sequence[int],
     ) -> None:
         self.count = count
         self.lanes = lanes
         self.row_length = row_length
+        self.ix = ix
         self.setup: list[list[str]] = []
         self.guards: list[str] = []
         self.evaluators: list[PointEvaluator] = []
         for e in range(count):
             lines, guard = self._index_lines(e)
-            unravel_lines, names = unravel(f"j{e}", reduce_shape, prefix=f"j{e}c")
             element_coords = list(coords)
-            for d, n in zip(axes, names, strict=True):
-                element_coords[d] = n
-            self.setup.append(lines + unravel_lines)
+            if len(ix.reduce_dims) == 1:
+                element_coords[ix.reduce_dims[0]] = f"j{e}"
+            else:  # several collapsed coordinates: divided out once, per element
+                names = [f"j{e}c{i}" for i in ix.reduce_dims]
+                lines += ix.unravel_lines(f"j{e}", ix.reduce_shape, names)
+                for i, n in zip(ix.reduce_dims, names, strict=True):
+                    element_coords[i] = n
+            self.setup.append(lines)
             self.guards.append(guard)
             self.evaluators.append(make_evaluator(e, element_coords))
         self._emitted = [False] * count
@@ -71,14 +75,14 @@ class RowElements:
     def _index_lines(self, e: int) -> tuple[list[str], str]:
         """`j<e>` (clamped into the row when the last elements overhang it)
         and the guard of a clamped element ("" when it is always inside)."""
-        offset = int_literal(e * self.lanes)
+        ix = self.ix
+        offset = ix.lit(e * self.lanes)
         if (e + 1) * self.lanes <= self.row_length:
-            return [f"j{e} = lane + {offset}"], ""
-        n = int_literal(self.row_length)
+            return [f"j{e} = {ix.itype}(lane + {offset})"], ""
         return [
-            f"jr{e} = lane + {offset}",
-            f"ok{e} = jr{e} < {n}",
-            f"j{e} = min(jr{e}, {int_literal(self.row_length - 1)})",
+            f"jr{e} = {ix.itype}(lane + {offset})",
+            f"ok{e} = jr{e} < {ix.lit(self.row_length)}",
+            f"j{e} = min(jr{e}, {ix.lit(self.row_length - 1)})",
         ], f"ok{e}"
 
     def index_lines(self, e: int) -> list[str]:

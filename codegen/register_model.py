@@ -64,7 +64,7 @@ from fusec.scheduling.contraction import GemmTile, tile_of
 LAYOUT_REGISTERS = 31  # index remapping copy or the tiled transpose
 GEMM_ADDRESSING = 16  # tile origins, loader offsets, loop counters
 GEMM_HOIST_MAX_THREADS = 64  # blocks up to this size get every K step's fragments hoisted
-REDUCTION_BASE = 12  # lane, row, row base, the tree's indices
+REDUCTION_BASE = 9  # lane, row, the tree's indices (32-bit: refit 2026-12-01)
 REDUCTION_ONE_LANE = 4  # fewer with one lane per row and few rows per block: no tree
 REDUCTION_ONE_LANE_ROWS = 8
 REDUCTION_PER_PRE_OP = 2  # an op before the first reduction, evaluated per element ...
@@ -74,9 +74,7 @@ REDUCTION_PER_REDUCE = 2  # a partial and its tree operand
 REDUCTION_ONLINE_REGISTERS = 2  # online softmax: the folded element and its rescale factor
 REDUCTION_EW_CAP = 4  # later elementwise temporaries beyond this reuse registers
 REDUCTION_PER_ELEMENT = 1.5  # each unrolled element a lane walks per pass
-REDUCTION_PER_HELD_ELEMENT = 1.25  # a row element held in registers across passes
-REDUCTION_LONG_TAIL = 6  # elementwise ops past which two elements' temporaries overlap
-REDUCTION_TAIL_REGISTERS = 6
+REDUCTION_PER_HELD_ELEMENT = 0.75  # a row element held in registers across passes
 WINDOW_BASE = 30  # output coordinates, plane offsets, the accumulator (conv + pool)
 WINDOW_CHANNEL_LOOP = 8  # a channel loop around a multi-tap window
 WINDOW_PADDING = 4  # the two bounds checks per tap
@@ -241,11 +239,8 @@ def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
     reds = [op for op in ops if op_kind(op) is OpKind.REDUCTION]
     ew = len(ops) - len(reds)
     pre = ops.index(reds[0]) if reds else 0  # evaluated per element of the row
-    per_lane, tail = 1, 0
     if schedule.str_field("row") == "registers":
         per_lane = max(1, schedule.int_field("per_lane"))
-        if per_lane > 1 and ew >= REDUCTION_LONG_TAIL:
-            tail = REDUCTION_TAIL_REGISTERS
         held = REDUCTION_PER_HELD_ELEMENT * per_lane
     else:
         # a streamed pass walks the row in steps of `lanes`, unrolled
@@ -262,7 +257,6 @@ def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
         ("per-element ops", REDUCTION_PER_PRE_OP * min(pre, REDUCTION_PRE_CAP)),
         ("temporaries", min(ew - pre, REDUCTION_EW_CAP)),
         ("row elements", held),
-        ("long tail", tail),
     )
 
 

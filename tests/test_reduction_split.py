@@ -63,9 +63,10 @@ def test_exact_chunks_unrolled_with_a_remainder() -> None:
     # 480 rows = 3 chunks of 160, 5 rows per lane: 4 unrolled, then 1.
     assert launch.grid == (1, 3, 1)
     src = program.kernels_source
-    assert "j = cuda.blockIdx.y * 160 + lane + (e * 4 + 3) * 32" in src
+    assert "j_first = uint32(uint32(cuda.blockIdx.y) * uint32(160) + lane)" in src
+    assert "j = uint32(j_first + uint32(e * 4 + 3) * uint32(32))" in src
     assert "for e in range(4, 5):" in src
-    assert "if j < 480" not in src
+    assert "if j < uint32(480)" not in src
 
 
 def test_column_partials_transposed_in_shared_memory() -> None:
