@@ -82,24 +82,28 @@ GEMM stages took 67 s); past it, the estimate decides, with a note."""
 @dataclass
 class KernelProbe:
     """Counts kernels with ptxas, caching by source, within `budget_s`
-    seconds; `seconds`, `compiled` and `cached` say what it cost, `note` why
-    it stopped counting."""
+    seconds (counts under a cap are always made); `seconds`, `compiled` and
+    `cached` say what it cost, `note` why it stopped counting."""
 
     seconds: float = 0.0
     compiled: int = 0
     cached: int = 0
     note: str = ""
     budget_s: float = field(default_factory=lambda: PROBE_BUDGET_S)
+    unavailable: bool = False  # no ptxas or no libNVVM: nothing can be counted
 
     def count(self, group: GroupOp, target: Target, cap: int = 0) -> KernelCount | None:
         """The ptxas count of `group`'s kernel on `target` (capped at `cap`
         registers when > 0); None, with `note` set, when it cannot be had."""
-        if self.note:
+        if self.unavailable:
             return None
-        if self.seconds >= self.budget_s:
-            self.note = (f"the compile's {self.budget_s:g} s for ptxas is spent "
-                         f"({self.compiled} kernel(s) counted); later groups are decided by "
-                         "the estimate")
+        # Under a cap the user set (`--max-registers`) every kernel is counted:
+        # the cap is a promise about the real kernels, not the estimates.
+        if not cap and self.seconds >= self.budget_s:
+            self.note = self.note or (
+                f"the compile's {self.budget_s:g} s for ptxas is spent "
+                f"({self.compiled} kernel(s) counted); later groups are decided by the "
+                "estimate")
             return None
         begin = time.perf_counter()
         try:
@@ -116,7 +120,7 @@ class KernelProbe:
             regs, spills = _COUNTS[key]
             return KernelCount(regs, spills, threads)
         except ProbeUnavailable as err:
-            self.note = str(err)
+            self.note, self.unavailable = str(err), True
             return None
         finally:
             self.seconds += time.perf_counter() - begin

@@ -170,3 +170,16 @@ def test_the_probe_stops_at_its_time_budget() -> None:
     probe = KernelProbe(budget_s=0.0)
     assert probe.count(only_group(grouped(SMALL)), get_target("h200")) is None
     assert "0 s for ptxas is spent" in probe.note and probe.compiled == 0
+
+
+def test_a_cap_is_counted_past_the_time_budget() -> None:
+    """Under `--max-registers` every kernel is counted, budget or not: a cap
+    decided by estimates let a max-pool kernel spill 24 bytes at 48
+    registers without a remark (MobileNet, once the budget was spent)."""
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas is not installed")
+    probe = KernelProbe(budget_s=0.0)
+    count = probe.count(only_group(grouped(SMALL)), get_target("h200"), cap=48)
+    if count is None and probe.unavailable:
+        pytest.skip(f"no PTX here: {probe.note}")
+    assert count is not None and 0 < count.registers <= 48 and probe.compiled == 1
