@@ -74,3 +74,41 @@ def test_gpu_branch_single_warp_rows_need_no_barrier() -> None:
     assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == 10
     assert "bar.sync" not in ptx
     assert ".local" not in ptx
+
+
+DIV_BY_ROW_MAX = """
+func.func @f(%x: tensor<4x64xf32>, %z: tensor<4x64xf32>) -> tensor<4x64xf32> {
+  %m = nn.reduce_max %z {axes = [1], keepdims = true} : (tensor<4x64xf32>) -> tensor<4x1xf32>
+  %y = nn.div %x, %m : (tensor<4x64xf32>, tensor<4x1xf32>) -> tensor<4x64xf32>
+  func.return %y : tensor<4x64xf32>
+}"""
+
+
+def test_division_by_a_row_value_multiplies_by_its_reciprocal() -> None:
+    """One division per row, a multiply per element; the rows whose divisor
+    is subnormal (its reciprocal overflows), zero, infinite or NaN divide
+    as written."""
+    import numpy as np
+
+    from fusec.compiler.parsing import make_context, parse_module
+    from fusec.reference.interpreter import run_module
+    from fusec.runtime.executor import run_program
+    from tests.codegen_harness import compile_text
+
+    program = compile_text(DIV_BY_ROW_MAX, FUSE)
+    assert len(program.functions["f"].launches) == 1
+    assert "rcp_" in program.kernels_source
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    z = -np.abs(rng.standard_normal((4, 64))).astype(np.float32)
+    z[0, 5] = 2.5  # a normal divisor
+    z[1] = -1.0
+    z[1, 7] = 1e-39  # subnormal: 1 / 1e-39 overflows float32
+    x[1] = np.float32(1e-39)
+    z[2] = -np.inf
+    z[3, 0] = np.nan
+    got = run_program(program, "f", [x, z], device="sim")[0]
+    want = run_module(parse_module(make_context(), DIV_BY_ROW_MAX, "t.mlir"), [x, z], "f")[0]
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=2e-7, equal_nan=True)
+    assert np.allclose(got[1], 1.0)  # 1e-39 / 1e-39, not 1e-39 * inf
+
