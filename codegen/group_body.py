@@ -40,6 +40,7 @@ from fusec.codegen.kernel_source import (
     scalar_expr,
 )
 from fusec.dialects import nn
+from fusec.dialects.element_types import smallest_normal
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import splat_value, tensor_shape
 from fusec.dialects.shapes import Shape, numel
@@ -148,11 +149,6 @@ def store_expr(value: SSAValue, expr: str) -> str:
     return kernel_source.narrow(dtype_name(value), expr)
 
 
-# The smallest normal number of each float compute type: the reciprocal of
-# anything smaller in magnitude overflows.
-NORMAL_MIN = {"float32": 1.1754943508222875e-38, "float64": 2.2250738585072014e-308}
-
-
 class PointEvaluator:
     """Straight-line code for values of a group body at one point.
 
@@ -206,23 +202,25 @@ class PointEvaluator:
                 raise op_error(op, f"{op.name} cannot be evaluated inside this fused kernel")
             args = [self.value(o) for o in op.operands]
             ctype = compute_type(op.operands[0] if isinstance(op, nn.CmpOp) else op.results[0])
-            if isinstance(op, nn.DivOp) and args[1] in self.outer and ctype in NORMAL_MIN:
-                self.lines += self._by_reciprocal(name, args[0], args[1], ctype)
+            if isinstance(op, nn.DivOp) and args[1] in self.outer and (
+                    tiny := smallest_normal(ctype)) is not None:
+                self.lines += self._by_reciprocal(name, args[0], args[1], ctype, tiny)
             else:
                 self.lines.append(f"{name} = {scalar_expr(op, args, ctype)}")
         self.bound[v] = name
         return name
 
-    def _by_reciprocal(self, name: str, a: str, b: str, ctype: str) -> list[str]:
+    def _by_reciprocal(self, name: str, a: str, b: str, ctype: str, tiny: float) -> list[str]:
         """`a / b` for a divisor `b` constant over the scope (a softmax's sum,
         a norm's scale): `a * (1 / b)`, one correctly rounded division per
         scope (the compiler computes the identical `1 / b` of every element
         once) and a multiply per element, within 1.5 ulp of `a / b` where a
-        division per element costs about ten instructions. A subnormal `b`,
-        whose reciprocal overflows, and a NaN divide as written."""
+        division per element costs about ten instructions. A `b` below the
+        smallest normal value `tiny` (its reciprocal overflows), and a NaN,
+        divide as written."""
         rcp = f"rcp_{b}"
         return [f"{rcp} = {float_literal(1.0, ctype)} / {b}",
-                f"{name} = ({a} * {rcp}) if abs({b}) >= {float_literal(NORMAL_MIN[ctype], ctype)}"
+                f"{name} = ({a} * {rcp}) if abs({b}) >= {float_literal(tiny, ctype)}"
                 f" else ({a} / {b})"]
 
     def _load(self, arg: BlockArgument) -> str:

@@ -87,11 +87,9 @@ else:
     ieee_exp, ieee_log, ieee_sqrt = math.exp, math.log, math.sqrt
     ieee_tanh, ieee_erf, ieee_pow = math.tanh, math.erf, math.pow
 
-    # exp of an f32 value as 2^(x log2 e) on the special-function unit
-    # (`mul.f32` + `ex2.approx.f32`, 2 instructions where libdevice's expf
-    # takes about 16): what Triton, and so torch.compile, emit for f32 exp.
-    # Error: the ex2 approximation's 2 ulp plus |x| * 2^-24 relative from
-    # rounding x log2 e, under 1e-5 relative for |x| < 80 (docs/running.md, "fusec run").
+    # f32 exp as 2^(x log2 e) on the special-function unit (ex2.approx: 2
+    # instructions, not the 16 of expf), as torch.compile emits it; under
+    # 1e-5 relative error for |x| < 80 (docs/running.md, fusec run).
     @cuda.jit(device=True, inline=True)
     def fast_exp(x):
         return libdevice.exp2f(float32(x) * float32(1.4426950408889634))

@@ -143,6 +143,16 @@ def skipped_rounding(name: str) -> float:
     return row.unit_roundoff if row is not None and row.is_half else 0.0
 
 
+def smallest_normal(compute_type: str) -> float | None:
+    """The smallest positive normal value of float compute type `compute_type`
+    (a numba/NumPy name: "float32", "float64"), whose reciprocal is the
+    largest finite one; None for a type that is not a float compute type."""
+    row = BY_DEVICE_DTYPE.get(compute_type)
+    if row is None or not row.is_float or row.compute_type != compute_type:
+        return None
+    return float(np.finfo(np.dtype(compute_type)).smallest_normal)
+
+
 def tolerance_of(dtype: str) -> float:
     """The `--check` tolerance of a host array of NumPy dtype name `dtype`
     (f32's for one that is not a float type of the table)."""

@@ -5,6 +5,7 @@ their unrolled code."""
 
 from __future__ import annotations
 
+from fusec.codegen.kernel_source import KERNEL_PRELUDE
 from fusec.codegen.window_plan import UNROLL_BUDGET, TiledWindow, WindowPlan, geometry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects import nn
@@ -80,5 +81,6 @@ def test_full_size_patch_conv_kernel_is_small() -> None:
     text = conv_bias_program((8, 3, 224, 224), (768, 3, 16, 16), [16, 16], [0, 0, 0, 0])
     program = compile_text(text, FULL)
     src = program.kernels_source
-    assert len(src.splitlines()) < 400
+    assert src.startswith(KERNEL_PRELUDE)  # the prelude's helpers are not the kernel's size
+    assert len(src[len(KERNEL_PRELUDE):].splitlines()) < 300
     assert "staged in a loop" in src and "for b in range(16):" in src
