@@ -53,7 +53,10 @@ from fusec.analysis.transposed_operands import (
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
     FOLDED_VIEWS,
+    INDEXED_READS,
     bytes_read,
+    feeds_indexed_reads,
+    indexed_refusal,
     view_ops,
     view_refusal,
 )
@@ -299,6 +302,8 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
     kinds = {a.kind, b.kind}
     if "view" in kinds and kinds & {"contraction"} and c.options.fold_views:
         merged = _fold_view(c)
+    elif c.options.fold_views and (indexed := _indexed_read(c)) is not None:
+        merged = indexed
     elif kinds == {"view", "pointwise"} and c.options.fold_views and any(
             isinstance(g.lead, FOLDED_VIEWS) and g.size == 1 for g in (a, b)):
         merged = _view_operand(c)
@@ -315,8 +320,10 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
     if isinstance(merged, str):
         return merged
     if merged[0] != "pointwise":
+        ops = set((*a.ops, *b.ops))
         for g in (a, b):
-            held = view_ops(g.ops) if g.kind == "pointwise" else []
+            held = [op for op in view_ops(g.ops) if not feeds_indexed_reads(op, ops)] if (
+                g.kind == "pointwise") else []
             if held and isinstance(held[0], nn.TransposeOp):
                 return (f"{describe_group(c.dep, g)} reads a transposed operand "
                         f"({c.dep.describe(held[0])}); only a pointwise kernel stages one "
@@ -371,6 +378,40 @@ def _view_operand(c: Candidate) -> Merged | str:
     if all(isinstance(u, CHAINED_VIEWS) for u in readers):  # its shape is not iterated
         return _pointwise(view, pw, pw.shape)
     return _pointwise(view, pw)
+
+
+def _indexed_read(c: Candidate) -> Merged | str | None:
+    """A concat or gather (a lone op, or a pointwise group reading one) and
+    the pointwise or reduction group reading its result, or the slices and
+    reshapes feeding its operands: one kernel that reads the concat's
+    operands or the gathered rows in place (`codegen/indexed_read.py`).
+    None when the pair is not that pattern."""
+    ops = set((*c.a.ops, *c.b.ops))
+    indexed = [op for op in ops if isinstance(op, INDEXED_READS)]
+    if not indexed:
+        return None
+    for op in indexed:
+        if (reason := indexed_refusal(op, ops)) is not None:
+            return reason
+    for src, dst in ((c.a, c.b), (c.b, c.a)):
+        lone = src.size == 1 and isinstance(src.lead, INDEXED_READS)
+        if lone and dst.kind in ("pointwise", "reduction") and c.edges(src, dst):
+            if c.edges(dst, src):
+                return (f"{c.dep.describe(src.lead)} reads the result of "
+                        f"{describe_group(c.dep, dst)}; a kernel reads a concat or gather "
+                        "in place only over operands it reads from memory")
+            if dst.kind == "reduction":
+                if _covering(src.shape, dst.shape) != dst.shape:
+                    return (f"{c.dep.describe(src.lead)} has shape {fmt(src.shape)}, which "
+                            f"does not broadcast into the reduction's rows {fmt(dst.shape)}")
+                return _reduction(c)
+            return _pointwise(src, dst)
+        if src.kind == "view" and src.size == 1 and feeds_indexed_reads(src.lead, ops) and (
+                c.edges(src, dst)) and not c.edges(dst, src):
+            if dst.kind == "reduction":
+                return _reduction(c)
+            return _pointwise(src, dst, dst.shape)
+    return None
 
 
 def _covering(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -18,6 +18,12 @@ the same kernel computes), and the composed view must be an offset plus
 one stride per dimension (a reshape that merges dimensions that are not
 contiguous needs a copy, and is refused). Transposes keep their own rules
 (`analysis/transposed_operands.py`): they read a group input directly.
+
+`nn.concat` and `nn.gather` are indexed reads (`INDEXED_READS`): an element
+of a concat is read from the operand whose range along `axis` holds its
+coordinate, an element of a gather from the table row its index names
+(`codegen/indexed_read.py`). Their operands must be read from memory: group
+inputs, or chains of slices and reshapes of them.
 """
 
 from __future__ import annotations
@@ -37,6 +43,18 @@ CHAINED_VIEWS = (nn.SliceOp, nn.ReshapeOp)
 FOLDED_VIEWS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
 """Layout ops a pointwise group reads in place."""
 
+INDEXED_READS = (nn.ConcatOp, nn.GatherOp)
+"""Layout ops read in place by a selected or indexed load: a concat picks
+its operand by the coordinate along its axis, a gather reads the table at
+the index it loads."""
+
+READ_IN_PLACE = (*FOLDED_VIEWS, *INDEXED_READS)
+"""Every layout op a pointwise kernel (and, for `INDEXED_READS`, a
+reduction kernel) reads in place instead of running a copy kernel."""
+
+_LINKS = (*CHAINED_VIEWS, *INDEXED_READS)
+"""Readers through which a view is not read at the iteration shape."""
+
 SECTOR_BYTES = 32
 """Granularity of a global-memory read: a strided read along the innermost
 axis moves whole 32-byte sectors, so a step-2 f32 slice costs the full rows."""
@@ -45,6 +63,33 @@ axis moves whole 32-byte sectors, so a step-2 f32 slice costs the full rows."""
 def view_ops(ops: Iterable[Operation]) -> list[Operation]:
     """The folded layout ops among `ops`, in order."""
     return [op for op in ops if isinstance(op, FOLDED_VIEWS)]
+
+
+def feeds_indexed_reads(op: Operation, inside: set[Operation]) -> bool:
+    """Whether every reader of view `op` inside the group is a slice or
+    reshape leading (in the end) only to concats and gathers."""
+    readers = [u.operation for u in op.results[0].uses if u.operation in inside]
+    return bool(readers) and all(
+        isinstance(u, INDEXED_READS) or (isinstance(u, CHAINED_VIEWS)
+                                         and feeds_indexed_reads(u, inside))
+        for u in readers)
+
+
+def indexed_refusal(op: Operation, inside: set[Operation]) -> str | None:
+    """Why the kernel of the ops in `inside` cannot read concat or gather
+    `op` in place, or None: every operand must be read from memory (a group
+    input, or a chain of slices and reshapes of one)."""
+    for v in op.operands:
+        if not isinstance(v, OpResult) or v.op not in inside:
+            continue
+        if not isinstance(v.op, CHAINED_VIEWS):
+            return (f"{op.name} would read {v.op.name}, a value the same kernel computes; "
+                    f"a kernel reads an {op.name} in place only over operands it reads from "
+                    "memory (group inputs, and slices and reshapes of them)")
+        found = operand_view(v.op, inside)
+        if isinstance(found, str):
+            return found
+    return None
 
 
 def operand_view(op: Operation, inside: set[Operation]) -> tuple[SSAValue, StridedView] | str:
@@ -74,13 +119,14 @@ def view_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
     slices and reshapes in place, or None when it can."""
     inside = set(ops)
     for op in ops:
-        if not isinstance(op, CHAINED_VIEWS):
+        if not isinstance(op, _LINKS):
             continue
-        found = operand_view(op, inside)
-        if isinstance(found, str):
-            return found
+        reason = indexed_refusal(op, inside) if isinstance(op, INDEXED_READS) else (
+            _chain_refusal(op, inside))
+        if reason is not None:
+            return reason
         readers = [u.operation for u in op.results[0].uses if u.operation in inside]
-        if readers and all(isinstance(u, CHAINED_VIEWS) for u in readers):
+        if readers and all(isinstance(u, _LINKS) for u in readers):
             continue  # an inner link of a chain: never read at the iteration shape
         result = tensor_shape(op.results[0])
         offset = len(shape) - len(result)
@@ -88,6 +134,11 @@ def view_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
             return (f"the view {op.name} of {fmt(result)} does not broadcast into the "
                     f"iteration space {fmt(shape)}")
     return None
+
+
+def _chain_refusal(op: Operation, inside: set[Operation]) -> str | None:
+    found = operand_view(op, inside)
+    return found if isinstance(found, str) else None
 
 
 def view_reads(ops: Sequence[Operation], value: SSAValue) -> list[StridedView] | None:
@@ -98,6 +149,10 @@ def view_reads(ops: Sequence[Operation], value: SSAValue) -> list[StridedView] |
     for use in value.uses:
         op = use.operation
         if op not in inside:
+            continue
+        if isinstance(op, nn.GatherOp) and use.index == 0:
+            # the rows the indices name, each read once per index
+            views.append(StridedView.contiguous(tensor_shape(op.results[0])))
             continue
         if not isinstance(op, FOLDED_VIEWS):
             return None
@@ -110,7 +165,7 @@ def _chain_ends(op: Operation, inside: set[Operation]) -> list[StridedView]:
     ends: list[StridedView] = []
     readers = [u.operation for u in op.results[0].uses if u.operation in inside]
     if not readers or any(not isinstance(u, CHAINED_VIEWS) for u in readers):
-        found = operand_view(op, inside)
+        found = operand_view(op, inside)  # a concat reads it whole, once
         if not isinstance(found, str):
             ends.append(found[1])
     for u in readers:
@@ -142,10 +197,17 @@ def _sector_factor(view: StridedView, item: int) -> int:
 
 def extra_reads(ops: Sequence[Operation], inputs: Iterable[SSAValue]) -> int:
     """Loads per element beyond one per input: an input read through several
-    views (the two halves of a SwiGLU gate) is loaded once per view."""
+    views (the two halves of a SwiGLU gate) is loaded once per view; a
+    concat of n operands loads one of them per element (n - 1 fewer), a
+    gather holds its loaded index and the clamped row besides (one more)."""
     extra = 0
     for v in inputs:
         views = view_reads(ops, v)
         if views:
             extra += len(set(views)) - 1
+    for op in ops:
+        if isinstance(op, nn.ConcatOp):
+            extra -= len(op.operands) - 1
+        elif isinstance(op, nn.GatherOp):
+            extra += 1
     return extra

@@ -166,6 +166,7 @@ class PointEvaluator:
         loader: Loader | None = None,
         suffix: str = "",
         hoist: Callable[[SSAValue], str | None] | None = None,
+        itype: str | None = None,
     ) -> None:
         self.body = body
         self.domain = domain
@@ -176,6 +177,7 @@ class PointEvaluator:
         self.hoist = hoist  # computes a value elsewhere (an outer scope) and names it
         self.outer: set[str] = set()  # names `hoist` gave: constant over this scope
         self.lines: list[str] = []
+        self.itype = itype  # the type of the coordinates (a concat's comparisons, a gather's row)
 
     def value(self, v: SSAValue) -> str:
         """The name of a variable holding `v` at the point, emitting code as needed."""
@@ -198,6 +200,10 @@ class PointEvaluator:
                 # domain point is the broadcast value there.
                 self.bound[v] = self.value(op.operands[0])
                 return self.bound[v]
+            if isinstance(op, (nn.ConcatOp, nn.GatherOp)):
+                self.lines.append(f"{name} = {self._indexed(op, v, name)}")
+                self.bound[v] = name
+                return name
             if op_kind(op) not in POINT_KINDS:
                 raise op_error(op, f"{op.name} cannot be evaluated inside this fused kernel")
             args = [self.value(o) for o in op.operands]
@@ -222,6 +228,27 @@ class PointEvaluator:
         return [f"{rcp} = {float_literal(1.0, ctype)} / {b}",
                 f"{name} = ({a} * {rcp}) if abs({b}) >= {float_literal(tiny, ctype)}"
                 f" else ({a} / {b})"]
+
+    def _indexed(self, op: Operation, v: SSAValue, name: str) -> str:
+        """A concat or gather read in place (`codegen/indexed_read.py`) at
+        the point: its coordinates are the domain's, one per dimension (or
+        one per dimension longer than 1, those of an uncollapsed kernel)."""
+        from fusec.codegen.indexed_read import Ints, read_element  # it reads this module
+
+        full = self.coords
+        if len(full) != len(self.domain):
+            long = [d for d, n in enumerate(self.domain) if n != 1]
+            if len(full) != len(long):
+                raise op_error(op, f"{op.name} cannot be read in place at collapsed coordinates")
+            at = dict(zip(long, full, strict=True))
+            full = [at.get(d, "0") for d in range(len(self.domain))]
+        shape = tensor_shape(v)
+        own = full[len(full) - len(shape):]
+        zero = f"{self.itype}(0)" if self.itype else "0"
+        cs = [zero if n == 1 else c for c, n in zip(own, shape, strict=True)]
+        lines, expr = read_element(self.body, v, cs, Ints(self.itype), name)
+        self.lines += lines
+        return expr
 
     def _load(self, arg: BlockArgument) -> str:
         shape = tensor_shape(arg)

@@ -34,7 +34,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.transposed_operands import transposes
-from fusec.analysis.view_operands import CHAINED_VIEWS, FOLDED_VIEWS, operand_view
+from fusec.analysis.view_operands import CHAINED_VIEWS, FOLDED_VIEWS, INDEXED_READS, operand_view
 from fusec.codegen.group_body import (
     GroupBody,
     PointEvaluator,
@@ -135,9 +135,11 @@ def _reads(plan: _Plan) -> _Reads:
 
 def read_directly(body: GroupBody, op: Operation) -> bool:
     """Whether the kernel loads `op`'s result (something other than another
-    chained layout op reads it, or it is a result of the group)."""
+    chained layout op, a concat or a gather reads it, or it is a result of
+    the group)."""
     return op.results[0] in body.outputs or any(
-        not isinstance(u.operation, CHAINED_VIEWS) for u in op.results[0].uses)
+        not isinstance(u.operation, (*CHAINED_VIEWS, *INDEXED_READS))
+        for u in op.results[0].uses)
 
 
 def tile_type(arg: BlockArgument) -> str:

@@ -57,7 +57,8 @@ from fusec.analysis.transposed_operands import (
 )
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
-    FOLDED_VIEWS,
+    INDEXED_READS,
+    READ_IN_PLACE,
     extra_reads,
     operand_view,
     view_refusal,
@@ -69,6 +70,7 @@ from fusec.codegen.group_body import (
     load_expr,
     store_lines,
 )
+from fusec.codegen.indexed_read import Ints, read_element
 from fusec.codegen.kernel_source import (
     KernelSource,
     broadcast_index,
@@ -110,9 +112,9 @@ estimate within 15%."""
 
 
 def has_views(group: Operation) -> bool:
-    """Whether pointwise `group` reads an operand through a transpose, slice
-    or reshape (this module emits it)."""
-    return any(isinstance(op, FOLDED_VIEWS) for op in group.regions[0].block.ops)
+    """Whether pointwise `group` reads an operand through a transpose, slice,
+    reshape, concat or gather (this module emits it)."""
+    return any(isinstance(op, READ_IN_PLACE) for op in group.regions[0].block.ops)
 
 
 @dataclass
@@ -139,13 +141,17 @@ def _check(body: GroupBody, shape: Shape) -> None:
         if isinstance(op, nn.TransposeOp):
             if not isinstance(op.operands[0], BlockArgument):
                 raise op_error(op, "a transpose in a pointwise group must read a group input")
-        elif isinstance(op, CHAINED_VIEWS):
+        elif isinstance(op, (*CHAINED_VIEWS, *INDEXED_READS)):
             continue
         elif isinstance(op, nn.BatchNormOp) or not (
                 isinstance(op, nn.ConstantOp) or op_kind(op) in POINT_KINDS):
             raise op_error(op, f"'{op.name}' cannot be generated in a pointwise group with "
                            "transposed operands")
     reason = transpose_refusal(body.ops, shape) or view_refusal(body.ops, shape)
+    if reason is None and any(isinstance(op, INDEXED_READS) for op in body.ops) and tile_axes(
+            body.ops, shape) is not None:
+        reason = ("a concat or gather is read on the flat schedule only, not beside a "
+                  "transposed operand staged through a tile")
     if reason is not None:
         raise op_error(body.group, f"cannot generate this pointwise group: {reason}")
 
@@ -204,21 +210,35 @@ def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
     return load_expr(body, root, " + ".join(terms) or "0")  # type: ignore[arg-type]
 
 
-def _element(plan: _Plan, coords: list[str], suffix: str,
-             lit: Callable[[int], str] = int_literal) -> tuple[list[str], list[str], list[str]]:
+def _own_coords(shape: Sequence[int], coords: Sequence[str],
+                lit: Callable[[int], str]) -> list[str]:
+    """The iteration coordinates of a value of `shape` (right-aligned; 0
+    along the dimensions it is broadcast in)."""
+    own = list(coords[len(coords) - len(shape):])
+    return [lit(0) if n == 1 else c for c, n in zip(own, shape, strict=True)]
+
+
+def _element(plan: _Plan, coords: list[str], suffix: str, ints: Ints
+             ) -> tuple[list[str], list[str], list[str]]:
     """Loads, arithmetic and stores of the element at `coords` (the flat
-    schedule); `lit` writes the view index's literals (typed as the
+    schedule); `ints` types the view index's literals (as the
     coordinates are, so the index stays 32-bit)."""
-    body, loads = plan.body, []
+    body, loads, lit = plan.body, [], ints.lit
     bound: dict[SSAValue, str] = {}
     for k, op in enumerate(body.ops):
-        if not isinstance(op, FOLDED_VIEWS) or not read_directly(body, op):
+        if not isinstance(op, READ_IN_PLACE) or not read_directly(body, op):
             continue
         name = f"tp{k}{suffix}"
-        loads.append(f"{name} = {_view_load(body, op, coords, lit)}")
+        if isinstance(op, INDEXED_READS):
+            lines, expr = read_element(body, op.results[0],
+                                       _own_coords(tensor_shape(op.results[0]), coords, lit),
+                                       ints, name)
+            loads += [*lines, f"{name} = {expr}"]
+        else:
+            loads.append(f"{name} = {_view_load(body, op, coords, lit)}")
         bound[op.results[0]] = name
     for arg in body.args:
-        if any(not isinstance(u.operation, FOLDED_VIEWS) for u in arg.uses):
+        if any(not isinstance(u.operation, READ_IN_PLACE) for u in arg.uses):
             name = f"a{arg.index}{suffix}"
             index = broadcast_index(tensor_shape(arg), plan.shape, coords)
             loads.append(f"{name} = {load_expr(body, arg, index)}")
@@ -248,7 +268,7 @@ def _flat_lines(plan: _Plan) -> list[str]:
         coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
                   for d, size in enumerate(plan.shape)]
         lines += at.coord_lines
-        loads, arith, stores = _element(plan, coords, f"_{e}", at.lit)
+        loads, arith, stores = _element(plan, coords, f"_{e}", Ints(itype))
         parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 

@@ -174,7 +174,7 @@ class _RowKernelWriter:
         if len(self.ix.reduce_dims) == 1:
             self.element_coords[self.ix.reduce_dims[0]] = "j"
         self.row_x = PointEvaluator(self.body, ra.shape, self.coords,
-                                    loader=self._frame_loader("X"))
+                                    loader=self._frame_loader("X"), itype=self.ix.itype)
         self.row_k = PointEvaluator(self.body, ra.kept_shape, self.coords, suffix="_k",
                                     loader=self._frame_loader("K"))
         self.elements: RowElements | None = None
@@ -271,14 +271,14 @@ class _RowKernelWriter:
         are computed once, in the top scope, and referenced by name."""
         return PointEvaluator(
             self.body, self.ra.shape, self.element_coords, loader=self._frame_loader("X"),
-            hoist=self._hoist
+            hoist=self._hoist, itype=self.ix.itype,
         )
 
     def _register_evaluator(self, e: int, coords: list[str]) -> PointEvaluator:
         """The evaluator of register element `e` (index `j<e>`, names `*_<e>`)."""
         return PointEvaluator(
             self.body, self.ra.shape, coords, loader=self._frame_loader("X"),
-            suffix=f"_{e}", hoist=self._hoist,
+            suffix=f"_{e}", hoist=self._hoist, itype=self.ix.itype,
         )
 
     def _pass(self, stage: int) -> list[str]:

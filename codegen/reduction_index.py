@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fusec.analysis.view_operands import INDEXED_READS
 from fusec.codegen.group_body import fits_domain
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.pointwise import dim_groups
@@ -173,4 +174,7 @@ def plan_index(ra: RowAnalysis) -> RowIndex:
     for v in body.outputs:
         padded.append(probe.padded(tensor_shape(v), ra.frame.get(v, "X")))
     groups = tuple(tuple(g) for g in dim_groups(ra.shape, padded))
+    if any(isinstance(op, INDEXED_READS) for op in body.ops):
+        # a concat or gather is read at every coordinate of its own shape
+        groups = tuple((d,) for d in range(rank) if ra.shape[d] != 1)
     return RowIndex(ra.shape, ra.axes, groups, index_type(numel(ra.shape)))

@@ -34,6 +34,12 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import op_kind
+from fusec.analysis.view_operands import (
+    CHAINED_VIEWS,
+    INDEXED_READS,
+    feeds_indexed_reads,
+    indexed_refusal,
+)
 from fusec.codegen.group_body import POINT_KINDS, GroupBody, fits_domain
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
@@ -112,18 +118,19 @@ class RowAnalysis:
             return self.arg_varies(v)
         return self.varying.get(v, False)
 
-    def varying_args(self, roots: list[SSAValue]) -> list[BlockArgument]:
+    def varying_args(self, roots: list[SSAValue]) -> list[SSAValue]:
         """The row-varying group inputs that evaluating `roots` per element
-        reads (values constant along the row are hoisted and not followed)."""
+        reads (values constant along the row are hoisted and not followed);
+        a concat or gather read in place counts as an input."""
         seen: set[SSAValue] = set()
-        found: list[BlockArgument] = []
+        found: list[SSAValue] = []
         stack = list(reversed(roots))
         while stack:
             v = stack.pop()
             if v in seen or not self.value_varies(v):
                 continue
             seen.add(v)
-            if isinstance(v, BlockArgument):
+            if isinstance(v, BlockArgument) or isinstance(v.owner, INDEXED_READS):
                 found.append(v)
             else:
                 assert isinstance(v.owner, Operation)
@@ -159,7 +166,9 @@ def analyze(body: GroupBody) -> RowAnalysis:
             ra.stage[op.results[0]] = 0
         elif op_kind(op) in POINT_KINDS:
             _classify_elementwise(ra, op)
-        else:
+        elif isinstance(op, INDEXED_READS):
+            _classify_indexed(ra, op)
+        elif not (isinstance(op, CHAINED_VIEWS) and feeds_indexed_reads(op, set(body.ops))):
             raise op_error(op, f"{op.name} cannot be fused into a reduction kernel")
     for v in body.outputs:
         if isinstance(v, BlockArgument) and not fits_domain(tensor_shape(v), ra.shape):
@@ -178,6 +187,21 @@ def _classify_reduction(ra: RowAnalysis, op: nn.ReduceOp) -> None:
     ra.stage[op.results[0]] = ra.stage.get(src, 0) + 1
     ra.frame[op.results[0]] = "X" if op.keepdims else "K"
     ra.varying[op.results[0]] = False
+
+
+def _classify_indexed(ra: RowAnalysis, op: Operation) -> None:
+    """A concat or gather is read in place at the row element's coordinates
+    (`codegen/indexed_read.py`): a leaf of the row's values, like an input."""
+    reason = indexed_refusal(op, set(ra.body.ops))
+    if reason is not None:
+        raise op_error(op, f"cannot read {op.name} in a reduction kernel: {reason}")
+    result = op.results[0]
+    if not fits_domain(tensor_shape(result), ra.shape):
+        raise op_error(op, f"{op.name} has shape {fmt(tensor_shape(result))}, which does not "
+                       f"broadcast into the reduction's input shape {fmt(ra.shape)}")
+    ra.frame[result] = "X"
+    ra.stage[result] = 0
+    ra.varying[result] = ra.spans_row(result)
 
 
 def _classify_elementwise(ra: RowAnalysis, op: Operation) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.targets import Target
 from fusec.codegen.group_body import compute_type
@@ -290,9 +290,9 @@ def pass_roots(ra: RowAnalysis, stage: int) -> list[SSAValue]:
     return [r.operands[0] for r in ra.reductions if ra.stage[r.results[0]] == stage]
 
 
-def _reread_args(ra: RowAnalysis) -> list[BlockArgument]:
+def _reread_args(ra: RowAnalysis) -> list[SSAValue]:
     """Row-varying inputs read by more than one pass, in order of first use."""
-    uses: dict[BlockArgument, int] = {}
+    uses: dict[SSAValue, int] = {}
     for stage in range(1, ra.stages + 2):
         for arg in ra.varying_args(pass_roots(ra, stage)):
             uses[arg] = uses.get(arg, 0) + 1
