@@ -13,9 +13,10 @@ schedule (`codegen/attention_schedule.py` says which thread owns what):
    4 rows x 8 head dims (32-byte global sectors) hits 32 distinct banks;
 2. each thread accumulates its `rows x cols` scores as outer products of a
    Q fragment (`rows` consecutive queries) and a K fragment (`cols`
-   consecutive keys) per head dim: both are 16-byte shared loads (the
-   shared tiles are flat, 16-byte aligned and indexed with unsigned offsets,
-   which lets NVVM merge the scalar loads), then applies the score ops;
+   consecutive keys) per head dim: both are vector shared loads (the
+   shared tiles are flat, 16-byte aligned and indexed with unsigned offsets
+   whose alignment is their last operation, which lets NVVM merge the
+   scalar loads: `_unrolled`), then applies the score ops;
 3. online softmax: the row maximum across the `lanes` threads of a row group
    (butterfly shuffles) updates the running maximum; accumulators and
    partial row sums are rescaled by `exp(m_old - m_new)`;
@@ -32,6 +33,7 @@ and the merge of the heads after it cost no kernel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument
@@ -41,6 +43,7 @@ from fusec.analysis.diagnostics import op_error
 from fusec.analysis.strided_view import StridedView
 from fusec.codegen.attention_schedule import (
     STATIC_SHARED_LIMIT,
+    VECTOR,
     AttentionShape,
     AttentionTile,
     attention_registers,
@@ -73,6 +76,7 @@ F32 = "float32"
 NEG_INF = float_literal(float("-inf"))
 ZERO = float_literal(0.0)
 FULL_MASK = "0xffffffff"
+UNROLL = 4  # fragment-loop steps written out per iteration (`_unrolled`)
 ALIGN = 16  # bytes: the shared tiles' alignment, so that fragments load as vectors
 
 
@@ -244,6 +248,9 @@ class _Writer:
         self.q_base = words["kv"] if dynamic else 0
         self.p_base = words["kv"] + words["q"] if dynamic else 0
         self.steps = -(-shape.skv // bk)
+        # Words each fragment is aligned to: its length's largest power-of-two
+        # divisor up to a vector (every tile row and offset is whole vectors).
+        self.aq, self.ak, self.av = (_alignment(n) for n in (tile.rows, tile.cols, self.dims))
 
     def lines(self) -> list[str]:
         t, sh = self.t, self.sh
@@ -261,8 +268,10 @@ class _Writer:
             f"fq = {_u(f'ty * {t.rows}')}  # this thread's query rows in a Q^T / P row",
             f"fk = {_u(f'tx * {t.cols}')}  # its keys in a K^T row",
             f"fv = {_u(f'tx * {self.dims}')}  # its head dims in a V row",
-            f"fqa = {_plus('fq', self.q_base)}  # where they are in the shared tiles",
-            f"fva = fv + {_u(self.v_offset)}",
+            # the same in whole fragment-aligned units (`_unrolled`)
+            f"fqu = {_u(f'ty * {t.rows // self.aq}')}",
+            f"fku = {_u(f'tx * {t.cols // self.ak}')}",
+            f"fvu = {_u(f'tx * {self.dims // self.av}')}",
         ]
         for i in range(t.rows):
             out.append(f"qr{i} = q0 + ty * {t.rows} + {i}")
@@ -401,7 +410,8 @@ class _Writer:
         else:
             lines += [f"cbi = {self.kv_base}", *self._stage_kv_loop(str(self.kv_base), "k0"),
                       "cuda.syncthreads()"]
-        lines += ["cb = numba.uint64(cbi)", *self._qk(), *self._scores(), *self._online_softmax(),
+        lines += [*(["cbs = numba.uint64(kt % 2)  # this step's K/V buffer"] if t.stages == 2
+                    else []), *self._qk(), *self._scores(), *self._online_softmax(),
                   "cuda.syncthreads()", *self._pv()]
         if stores:
             lines += [f"if kt + 1 < {self.steps}:",
@@ -412,25 +422,37 @@ class _Writer:
     def _qk(self) -> list[str]:
         """`s<i>_<j>`: outer products of the Q and K fragments over the head dims."""
         t, keys = self.t, range(self.t.cols)
+
+        def step(c: int) -> list[str]:
+            return [*(f"fq{i} = Qt[{_plus('qa', c * self.q.width + i)}]" for i in range(t.rows)),
+                    *(f"fk{j} = KV[{_plus('ka', c * self.k.width + j)}]" for j in keys),
+                    *(f"s{i}_{j} = cuda.fma(fq{i}, fk{j}, s{i}_{j})"
+                      for i in range(t.rows) for j in keys)]
+
         return [*(f"s{i}_{j} = {ZERO}" for i in range(t.rows) for j in keys),
-                "qa = fqa", "ka = cb + fk",
-                f"for d in range({self.sh.d}):",
-                *(f"    fq{i} = Qt[{_plus('qa', i)}]" for i in range(t.rows)),
-                *(f"    fk{j} = KV[{_plus('ka', j)}]" for j in keys),
-                *(f"    s{i}_{j} = cuda.fma(fq{i}, fk{j}, s{i}_{j})"
-                  for i in range(t.rows) for j in keys),
-                f"    qa += {_u(self.q.width)}", f"    ka += {_u(self.k.width)}"]
+                *_unrolled("d", self.sh.d, [_Base("qa", "fqu", self.q_base, self.q.width, self.aq),
+                                            self._kv_base("ka", "fku", 0, self.k.width, self.ak)],
+                           step)]
 
     def _pv(self) -> list[str]:
         """The accumulators += P fragment x V fragment, over the tile's keys."""
         t = self.t
-        return [f"pa = {_plus('fq', self.p_base)}", "va = cb + fva",
-                f"for kk in range({t.block_k}):",
-                *(f"    pp{i} = Ps[{_plus('pa', i)}]" for i in range(t.rows)),
-                *(f"    vv{d} = KV[{_plus('va', d)}]" for d in range(self.dims)),
-                *(f"    o{i}_{d} = cuda.fma(pp{i}, vv{d}, o{i}_{d})"
-                  for i in range(t.rows) for d in range(self.dims)),
-                f"    pa += {_u(p_width(t))}", f"    va += {_u(self.v.width)}"]
+
+        def step(c: int) -> list[str]:
+            return [*(f"pp{i} = Ps[{_plus('pa', c * p_width(t) + i)}]" for i in range(t.rows)),
+                    *(f"vv{d} = KV[{_plus('va', c * self.v.width + d)}]"
+                      for d in range(self.dims)),
+                    *(f"o{i}_{d} = cuda.fma(pp{i}, vv{d}, o{i}_{d})"
+                      for i in range(t.rows) for d in range(self.dims))]
+
+        return _unrolled("kk", t.block_k, [
+            _Base("pa", "fqu", self.p_base, p_width(t), self.aq),
+            self._kv_base("va", "fvu", self.v_offset, self.v.width, self.av)], step)
+
+    def _kv_base(self, name: str, own: str, offset: int, width: int, unit: int) -> _Base:
+        """A K or V fragment base: `offset` words into this step's K/V buffer."""
+        stage = self.kv_words if self.t.stages == 2 else 0
+        return _Base(name, own, self.kv_base + offset, width, unit, stage)
 
     def _scores(self) -> list[str]:
         """`x<i>_<j>`: the score ops applied to each raw score; keys past the
@@ -511,6 +533,49 @@ class _Writer:
                 stores += [f"if oc + {d} < {sh.dv}:", f"    {store}"] if ragged else [store]
             lines += [f"if qr{i} < {sh.s}:", *indent(stores, 1)] if sh.s % t.block_q else stores
         return lines
+
+
+def _alignment(n: int) -> int:
+    """The largest power of two up to a vector that divides `n`."""
+    return next(a for a in (VECTOR, 2, 1) if n % a == 0)
+
+
+@dataclass(frozen=True)
+class _Base:
+    """Where a fragment loop reads one operand: the thread's offset `own`
+    (a variable counted in `unit`s), plus `start` words, plus `stage` words
+    per K/V buffer index `cbs`, plus `width` words per loop step."""
+
+    name: str
+    own: str
+    start: int
+    width: int
+    unit: int
+    stage: int = 0
+
+
+def _unrolled(var: str, trips: int, bases: list[_Base],
+              step: Callable[[int], list[str]]) -> list[str]:
+    """A fragment loop of `trips` steps, `UNROLL` (or the largest divisor of
+    `trips` below it) to an iteration. Each of `bases` is set once per
+    iteration, counted in its `unit`s and multiplied by `unit` last;
+    `step(c)` reads the fragments at constant offsets `c * width` from it.
+    Written out so, the offset's alignment is in its last operation, where
+    NVVM sees it, and every fragment load is a vector load; loop-carried
+    offsets (`+= width`) or the unroller's own copies left some of them
+    scalar (measured in the PTX of the legal tiles)."""
+    u = next(n for n in range(min(UNROLL, trips), 0, -1) if trips % n == 0)
+    lines = [f"for {var} in range({trips // u}):"]
+    for b in bases:
+        terms = [b.own, f"{_u(var)} * {_u(u * b.width // b.unit)}"]
+        terms += [_u(b.start // b.unit)] if b.start else []
+        terms += [f"cbs * {_u(b.stage // b.unit)}"] if b.stage else []
+        units = " + ".join(terms)
+        lines.append(f"    {b.name} = ({units}) * {_u(b.unit)}" if b.unit > 1
+                     else f"    {b.name} = {units}")
+    for c in range(u):
+        lines += indent(step(c), 1)
+    return lines
 
 
 def _plus_int(base: int, expr: str) -> str:

@@ -140,11 +140,21 @@ def inline_group(group: GroupOp) -> None:
     group.erase()
 
 
+def is_attention(group: GroupOp) -> bool:
+    """Whether `group` is a fused attention (`fuse-attention`)."""
+    kind = group.attributes.get("kind")
+    return isinstance(kind, StringAttr) and kind.data == "attention"
+
+
 def split_group(group: GroupOp, target: Target, limit: int) -> list[GroupOp]:
     """`group` split into one group per op in its place (as `group-each-op`
-    makes them), each given the model's schedule; the new groups, in order."""
+    makes them), or for an attention its three-kernel form
+    (`split_attention`), each given the model's schedule; the new groups, in
+    order."""
     from fusec.scheduling.choose import Scheduler
 
+    if is_attention(group):
+        return split_attention(group, target, limit)
     parent = group.parent_block()
     assert parent is not None
     func = parent.parent_op()
@@ -159,9 +169,61 @@ def split_group(group: GroupOp, target: Target, limit: int) -> list[GroupOp]:
     return parts
 
 
+def _formed_attention(group: GroupOp, target: Target, limit: int) -> tuple[FuncOp, list[GroupOp]]:
+    """A scratch function running `group`'s ops as the default pipeline
+    groups them when `fuse-attention` refuses (`form-fusion-groups`, then
+    `group-each-op`), each group scheduled; the function and its groups."""
+    from xdsl.context import Context
+
+    from fusec.passes.form_fusion_groups import FormFusionGroupsPass
+    from fusec.scheduling.choose import Scheduler
+
+    func = trial_function(group, "split", None)
+    module = ModuleOp([func])
+    inline_group(next(op for op in func.body.block.ops if isinstance(op, GroupOp)))
+    FormFusionGroupsPass(target=target.name, remarks=False).apply(Context(), module)
+    GroupEachOpPass().group_function(func)
+    parts = [op for op in func.body.block.ops if isinstance(op, GroupOp)]
+    scheduler = Scheduler(target, limit, RemarkCollector())
+    for part in parts:
+        scheduler.schedule(part)
+    return func, parts
+
+
+def split_attention(group: GroupOp, target: Target, limit: int) -> list[GroupOp]:
+    """The attention `group` replaced in its function by its three-kernel
+    form (`_formed_attention`), the parts named after the function's
+    groups; the new groups, in order."""
+    from fusec.passes.group_each_op import next_group_number
+
+    parent = group.parent_block()
+    func = parent.parent_op() if parent is not None else None
+    assert parent is not None and isinstance(func, FuncOp)
+    scratch, _ = _formed_attention(group, target, limit)
+    args = [v for v in group.inputs if not isinstance(v.owner, nn.ConstantOp)]
+    mapping: dict[SSAValue, SSAValue] = dict(zip(scratch.body.block.args, args, strict=True))
+    number = next_group_number(func)
+    parts: list[GroupOp] = []
+    for op in list(scratch.body.block.ops):
+        if isinstance(op, ReturnOp):
+            for result, value in zip(group.results, op.operands, strict=True):
+                result.replace_all_uses_with(mapping[value])
+            break
+        clone = op.clone(value_mapper=mapping)
+        parent.insert_op_before(clone, group)
+        if isinstance(clone, GroupOp):
+            clone.attributes["name"] = StringAttr(f"g{number + len(parts)}")
+            parts.append(clone)
+    group.detach()
+    group.erase()
+    return parts
+
+
 def split_parts(group: GroupOp, target: Target, limit: int) -> list[GroupOp]:
     """The groups `split_group` would make of `group`, in a scratch module
     (nothing of the real module changes)."""
+    if is_attention(group):
+        return _formed_attention(group, target, limit)[1]
     func = trial_function(group, "split", group.attributes.get(SCHEDULE_KEY)
                           if isinstance(group.attributes.get(SCHEDULE_KEY), ScheduleAttr)
                           else None)
@@ -184,13 +246,14 @@ def _nbytes(v: SSAValue) -> int:
 
 
 def contest(group: GroupOp, target: Target, ratio: float, intensity: float) -> Contest | None:
-    """A fused group of several ops whose estimate against its split parts
-    is within `ratio` either way, or whose arithmetic intensity is above
-    `intensity` FLOP/B; None for others (single ops, attention, library GEMMs)."""
+    """A fused attention (always: against its three-kernel form), or a
+    fused group of several ops whose estimate against its split parts is
+    within `ratio` either way, or whose arithmetic intensity is above
+    `intensity` FLOP/B; None for others (single ops, library GEMMs)."""
+    if is_attention(group):
+        return _attention_contest(group, target)
     ops = [op for op in body_ops(group) if not isinstance(op, nn.ConstantOp)]
-    kind = group.attributes.get("kind")
-    if len(ops) < 2 or "gemm" in group.attributes or (
-            isinstance(kind, StringAttr) and kind.data == "attention"):
+    if len(ops) < 2 or "gemm" in group.attributes:
         return None
     flops = sum(op_flops(op) for op in ops)
     moved = sum(_nbytes(v) for v in (*group.inputs, *group.outputs))
@@ -205,3 +268,20 @@ def contest(group: GroupOp, target: Target, ratio: float, intensity: float) -> C
         return Contest(f"estimated fused {fused:.1f} us vs split {split:.1f} us, within "
                        f"{ratio:g}x", fused, split)
     return None
+
+
+def _attention_contest(group: GroupOp, target: Target) -> Contest:
+    """The model's times of a fused attention (its recorded tile, else the
+    model's choice) and of its three-kernel form, as `fuse-attention`'s
+    gain check prices them: the model cannot rank them reliably (the
+    efficiencies behind both are one measured shape's), a GPU can."""
+    from fusec.codegen.attention import group_shape
+    from fusec.codegen.attention_schedule import recorded_tile
+    from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
+
+    shape = group_shape(group)
+    tile = recorded_tile(group) or choose_tile(shape, target)
+    fused = fused_time(tile, shape, target) * 1e6 if not isinstance(tile, str) else 0.0
+    split = unfused_time(shape, target) * 1e6
+    return Contest(f"fused attention against its three-kernel form, estimated fused "
+                   f"{fused:.1f} us vs split {split:.1f} us", fused, split)
