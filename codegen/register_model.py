@@ -80,6 +80,9 @@ REDUCTION_PER_HELD_ELEMENT = 0.75  # a row element held in registers across pass
 # (2026-12-02), 32 f32 per lane: softmax 48 -> 63, a layer norm written out
 # of primitives 48 -> 64, rms norm + swiglu 48 -> 68.
 REDUCTION_PER_HELD_QUAD_ELEMENT = 0.5
+# ... plus the quads' base index and the aligned/unaligned branch pair (a
+# row of 24 f32 in 8 lanes of one quad each, under tanh: 28 registers).
+REDUCTION_QUAD_BASE = 6
 WINDOW_BASE = 30  # output coordinates, plane offsets, the accumulator (conv + pool)
 WINDOW_CHANNEL_LOOP = 8  # a channel loop around a multi-tap window
 WINDOW_PADDING = 4  # the two bounds checks per tap
@@ -249,6 +252,7 @@ def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
         quads = schedule.int_field("vector") > 1
         held = (REDUCTION_PER_HELD_ELEMENT
                 + (REDUCTION_PER_HELD_QUAD_ELEMENT if quads else 0)) * per_lane
+        held += REDUCTION_QUAD_BASE if quads else 0
     else:
         # a streamed pass walks the row in steps of `lanes`, unrolled
         lanes = schedule.int_field("lanes")
