@@ -49,6 +49,7 @@ sum-of-squares cancellation and no need for Welford's update.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from xdsl.ir import BlockArgument, SSAValue
 
@@ -87,6 +88,13 @@ from fusec.codegen.reduction_tree import (
     combine_lines,
     identity_literal,
     mean_scale,
+)
+from fusec.codegen.reduction_vector import (
+    VECTOR,
+    aligned_condition,
+    load_quad,
+    store_quad,
+    vector_width,
 )
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
@@ -151,6 +159,9 @@ def _notes(ra: RowAnalysis, sched: RowSchedule) -> list[str]:
     if sched.registers:
         notes.append(f"row held in registers: {sched.per_lane} element(s) per lane, "
                      "lanes combined by warp shuffles (shared-memory tree in the simulator)")
+    if sched.vector > 1:
+        notes.append(f"rows read and written {sched.vector} elements per access where every "
+                     "such array is aligned (else one per access)")
     if sched.splits > 1:
         notes.append(f"rows split over {sched.splits} blocks of {sched.chunk} elements; the "
                      "last block to arrive combines the partials (workspace)")
@@ -178,6 +189,10 @@ class _RowKernelWriter:
         self.row_k = PointEvaluator(self.body, ra.kept_shape, self.coords, suffix="_k",
                                     loader=self._frame_loader("K"))
         self.elements: RowElements | None = None
+        # Vector schedule: the quads loaded so far, by (input, index), as
+        # their four element expressions (reduction_vector).
+        self.quads: dict[tuple[BlockArgument, str], list[str]] = {}
+        _check_vector(ra, sched)
         # The softmax (max, sum) reductions sharing pass 1 (schedule `online`).
         self.online = online_pair(ra) if sched.online else None
         if sched.online and self.online is None:
@@ -186,20 +201,20 @@ class _RowKernelWriter:
         if sched.registers:
             self.elements = RowElements(
                 sched.per_lane, sched.lanes, ra.row_length, self.ix,
-                self._register_evaluator, self.coords,
+                self._register_evaluator, self.coords, sched.vector,
             )
 
     def write(self, name: str) -> str:
         ra, s = self.ra, self.sched
         lines = self._setup()
-        for stage in range(1, ra.stages + 1):
-            if self.online is not None and stage == 2:
-                continue  # accumulated in pass 1, combined with it
-            lines += self._pass(stage)
-            lines += self._combine(stage)
-        if pass_roots(ra, ra.stages + 1):
-            lines += self._pass(ra.stages + 1)
-        lines += self._row_outputs()
+        if s.vector > 1:
+            # One test per kernel: aligned arrays take the quads, a view at
+            # an odd element the same passes one element per access.
+            scalar = _RowKernelWriter(ra, replace(s, vector=1))._body()
+            lines += [f"if {aligned_condition(ra)}:", *indent(self._body(), 1),
+                      "else:", *indent(scalar, 1)]
+        else:
+            lines += self._body()
         head = kernel_header(
             self.body.group,
             self.body.ops,
@@ -215,6 +230,19 @@ class _RowKernelWriter:
             params += ", " + ", ".join(
                 [f"part{k}" for k in range(len(ra.reductions))] + ["arrived"])
         return "\n".join([*head, "@cuda.jit", f"def {name}({params}):", *indent(lines, 1)])
+
+    def _body(self) -> list[str]:
+        """The passes over the row, the lanes' combining, the per-row outputs."""
+        ra = self.ra
+        lines: list[str] = []
+        for stage in range(1, ra.stages + 1):
+            if self.online is not None and stage == 2:
+                continue  # accumulated in pass 1, combined with it
+            lines += self._pass(stage)
+            lines += self._combine(stage)
+        if pass_roots(ra, ra.stages + 1):
+            lines += self._pass(ra.stages + 1)
+        return lines + self._row_outputs()
 
     def _setup(self) -> list[str]:
         ra, s = self.ra, self.sched
@@ -266,46 +294,64 @@ class _RowKernelWriter:
     def _hoist(self, v: SSAValue) -> str | None:
         return None if self.ra.value_varies(v) else self.row_x.value(v)
 
-    def _element_evaluator(self) -> PointEvaluator:
-        """An evaluator for one row element; values constant along the row
-        are computed once, in the top scope, and referenced by name."""
-        return PointEvaluator(
-            self.body, self.ra.shape, self.element_coords, loader=self._frame_loader("X"),
-            hoist=self._hoist, itype=self.ix.itype,
+    def _element_evaluator(self, v: int | None = None) -> PointEvaluator:
+        """An evaluator for one row element (element `v` of the quad at `jq`
+        in a vector pass); values constant along the row are computed once,
+        in the top scope, and referenced by name."""
+        coords = self.element_coords if v is None else self._quad_coords(f"jv{v}")
+        ev = PointEvaluator(
+            self.body, self.ra.shape, coords, loader=self._frame_loader("X"),
+            hoist=self._hoist, suffix="" if v is None else f"_v{v}", itype=self.ix.itype,
         )
+        if v is not None:
+            ev.loader = self._quad_loader(ev, v, self._quad_coords("jq"), "")
+        return ev
 
     def _register_evaluator(self, e: int, coords: list[str]) -> PointEvaluator:
         """The evaluator of register element `e` (index `j<e>`, names `*_<e>`)."""
-        return PointEvaluator(
+        ev = PointEvaluator(
             self.body, self.ra.shape, coords, loader=self._frame_loader("X"),
             suffix=f"_{e}", hoist=self._hoist, itype=self.ix.itype,
         )
+        if self.sched.vector > 1:
+            q, v = divmod(e, VECTOR)
+            ev.loader = self._quad_loader(ev, v, self._quad_coords(f"jq{q}"), f"_{q}")
+        return ev
+
+    def _quad_coords(self, name: str) -> list[str]:
+        """The collapsed coordinates of a point whose (one) reduced coordinate is `name`."""
+        coords = list(self.coords)
+        coords[self.ix.reduce_dims[0]] = name
+        return coords
+
+    def _quad_loader(self, ev: PointEvaluator, v: int, quad: list[str], suffix: str) -> Loader:
+        """Loads of element `v` of the quad at coordinates `quad`: the first
+        element to read an input loads its quad (one access, a line of
+        `ev`), the others take their element of it."""
+        scalar = self._frame_loader("X")
+
+        def load(arg: BlockArgument, shape: Shape, coords: Sequence[str]) -> str:
+            if not self.ra.arg_varies(arg):
+                return scalar(arg, shape, coords)
+            index = self.ix.index(shape, "X", quad)
+            if (arg, index) not in self.quads:
+                k = self.body.arg_index(arg)
+                line, elements = load_quad(arg, f"quad{k}{suffix}", f"in{k}", index)
+                ev.lines.append(line)
+                self.quads[arg, index] = elements
+            return self.quads[arg, index][v]
+
+        return load
 
     def _pass(self, stage: int) -> list[str]:
         ra, s = self.ra, self.sched
         if self.elements is not None:
             return self._register_pass(stage, self.elements)
-        ev = self._element_evaluator()
-        roots = pass_roots(ra, stage)
         final = stage > ra.stages
-        body_lines: list[str] = []
-        if stage > 1:  # read back what pass 1 cached
-            for k, v in enumerate(s.cached):
-                ev.bound[v] = self.body.names[v]
-                body_lines.append(f"{self.body.names[v]} = {self._at(f'cache{k}', 'j')}")
-        for k, root in enumerate(roots):
-            val = ev.value(root)
-            body_lines += ev.take_lines()
-            if final:
-                body_lines += self._store_varying(root, val)
-            elif self.online is not None:
-                r_max, r_sum = self.online
-                body_lines += update_lines(r_max, f"acc{ra.reductions.index(r_max)}",
-                                           f"acc{ra.reductions.index(r_sum)}", val)
-            else:
-                r = self._stage_reductions(stage)[k]
-                body_lines.append(_accumulate(r, f"acc{ra.reductions.index(r)}", val))
-        body_lines += self._cache_lines(stage, ev)
+        if s.vector > 1:
+            body_lines = self._quad_body(stage)
+        else:
+            body_lines = self._element_lines(stage, self._element_evaluator(), "j", None)
         hoisted = self.row_x.take_lines() + self.row_k.take_lines()
         head = [f"# pass {stage}: " + ("store the row-shaped outputs" if final else
                                        ", ".join(r.name for r in self._stage_reductions(stage)))]
@@ -314,6 +360,53 @@ class _RowKernelWriter:
             for r in self._stage_reductions(stage) + self._online_extra(stage)
         ]
         return head + hoisted + accs + self._row_loop(body_lines)
+
+    def _element_lines(self, stage: int, ev: PointEvaluator, slot: str,
+                       finals: list[list[str]] | None) -> list[str]:
+        """One element of streamed pass `stage` (`slot`: its row-cache slot):
+        read back what pass 1 cached, accumulate, or store the row-shaped
+        outputs (or, for a quad, collect their values in `finals`)."""
+        ra, s = self.ra, self.sched
+        lines: list[str] = []
+        if stage > 1:  # read back what pass 1 cached
+            for k, v in enumerate(s.cached):
+                ev.bound[v] = self.body.names[v] + ev.suffix
+                lines.append(f"{ev.bound[v]} = {self._at(f'cache{k}', slot)}")
+        for k, root in enumerate(pass_roots(ra, stage)):
+            val = ev.value(root)
+            lines += ev.take_lines()
+            if stage > ra.stages:
+                if finals is None:
+                    lines += self._store_varying(root, val)
+                else:
+                    finals[k].append(val)
+            elif self.online is not None:
+                r_max, r_sum = self.online
+                lines += update_lines(r_max, f"acc{ra.reductions.index(r_max)}",
+                                      f"acc{ra.reductions.index(r_sum)}", val)
+            else:
+                r = self._stage_reductions(stage)[k]
+                lines.append(_accumulate(r, f"acc{ra.reductions.index(r)}", val))
+        return lines + self._cache_lines(stage, ev, slot)
+
+    def _quad_body(self, stage: int) -> list[str]:
+        """One quad of streamed pass `stage` (at `jq`): its four elements,
+        then the row-shaped outputs' quad stores. The row cache keeps element
+        `v` of quad `jq / 4` at slot `v * n / 4 + jq / 4`, so the lanes of a
+        warp touch consecutive words (no bank conflicts)."""
+        ix, n = self.ix, self.ra.row_length
+        self.quads = {}  # every step loads its own quads
+        roots = pass_roots(self.ra, stage)
+        finals: list[list[str]] = [[] for _ in roots]
+        lines: list[str] = []
+        for v in range(VECTOR):
+            lines.append(f"jv{v} = {ix.itype}(jq + {ix.lit(v)})")
+            slot = f"{ix.lit(v * n // VECTOR)} + jq // {ix.lit(VECTOR)}"
+            lines += self._element_lines(stage, self._element_evaluator(v), slot, finals)
+        if stage > self.ra.stages:
+            for root, vals in zip(roots, finals, strict=True):
+                lines += self._store_quad(root, vals, "", self._quad_coords("jq"))
+        return lines
 
     def _register_pass(self, stage: int, els: RowElements) -> list[str]:
         """Pass `stage` over the lane's register elements, unrolled; values
@@ -334,13 +427,20 @@ class _RowKernelWriter:
             for arg in self.body.args:
                 if _row_constant_x_input(ra, arg):
                     self.row_x.value(arg)
+        quad: list[list[str]] = [[] for _ in roots]  # a vector row's values of one quad
         for e in range(els.count):
             ev, guard = els.evaluators[e], els.guards[e]
             body += els.index_lines(e)
             for k, root in enumerate(roots):
                 val = ev.value(root)
                 body += ev.take_lines()
-                if final:
+                if final and self.sched.vector > 1:
+                    quad[k].append(val)
+                    if len(quad[k]) == VECTOR:
+                        at = self._quad_coords(f"jq{e // VECTOR}")
+                        stores += self._store_quad(root, quad[k], guard, at)
+                        quad[k] = []
+                elif final:
                     stores += self._store_varying(root, val, guard, ev.coords)
                 else:
                     terms[k].append((val, guard))
@@ -360,22 +460,26 @@ class _RowKernelWriter:
         has that many loads in flight; the rest of the trip follows. Several
         reduced coordinates are digits advanced per element
         (`RowIndex.advance_lines`), not divided out of `j`."""
-        n, lanes, s, ix = self.ra.row_length, self.sched.lanes, self.sched, self.ix
+        n, s, ix = self.ra.row_length, self.sched, self.ix
+        # A vector pass walks quads: `jq`, `lanes` quads apart.
+        lanes, var = s.lanes * s.vector, "jq" if s.vector > 1 else "j"
         span = s.chunk if s.splits > 1 else n
         first = f"{ix.itype}(cuda.blockIdx.y) * {ix.lit(s.chunk)} + " if s.splits > 1 else ""
+        lane = f"lane * {ix.lit(s.vector)}" if s.vector > 1 else "lane"
         trips = -(-span // lanes)
         digits = [self.coords[i] for i in ix.reduce_dims] if len(ix.reduce_dims) > 1 else []
-        lines = [f"j_first = {ix.itype}({first}lane)"]
+        lines = [f"j_first = {ix.itype}({first}{lane})"]
         lines += ix.unravel_lines("j_first", ix.reduce_shape, digits) if digits else []
         step = ix.advance_lines(digits, lanes) if digits else []
 
         def at(e: str) -> str:
-            return f"    j = {ix.itype}(j_first + {ix.itype}({e}) * {ix.lit(lanes)})"
+            return f"    {var} = {ix.itype}(j_first + {ix.itype}({e}) * {ix.lit(lanes)})"
 
         if n % lanes or (s.splits > 1 and s.splits * s.chunk != n):
             return [*lines, f"for e in range({int_literal(trips)}):", at("e"),
-                    f"    if j < {ix.lit(n)}:", *indent(body, 2), *indent(step, 1)]
-        unroll = max(1, min(s.unroll, trips))
+                    f"    if {var} < {ix.lit(n)}:", *indent(body, 2), *indent(step, 1)]
+        # `unroll` counts row elements: a quad is `vector` of them.
+        unroll = max(1, min(s.unroll // s.vector, trips))
         lines.append(f"for e in range({int_literal(trips // unroll)}):")
         for u in range(unroll):
             e = f"e * {int_literal(unroll)} + {int_literal(u)}" if unroll > 1 else "e"
@@ -385,15 +489,15 @@ class _RowKernelWriter:
                       f"{int_literal(trips)}):", at("e"), *indent(body, 1), *indent(step, 1)]
         return lines
 
-    def _cache_lines(self, stage: int, ev: PointEvaluator) -> list[str]:
+    def _cache_lines(self, stage: int, ev: PointEvaluator, slot: str) -> list[str]:
         """Pass 1 writes every cached value of its element (computing those
-        its reductions did not need)."""
+        its reductions did not need) at row-cache slot `slot`."""
         if stage != 1:
             return []
         lines: list[str] = []
         for k, v in enumerate(self.sched.cached):
             val = ev.value(v)
-            lines += [*ev.take_lines(), f"{self._at(f'cache{k}', 'j')} = {val}"]
+            lines += [*ev.take_lines(), f"{self._at(f'cache{k}', slot)} = {val}"]
         return lines
 
     def _online_extra(self, stage: int) -> list[nn.ReduceOp]:
@@ -418,6 +522,21 @@ class _RowKernelWriter:
             guard = " and ".join(t for t in ("live", inside, owner) if t)
             index = self.ix.index(shape, "X", coords)
             lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
+        return lines
+
+    def _store_quad(self, v: SSAValue, vals: list[str], inside: str,
+                    quad: Sequence[str]) -> list[str]:
+        """Store the quad `vals` of row-varying output `v` at coordinates
+        `quad` (the quad's first element); `inside` as in `_store_varying`."""
+        lines: list[str] = []
+        for k, out in enumerate(self.body.outputs):
+            if out is not v:
+                continue
+            shape = tensor_shape(v)
+            owner = self.ix.owner_guard(shape, "X", quad, range(len(self.ix.shape)))
+            guard = " and ".join(t for t in ("live", inside, owner) if t)
+            index = self.ix.index(shape, "X", quad)
+            lines += [f"if {guard}:", f"    {store_quad(v, f'out{k}', index, vals)}"]
         return lines
 
     # --- combining lanes, per-row results ----------------------------------------
@@ -500,6 +619,20 @@ class _RowKernelWriter:
             index = self.ix.index(shape, frame, ev.coords)
             lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
         return lines
+
+
+def _check_vector(ra: RowAnalysis, sched: RowSchedule) -> None:
+    """A schedule's `vector` must fit the group and tile its rows in quads."""
+    if sched.vector == 1:
+        return
+    width = sched.lanes * sched.vector
+    whole = (sched.per_lane % sched.vector == 0 if sched.registers
+             else sched.splits == 1 or sched.chunk % width == 0)
+    if sched.column or sched.vector != vector_width(ra) or not whole:
+        raise op_error(ra.body.group, f"the schedule asks for vector = {sched.vector}, but this "
+                       "group's rows cannot be read in quads (a row layout, one contiguous row "
+                       "axis of a length that is a multiple of 4, f32/f16/bf16 row operands; "
+                       "per_lane a multiple of 4, split chunks whole steps of 4 x lanes)")
 
 
 def _row_constant_x_input(ra: RowAnalysis, arg: BlockArgument) -> bool:

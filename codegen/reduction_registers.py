@@ -22,6 +22,10 @@ the later ones (one `PointEvaluator` per element lives across all passes), so
 a layer norm reads `x + r` from registers for its centred squares and its
 output, exactly as the IR orders the arithmetic (two-pass mean and variance,
 no sum-of-squares cancellation; the second pass costs registers, not memory).
+
+Under a vector schedule (`vector = 4`, `codegen/reduction_vector.py`) the
+elements come in quads: element `e = 4q + v` is `j<e> = jq<q> + v` with
+`jq<q> = 4 * (lane + q * lanes)`, one 16-byte load per quad and input.
 """
 
 from __future__ import annotations
@@ -49,9 +53,11 @@ class RowElements:
         ix: RowIndex,
         make_evaluator: Callable[[int, list[str]], PointEvaluator],
         coords: Sequence[str],
+        vector: int = 1,
     ) -> None:
         self.count = count
         self.lanes = lanes
+        self.vector = vector
         self.row_length = row_length
         self.ix = ix
         self.setup: list[list[str]] = []
@@ -76,6 +82,8 @@ class RowElements:
         """`j<e>` (clamped into the row when the last elements overhang it)
         and the guard of a clamped element ("" when it is always inside)."""
         ix = self.ix
+        if self.vector > 1:
+            return self._quad_index_lines(e)
         offset = ix.lit(e * self.lanes)
         if (e + 1) * self.lanes <= self.row_length:
             return [f"j{e} = {ix.itype}(lane + {offset})"], ""
@@ -84,6 +92,27 @@ class RowElements:
             f"ok{e} = jr{e} < {ix.lit(self.row_length)}",
             f"j{e} = min(jr{e}, {ix.lit(self.row_length - 1)})",
         ], f"ok{e}"
+
+    def _quad_index_lines(self, e: int) -> tuple[list[str], str]:
+        """`j<e>` of a vector row: quad `q = e // vector` starts at `jq<q>`
+        (named by its first element, clamped to the row's last quad when it
+        overhangs: the row length is a multiple of `vector`)."""
+        ix, vec = self.ix, self.vector
+        q, v = divmod(e, vec)
+        overhang = (q + 1) * vec * self.lanes > self.row_length
+        guard = f"okq{q}" if overhang else ""
+        lines = [f"j{e} = {ix.itype}(jq{q} + {ix.lit(v)})"]
+        if v:
+            return lines, guard
+        start = f"lane * {ix.lit(vec)} + {ix.lit(q * vec * self.lanes)}"
+        if not overhang:
+            return [f"jq{q} = {ix.itype}({start})", *lines], ""
+        return [
+            f"jqr{q} = {ix.itype}({start})",
+            f"okq{q} = jqr{q} < {ix.lit(self.row_length)}",
+            f"jq{q} = min(jqr{q}, {ix.lit(self.row_length - vec)})",
+            *lines,
+        ], guard
 
     def index_lines(self, e: int) -> list[str]:
         """Element `e`'s index and coordinates, the first time it is visited."""

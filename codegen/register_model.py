@@ -75,6 +75,14 @@ REDUCTION_ONLINE_REGISTERS = 2  # online softmax: the folded element and its res
 REDUCTION_EW_CAP = 4  # later elementwise temporaries beyond this reuse registers
 REDUCTION_PER_ELEMENT = 1.5  # each unrolled element a lane walks per pass
 REDUCTION_PER_HELD_ELEMENT = 0.75  # a row element held in registers across passes
+# ... and more when they come in quads (vector = 4): a quad's four values sit
+# in aligned register quads for its 16-byte load and store. ptxas, sm_90
+# (2026-12-02), 32 f32 per lane: softmax 48 -> 63, a layer norm written out
+# of primitives 48 -> 64, rms norm + swiglu 48 -> 68.
+REDUCTION_PER_HELD_QUAD_ELEMENT = 0.5
+# ... plus the quads' base index and the aligned/unaligned branch pair (a
+# row of 24 f32 in 8 lanes of one quad each, under tanh: 28 registers).
+REDUCTION_QUAD_BASE = 6
 WINDOW_BASE = 30  # output coordinates, plane offsets, the accumulator (conv + pool)
 WINDOW_CHANNEL_LOOP = 8  # a channel loop around a multi-tap window
 WINDOW_PADDING = 4  # the two bounds checks per tap
@@ -241,7 +249,10 @@ def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
     pre = ops.index(reds[0]) if reds else 0  # evaluated per element of the row
     if schedule.str_field("row") == "registers":
         per_lane = max(1, schedule.int_field("per_lane"))
-        held = REDUCTION_PER_HELD_ELEMENT * per_lane
+        quads = schedule.int_field("vector") > 1
+        held = (REDUCTION_PER_HELD_ELEMENT
+                + (REDUCTION_PER_HELD_QUAD_ELEMENT if quads else 0)) * per_lane
+        held += REDUCTION_QUAD_BASE if quads else 0
     else:
         # a streamed pass walks the row in steps of `lanes`, unrolled
         lanes = schedule.int_field("lanes")

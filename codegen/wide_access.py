@@ -10,6 +10,8 @@ alignment it assumes), so the kernel prelude gets small intrinsics instead:
 |---|---|
 | `ld_wide32(a, i)`, `ld_wide64(a, i)` | 4 or 8 bytes from element `i` of `a` (`ld.global.u64`) |
 | `st_wide32(a, i, w)`, `st_wide64(a, i, w)` | their stores |
+| `ld_vec4_f32(a, i)` | 4 floats from element `i` of f32 `a`, 16 bytes (`ld.global.v4.f32`) |
+| `st_vec4_f32(a, i, x0, x1, x2, x3)` | its store (`st.global.v4.f32`) |
 | `is_aligned(a, n)` | whether `a`'s data pointer is a multiple of `n` bytes |
 | `f16_from_bits(b)`, `f16_to_bits(x)` | f16 bits to f32 and back (round to nearest even) |
 
@@ -47,6 +49,21 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
     ld_wide32, ld_wide64 = _wide_load(np.uint32, 2), _wide_load(np.uint64, 4)
     st_wide32, st_wide64 = _wide_store(np.uint32, 2), _wide_store(np.uint64, 4)
 
+    def _vec4_at(a, i):
+        raw, i = _raw(a), int(i)
+        # The GPU faults on a misaligned vector access; so does the simulator.
+        if (raw.ctypes.data + raw.itemsize * i) % 16:
+            raise ValueError("16-byte access at an address that is not 16-byte aligned")
+        return raw, i
+
+    def ld_vec4_f32(a, i):
+        raw, i = _vec4_at(a, i)
+        return tuple(raw[i:i + 4])
+
+    def st_vec4_f32(a, i, x0, x1, x2, x3):
+        raw, i = _vec4_at(a, i)
+        raw[i:i + 4] = (x0, x1, x2, x3)
+
     def is_aligned(a, n):
         return _raw(a).ctypes.data % int(n) == 0
 
@@ -83,6 +100,35 @@ else:
 
     ld_wide32, ld_wide64 = _wide_load(32, _t.uint32), _wide_load(64, _t.uint64)
     st_wide32, st_wide64 = _wide_store(32, _t.uint32), _wide_store(64, _t.uint64)
+
+    _VEC4 = _ir.VectorType(_ir.FloatType(), 4)
+
+    def _vec4_pointer(context, builder, arrty, arr, i):
+        data = context.make_array(arrty)(context, builder, arr).data
+        return builder.bitcast(builder.gep(data, [i]), _VEC4.as_pointer())
+
+    @intrinsic
+    def ld_vec4_f32(typingctx, a, i):
+        quad = _t.UniTuple(_t.float32, 4)
+
+        def codegen(context, builder, sig, args):
+            vec = builder.load(_vec4_pointer(context, builder, sig.args[0], *args), align=16)
+            items = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), k))
+                     for k in range(4)]
+            return context.make_tuple(builder, quad, items)
+        return quad(a, i), codegen
+
+    @intrinsic
+    def st_vec4_f32(typingctx, a, i, x0, x1, x2, x3):
+        def codegen(context, builder, sig, args):
+            vec = _ir.Constant(_VEC4, _ir.Undefined)
+            for k in range(4):
+                x = context.cast(builder, args[2 + k], sig.args[2 + k], _t.float32)
+                vec = builder.insert_element(vec, x, _ir.Constant(_ir.IntType(32), k))
+            ptr = _vec4_pointer(context, builder, sig.args[0], args[0], args[1])
+            builder.store(vec, ptr, align=16)
+            return context.get_dummy_value()
+        return _t.void(a, i, x0, x1, x2, x3), codegen
 
     @intrinsic
     def is_aligned(typingctx, a, n):

@@ -144,9 +144,12 @@ class ReductionSchedule(ScheduleAttr):
     blocks of `chunk` elements; `per_lane` row elements per lane held in
     registers; `unroll` elements per lane per step of a streamed pass;
     `online` 1: the max and the sum of `exp(x - max)` of a softmax share the
-    first pass (`codegen/reduction_online.py`), 0: a pass each."""
+    first pass (`codegen/reduction_online.py`), 0: a pass each; `vector`
+    row elements per access (4: quads, `codegen/reduction_vector.py`; 1 by
+    default)."""
 
     name = "fusion.reduction"
+    DEFAULTS: ClassVar[dict[str, int | str]] = {"vector": 1}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
         "layout": ("row", "column"), "row": ("registers", "shared", "memory")}
     layout: StringAttr
@@ -159,6 +162,7 @@ class ReductionSchedule(ScheduleAttr):
     cached: IntAttr
     unroll: IntAttr
     online: IntAttr
+    vector: IntAttr
 
 
 @irdl_attr_definition

@@ -9,7 +9,8 @@ bytes of shared memory per block:
   than the target launches);
 - reduction: the schedules `plan_schedule` makes from every combination of
   `REDUCTION_GRID` (row in registers or streamed, register elements per
-  lane, threads per block, split on or off, stream unroll), deduplicated by the resulting attribute;
+  lane, threads per block, split on or off, stream unroll, rows by quads or
+  not), deduplicated by the resulting attribute;
 - contraction (SIMT): the size-based tile (`choose_tile`) and the fallback
   tiles (`FALLBACK_TILES`) whose shared memory fits;
 - window (a lone conv or pool): the plan's shrink steps and smaller thread
@@ -71,6 +72,7 @@ REDUCTION_GRID: dict[str, tuple[int | bool, ...]] = {
     "block_threads": (128, 256, 512),
     "split": (True, False),
     "unroll": (2, 4, 8),
+    "vector": (4, 1),  # rows by quads where they allow it, or one element per access
 }
 """The `ReductionOptions` fields a reduction candidate varies, and their values."""
 ATTENTION_CANDIDATES = 12
@@ -144,7 +146,8 @@ def _reduction(group: GroupOp, target: Target, limit: int) -> list[ScheduleAttr]
             opts = reduction.ReductionOptions(
                 registers=bool(fields["registers"]), register_elems=int(fields["register_elems"]),
                 block_threads=min(int(fields["block_threads"]), target.max_threads_per_block),
-                split=bool(fields["split"]), unroll=int(fields["unroll"]))
+                split=bool(fields["split"]), unroll=int(fields["unroll"]),
+                vector=int(fields["vector"]))
             sched = reduction.plan_schedule(ra, reduction.for_target(target, opts, budget))
             if sched.scratch_bytes + sched.cache_bytes <= limit:
                 out.append(reduction.to_attr(ra, sched))

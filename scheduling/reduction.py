@@ -15,7 +15,10 @@
   row-shaped output) doubles its lanes instead, up to the threads per block
   the target's registers allow, a column block then halving its columns
   (`_widen`); a softmax's max and sum of exps share pass 1 when the row is
-  re-read from memory (`online`, `codegen/reduction_online.py`).
+  re-read from memory (`online`, `codegen/reduction_online.py`);
+- vector rows: a row schedule reads and writes its rows four elements per
+  access (`vector = 4`, `codegen/reduction_vector.py`) where the rows allow;
+  lanes, per-lane elements and split chunks then count in quads.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from fusec.analysis.targets import Target
 from fusec.codegen.group_body import compute_type
 from fusec.codegen.reduction_online import online_pair
 from fusec.codegen.reduction_plan import RowAnalysis
+from fusec.codegen.reduction_vector import vector_width
 from fusec.dialects.schedule import ReductionSchedule
 
 BLOCK_THREADS = 256  # threads per block
@@ -98,6 +102,9 @@ class ReductionOptions:
     # A softmax's max and sum of exps in one pass when its row is re-read
     # from memory (`codegen/reduction_online.py`): two reads, not three.
     online: bool = True
+    # Row elements per access at most (`codegen/reduction_vector.py`): 4
+    # reads rows by quads where they allow it, 1 one element at a time.
+    vector: int = 4
 
 
 # The tunables the scheduler starts from (tests may swap it); `for_target`
@@ -134,6 +141,7 @@ class RowSchedule:
     chunk: int = 0  # split rows: the row elements of one block (a multiple of `lanes`)
     unroll: int = STREAM_UNROLL  # row elements per lane per step of a streamed pass
     online: bool = False  # a softmax's max and sum of exps share pass 1
+    vector: int = 1  # row elements per access (reduction_vector)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -159,7 +167,8 @@ def _bytes(v: SSAValue) -> int:
 def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
     """Lanes and rows per block, and the row caches that fit the budget."""
     column = not ra.trailing and (len(ra.shape) - 1) not in ra.axes
-    if not column and opts.registers and (regs := _register_schedule(ra, opts)) is not None:
+    vec = vector_width(ra) if opts.vector >= 4 and not column else 1
+    if not column and opts.registers and (regs := _register_schedule(ra, opts, vec)) is not None:
         # Rows in registers, unless they are too few to fill the GPU and
         # splitting them over blocks does.
         streamed = plan_schedule(ra, replace(opts, registers=False)) if opts.split else regs
@@ -168,7 +177,7 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
         rows = min(COLUMN_ROWS, _pow2_at_least(ra.rows), opts.block_threads)
         lanes = min(opts.block_threads // rows, _pow2_at_least(ra.row_length))
     else:
-        lanes = min(opts.max_lanes, opts.block_threads, _pow2_at_least(ra.row_length))
+        lanes = min(opts.max_lanes, opts.block_threads, _pow2_at_least(ra.row_length // vec))
         rows = max(1, min(opts.block_threads // lanes, _pow2_at_least(ra.rows)))
     scratch = sum(rows * lanes * _bytes(r.results[0]) for r in ra.reductions)
     cached: list[SSAValue] = []
@@ -178,7 +187,8 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
         if scratch + cache_bytes + size <= opts.shared_budget:
             cached.append(v)
             cache_bytes += size
-    sched = RowSchedule(column, lanes, rows, cached, scratch, cache_bytes, unroll=opts.unroll)
+    sched = RowSchedule(column, lanes, rows, cached, scratch, cache_bytes, unroll=opts.unroll,
+                        vector=vec)
     # Re-read from memory (not every candidate cached): fold pass 2 into pass 1.
     sched.online = (opts.online and len(cached) < len(cache_candidates(ra))
                     and online_pair(ra) is not None)
@@ -198,7 +208,7 @@ def _widen(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
     def threads() -> int:
         return sched.grid(ra.rows)[0] * sched.rows_per_block * sched.lanes
 
-    while 2 * threads() <= opts.fill_threads and sched.lanes < ra.row_length:
+    while 2 * threads() <= opts.fill_threads and sched.lanes * sched.vector < ra.row_length:
         if (2 * sched.lanes * sched.rows_per_block <= opts.max_block_threads
                 and sched.cache_bytes + 2 * sched.scratch_bytes <= opts.shared_budget):
             sched.scratch_bytes *= 2
@@ -219,33 +229,36 @@ def _split_rows(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> 
     if 2 * threads > opts.fill_threads:
         return
     want = -(-opts.fill_threads // threads)
-    most = ra.row_length // (sched.lanes * opts.min_split_elems)
+    most = ra.row_length // (sched.lanes * max(opts.min_split_elems, sched.vector))
     splits = min(want, most, MAX_SPLITS)
     if splits < 2:
         return
     # Rather a few splits less whose chunks tile the row exactly: then no
     # element needs a bounds check and the pass unrolls.
-    steps = ra.row_length // sched.lanes if ra.row_length % sched.lanes == 0 else 0
+    # A vector schedule's chunks are whole steps of quads.
+    width = sched.lanes * sched.vector
+    steps = ra.row_length // width if ra.row_length % width == 0 else 0
     exact = [k for k in range(splits, max(1, splits // 2), -1) if steps and steps % k == 0]
     splits = exact[0] if exact else splits
-    per_lane = -(-ra.row_length // (splits * sched.lanes))
-    sched.chunk = per_lane * sched.lanes
+    per_lane = -(-ra.row_length // (splits * width))
+    sched.chunk = per_lane * width
     sched.splits = -(-ra.row_length // sched.chunk)  # no block without elements
 
 
-def _register_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule | None:
+def _register_schedule(ra: RowAnalysis, opts: ReductionOptions,
+                       vec: int = 1) -> RowSchedule | None:
     """The register-resident schedule: the fewest lanes (a power of two, at
-    least a warp when the row is that long) that hold the row in at most
-    `register_elems` elements each; None when even the widest row of lanes
-    would need more."""
-    want = _pow2_at_least(-(-ra.row_length // opts.register_elems))
-    lanes = max(min(MIN_REGISTER_LANES, _pow2_at_least(ra.row_length)), want)
+    least a warp when the row has that many accesses) that hold the row in
+    at most `register_elems` elements each, in whole accesses of `vec`
+    elements; None when even the widest row of lanes would need more."""
+    want = _pow2_at_least(-(-ra.row_length // max(opts.register_elems, vec)))
+    lanes = max(min(MIN_REGISTER_LANES, _pow2_at_least(ra.row_length // vec)), want)
     if lanes > opts.max_register_lanes:
         return None
     rows = max(1, min(REGISTER_BLOCK_THREADS // lanes, _pow2_at_least(ra.rows)))
     scratch = sum(rows * lanes * _bytes(r.results[0]) for r in ra.reductions)
-    per_lane = -(-ra.row_length // lanes)
-    return RowSchedule(False, lanes, rows, [], scratch, 0, True, per_lane)
+    per_lane = vec * -(-ra.row_length // (lanes * vec))
+    return RowSchedule(False, lanes, rows, [], scratch, 0, True, per_lane, vector=vec)
 
 
 def cache_candidates(ra: RowAnalysis) -> list[SSAValue]:
@@ -307,7 +320,7 @@ def to_attr(ra: RowAnalysis, sched: RowSchedule) -> ReductionSchedule:
         layout="column" if sched.column else "row", row=row, lanes=sched.lanes,
         rows_per_block=sched.rows_per_block, splits=sched.splits, chunk=sched.chunk,
         per_lane=sched.per_lane, cached=len(sched.cached), unroll=sched.unroll,
-        online=int(sched.online))
+        online=int(sched.online), vector=sched.vector)
 
 
 def from_attr(ra: RowAnalysis, attr: ReductionSchedule) -> RowSchedule:
@@ -322,4 +335,5 @@ def from_attr(ra: RowAnalysis, attr: ReductionSchedule) -> RowSchedule:
         cached=cached, scratch_bytes=scratch, cache_bytes=cache_bytes,
         registers=attr.str_field("row") == "registers", per_lane=attr.int_field("per_lane"),
         splits=attr.int_field("splits"), chunk=attr.int_field("chunk"),
-        unroll=attr.int_field("unroll"), online=attr.int_field("online") == 1)
+        unroll=attr.int_field("unroll"), online=attr.int_field("online") == 1,
+        vector=attr.int_field("vector"))

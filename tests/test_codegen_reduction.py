@@ -80,9 +80,9 @@ func.func @f(%x: tensor<5x{n}xf32>) -> tensor<5x{n}xf32> {{
 
 
 def test_softmax_one_kernel_short_rows() -> None:
-    # 12 elements per row: 16 lanes, several rows per block.
+    # 12 elements per row: 3 quads (vector = 4), 4 lanes, several rows per block.
     program = check_program(SOFTMAX.format(n=12))
-    assert program.functions["f"].launches[0].block == (16, 8, 1)
+    assert program.functions["f"].launches[0].block == (4, 8, 1)
 
 
 @pytest.fixture
@@ -106,9 +106,16 @@ def test_softmax_row_longer_than_block(monkeypatch: pytest.MonkeyPatch) -> None:
     # 300 elements > 256 lanes: each lane takes two elements of its row (the
     # block held at 256 threads: 4 rows would otherwise widen to 512 lanes).
     monkeypatch.setattr(reduction, "DEFAULT_OPTIONS",
-                        ReductionOptions(registers=False, max_block_threads=256))
+                        ReductionOptions(registers=False, max_block_threads=256, vector=1))
     program = check_program(SOFTMAX.format(n=300))
     assert program.functions["f"].launches[0].block == (256, 1, 1)
+
+
+@pytest.fixture
+def scalar_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows read one element per access (`vector = 1`): the layout these
+    tests describe (quads: tests/test_reduction_vector.py)."""
+    monkeypatch.setattr(reduction, "DEFAULT_OPTIONS", ReductionOptions(vector=1))
 
 
 def _group(text: str) -> GroupOp:
@@ -130,8 +137,10 @@ def test_softmax_caches_the_row_unless_over_budget() -> None:
 def test_register_schedule_needs_a_row_that_fits() -> None:
     group = _group(SOFTMAX.format(n=300))
     ra = analyze(GroupBody.of(group))
-    sched = plan(ra, ReductionOptions())
+    sched = plan(ra, ReductionOptions(vector=1))
     assert (sched.registers, sched.lanes, sched.per_lane, sched.cached) == (True, 32, 10, [])
+    quads = plan(ra, ReductionOptions())  # 75 quads: 3 per lane of a warp
+    assert (quads.registers, quads.lanes, quads.per_lane, quads.vector) == (True, 32, 12, 4)
     # At most 4 elements per lane would need 128 lanes; 64 are allowed.
     narrow = ReductionOptions(register_elems=4, max_register_lanes=64)
     assert not plan(ra, narrow).registers
@@ -162,6 +171,7 @@ func.func @f(%x: tensor<6x40xf32>, %r: tensor<6x40xf32>, %g: tensor<40xf32>, %b:
 }"""
 
 
+@pytest.mark.usefixtures("scalar_rows")
 def test_add_layernorm_gelu_in_registers() -> None:
     # x + r is computed once per element and reused by the variance and the
     # output passes from registers: no row cache, no second read of x or r.

@@ -91,13 +91,15 @@ func.func @f(%x: tensor<2x3x4x5xf32>, %y: tensor<4x1xf32>) -> tensor<1x3x1x1xf32
     assert "% uint32(20)" not in src and "% uint32(5)" in src
 
 
-def test_softmax_rows_collapse_to_one_kept_axis() -> None:
+def test_softmax_rows_collapse_to_one_kept_axis(monkeypatch: pytest.MonkeyPatch) -> None:
     # [2, 3, 40] softmax over the last axis: rows are [6], index row * 40 + j.
     text = """
 func.func @f(%x: tensor<2x3x40xf32>) -> tensor<2x3x40xf32> {
   %y = nn.softmax %x {axis = 2} : tensor<2x3x40xf32>
   func.return %y : tensor<2x3x40xf32>
 }"""
+    # one element per access: a quad's `jq + uint32(3)` would match below
+    monkeypatch.setattr(reduction, "DEFAULT_OPTIONS", ReductionOptions(vector=1))
     src = check_program(text, pipeline=FUSE).kernels_source
     assert "c0 = uint32(row)" in src and "uint32(3)" not in src
 

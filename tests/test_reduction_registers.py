@@ -10,6 +10,8 @@ import shutil
 import pytest
 
 from fusec.codegen.ptx import compile_program_ptx
+from fusec.scheduling import reduction
+from fusec.scheduling.reduction import ReductionOptions
 from tests.codegen_harness import check_program
 
 HAS_PTXAS = shutil.which("ptxas") is not None
@@ -42,6 +44,14 @@ def test_softmax_long_row_spans_warps() -> None:
     assert "a0_32" not in program.kernels_source
 
 
+@pytest.fixture
+def scalar_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows read one element per access (`vector = 1`): the layout these
+    tests describe (quads: tests/test_reduction_vector.py)."""
+    monkeypatch.setattr(reduction, "DEFAULT_OPTIONS", ReductionOptions(vector=1))
+
+
+@pytest.mark.usefixtures("scalar_rows")
 def test_layernorm_one_warp_per_row() -> None:
     program = check_program(LAYERNORM.format(n=96), pipeline=FUSE)
     launch = program.functions["f"].launches[0]
@@ -60,6 +70,7 @@ def _ptx(program_text: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("scalar_rows")
 def test_gpu_branch_shuffles_and_one_barrier_per_stage() -> None:
     ptx = _ptx(SOFTMAX.format(r=2, n=4096))
     # max and sum: 5 butterfly steps each, one barrier each (4 warps per row).
@@ -69,6 +80,7 @@ def test_gpu_branch_shuffles_and_one_barrier_per_stage() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("scalar_rows")
 def test_gpu_branch_single_warp_rows_need_no_barrier() -> None:
     ptx = _ptx(LAYERNORM.format(n=96))
     assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == 10
