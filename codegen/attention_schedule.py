@@ -37,30 +37,33 @@ STATIC_SHARED_LIMIT = 48 * 1024  # what a numba kernel may declare statically: p
 BANK_SKEW = 4  # transposed tiles' rows are padded to 4 (mod 32) words: staging stores hit
 # 32 distinct banks when a warp writes 4 rows x 8 head dims.
 
-# Register model: a least-squares fit to `ptxas -arch=sm_90 -v` (2026-12-01)
-# over 45 kernels of this emitter: every legal tile of B8 H12 S512 D64 and 10
-# random legal tiles each of head dims 8, 16, 32 and 128 (40 of 45 within
-# +-25%, mean error 13%; the per-thread tile alone, the previous model, was
-# off by -50% on every tile of 256 threads or more). ptxas unrolls the loops
-# over the head dim and the staging loops, so the count does not follow the
-# live values alone: it grows with the scores and accumulators a thread
-# holds and with its row groups, and falls with wider per-thread key strips,
-# larger staging steps, and head dims of 8 or less (fully unrolled).
-ATTN_BASE = 117.0
-ATTN_PER_SCORE = 2.887  # per score a thread holds (rows x cols)
-ATTN_PER_ACC = 1.08  # per output accumulator (rows x dims)
-ATTN_PER_STAGED = -0.399  # per K/V element a thread stages each key step
-ATTN_PER_ROW_GROUP = 0.377  # per row group of the block (block_q / rows)
-ATTN_SMALL_HEAD = -69.6  # head dim 8 or less
-ATTN_SMALL_HEAD_DIM = 8
-ATTN_PER_LOG2_HEAD = -8.217  # per doubling of the head dim
-ATTN_PER_COL = -5.482  # per key column of the per-thread tile
+# Register model: a least-squares fit (relative error) to `ptxas -arch=sm_90
+# -v` (2026-12-01) over 169 kernels of this emitter, with and without an
+# additive mask: head dims 32, 64 and 128, f32 and bf16, static and dynamic
+# shared memory, one and two stages (tests/test_attention_registers.py holds
+# them): 153 of 169 within +-25%, mean error 13%, at most 36% under. ptxas
+# unrolls the staging loops, so the count grows with the values a thread
+# stages at once (up to 4 K and 4 V elements, up to 8 Q elements in flight)
+# and with the block's threads (their index math), besides the accumulators
+# a thread holds and the side inputs' indices (a query per row, a key per
+# column), and falls with the head dim (longer loops are unrolled less).
+ATTN_BASE = -0.755
+ATTN_PER_ACC = 2.745  # per output accumulator (rows x dims)
+ATTN_PER_LOG2_HEAD = -29.884  # per doubling of the head dim
+ATTN_PER_STAGED = 9.492  # per K/V element staged at once (up to ATTN_STAGED_IN_FLIGHT each)
+ATTN_STAGED_IN_FLIGHT = 4
+ATTN_PER_LOG2_THREADS = 16.685  # per doubling of the block's threads
+ATTN_PER_DIM = -0.693  # per output head dim a thread accumulates
+ATTN_PER_Q_STAGED = 1.263  # per Q element staged at once (up to ATTN_Q_IN_FLIGHT)
+ATTN_Q_IN_FLIGHT = 8
+ATTN_TWO_STAGES = 20.824  # `stages = 2`: the prefetch's values and addresses (up to 8 values)
+ATTN_PER_SIDE_INDEX = 1.595  # per row and column of the tile, per side input (a mask)
+ATTN_PLAIN_PARAMS = 4  # Q, K, V and the output: the parameters past these are side inputs
 ATTN_MIN_REGISTERS = 32  # ptxas never went below this on the corpus
-# `stages = 2`: ptxas keeps the prefetched K/V values and their addresses
-# live across the math. Up to 8 values a thread costs about one register
-# each; past that about 10.6 more per value (ptxas -v, sm_90, B8 H12 S512
-# D64, 2026-12-01: 8 values +5 over the one-stage tile, 16 values +88 and
-# +93, 32 values 255 and spills).
+# `stages = 2` past 8 prefetched values a thread (no tile of the fit above
+# has more): about 10.6 more registers per value (ptxas -v, sm_90, B8 H12
+# S512 D64, 2026-12-01: 16 values +88 and +93 over the one-stage tile, 32
+# values 255 and spills).
 ATTN_PREFETCH_FREE = 8
 ATTN_PER_PREFETCH_PAST = 10.6
 # Issue model: warp instructions besides the FMAs and fragment loads.
@@ -184,16 +187,21 @@ def prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
 
 
 def attention_registers(tile: AttentionTile, d: int, dv: int, params: int) -> RegisterEstimate:
-    """Registers per thread, by the fit above (`params`, the kernel's
-    parameters, did not improve it and is kept for the callers)."""
+    """Registers per thread, by the fit above (`params`: the kernel's
+    parameters, side inputs past Q, K, V and the output)."""
+    dims = tile.dims(dv)
+    k = -(-tile.block_k * d // tile.threads)
+    v = -(-tile.block_k * vwidth(tile, dv) // tile.threads)
+    q = -(-tile.block_q * d // tile.threads)
     parts = [("base", ATTN_BASE),
-             ("scores", ATTN_PER_SCORE * tile.rows * tile.cols),
-             ("accumulators", ATTN_PER_ACC * tile.rows * tile.dims(dv)),
-             ("staging", ATTN_PER_STAGED * tile.block_k * (d + dv) / tile.threads),
-             ("row groups", ATTN_PER_ROW_GROUP * tile.row_groups),
-             ("head dim", ATTN_PER_LOG2_HEAD * math.log2(max(1, d))
-              + (ATTN_SMALL_HEAD if d <= ATTN_SMALL_HEAD_DIM else 0.0)),
-             ("key columns", ATTN_PER_COL * tile.cols),
+             ("accumulators", ATTN_PER_ACC * tile.rows * dims + ATTN_PER_DIM * dims),
+             ("head dim", ATTN_PER_LOG2_HEAD * math.log2(max(1, d))),
+             ("staging", ATTN_PER_STAGED * (min(k, ATTN_STAGED_IN_FLIGHT)
+                                            + min(v, ATTN_STAGED_IN_FLIGHT))
+              + ATTN_PER_Q_STAGED * min(q, ATTN_Q_IN_FLIGHT)),
+             ("threads", ATTN_PER_LOG2_THREADS * math.log2(tile.threads)),
+             ("side inputs", ATTN_PER_SIDE_INDEX * (tile.rows + tile.cols)
+              * max(0, params - ATTN_PLAIN_PARAMS)),
              ("prefetch", _prefetch_registers(prefetch_values(tile, d, dv)))]
     total = sum(v for _, v in parts)
     if total < ATTN_MIN_REGISTERS:
@@ -204,32 +212,76 @@ def attention_registers(tile: AttentionTile, d: int, dv: int, params: int) -> Re
 
 def _prefetch_registers(values: int) -> float:
     """Registers of `values` prefetched K/V elements per thread (see above)."""
-    return values + ATTN_PER_PREFETCH_PAST * max(0, values - ATTN_PREFETCH_FREE)
+    if values == 0:
+        return 0.0
+    return ATTN_TWO_STAGES + ATTN_PER_PREFETCH_PAST * max(0, values - ATTN_PREFETCH_FREE)
 
 
 def _vectors(n: int) -> int:
     return -(-n // VECTOR)
 
 
+def fragment_alignment(n: int) -> int:
+    """Words one load of an `n`-word fragment reads: its length's largest
+    power-of-two divisor up to a 16-byte vector (the emitter's unit)."""
+    return next(a for a in (VECTOR, 2, 1) if n % a == 0)
+
+
+def _wavefronts(starts: list[int], n: int) -> int:
+    """Shared-memory wavefronts of a warp's loads of the `n`-word fragments
+    that start at `starts` (one per thread): for each vector load, the most
+    distinct words any of the 32 banks serves, and at least the distinct
+    words / 32 (equal addresses are broadcast)."""
+    a = fragment_alignment(n)
+    total = 0
+    for j in range(0, n, a):
+        words = {s + j + e for s in starts for e in range(a)}
+        banks: dict[int, int] = {}
+        for w in words:
+            banks[w % WARP] = banks.get(w % WARP, 0) + 1
+        total += max(-(-len(words) // WARP), max(banks.values()))
+    return total
+
+
+def fragment_wavefronts(tile: AttentionTile, dv: int) -> tuple[int, int]:
+    """Wavefronts of one warp's fragment loads per step of the two inner
+    loops: (a head dim of Q x K, a key of P x V). A thread reads its `rows`
+    queries at `ty * rows` and its `cols` keys (or `dims` head dims) at `tx *
+    cols`: the lanes of a row group read distinct K/V words, its row groups
+    the same ones (broadcast), and fragments of 8 words or more put the
+    lanes' vectors 32 bytes or more apart, two or more to a bank (so 2x8
+    scores cost more shared time than 4x4 for the same FMAs)."""
+    threads = range(min(WARP, tile.threads))
+    q = [(t // tile.lanes) * tile.rows for t in threads]
+    dims = tile.dims(dv)
+    k = [(t % tile.lanes) * tile.cols for t in threads]
+    v = [(t % tile.lanes) * dims for t in threads]
+    qk = _wavefronts(q, tile.rows) + _wavefronts(k, tile.cols)
+    return qk, _wavefronts(q, tile.rows) + _wavefronts(v, dims)
+
+
 def step_clocks(tile: AttentionTile, target: Target, d: int, dv: int) -> float:
     """Clocks one SM spends per block per K/V step: the largest of FMA
-    issue, shared-memory wavefronts (a warp's 16-byte fragment loads:
-    distinct words / 32 banks), exponentials and instruction issue (FMAs,
-    fragment loads, the softmax of each score, the accumulators' rescale,
-    the staging of the K/V tile)."""
+    issue, exponentials, and instruction issue (FMAs, fragment loads, the
+    softmax of each score, the accumulators' rescale, the staging of the K/V
+    tile) plus the shared-memory wavefronts of the fragment loads
+    (`fragment_wavefronts`, one wavefront serves `shared_lanes_per_sm`
+    words). The last two add rather than overlap: each warp's FMAs wait on
+    its fragment loads, and a block of 4 or fewer warps per scheduler hides
+    little of it. Measured on the H200 (bench/attention_sweep.py, fp32 B8
+    H12 S512 D64, 9 tiles), the sum ranks the tiles as they ran (rank
+    correlation 0.83; the largest of the two, 0.38), rows = 4 above rows = 2
+    for the same tile among them."""
     warps = -(-tile.threads // WARP)
     dims = tile.dims(dv)
-    groups = max(1, WARP // tile.lanes)  # row groups per warp (they read distinct Q/P rows)
-    lanes = min(tile.lanes, WARP)
     fmas = d * tile.rows * tile.cols + tile.block_k * tile.rows * dims
     fma_clocks = tile.threads * fmas / target.fma_lanes_per_sm
-    words = d * (groups * tile.rows + lanes * tile.cols)  # Q and K fragments
-    words += tile.block_k * (groups * tile.rows + lanes * dims)  # P and V fragments
-    shared_clocks = warps * words / target.shared_lanes_per_sm
+    qk, pv = fragment_wavefronts(tile, dv)
+    shared_clocks = warps * (d * qk + tile.block_k * pv) * WARP / target.shared_lanes_per_sm
     loads = d * (_vectors(tile.rows) + _vectors(tile.cols)) + \
         tile.block_k * (_vectors(tile.rows) + _vectors(dims))
     staged = -(-tile.block_k * (d + vwidth(tile, dv)) // tile.threads)
     other = tile.rows * tile.cols * SOFTMAX_INSTRS + tile.rows * dims + staged * STAGE_INSTRS
     issue_clocks = warps * (fmas + loads + other) / target.warp_issue_per_sm
     exps = tile.threads * tile.rows * (tile.cols + 1)
-    return max(fma_clocks, shared_clocks, issue_clocks, exps / target.sfu_lanes_per_sm)
+    return max(fma_clocks, issue_clocks + shared_clocks, exps / target.sfu_lanes_per_sm)

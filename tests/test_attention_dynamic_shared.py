@@ -101,7 +101,10 @@ def test_legal_tiles_fit_each_targets_dynamic_limit(name: str, d: int) -> None:
     assert all(shared_bytes(t, d, d) <= target.shared_memory_per_block for t in tiles)
     assert target.static_shared_limit == 48 * 1024
     if name == "h200":
-        assert any(t.block_q == 128 for t in tiles) and any(t.stages == 2 for t in tiles)
+        assert any(t.block_q == 128 for t in tiles)
+        # at D = 128 a two-stage tile needs more than the budget's 128 registers
+        # (ptxas: 130 for the smallest, tests/test_attention_registers.py)
+        assert any(t.stages == 2 for t in tiles) == (d == 64)
         assert any(shared_bytes(t, d, d) > STATIC_SHARED_LIMIT for t in tiles)
     # a smaller per-block limit (--shared-memory-limit) is respected too
     assert all(shared_bytes(t, d, d) <= 40000 for t in legal_tiles(shape, target, 40000))

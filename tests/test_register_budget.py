@@ -250,14 +250,15 @@ def test_estimate_within_25_percent_of_ptxas_on_examples(path: Path) -> None:
 
 
 # Examples whose fused attention kernel the register fit misses (below).
-ATTENTION_MISSES = ("gpt2_block",)
+ATTENTION_MISSES = ("attention", "gpt2_block")
 
 
 @needs_ptxas
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="fused attention at the example's tiny shape (one key "
-                   "step, head dim 16): ptxas specialises the constant trip counts (43 "
-                   "registers) where the fit, made on bench-size shapes, gives 97")
+@pytest.mark.xfail(strict=True, reason="fused attention at the examples' tiny shapes (one key "
+                   "step, head dims 8 and 16): ptxas specialises the constant trip counts "
+                   "(32 and 43 registers) where the fit, made on head dims 32 to 128 at "
+                   "S = 512, gives about twice")
 @pytest.mark.parametrize("name", ATTENTION_MISSES)
 def test_attention_estimates_within_25_percent_on_examples(name: str) -> None:
     art = compile_model(EXAMPLES / f"{name}.mlir", target="h200")
