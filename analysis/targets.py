@@ -111,13 +111,13 @@ class Target:
     """Warp instructions one SM issues per clock (4 schedulers)."""
     sfu_lanes_per_sm: int = 16
     """Exponentials (MUFU) one SM computes per clock."""
-    attention_efficiency: float = 0.72
+    attention_efficiency: float = 0.39
     """Fraction of the attention schedule's modelled clocks the fused SIMT
     kernel reaches (latency, barriers, the softmax's serial part). Measured
     on the H200 (2026-12-01, bench/attention_sweep.py, fp32 B8 H12 S512 D64):
-    128 queries x 64 keys with 4x4 scores per thread (dynamic shared
-    memory) ran in 0.362 ms where the clocks at full efficiency (issue plus
-    shared wavefronts, `step_clocks`) give 0.261 ms."""
+    the model's first tile, 64 queries x 32 keys with 4x2 scores per thread,
+    ran in 0.458 ms where the clocks at full efficiency give 0.18 ms; the
+    best of 19 tiles ran in 0.445 ms."""
     attention_unfused_efficiency: float = 0.51
     """Fraction of the three-kernel attention estimate (two SIMT GEMMs and
     the softmax at the modelled rates) that the three kernels reach.

@@ -221,67 +221,29 @@ def _vectors(n: int) -> int:
     return -(-n // VECTOR)
 
 
-def fragment_alignment(n: int) -> int:
-    """Words one load of an `n`-word fragment reads: its length's largest
-    power-of-two divisor up to a 16-byte vector (the emitter's unit)."""
-    return next(a for a in (VECTOR, 2, 1) if n % a == 0)
-
-
-def _wavefronts(starts: list[int], n: int) -> int:
-    """Shared-memory wavefronts of a warp's loads of the `n`-word fragments
-    that start at `starts` (one per thread): for each vector load, the most
-    distinct words any of the 32 banks serves, and at least the distinct
-    words / 32 (equal addresses are broadcast)."""
-    a = fragment_alignment(n)
-    total = 0
-    for j in range(0, n, a):
-        words = {s + j + e for s in starts for e in range(a)}
-        banks: dict[int, int] = {}
-        for w in words:
-            banks[w % WARP] = banks.get(w % WARP, 0) + 1
-        total += max(-(-len(words) // WARP), max(banks.values()))
-    return total
-
-
-def fragment_wavefronts(tile: AttentionTile, dv: int) -> tuple[int, int]:
-    """Wavefronts of one warp's fragment loads per step of the two inner
-    loops: (a head dim of Q x K, a key of P x V). A thread reads its `rows`
-    queries at `ty * rows` and its `cols` keys (or `dims` head dims) at `tx *
-    cols`: the lanes of a row group read distinct K/V words, its row groups
-    the same ones (broadcast), and fragments of 8 words or more put the
-    lanes' vectors 32 bytes or more apart, two or more to a bank (so 2x8
-    scores cost more shared time than 4x4 for the same FMAs)."""
-    threads = range(min(WARP, tile.threads))
-    q = [(t // tile.lanes) * tile.rows for t in threads]
-    dims = tile.dims(dv)
-    k = [(t % tile.lanes) * tile.cols for t in threads]
-    v = [(t % tile.lanes) * dims for t in threads]
-    qk = _wavefronts(q, tile.rows) + _wavefronts(k, tile.cols)
-    return qk, _wavefronts(q, tile.rows) + _wavefronts(v, dims)
-
-
 def step_clocks(tile: AttentionTile, target: Target, d: int, dv: int) -> float:
     """Clocks one SM spends per block per K/V step: the largest of FMA
-    issue, exponentials, and instruction issue (FMAs, fragment loads, the
-    softmax of each score, the accumulators' rescale, the staging of the K/V
-    tile) plus the shared-memory wavefronts of the fragment loads
-    (`fragment_wavefronts`, one wavefront serves `shared_lanes_per_sm`
-    words). The last two add rather than overlap: each warp's FMAs wait on
-    its fragment loads, and a block of 4 or fewer warps per scheduler hides
-    little of it. Measured on the H200 (bench/attention_sweep.py, fp32 B8
-    H12 S512 D64, 9 tiles), the sum ranks the tiles as they ran (rank
-    correlation 0.83; the largest of the two, 0.38), rows = 4 above rows = 2
-    for the same tile among them."""
+    issue, shared-memory wavefronts (a warp's 16-byte fragment loads:
+    distinct words / 32 banks), exponentials and instruction issue (FMAs,
+    fragment loads, the softmax of each score, the accumulators' rescale,
+    the staging of the K/V tile). A sum of issue and the fragment loads'
+    bank-exact wavefronts ranked one sweep's 9 tiles better, but put first
+    tiles that ran slowest (64x64 and 32x64 with 8x4 scores per thread: 0.455
+    and 0.772 ms against 0.322 for the best): over the 17 tiles measured on
+    the H200 it ordered 81 of 136 pairs as they ran, this largest-of 87."""
     warps = -(-tile.threads // WARP)
     dims = tile.dims(dv)
+    groups = max(1, WARP // tile.lanes)  # row groups per warp (they read distinct Q/P rows)
+    lanes = min(tile.lanes, WARP)
     fmas = d * tile.rows * tile.cols + tile.block_k * tile.rows * dims
     fma_clocks = tile.threads * fmas / target.fma_lanes_per_sm
-    qk, pv = fragment_wavefronts(tile, dv)
-    shared_clocks = warps * (d * qk + tile.block_k * pv) * WARP / target.shared_lanes_per_sm
+    words = d * (groups * tile.rows + lanes * tile.cols)  # Q and K fragments
+    words += tile.block_k * (groups * tile.rows + lanes * dims)  # P and V fragments
+    shared_clocks = warps * words / target.shared_lanes_per_sm
     loads = d * (_vectors(tile.rows) + _vectors(tile.cols)) + \
         tile.block_k * (_vectors(tile.rows) + _vectors(dims))
     staged = -(-tile.block_k * (d + vwidth(tile, dv)) // tile.threads)
     other = tile.rows * tile.cols * SOFTMAX_INSTRS + tile.rows * dims + staged * STAGE_INSTRS
     issue_clocks = warps * (fmas + loads + other) / target.warp_issue_per_sm
     exps = tile.threads * tile.rows * (tile.cols + 1)
-    return max(fma_clocks, issue_clocks + shared_clocks, exps / target.sfu_lanes_per_sm)
+    return max(fma_clocks, shared_clocks, issue_clocks, exps / target.sfu_lanes_per_sm)
