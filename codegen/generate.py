@@ -265,15 +265,31 @@ def top_level_names(text: str) -> list[str]:
     """The names a piece of module source binds at top level (defs, classes,
     imports, assignments), in order, repeats kept."""
     names: list[str] = []
-    for node in ast.parse(text).body:
+    _bound_names(ast.parse(text).body, names)
+    return names
+
+
+def _bound_names(body: list[ast.stmt], names: list[str]) -> None:
+    """The names `body` binds in its own scope: into `if`/`try`/`with`/loop
+    blocks, not into the bodies of the functions and classes it defines
+    (their locals, a prelude helper's loop variable, bind nothing here)."""
+    for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.append(node.name)
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names.extend((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.If | ast.For | ast.While | ast.With | ast.Try):
+            heads = [node.target] if isinstance(node, ast.For) else [
+                i.optional_vars for i in getattr(node, "items", []) if i.optional_vars]
+            names.extend(n.id for h in heads for n in ast.walk(h)
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+            for block in ("body", "orelse", "finalbody"):
+                _bound_names(getattr(node, block, []), names)
+            for handler in getattr(node, "handlers", []):
+                _bound_names(handler.body, names)
         else:
             names.extend(n.id for n in ast.walk(node)
                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-    return names
 
 
 def check_unique_names(kernels: list[KernelSource]) -> None:

@@ -37,7 +37,6 @@ from fusec.dialects.nn_base import tensor_shape
 VECTOR = 4
 """Row elements per vector access."""
 
-_BYTES = {"f32": 16, "f16": 8, "bf16": 8}  # bytes of a quad, by element type
 _WORD = "uint64"  # the word holding a quad of halves
 
 
@@ -56,6 +55,14 @@ def _element(v: SSAValue) -> str:
     return of_device_dtype(dtype_name(v)).name
 
 
+def _quad_bytes(v: SSAValue) -> int | None:
+    """Bytes of a quad of `v`'s elements (the element table's width): f32
+    quads are 16 bytes, half quads 8 (one uint64 word); None for the types
+    read one element per access (f64, integers, booleans)."""
+    row = of_device_dtype(dtype_name(v))
+    return VECTOR * row.width if row.is_float and row.width in (2, 4) else None
+
+
 def vector_width(ra: RowAnalysis) -> int:
     """`VECTOR` where a row schedule of `ra` may access its rows by quads
     (see the module docstring), else 1."""
@@ -64,7 +71,7 @@ def vector_width(ra: RowAnalysis) -> int:
         return 1
     args = row_args(ra)
     values = [*args, *(ra.body.outputs[k] for k in row_outputs(ra))]
-    if not args or any(_element(v) not in _BYTES for v in values):
+    if not args or any(_quad_bytes(v) is None for v in values):
         return 1
     return VECTOR
 
@@ -72,9 +79,9 @@ def vector_width(ra: RowAnalysis) -> int:
 def aligned_condition(ra: RowAnalysis) -> str:
     """The run-time test that every array accessed by quads is aligned to
     its quad's bytes."""
-    tests = [f"is_aligned(in{ra.body.arg_index(a)}, {_BYTES[_element(a)]})"
+    tests = [f"is_aligned(in{ra.body.arg_index(a)}, {_quad_bytes(a)})"
              for a in row_args(ra)]
-    tests += [f"is_aligned(out{k}, {_BYTES[_element(ra.body.outputs[k])]})"
+    tests += [f"is_aligned(out{k}, {_quad_bytes(ra.body.outputs[k])})"
               for k in row_outputs(ra)]
     return " and ".join(dict.fromkeys(tests))
 

@@ -67,3 +67,12 @@ def test_a_name_bound_twice_is_an_internal_error() -> None:
     with pytest.raises(RuntimeError, match="does not define"):
         check_unique_names([_kernel("k", "k2")])
     check_unique_names([_kernel("k"), _kernel("k_2")])
+
+
+def test_names_bound_inside_a_prelude_helper_are_not_top_level() -> None:
+    """A prelude helper defined under `if`/`else` binds its own name, not its
+    locals: the quad store's loop variable `k` once reserved the name `k`
+    for every kernel."""
+    text = "if x:\n    def f(a):\n        for k in range(4):\n            a += k\n"
+    text += "else:\n    g = 1\nfor i in range(2):\n    h = i\n"
+    assert top_level_names(text) == ["f", "g", "i", "h"]
