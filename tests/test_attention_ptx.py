@@ -30,10 +30,8 @@ TILES = [
     (64, AttentionTile(64, 32, 4, 2, 1)),  # static
     (64, AttentionTile(64, 16, 2, 2, 2)),  # static, two stages
     (64, AttentionTile(128, 64, 4, 4, 1)),  # dynamic (the model's choice)
-    (64, AttentionTile(32, 64, 2, 8, 1)),  # dynamic
     (64, AttentionTile(128, 32, 2, 4, 2)),  # dynamic, two stages
     (128, AttentionTile(64, 16, 4, 2, 1)),  # dynamic
-    (128, AttentionTile(32, 64, 4, 4, 1)),  # dynamic
 ]
 _DRIVER = r"""
 import importlib.util, json, sys

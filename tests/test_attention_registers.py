@@ -140,10 +140,9 @@ def test_no_tile_the_model_admits_spills() -> None:
     assert admitted and all(r[8] < 255 for r in admitted)
 
 
-# One of each kind: static, dynamic, two stages, head dims 32 and 128, bf16.
-PTXAS_SET = [(64, "f32", 0, 64, 32, 4, 2, 1), (64, "f32", 0, 128, 64, 4, 4, 1),
-             (64, "f32", 0, 128, 32, 4, 2, 2), (128, "f32", 0, 32, 64, 4, 2, 1),
-             (64, "bf16", 0, 128, 16, 4, 2, 1), (64, "f32", 1, 64, 64, 8, 4, 1)]
+# One of each kind: static, dynamic with two stages, bf16 (about 10 s each).
+PTXAS_SET = [(64, "f32", 0, 64, 32, 4, 2, 1), (64, "f32", 0, 128, 32, 4, 2, 2),
+             (64, "bf16", 0, 128, 16, 4, 2, 1)]
 
 
 @pytest.mark.slow

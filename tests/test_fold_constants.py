@@ -418,7 +418,7 @@ def test_cli_no_fold_constants(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_mobilenet_compiles_to_fewer_kernels_with_the_same_numbers() -> None:
+def test_mobilenet_compiles_to_fewer_kernels_with_the_same_numbers(no_ptxas_probe: None) -> None:
     """Each imported BatchNorm's per-channel chain (5 ops) was a kernel of its
     own with fusion on, 5 kernels with fusion off; now it is two constants."""
     pytest.importorskip("onnx")
