@@ -10,22 +10,9 @@ import codegen_harness as harness
 import numpy as np
 import pytest
 
-from fusec.analysis.program import Program
 from fusec.reference.interpreter import run_module
 from fusec.runtime.executor import run_program
-
-PIPELINE = "decompose,form-fusion-groups,tile-and-promote"
-TOLERANCE = {"float32": 2e-5, "float16": 2e-3}
-
-
-def t(shape: tuple[int, ...], dtype: str = "f32") -> str:
-    """`tensor<...>` of `shape`."""
-    return harness.tensor(shape, dtype)
-
-
-def check(text: str, launches: int = 1) -> Program:
-    """`launches` kernels, numbers as the reference's."""
-    return harness.check_program(text, launches, PIPELINE, tolerance=TOLERANCE)
+from tests.test_pointwise_views import PIPELINE, check, t
 
 
 def concat(parts: list[tuple[int, ...]], axis: int, tail: str, ret: str = "%r",
