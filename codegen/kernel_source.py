@@ -314,15 +314,29 @@ def unravel(flat: str, shape: Sequence[int], prefix: str = "i") -> tuple[list[st
     """Lines that split flat index `flat` into coordinates of `shape`, and
     the coordinate names (`i0`, `i1`, ...)."""
     names = [f"{prefix}{d}" for d in range(len(shape))]
+    rests = [f"{prefix}r{d}" for d in range(len(shape))]
+    return unravel_into(flat, shape, names, rests), names
+
+
+def unravel_into(flat: str, shape: Sequence[int], names: Sequence[str],
+                 rests: Sequence[str], itype: str = "") -> list[str]:
+    """Lines setting `names` to the coordinates of flat index `flat` in
+    `shape` (innermost first: `flat % n`, then the quotient, named by
+    `rests`, is split further); with `itype`, every value and literal is in
+    that integer type (`uint32`: 32-bit divisions by literals)."""
+    def typed(expr: str) -> str:
+        return f"{itype}({expr})" if itype else expr
+
     lines: list[str] = []
     rest = flat
     for d in range(len(shape) - 1, 0, -1):
-        lines.append(f"{names[d]} = {rest} % {int_literal(shape[d])}")
-        lines.append(f"{prefix}r{d} = {rest} // {int_literal(shape[d])}")
-        rest = f"{prefix}r{d}"
+        n = typed(int_literal(shape[d]))
+        lines.append(f"{names[d]} = {typed(f'{rest} % {n}')}")
+        lines.append(f"{rests[d]} = {typed(f'{rest} // {n}')}")
+        rest = rests[d]
     if shape:
-        lines.append(f"{names[0]} = {rest}")
-    return lines, names
+        lines.append(f"{names[0]} = {typed(rest)}")
+    return lines
 
 
 def broadcast_index(

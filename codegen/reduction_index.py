@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from fusec.analysis.view_operands import INDEXED_READS
 from fusec.codegen.group_body import fits_domain
-from fusec.codegen.kernel_source import int_literal
+from fusec.codegen.kernel_source import int_literal, unravel_into
 from fusec.codegen.pointwise import dim_groups
 from fusec.codegen.pointwise_index import index_type
 from fusec.codegen.reduction_plan import Frame, RowAnalysis
@@ -116,15 +116,7 @@ class RowIndex:
     def unravel_lines(self, flat: str, shape: Shape, names: Sequence[str]) -> list[str]:
         """Lines setting `names` to the coordinates of `flat` in `shape`
         (divisions by literals in the index type)."""
-        lines: list[str] = []
-        rest = flat
-        for d in range(len(shape) - 1, 0, -1):
-            lines.append(f"{names[d]} = {self.itype}({rest} % {self.lit(shape[d])})")
-            lines.append(f"{names[d]}_r = {self.itype}({rest} // {self.lit(shape[d])})")
-            rest = f"{names[d]}_r"
-        if shape:
-            lines.append(f"{names[0]} = {self.itype}({rest})")
-        return lines
+        return unravel_into(flat, shape, names, [f"{n}_r" for n in names], self.itype)
 
     def advance_lines(self, names: Sequence[str], step: int) -> list[str]:
         """Lines adding `step` to the mixed-radix number whose digits are
