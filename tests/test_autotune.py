@@ -63,13 +63,15 @@ def _compile(timer: FakeTimer, text: str = CHAIN, fusion: bool = True) -> Compil
                          autotune=AutotuneOptions(timer=timer, device="fake GPU"))
 
 
-def _check_numbers(art: CompiledArtifacts, text: str = CHAIN) -> None:
+def _check_numbers(art: CompiledArtifacts, text: str = CHAIN, seed: int = 3,
+                   rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    """The tuned program's `@f` in the simulator against the reference."""
     model = CompiledModel(art.program, art.memory, art.plan, device="sim")
     reference = parse_module(make_context(), text, "t.mlir")
-    inputs = random_inputs(find_function(reference, "f"), seed=3)
+    inputs = random_inputs(find_function(reference, "f"), seed=seed)
     expected = run_module(reference, inputs, "f")[0]
-    np.testing.assert_allclose(model(*inputs), expected.astype(np.float32), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(model(*inputs), expected.astype(np.float32), rtol=rtol,
+                               atol=atol)
 
 
 def test_fastest_candidate_is_kept_and_reported(_cache: Path) -> None:

@@ -12,13 +12,11 @@ import numpy as np
 import pytest
 from codegen_harness import tensor
 from test_attention import attention_text
+from test_autotune import _check_numbers as check_numbers
 
 from fusec.analysis.program import KernelLaunch
 from fusec.compiler.autotune import AutotuneOptions
 from fusec.compiler.compile import CompiledArtifacts, compile_model
-from fusec.compiler.parsing import make_context, parse_module
-from fusec.reference.interpreter import find_function, random_inputs, run_module
-from fusec.runtime.compiled_model import CompiledModel
 
 # masked, two heads, S = 20 (no multiple of any tile)
 TEXT = attention_text((1, 2), 20, 8, mask=tensor((20, 20)))
@@ -49,12 +47,7 @@ def _compile(timer: AttentionTimer) -> CompiledArtifacts:
 
 
 def _check_numbers(art: CompiledArtifacts) -> None:
-    model = CompiledModel(art.program, art.memory, art.plan, device="sim")
-    reference = parse_module(make_context(), TEXT, "t.mlir")
-    inputs = random_inputs(find_function(reference, "f"), seed=4)
-    expected = run_module(reference, inputs, "f")[0]
-    np.testing.assert_allclose(model(*inputs), expected.astype(np.float32), rtol=1e-4,
-                               atol=1e-5)
+    check_numbers(art, TEXT, seed=4, rtol=1e-4, atol=1e-5)
 
 
 def _contest_line(art: CompiledArtifacts) -> str:

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_autotune import CHAIN
+from test_autotune import _check_numbers as check_numbers
 
 from fusec.analysis.program import KernelLaunch, Program
 from fusec.compiler.autotune import AutotuneOptions
 from fusec.compiler.compile import CompiledArtifacts, compile_model
-from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.tuning_decision import NOISE_MARGIN, choose, ratio, slower_beyond
-from fusec.reference.interpreter import find_function, random_inputs, run_module
-from fusec.runtime.compiled_model import CompiledModel
 from fusec.runtime.plan_schema import check_plan
 from fusec.runtime.tuning_timer import (
     CALIBRATION_LAUNCHES,
@@ -32,13 +31,6 @@ from fusec.runtime.tuning_timer import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAIN = """
-func.func @f(%x: tensor<3x40xf32>, %b: tensor<40xf32>) -> tensor<3x40xf32> {
-  %y = nn.add %x, %b : (tensor<3x40xf32>, tensor<40xf32>) -> tensor<3x40xf32>
-  %z = nn.tanh %y : tensor<3x40xf32>
-  func.return %z : tensor<3x40xf32>
-}
-"""
 
 
 class Timer:
@@ -87,12 +79,7 @@ def _compile(timer: object, fusion: bool = False) -> CompiledArtifacts:
 
 
 def _check_numbers(art: CompiledArtifacts) -> None:
-    model = CompiledModel(art.program, art.memory, art.plan, device="sim")
-    reference = parse_module(make_context(), CHAIN, "t.mlir")
-    inputs = random_inputs(find_function(reference, "f"), seed=5)
-    expected = run_module(reference, inputs, "f")[0]
-    np.testing.assert_allclose(model(*inputs), expected.astype(np.float32), rtol=1e-5,
-                               atol=1e-6)
+    check_numbers(art, CHAIN, seed=5)
 
 
 def test_within_noise_margin_keeps_the_models_choice() -> None:
