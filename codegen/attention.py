@@ -183,7 +183,7 @@ class _Shape:
 
     def sizes(self, params: int) -> AttentionShape:
         return AttentionShape(max(1, numel(self.batch)), self.s, self.skv, self.d, self.dv,
-                              params, element(self.element).width)
+                              params, element(self.element).width, self.element)
 
     @staticmethod
     def of(p: AttentionPattern) -> _Shape:

@@ -140,6 +140,7 @@ class AttentionShape:
     dv: int
     params: int = 5
     item: int = 4
+    element: str = "f32"  # the operands' element type (`dialects/element_types.py`)
 
 
 def recorded_tile(group: Operation) -> AttentionTile | None:

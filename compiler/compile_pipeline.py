@@ -65,7 +65,7 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     if options.fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(FOLD_PASS)
     if options.fusion and ATTENTION_PASS in registry.factories:  # before grouping: it makes groups
-        passes.append(_with(ATTENTION_PASS, target=options.target))
+        passes.append(_with(ATTENTION_PASS, target=options.target, gemm=options.schedule.gemm))
     if options.fusion and FUSION_PASS in registry.factories:
         cls = registry.get(FUSION_PASS)
         takes_target = dataclasses.is_dataclass(cls) and any(

@@ -278,10 +278,11 @@ def _attention_contest(group: GroupOp, target: Target) -> Contest:
     from fusec.codegen.attention import group_shape
     from fusec.codegen.attention_schedule import recorded_tile
     from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
+    from fusec.scheduling.gemm_choice import cupy_tf32, library_available
 
     shape = group_shape(group)
     tile = recorded_tile(group) or choose_tile(shape, target)
     fused = fused_time(tile, shape, target) * 1e6 if not isinstance(tile, str) else 0.0
-    split = unfused_time(shape, target) * 1e6
+    split = unfused_time(shape, target, "auto", library_available(), cupy_tf32()) * 1e6
     return Contest(f"fused attention against its three-kernel form, estimated fused "
                    f"{fused:.1f} us vs split {split:.1f} us", fused, split)

@@ -53,6 +53,7 @@ from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import fmt, numel
 from fusec.passes.dependency_analysis import value_names
 from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
+from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32, library_available
 
 ITEM = 4  # f32 bytes
 # Unfused, the scores are written by the QK kernel, read and written by the
@@ -115,6 +116,7 @@ class _Fuser:
     target: Target
     tile: AttentionTile | None
     remarks: RemarkCollector
+    gemm: str = "auto"  # how the three-kernel path's GEMMs will run (`--gemm`)
     count: int = 0
 
     def run(self, func: FuncOp) -> None:
@@ -147,7 +149,8 @@ class _Fuser:
         if (problem := tile.problem()) is not None:
             self.remarks.add("missed", f"{where}: tile {tile.text()} is invalid: {problem}")
             return
-        fused, parts = fused_time(tile, shape, self.target), unfused_time(shape, self.target)
+        fused = fused_time(tile, shape, self.target)
+        parts = unfused_time(shape, self.target, self.gemm, library_available(), cupy_tf32())
         times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
         if self.tile is None and fused > parts:
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
@@ -171,7 +174,9 @@ class FuseAttentionPass(ModulePass):
     Options: `target` (profile of analysis/targets.py, or `auto`), `block_q`,
     `block_k`, `rows`, `cols`, `stages` (a fixed tile: block_q, block_k,
     rows and cols all or none, stages 1 or 2; 0: chosen per attention for
-    the target, and fused only when estimated faster), `remarks`.
+    the target, and fused only when estimated faster), `gemm` (`auto`,
+    `library`, `fused`: how `tile-and-promote` will run the three-kernel
+    path's GEMMs, whose time the fused kernel must beat), `remarks`.
     """
 
     name = "fuse-attention"
@@ -182,11 +187,14 @@ class FuseAttentionPass(ModulePass):
     rows: int = 0
     cols: int = 0
     stages: int = 1
+    gemm: str = "auto"
     remarks: bool = True
 
     def __post_init__(self) -> None:
         if (problem := unknown_target(self.target)) is not None:
             raise ValueError(problem)
+        if self.gemm not in GEMM_MODES:
+            raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
         fixed = (self.block_q, self.block_k, self.rows, self.cols)
         if any(fixed) and not all(v > 0 for v in fixed):
             raise ValueError("block_q, block_k, rows and cols must be given together")
@@ -200,7 +208,7 @@ class FuseAttentionPass(ModulePass):
         target, _ = resolve_target(self.target)
         tile = self._fixed() if self.block_q else None
         collector = RemarkCollector()
-        fuser = _Fuser(target, tile, collector)
+        fuser = _Fuser(target, tile, collector, self.gemm)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if func.body.blocks:
                 fuser.run(func)

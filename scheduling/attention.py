@@ -10,7 +10,10 @@ target, and whether fusing pays at all.
   occupancy the tile's registers, shared memory and threads allow, over
   `attention_efficiency`), never below the DRAM time of Q, K, V and O;
 - `unfused_time`: the three-kernel path (QK GEMM with its score ops, the
-  softmax as a row reduction, PV GEMM; the scores through memory);
+  softmax as a row reduction, PV GEMM; the scores through memory), each
+  GEMM priced as the SIMT kernel or the library GEMM, as `tile-and-promote`
+  will choose it (in f16/bf16 the library's tensor cores make this path
+  the faster one);
 - `choose_tile`: the fastest legal tile; `attention_candidates`: the legal
   tiles of a group as schedule attributes (for autotuning): the fastest of
   each kind first (`candidate_order`: static or dynamic shared memory, one
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 
+from fusec.analysis.cost_model import gemm_choice
 from fusec.analysis.targets import Target
 from fusec.codegen.attention_schedule import (
     AttentionShape,
@@ -98,17 +102,26 @@ def fused_time(tile: AttentionTile, shape: AttentionShape, target: Target) -> fl
     return max(compute, io * shape.item / target.memory_bandwidth) + target.launch_overhead
 
 
-def unfused_time(shape: AttentionShape, target: Target) -> float:
-    """Seconds of the three-kernel path: two SIMT GEMMs and the softmax."""
+def unfused_time(shape: AttentionShape, target: Target, gemm: str = "fused",
+                 library: bool = False, tf32: bool = False) -> float:
+    """Seconds of the three-kernel path: two GEMMs and the softmax, at
+    `attention_unfused_efficiency` of their roofline. Each GEMM is priced
+    as `tile-and-promote` will choose it (`gemm` mode, whether the library
+    is available, `tf32`): fusec's SIMT GEMM, or a library GEMM at the
+    element type's rate (tensor cores for f16/bf16)."""
     h, s, skv, d, dv, item = (shape.heads, shape.s, shape.skv, shape.d, shape.dv, shape.item)
     scores = h * s * skv * item
-    qk = max((h * (s + skv) * d * item + scores) / target.memory_bandwidth,
-             2 * h * s * skv * d / target.fused_gemm_flops)
-    pv = max((h * (skv + s) * dv * item + scores) / target.memory_bandwidth,
-             2 * h * s * skv * dv / target.fused_gemm_flops)
-    softmax = 2 * scores / (target.memory_bandwidth * target.reduction_bandwidth_fraction)
-    return (qk + softmax + pv) / target.attention_unfused_efficiency + \
-        3 * target.launch_overhead
+
+    def matmul(flops: float, operand_bytes: int) -> float:
+        choice = gemm_choice(target, flops, operand_bytes, scores, 0, gemm, library,
+                             shape.element, tf32)
+        return choice.t_library if choice.library else choice.t_fused
+
+    qk = matmul(2 * h * s * skv * d, h * (s + skv) * d * item)
+    pv = matmul(2 * h * s * skv * dv, h * (skv + s) * dv * item)
+    softmax = 2 * scores / (target.memory_bandwidth * target.reduction_bandwidth_fraction) + \
+        target.launch_overhead
+    return (qk + softmax + pv) / target.attention_unfused_efficiency
 
 
 def ranked_tiles(shape: AttentionShape, target: Target, limit: int | None = None
