@@ -156,6 +156,19 @@ def random_inputs(func: FuncOp, seed: int = 0) -> list[np.ndarray]:
     return [_random_argument(arg, rng) for arg in func.body.block.args]
 
 
+def index_bounds(func: FuncOp) -> list[int | None]:
+    """Per argument of `func`, the exclusive bound `random_inputs` draws an
+    integer argument below (the smallest table axis among the `nn.gather`s
+    it indexes, else DEFAULT_INDEX_BOUND); None for float and i1 arguments."""
+    bounds: list[int | None] = []
+    for arg in func.body.block.args:
+        t = arg.type
+        assert isinstance(t, TensorType)
+        bounds.append(_index_bound(arg) if element_type_name(t.element_type) in INT_TYPES
+                      else None)
+    return bounds
+
+
 def find_function(module: ModuleOp, name: str | None = None) -> FuncOp:
     """The function called `name`, or the first public one when `name` is None."""
     funcs = [op for op in module.ops if isinstance(op, FuncOp)]
