@@ -238,6 +238,8 @@ def _check_input(what: str, t: Attribute, value: object, compute: np.dtype) -> n
         )
     element = element_type_name(t.element_type)
     allowed = "fiub" if element in FLOAT_TYPES else "iub"
+    if array.dtype.name == "bfloat16" and element in FLOAT_TYPES:
+        array = array.astype(np.float32)  # ml_dtypes' bfloat16 (ONNX's arrays): exact
     if array.dtype.kind not in allowed:
         raise ValueError(f"{what} has {array.dtype} elements, expected {element} ({type_str(t)})")
     if element == "i1":
