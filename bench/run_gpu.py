@@ -11,6 +11,10 @@ bytes that must move / the device-to-device copy bandwidth measured in the
 same run (flops / the measured cuBLAS fp32 rate for contractions, whichever
 is larger). Times are CUDA-event medians over `repeat` runs of `iters` calls
 after a warm-up. fusec's outputs are checked against torch eager first.
+Inputs are seeded: floats from N(0, 1) in the input's type, integers
+uniform below the smallest table axis of the `nn.gather`s they index (so
+token ids are valid), else below the reference's DEFAULT_INDEX_BOUND. A
+table read only through gathers counts the gathered rows in the floor.
 Prints one table and writes it, with date, device and commit, under
 bench/results/. Needs PyTorch with CUDA (an optional extra).
 """
@@ -124,7 +128,7 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
     tuned = fusec.compile(source, fusion=True, device="gpu", gemm=gemm, autotune=True) \
         if args.autotune else None
     models = [m for m in (fused, off, tuned) if m is not None]
-    inputs = _inputs(torch, fused)
+    inputs = _inputs(torch, fused, _parse(source))
     ref = peer(*inputs)
     tol = tolerance(args.dtype, TOLERANCE)
     status = [_check(torch, m(*inputs), ref, tol) for m in models]
@@ -159,7 +163,7 @@ def _measure_program(row: str, fusec: Any, torch: Any, args: Any, copy_bw: float
     tuned = fusec.compile(source, fusion=True, device="gpu", autotune=True) \
         if args.autotune else None
     models = [m for m in (fused, off, tuned) if m is not None]
-    inputs = _inputs(torch, fused)
+    inputs = _inputs(torch, fused, func)
     ref = _as_list(peer(*inputs))
     tol = tolerance(args.dtype, TOLERANCE)
     status = [_check_all(torch, _as_list(m(*inputs)), ref, tol) for m in models]
@@ -255,11 +259,32 @@ def _time_fusec(torch: Any, model: Any, inputs: list[Any], args: Any) -> float:
     return _events(torch, lambda: model(*inputs), args.iters, args.repeat)
 
 
-def _inputs(torch: Any, model: Any) -> list[Any]:
-    gen = torch.Generator(device="cuda").manual_seed(0)
+def _inputs(torch: Any, model: Any, func: Any, device: str = "cuda") -> list[Any]:
+    """The row's inputs, seeded: floats from N(0, 1) in the input's type;
+    integers uniform in [0, bound), bound the smallest size of the table
+    axis among the `nn.gather`s they index (so every index is valid), else
+    the reference's DEFAULT_INDEX_BOUND (`reference.interpreter.index_bounds`)."""
+    from fusec.reference.interpreter import index_bounds
+
+    gen = torch.Generator(device=device).manual_seed(0)
     fp = model.signature
-    return [torch.randn(fp.values[v].shape, device="cuda", generator=gen)
-            .to(torch_dtype(torch, fp.values[v].dtype)) for v in fp.inputs]
+    inputs = []
+    for v, high in zip(fp.inputs, index_bounds(func), strict=True):
+        shape, dtype = fp.values[v].shape, torch_dtype(torch, fp.values[v].dtype)
+        if high is None:
+            inputs.append(torch.randn(shape, device=device, generator=gen).to(dtype))
+        else:
+            inputs.append(torch.randint(0, high, shape, device=device, generator=gen,
+                                        dtype=dtype))
+    return inputs
+
+
+def _parse(source: str) -> Any:
+    """The public function of a model's text."""
+    from fusec.compiler.parsing import make_context, parse_module
+    from fusec.reference.interpreter import find_function
+
+    return find_function(parse_module(make_context(), source, "model.mlir"), None)
 
 
 def _check_reference(source: str, model: Any, inputs: list[Any]) -> str:

@@ -180,8 +180,15 @@ def torch_peer(func: FuncOp) -> Callable[..., Any]:
 
 def floor_work(func: FuncOp, inputs: list[Tensor], outputs: list[Tensor]) -> tuple[int, float]:
     """(bytes that must move, flops of the contractions) of any program:
-    every input read once, every output written once."""
+    every input read once, every output written once; an input read only
+    as the table of `nn.gather`s counts at most the rows they gather (an
+    embedding table is far larger than the rows a batch touches)."""
     moved = sum(t.numel() * t.element_size() for t in [*inputs, *outputs])
+    for arg, t in zip(func.body.block.args, inputs, strict=True):
+        uses = list(arg.uses)
+        if uses and all(isinstance(u.operation, nn.GatherOp) and u.index == 0 for u in uses):
+            rows = sum(math.prod(u.operation.results[0].type.get_shape()) for u in uses)
+            moved -= max(0, t.numel() - rows) * t.element_size()
     flops = 0.0
     for op in func.body.block.ops:
         if isinstance(op, nn.MatmulOp):

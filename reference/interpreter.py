@@ -156,6 +156,19 @@ def random_inputs(func: FuncOp, seed: int = 0) -> list[np.ndarray]:
     return [_random_argument(arg, rng) for arg in func.body.block.args]
 
 
+def index_bounds(func: FuncOp) -> list[int | None]:
+    """Per argument of `func`, the exclusive bound `random_inputs` draws an
+    integer argument below (the smallest table axis among the `nn.gather`s
+    it indexes, else DEFAULT_INDEX_BOUND); None for float and i1 arguments."""
+    bounds: list[int | None] = []
+    for arg in func.body.block.args:
+        t = arg.type
+        assert isinstance(t, TensorType)
+        bounds.append(_index_bound(arg) if element_type_name(t.element_type) in INT_TYPES
+                      else None)
+    return bounds
+
+
 def find_function(module: ModuleOp, name: str | None = None) -> FuncOp:
     """The function called `name`, or the first public one when `name` is None."""
     funcs = [op for op in module.ops if isinstance(op, FuncOp)]
@@ -225,6 +238,8 @@ def _check_input(what: str, t: Attribute, value: object, compute: np.dtype) -> n
         )
     element = element_type_name(t.element_type)
     allowed = "fiub" if element in FLOAT_TYPES else "iub"
+    if array.dtype.name == "bfloat16" and element in FLOAT_TYPES:
+        array = array.astype(np.float32)  # ml_dtypes' bfloat16 (ONNX's arrays): exact
     if array.dtype.kind not in allowed:
         raise ValueError(f"{what} has {array.dtype} elements, expected {element} ({type_str(t)})")
     if element == "i1":

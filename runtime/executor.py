@@ -259,8 +259,6 @@ class Executor:
         self.kernels: list[Any] = list(self.dispatchers) if self.simulator else []
         self.kernel_store = Path(kernel_store) if kernel_store is not None else None
         self.graphs = graph_choice(graphs, self.simulator)
-        if any(is_bf16(self.fp.values[v].dtype) for v in (*self.fp.inputs, *self.fp.outputs)):
-            self.graphs = False  # the graph path copies inputs by dtype; bf16 converts them
         self.graph: Any = None
         self.stream: Any = None
         self.constants: dict[str, Any] = {}
@@ -454,6 +452,8 @@ class Executor:
             host = bf16_io.host_bits(a) if bf16 else host_array(a, kind)
             return self.cuda.to_device(host, stream=stream)
         a = device_view(bf16_io.device_bits(a) if bf16 else a, kind)
+        if bf16 and _shape_dtype(a)[1] == np.dtype(np.float32):  # CuPy, numba: not rounded
+            raise FusecError(f"input '{name}' of @{self.fp.name} {bf16_io.DEVICE_FLOAT32}")
         if not self.simulator and hasattr(a, "__cuda_array_interface__"):
             a = self.cuda.as_cuda_array(a, sync=kind not in ("torch", "cupy", "dlpack-cuda"))
             a = bf16_io.as_uint16(a) if bf16 else a

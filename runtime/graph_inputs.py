@@ -13,6 +13,13 @@ keeps a converted copy alive until its copy is queued. A wrong array goes
 through the executor's `check_inputs`, so errors read the same on every
 path.
 
+A bf16 parameter (uint16 bits on the device, `runtime/bf16_io.py`) takes a
+torch.bfloat16 tensor as its bytes (a CUDA one read in place, no copy),
+uint16 bit patterns as they are, and float32 values rounded on the way in:
+NumPy arrays by `bf16_bits`, torch tensors by torch (a CUDA one into a new
+tensor on torch's current stream, read in place). Other float32 arrays on
+the GPU are refused, as on the per-call path.
+
 ```python
 feed = InputFeed(fp, 0)
 kind, ptr, holder = feed(torch_cuda_tensor)   # ("torch", data_ptr, tensor)
@@ -32,7 +39,9 @@ import numpy as np
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import FunctionProgram
+from fusec.dialects.element_types import bf16_bits
 from fusec.runtime.arrays import array_kind
+from fusec.runtime.bf16_io import DEVICE_FLOAT32, is_bf16, torch_dtype
 
 # (kind of results, address of the data, object to keep alive until copied)
 Fed = tuple[str, int, Any]
@@ -48,6 +57,7 @@ class InputFeed:
         self.index = index
         self.shape = tuple(int(d) for d in spec.shape)
         self.dtype = np.dtype(spec.dtype)
+        self.bf16 = is_bf16(spec.dtype)  # float32 values are rounded in, bits taken as is
         self.strides = c_strides(self.shape, self.dtype)  # what a dense CAI array may state
         self._by_type: dict[type, Feeder] = {}
 
@@ -90,6 +100,9 @@ class InputFeed:
 
     def _numpy(self, a: np.ndarray) -> Fed:
         if a.dtype != self.dtype or a.shape != self.shape:
+            if self.bf16 and a.dtype == np.float32 and a.shape == self.shape:
+                bits = bf16_bits(a)
+                return "numpy", bits.ctypes.data, bits
             raise self.reject(a)
         if not a.flags.c_contiguous:
             a = np.ascontiguousarray(a)
@@ -97,12 +110,19 @@ class InputFeed:
 
     def _torch_feeder(self) -> Feeder:
         torch = sys.modules["torch"]
-        want = getattr(torch, self.dtype.name)
+        want = torch_dtype(torch, self.dtype)
+        # bf16: uint16 bit patterns are taken as they are, float32 rounded by torch
+        bits = getattr(torch, "uint16", None) if self.bf16 else None
+        rounded = torch.float32 if self.bf16 else None
         shape = torch.Size(self.shape)
 
         def feed(a: Any) -> Fed:
-            if a.dtype is not want or a.shape != shape:
-                raise self.reject(a)  # before any conversion: bfloat16 has no NumPy twin
+            if a.dtype is not want and (a.dtype is not bits or bits is None):
+                if a.dtype is not rounded or a.shape != shape:
+                    raise self.reject(a)  # before any conversion: bfloat16 has no NumPy twin
+                a = a.detach().to(want)
+            if a.shape != shape:
+                raise self.reject(a)
             if a.is_cuda:
                 if not a.is_contiguous():
                     raise self.reject(a)
@@ -116,7 +136,7 @@ class InputFeed:
 
     def _cupy(self, a: Any) -> Fed:
         if a.dtype != self.dtype or a.shape != self.shape or not a.flags.c_contiguous:
-            raise self.reject(a)
+            raise self.reject(a, self._why_float32(a.dtype))
         return "cupy", a.data.ptr, a
 
     def _dlpack(self, a: Any) -> Fed:
@@ -145,8 +165,14 @@ class InputFeed:
         if not isinstance(iface, dict) or tuple(iface["shape"]) != self.shape \
                 or np.dtype(iface["typestr"]) != self.dtype \
                 or iface.get("strides") not in (None, self.strides):
-            raise self.reject(a)
+            why = self._why_float32(iface["typestr"]) if isinstance(iface, dict) else ""
+            raise self.reject(a, why)
         return "cai", int(iface["data"][0]), a
+
+    def _why_float32(self, dtype: Any) -> str:
+        """The reason a device array is refused when it holds float32 for a
+        bf16 parameter (nothing rounds it there); else "" (the usual ones)."""
+        return DEVICE_FLOAT32 if self.bf16 and np.dtype(dtype) == np.float32 else ""
 
 
 def c_strides(shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[int, ...]:

@@ -19,6 +19,11 @@ results are copied out of static buffers.
 | cupy, dlpack-cuda | CuPy's current stream | `cupy.empty` |
 | numpy, dlpack-cpu | legacy default stream, waited for | `numpy.empty` |
 | cai (numba, others) | legacy default stream, waited for | numba device arrays |
+
+A bf16 output (uint16 bits on the device) is allocated as torch.bfloat16 for
+torch callers, so the graph writes the tensor the caller gets; NumPy callers
+get float32 values (converted once the stream is done), like the per-call
+path (`runtime/bf16_io.py`); CuPy and numba callers get the uint16 bits.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from fusec.dialects.element_types import bf16_values
+from fusec.runtime.bf16_io import is_bf16, torch_dtype
 from fusec.runtime.library_gemm import external_stream
 
 Spec = tuple[tuple[int, ...], np.dtype[Any]]
@@ -50,6 +57,9 @@ class ResultSink:
         self._stream = self._stream_reader(kind, device_id)
         self._fresh = [self._allocator(kind, shape, dtype, numba_cuda, device_id)
                        for shape, dtype in out_specs]
+        # bf16 results a host caller gets as float32 values
+        self._values = [i for i, (_, dtype) in enumerate(out_specs) if is_bf16(dtype.name)] \
+            if kind in ("numpy", "dlpack-cpu") else []
 
     def stream(self) -> tuple[Any, int]:
         """The (CuPy stream, raw pointer) this call runs on."""
@@ -63,6 +73,8 @@ class ResultSink:
         """The results as the caller gets them (host kinds: complete)."""
         if self.wait:  # host memory, or numba arrays, which carry no stream
             stream.synchronize()
+        for i in self._values:
+            arrays[i] = bf16_values(arrays[i])
         return arrays
 
     def _stream_reader(self, kind: str, device_id: int) -> Callable[[], tuple[Any, int]]:
@@ -94,7 +106,7 @@ class ResultSink:
         """A function giving one new result array of `kind` and its address."""
         if kind in ("torch", "torch-cpu"):
             torch = sys.modules["torch"]
-            tdt = getattr(torch, dtype.name)
+            tdt = torch_dtype(torch, dtype)
             dev = torch.device("cuda", device_id) if kind == "torch" else torch.device("cpu")
             # `new_empty` of an empty tensor parses no dtype or device per call
             # (about a third cheaper than `torch.empty(shape, dtype=, device=)`)

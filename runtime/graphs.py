@@ -28,6 +28,11 @@ take the *static graph*, which copies every input and output (what every
 call did before); see `graph_cache.py` for the LRU size, the budget and
 what invalidates a graph.
 
+bf16 values are uint16 bits on the device: a torch.bfloat16 CUDA input is
+read in place as its bytes, float32 values are rounded on the way in, and a
+torch caller's bf16 result is a torch.bfloat16 tensor the graph writes
+(`graph_inputs.py`, `graph_outputs.py`).
+
 What does not change between calls is resolved once: per input position
 and Python type, a feeder that checks the array and reads its address
 (`graph_inputs.py`); per kind of caller, the stream reader and the output

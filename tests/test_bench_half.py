@@ -49,6 +49,19 @@ def test_half_programs_compile_with_wide_accesses(program: str, dtype: str) -> N
     assert "ld_wide64(in0, k0)" in art.kernels_py and "st_wide64(out0, k" in art.kernels_py
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_chain16_ptx_moves_8_bytes_per_access(dtype: str) -> None:
+    """chain16 in half: its one kernel loads and stores 4 halves per access
+    (`ld.global.u64`), with 2-byte accesses only on the unaligned fallback."""
+    from fusec.codegen.ptx import compile_program_ptx
+
+    source = retype((BENCH / "models" / "chain16.mlir").read_text(encoding="utf-8"), dtype)
+    art = compile_model(source, fusion=True, target="h200")
+    (kernel,) = compile_program_ptx(art.program).values()
+    ptx = str(kernel["ptx"])
+    assert "ld.global.u64" in ptx and "st.global.u64" in ptx
+
+
 def test_retype_rewrites_every_f32_tensor_type() -> None:
     text = ("%c = nn.constant dense<0.5> : tensor<f32>\n"
             "%y = nn.add %a, %c : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>\n"

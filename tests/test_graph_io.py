@@ -150,3 +150,101 @@ def test_torch_stream_is_read_as_a_raw_pointer_without_a_stream_object() -> None
     fake = SimpleNamespace(_C=raw)
     read = torch_raw_stream(fake, 3)
     assert read() == 0xABC and asked == [3]
+
+
+def _bf16_fp() -> FunctionProgram:
+    """bf16 in and out: the device holds uint16 bits."""
+    return FunctionProgram(
+        name="f", inputs=["v0"], outputs=["v1", "v2"],
+        values={"v0": TensorSpec((2, 4), "uint16"), "v1": TensorSpec((2, 4), "uint16"),
+                "v2": TensorSpec((2, 4), "float32")},
+        launches=[], input_names=["x"])
+
+
+class _RoundingCudaTensor(_CudaTensor):
+    """A float32 CUDA tensor: torch rounds it into a new bfloat16 tensor."""
+
+    __module__ = "torch.fake"
+
+    def detach(self) -> _RoundingCudaTensor:
+        self.calls.append("detach")
+        return self
+
+    def to(self, dtype: Any) -> _CudaTensor:
+        self.calls.append(f"to {dtype}")
+        return _CudaTensor(dtype=dtype)
+
+
+def test_bf16_dtype_of_torch_results_and_inputs() -> None:
+    from fusec.runtime.bf16_io import torch_dtype
+
+    assert torch_dtype(torch, np.dtype(np.uint16)) is torch.bfloat16
+    assert torch_dtype(torch, np.dtype(np.float32)) is torch.float32
+    assert torch_dtype(torch, np.dtype(np.float16)) is torch.float16
+    assert torch_dtype(torch, np.dtype(np.bool_)) is torch.bool
+
+
+def test_bf16_numpy_inputs_are_rounded_or_taken_as_bits() -> None:
+    from fusec.dialects.element_types import bf16_bits
+
+    feed = InputFeed(_bf16_fp(), 0)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    kind, ptr, held = feed(x)
+    assert kind == "numpy" and held.dtype == np.uint16 and ptr == held.ctypes.data
+    np.testing.assert_array_equal(held, bf16_bits(x))
+    bits = bf16_bits(x)
+    assert feed(bits) == ("numpy", bits.ctypes.data, bits)  # bits in place
+    with pytest.raises(FusecError, match="input 'x' of @f: expected bf16"):
+        feed(np.ones((2, 4)))
+    with pytest.raises(FusecError, match="expected shape"):
+        feed(np.ones(8, np.float32))
+
+
+def test_bf16_torch_inputs_are_their_bytes_or_rounded_by_torch() -> None:
+    feed = InputFeed(_bf16_fp(), 0)
+    t = _CudaTensor(dtype=torch.bfloat16)
+    assert feed(t) == ("torch", 0x7F0000001000, t)  # read in place: no conversion
+    assert t.calls == ["is_contiguous", "data_ptr"]
+    f = _RoundingCudaTensor(dtype=torch.float32)
+    kind, ptr, held = feed(f)
+    assert (kind, ptr) == ("torch", 0x7F0000001000) and held.dtype is torch.bfloat16
+    assert f.calls == ["detach", f"to {torch.bfloat16}"]
+    x = torch.randn(2, 4)
+    kind, ptr, held = feed(x)  # CPU float32: rounded by torch, copied in
+    assert kind == "torch-cpu" and held.dtype is torch.bfloat16 and ptr == held.data_ptr()
+    torch.testing.assert_close(held, x.to(torch.bfloat16), rtol=0, atol=0)
+    b = x.to(torch.bfloat16)
+    assert feed(b) == ("torch-cpu", b.data_ptr(), b)
+    with pytest.raises(FusecError, match=r"expected bf16 .* got float64"):
+        feed(_CudaTensor(dtype=torch.float64))
+    with pytest.raises(FusecError, match="expected shape"):
+        feed(_RoundingCudaTensor(dtype=torch.float32, shape=(4, 2)))
+
+
+def test_bf16_float32_device_arrays_nothing_rounds_are_refused() -> None:
+    feed = InputFeed(_bf16_fp(), 0)
+    with pytest.raises(FusecError, match="input 'x' of @f is a float32 array on the GPU"):
+        feed(_Cai())
+    bits = _Cai()
+    bits.__cuda_array_interface__["typestr"] = "<u2"
+    assert feed(bits)[:2] == ("cai", 0x7F0000002000)
+
+
+def test_bf16_results_are_torch_bfloat16_or_float32_values_on_the_host() -> None:
+    from fusec.dialects.element_types import bf16_bits, round_to_bf16
+
+    null = _Stream()
+    cupy = SimpleNamespace(cuda=SimpleNamespace(Stream=SimpleNamespace(null=null)))
+    specs = [((2, 4), np.dtype(np.uint16)), ((2, 4), np.dtype(np.float32))]
+    sink = ResultSink("torch-cpu", specs, cupy, None, 0)
+    outs = sink.fresh()
+    assert [o.dtype for o, _ in outs] == [torch.bfloat16, torch.float32]
+    assert [p for _, p in outs] == [o.data_ptr() for o, _ in outs]
+    sink = ResultSink("numpy", specs, cupy, None, 0)
+    (bits, ptr), (f32, _) = sink.fresh()
+    assert bits.dtype == np.uint16 and ptr == bits.ctypes.data  # what the graph writes
+    x = np.array([[1.0, -2.5, 3.0e38, 0.0], [np.inf, -0.0, 7.0, 1e-3]], np.float32)
+    bits[...] = bf16_bits(x)
+    got = sink.finish([bits, f32], null)
+    assert got[0].dtype == np.float32 and got[1] is f32
+    np.testing.assert_array_equal(got[0], round_to_bf16(x))

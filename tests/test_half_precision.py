@@ -202,6 +202,29 @@ def test_bf16_input_of_another_dtype_is_a_clear_error() -> None:
         run_program(program, "f", [np.zeros((2, 8), np.float64)], device="sim")
 
 
+def test_bf16_float32_device_array_is_refused_not_read_as_bits() -> None:
+    """A float32 device array (numba, CuPy) for a bf16 parameter: nothing
+    on the device rounds it, and its bytes are no bf16 bits."""
+    from numba import cuda
+
+    program = compile_text(BF16_EXP, "group-each-op")
+    x = cuda.to_device(np.ones((2, 8), np.float32))
+    with pytest.raises(FusecError, match="input 'x' of @f is a float32 array on the GPU"):
+        run_program(program, "f", [x], device="sim")
+
+
+def test_torch_float32_for_bf16_is_rounded_by_torch() -> None:
+    torch = pytest.importorskip("torch")
+    from fusec.runtime.bf16_io import torch_rounded
+
+    x = torch.randn(2, 8, requires_grad=True)
+    r = torch_rounded(x)
+    assert r.dtype == torch.bfloat16 and not r.requires_grad
+    np.testing.assert_array_equal(r.float().numpy(), round_to_bf16(x.detach().numpy()))
+    b = x.detach().to(torch.bfloat16)
+    assert torch_rounded(b) is b
+
+
 def test_bf16_kernels_compile_for_sm90() -> None:
     """The prelude's bf16 helpers type-check and lower in numba.cuda (the
     simulator runs them as Python): 16-bit loads and stores, a shift widens."""

@@ -2,7 +2,7 @@
 `fusec.compile` (fusion on) and the generated kernels, on the GPU or, without
 one, in numba's CUDA simulator, against ONNX's expected outputs.
 
-Every case of `test_onnx_node` that imports is compiled and run here (414 of
+Every case of `test_onnx_node` that imports is compiled and run here (416 of
 584; about 40 s of CPU in the simulator, so all of them run by default). Cases
 the importer refuses are skipped: `test_onnx_node` checks that they are
 refused clearly. Every case that imports passes (the kernel-name collisions

@@ -22,9 +22,13 @@ from fusec.dialects import shapes
 from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import FLOAT_TYPES, INT_TYPES, NUMPY_TYPES, format_float
 
-# NumPy dtype name -> MLIR element type; everything else is refused.
-ELEMENT_TYPES: dict[str, str] = {element(n).host_dtype: n for n in sorted(NUMPY_TYPES)}
-FLOAT_DTYPES = frozenset(element(n).host_dtype for n in NUMPY_TYPES & FLOAT_TYPES)
+# NumPy dtype name -> MLIR element type; everything else is refused. ONNX
+# holds BFLOAT16 tensors as ml_dtypes' `bfloat16` arrays (onnx depends on
+# ml_dtypes): their bytes are bf16's bit patterns, printed as hex literals.
+ELEMENT_TYPES: dict[str, str] = {element(n).host_dtype: n for n in sorted(NUMPY_TYPES)} \
+    | {"bfloat16": "bf16"}
+FLOAT_DTYPES = frozenset(element(n).host_dtype for n in NUMPY_TYPES & FLOAT_TYPES) \
+    | {"bfloat16"}
 INT_DTYPES = frozenset(element(n).host_dtype for n in INT_TYPES)
 
 
