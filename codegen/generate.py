@@ -182,7 +182,7 @@ class _FunctionBuilder:
                 for r in op.outputs:
                     self.value_id(r, op)
                 return
-            self.program.launches.append(self.launch(op))
+            self.program.launches.extend(self.launch(op))
         elif isinstance(op, ReturnOp):
             self.program.outputs = [self.value_id(v) for v in op.arguments]
         else:
@@ -209,8 +209,9 @@ class _FunctionBuilder:
             ids.append(vid)
         return ids
 
-    def launch(self, group: GroupOp) -> KernelLaunch:
-        """Generate `group`'s kernel and the launch that runs it."""
+    def launch(self, group: GroupOp) -> list[KernelLaunch]:
+        """Generate `group`'s kernel and the launches that run it (its
+        `before` kernels first, sharing its workspaces)."""
         for value in (*group.inputs, *group.outputs):
             self.value_id(value, group)  # reports unsupported element types at the group
         func_name = self.func.sym_name.data
@@ -222,16 +223,24 @@ class _FunctionBuilder:
         if group_attr(group, "gemm", "") == "library":  # a cuBLAS call, not a kernel
             from fusec.codegen.library_gemm import library_launch
 
-            return library_launch(group, self.value_id, group_name)
+            return [library_launch(group, self.value_id, group_name)]
         try:
             kernel = load_emitter(kind, group)(group, kernel_name)
         except NotImplementedError as err:  # an emitter's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
-        kernel = fit_grid(kernel, self.target)  # within the target's grid limits, or a bug
-        kernel = capped(kernel, _int_attr(group, MAX_REGISTERS_ATTR))  # `--max-registers`
-        self.kernels.append(kernel)
+        cap = _int_attr(group, MAX_REGISTERS_ATTR)  # `--max-registers`
+        kernel = capped(fit_grid(kernel, self.target), cap)  # within the target's grid limits
+        firsts = [capped(fit_grid(k, self.target), cap) for k in kernel.before]
+        for k in firsts:
+            self.names.used.add(k.name)
+        self.kernels += [*firsts, kernel]
         annotate(group, kernel)
         workspaces = self.workspace_ids(kernel)
+        return [self._launch_of(k, group, group_name, workspaces) for k in (*firsts, kernel)]
+
+    def _launch_of(self, kernel: KernelSource, group: GroupOp, group_name: str,
+                   workspaces: list[str]) -> KernelLaunch:
+        """The launch of `kernel`, one of `group`'s kernels."""
         args = [
             ArgSpec(workspaces[p.index], p.view_shape, True) if p.role == "workspace" else
             ArgSpec(self.value_id(self.param_value(group, p)), p.view_shape, p.role == "output")

@@ -147,6 +147,10 @@ class KernelSource:
     # Grid axes ("x", "y", "z") the kernel walks with a grid-stride loop, so
     # a launch with fewer blocks there is still correct (`launch_grid.fit_grid`).
     grid_loops: frozenset[str] = frozenset()
+    # Kernels launched just before this one for the same group, on the same
+    # stream (the first kernel of a reduction's split passes): their
+    # `workspace` params index this kernel's `workspaces`.
+    before: list[KernelSource] = field(default_factory=list["KernelSource"])
 
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")

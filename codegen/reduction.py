@@ -32,6 +32,16 @@ split (a second pass would need every block's result first). The last block
 reads the partials with atomic adds of zero: they come from L2, never from a
 stale L1 line that another row group's last block loaded earlier.
 
+Split passes. A group with ONE pass of statistics before its final pass
+over the row (a softmax or log-softmax whose max and sum share pass 1
+(`online`), `x / sum(x)`, `x - mean(x)`) splits the same way in TWO
+kernels: `<name>_partials` reduces each block's chunk to its partial
+statistics in the workspace (`(splits, rows)` per reduction), and `<name>`
+(launched next, same grid) combines every split's partials of its rows,
+then writes the outputs of its own chunk, re-reading it: the input is read
+twice, and no block waits for another (the launch boundary orders them).
+A group with two passes of statistics (a layer norm) is not split.
+
 HBM traffic. The row is read from global memory once: pass 1 writes what the
 later passes need into a shared-memory row cache and each thread reads back
 its own elements (no barrier needed). The cache holds either the row-varying
@@ -69,16 +79,18 @@ from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
     Workspace,
+    float_literal,
     int_literal,
     kernel_header,
     launch_text,
 )
 from fusec.codegen.reduction_index import plan_index
 from fusec.codegen.reduction_online import (
+    chunk_update_lines,
     finish_lines,
     online_pair,
     pair_tree_lines,
-    update_lines,
+    split_combine_lines,
 )
 from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
 from fusec.codegen.reduction_registers import RowElements, Term, accumulate_lines
@@ -106,16 +118,20 @@ from fusec.scheduling.reduction import (
     RowSchedule,
     from_attr,
     pass_roots,
+    split_passes,
 )
 
 
 def workspaces(ra: RowAnalysis, sched: RowSchedule) -> list[Workspace]:
     """A split schedule's workspaces: per reduction, the partial result of
-    every (split, row); then one arrival counter per group of rows."""
+    every (split, row); then, for a one-kernel split, one arrival counter per
+    group of rows."""
     if sched.splits == 1:
         return []
     parts = [Workspace((sched.splits, ra.rows), compute_type(r.results[0]))
              for r in ra.reductions]
+    if split_passes(ra, sched):
+        return parts
     return [*parts, Workspace((sched.grid(ra.rows)[0],), "int32")]
 
 
@@ -133,18 +149,27 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         name = kernel_name  # from NameTable: unique in kernels.py
         text = _RowKernelWriter(ra, sched).write(name)
         spaces = workspaces(ra, sched)
-        params = body.params() + [KernelParam("workspace", k, (max(1, numel(w.shape)),))
-                                  for k, w in enumerate(spaces)]
+        held = [KernelParam("workspace", k, (max(1, numel(w.shape)),))
+                for k, w in enumerate(spaces)]
+        before: list[KernelSource] = []
+        if split_passes(ra, sched):
+            first = f"{name}_partials"  # never a NameTable name: no op is named `*_partials`
+            before.append(KernelSource(
+                name=first, text=_RowKernelWriter(ra, sched, "partials").write(first),
+                grid=sched.grid(ra.rows), block=sched.block,
+                params=[p for p in body.params() if p.role == "input"] + held,
+                notes=_notes(ra, sched), workspaces=spaces))
         return KernelSource(
             name=name,
             text=text,
             grid=sched.grid(ra.rows),
             block=sched.block,
-            params=params,
+            params=body.params() + held,
             # Static shared arrays only: nothing to request at launch time.
             shared_bytes=0,
             notes=_notes(ra, sched),
             workspaces=spaces,
+            before=before,
         )
 
 
@@ -162,18 +187,29 @@ def _notes(ra: RowAnalysis, sched: RowSchedule) -> list[str]:
     if sched.vector > 1:
         notes.append(f"rows read and written {sched.vector} elements per access where every "
                      "such array is aligned (else one per access)")
-    if sched.splits > 1:
+    if split_passes(ra, sched):
+        notes.append(f"rows split over {sched.splits} blocks of {sched.chunk} elements in two "
+                     "kernels: the first writes each block's partial statistics (workspace), "
+                     "the second combines them and writes its chunk's outputs")
+    elif sched.splits > 1:
         notes.append(f"rows split over {sched.splits} blocks of {sched.chunk} elements; the "
                      "last block to arrive combines the partials (workspace)")
     return notes
 
 
 class _RowKernelWriter:
-    """Writes the kernel text of one row-wise reduction group."""
+    """Writes the kernel text of one row-wise reduction group: the whole
+    group (`phase` "all"), or with split passes (see "Split passes") the
+    first kernel (`"partials"`) or, under "all", the second."""
 
-    def __init__(self, ra: RowAnalysis, sched: RowSchedule) -> None:
+    def __init__(self, ra: RowAnalysis, sched: RowSchedule, phase: str = "all") -> None:
         self.ra = ra
         self.sched = sched
+        self.phase = phase
+        self.two_kernels = split_passes(ra, sched)
+        # A streamed online pass: the names of the elements one step left
+        # for the chunked update (`_row_loop`).
+        self.online_vals: list[str] = []
         self.body = ra.body
         self.ix = plan_index(ra)
         # One coordinate per collapsed dimension (reduction_index).
@@ -198,6 +234,11 @@ class _RowKernelWriter:
         if sched.online and self.online is None:
             raise op_error(ra.body.group, "the schedule asks for online softmax statistics "
                            "(online = 1), but the group has no max and sum of exps to share a pass")
+        if self.two_kernels and ((ra.stages != 1 and self.online is None) or sched.cached
+                                 or sched.registers):
+            raise op_error(ra.body.group, f"the schedule splits the rows over {sched.splits} "
+                           "blocks, but this group has more than one pass of statistics (or a "
+                           "row cache): only one pass (or an online softmax) splits")
         if sched.registers:
             self.elements = RowElements(
                 sched.per_lane, sched.lanes, ra.row_length, self.ix,
@@ -210,7 +251,7 @@ class _RowKernelWriter:
         if s.vector > 1:
             # One test per kernel: aligned arrays take the quads, a view at
             # an odd element the same passes one element per access.
-            scalar = _RowKernelWriter(ra, replace(s, vector=1))._body()
+            scalar = _RowKernelWriter(ra, replace(s, vector=1), self.phase)._body()
             lines += [f"if {aligned_condition(ra)}:", *indent(self._body(), 1),
                       "else:", *indent(scalar, 1)]
         else:
@@ -226,19 +267,25 @@ class _RowKernelWriter:
             _notes(ra, s),
         )
         params = self.body.signature()
+        if self.phase == "partials":
+            params = ", ".join(f"in{k}" for k in range(len(self.body.args)))
         if s.splits > 1:
             params += ", " + ", ".join(
-                [f"part{k}" for k in range(len(ra.reductions))] + ["arrived"])
+                [f"part{k}" for k in range(len(ra.reductions))]
+                + ([] if self.two_kernels else ["arrived"]))
         return "\n".join([*head, "@cuda.jit", f"def {name}({params}):", *indent(lines, 1)])
 
     def _body(self) -> list[str]:
         """The passes over the row, the lanes' combining, the per-row outputs."""
         ra = self.ra
+        if self.phase == "partials":
+            return self._pass(1) + self._combine(1)
         lines: list[str] = []
         for stage in range(1, ra.stages + 1):
             if self.online is not None and stage == 2:
                 continue  # accumulated in pass 1, combined with it
-            lines += self._pass(stage)
+            # Split passes: pass 1 ran in the first kernel; take its partials.
+            lines += self._gather_partials() if self.two_kernels else self._pass(stage)
             lines += self._combine(stage)
         if pass_roots(ra, ra.stages + 1):
             lines += self._pass(ra.stages + 1)
@@ -348,6 +395,7 @@ class _RowKernelWriter:
         if self.elements is not None:
             return self._register_pass(stage, self.elements)
         final = stage > ra.stages
+        self.online_vals = []
         if s.vector > 1:
             body_lines = self._quad_body(stage)
         else:
@@ -359,7 +407,7 @@ class _RowKernelWriter:
             f"acc{ra.reductions.index(r)} = {identity_literal(r)}"
             for r in self._stage_reductions(stage) + self._online_extra(stage)
         ]
-        return head + hoisted + accs + self._row_loop(body_lines)
+        return head + hoisted + accs + self._row_loop(body_lines, self.online_vals)
 
     def _element_lines(self, stage: int, ev: PointEvaluator, slot: str,
                        finals: list[list[str]] | None) -> list[str]:
@@ -380,10 +428,9 @@ class _RowKernelWriter:
                     lines += self._store_varying(root, val)
                 else:
                     finals[k].append(val)
-            elif self.online is not None:
-                r_max, r_sum = self.online
-                lines += update_lines(r_max, f"acc{ra.reductions.index(r_max)}",
-                                      f"acc{ra.reductions.index(r_sum)}", val)
+            elif self.online is not None:  # folded a chunk at a time (`_row_loop`)
+                lines.append(f"online_v{ev.suffix} = {val}")
+                self.online_vals.append(f"online_v{ev.suffix}")
             else:
                 r = self._stage_reductions(stage)[k]
                 lines.append(_accumulate(r, f"acc{ra.reductions.index(r)}", val))
@@ -453,13 +500,18 @@ class _RowKernelWriter:
             "store the row-shaped outputs" if final else ", ".join(r.name for r in reds))]
         return head + hoisted + body + accs
 
-    def _row_loop(self, body: list[str]) -> list[str]:
+    def _row_loop(self, body: list[str], vals: Sequence[str] = ()) -> list[str]:
         """This lane's elements of its row, `lanes` apart (of this block's
         chunk of it, when rows are split). Without bounds checks the body is
         written out `unroll` times per step (the schedule's `unroll`), so each lane
         has that many loads in flight; the rest of the trip follows. Several
         reduced coordinates are digits advanced per element
-        (`RowIndex.advance_lines`), not divided out of `j`."""
+        (`RowIndex.advance_lines`), not divided out of `j`.
+
+        An online pass's body leaves its elements in `vals`: they are
+        folded once per `unroll` steps (`chunk_update_lines`), after all of
+        their loads, also in a bounds-checked loop (an element past the end
+        enters as `-inf`)."""
         n, s, ix = self.ra.row_length, self.sched, self.ix
         # A vector pass walks quads: `jq`, `lanes` quads apart.
         lanes, var = s.lanes * s.vector, "jq" if s.vector > 1 else "j"
@@ -471,22 +523,43 @@ class _RowKernelWriter:
         lines = [f"j_first = {ix.itype}({first}{lane})"]
         lines += ix.unravel_lines("j_first", ix.reduce_shape, digits) if digits else []
         step = ix.advance_lines(digits, lanes) if digits else []
+        guarded = bool(n % lanes or (s.splits > 1 and s.splits * s.chunk != n))
 
-        def at(e: str) -> str:
-            return f"    {var} = {ix.itype}(j_first + {ix.itype}({e}) * {ix.lit(lanes)})"
+        def at(e: str, u: int) -> list[str]:
+            """Step `u` of a group of steps, at element number `e`."""
+            lines = [f"{var} = {ix.itype}(j_first + {ix.itype}({e}) * {ix.lit(lanes)})"]
+            kept = [f"o{u}_{i} = {v}" for i, v in enumerate(vals)]
+            if guarded:
+                ninf = float_literal(float("-inf"), compute_type(self.online[0].results[0])) \
+                    if self.online is not None else ""
+                lines += [f"if {var} < {ix.lit(n)}:", *indent(body + kept, 1)]
+                lines += ["else:", *indent([f"o{u}_{i} = {ninf}" for i in range(len(vals))],
+                                           1)] if vals else []
+            else:
+                lines += body + kept
+            return lines + step
 
-        if n % lanes or (s.splits > 1 and s.splits * s.chunk != n):
-            return [*lines, f"for e in range({int_literal(trips)}):", at("e"),
-                    f"    if {var} < {ix.lit(n)}:", *indent(body, 2), *indent(step, 1)]
-        # `unroll` counts row elements: a quad is `vector` of them.
+        def fold(count: int) -> list[str]:
+            if not vals or self.online is None:
+                return []
+            r_max, r_sum = self.online
+            return chunk_update_lines(
+                r_max, f"acc{self.ra.reductions.index(r_max)}",
+                f"acc{self.ra.reductions.index(r_sum)}",
+                [f"o{u}_{i}" for u in range(count) for i in range(len(vals))])
+
+        # `unroll` counts row elements: a quad is `vector` of them. A
+        # bounds-checked loop is unrolled only to chunk an online pass.
         unroll = max(1, min(s.unroll // s.vector, trips))
+        unroll = 1 if guarded and not vals else unroll
         lines.append(f"for e in range({int_literal(trips // unroll)}):")
         for u in range(unroll):
             e = f"e * {int_literal(unroll)} + {int_literal(u)}" if unroll > 1 else "e"
-            lines += [at(e), *indent(body, 1), *indent(step, 1)]
+            lines += indent(at(e, u), 1)
+        lines += indent(fold(unroll), 1)
         if trips % unroll:
             lines += [f"for e in range({int_literal(trips - trips % unroll)}, "
-                      f"{int_literal(trips)}):", at("e"), *indent(body, 1), *indent(step, 1)]
+                      f"{int_literal(trips)}):", *indent(at("e", 0), 1), *indent(fold(1), 1)]
         return lines
 
     def _cache_lines(self, stage: int, ev: PointEvaluator, slot: str) -> list[str]:
@@ -553,7 +626,9 @@ class _RowKernelWriter:
         else:
             lines = [f"{self._at(f'red{k}', 'lane')} = acc{k}" for k in idx]
             lines += combine_lines(reds, idx, s.lanes, s.column)
-        if s.splits > 1:
+        if self.phase == "partials":
+            return lines + self._publish_partials(idx)
+        if s.splits > 1 and not self.two_kernels:
             lines += self._combine_splits(reds, idx)
         for k, r in zip(idx, reds, strict=True):
             res = f"acc{k}" if s.registers else self._at(f"red{k}", "0")
@@ -565,6 +640,37 @@ class _RowKernelWriter:
         if self.online is not None and stage == 1:
             lines += finish_lines(self.online[0], f"res{idx[0]}", f"res{idx[1]}")
         return lines
+
+    def _publish_partials(self, idx: list[int]) -> list[str]:
+        """The first kernel of split passes: this block's partials (after
+        its tree, in slot 0) to the workspace, `part<k>[split, row]`."""
+        ix = self.ix
+        return ["if live and lane == 0:"] + [
+            f"    part{k}[{ix.itype}(cuda.blockIdx.y) * {ix.lit(self.ra.rows)} + row] = "
+            f"{self._at(f'red{k}', '0')}" for k in idx]
+
+    def _gather_partials(self) -> list[str]:
+        """The second kernel of split passes: each lane folds every
+        `lanes`-th split's partials of its row into `acc<k>`, for the tree
+        of `_combine` (kernels of one stream run in order: plain loads)."""
+        s, ix, ra = self.sched, self.ix, self.ra
+        reds = self._stage_reductions(1) + self._online_extra(1)
+        lines = ["# split passes: the partials the first kernel left, one split per lane"]
+        lines += [f"acc{ra.reductions.index(r)} = {identity_literal(r)}" for r in reds]
+        body: list[str] = []
+        for r in reds:
+            k = ra.reductions.index(r)
+            body.append(f"partial{k} = part{k}[q * {ix.lit(ra.rows)} + row]")
+        if self.online is not None:
+            km, ks = (ra.reductions.index(r) for r in self.online)
+            body += split_combine_lines(self.online[0], f"acc{km}", f"acc{ks}",
+                                        f"partial{km}", f"partial{ks}")
+        else:
+            for r in reds:
+                k = ra.reductions.index(r)
+                body.append(f"acc{k} = {combine(r, f'acc{k}', f'partial{k}')}")
+        loop = f"for q in range(int64(lane), {int_literal(s.splits)}, {int_literal(s.lanes)}):"
+        return [*lines, loop, *indent(body, 1)]
 
     def _combine_splits(self, reds: list[nn.ReduceOp], idx: list[int]) -> list[str]:
         """After the block's tree (its partial in `red<k>`'s slot 0): publish
@@ -615,7 +721,9 @@ class _RowKernelWriter:
             shape = tensor_shape(v)
             # one store per element: the kept coordinates it broadcasts along are 0
             owner = self.ix.owner_guard(shape, frame, ev.coords, self.ix.kept_dims)
-            guard = " and ".join(t for t in ("live", "lane == 0", owner) if t)
+            # split passes: every split has the row's results; the first stores them
+            split = "cuda.blockIdx.y == 0" if self.two_kernels else ""
+            guard = " and ".join(t for t in ("live", "lane == 0", split, owner) if t)
             index = self.ix.index(shape, frame, ev.coords)
             lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
         return lines

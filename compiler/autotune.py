@@ -314,12 +314,19 @@ def _time_variant(timer: GroupTimer, source: str, fps: list[FunctionProgram], se
         for value, array in own.items():
             shared.setdefault(value, array)
         arrays.append(own)
-    launches = [fp.launches[0] for fp in fps]
+    # A candidate may be two launches (a reduction's split passes): each is
+    # timed, and a candidate's sample is the sum of its launches' samples.
+    launches = [la for fp in fps for la in fp.launches]
+    owners = [a for fp, a in zip(fps, arrays, strict=True) for _ in fp.launches]
     if isinstance(timer, Interleaving):
-        samples = timer.time_candidates(source, launches, arrays)
+        flat = timer.time_candidates(source, launches, owners)
     else:
-        samples = [[timer.time_group(source, la, a)] for la, a in zip(launches, arrays,
-                                                                      strict=True)]
+        flat = [[timer.time_group(source, la, a)] for la, a in zip(launches, owners,
+                                                                   strict=True)]
+    samples: list[list[float]] = []
+    for fp in fps:
+        mine, flat = flat[:len(fp.launches)], flat[len(fp.launches):]
+        samples.append([sum(col) for col in zip(*mine, strict=False)])
     times = [float(np.median(s)) for s in samples]
     est = next((la.est_time_us for la in launches if la.est_time_us), 0.0)
     return Tuned(list(schedules), times, est, [list(s) for s in samples])
@@ -327,13 +334,13 @@ def _time_variant(timer: GroupTimer, source: str, fps: list[FunctionProgram], se
 
 def _fill_arrays(arrays: dict[str, np.ndarray], fp: FunctionProgram, seed: int) -> None:
     """Fresh random inputs, the constants and workspaces, and output buffers
-    for every argument of `fp`'s launch not in `arrays` yet."""
+    for every argument of `fp`'s launches not in `arrays` yet."""
     from fusec.runtime.bf16_io import host_bits
 
-    launch = fp.launches[0]
+    args = [a for la in fp.launches for a in la.args]
     # A value another candidate sized differently (a split reduction's
     # workspace grows with its splits) is made again at this one's shape.
-    missing = {a.value for a in launch.args
+    missing = {a.value for a in args
                if a.value not in arrays or arrays[a.value].shape != tuple(fp.values[a.value].shape)}
     if not missing:
         return

@@ -141,8 +141,10 @@ class ReductionSchedule(ScheduleAttr):
     row lives between passes (`registers`, `shared`: a shared-memory cache of
     the first `cached` cache candidates, `memory`: re-read); `lanes` threads
     per row, `rows_per_block` rows per block; a row split over `splits`
-    blocks of `chunk` elements; `per_lane` row elements per lane held in
-    registers; `unroll` elements per lane per step of a streamed pass;
+    blocks of `chunk` elements (a group with a final pass over the row: two
+    kernels, partial statistics then outputs; `scheduling/reduction.py`);
+    `per_lane` row elements per lane held in registers; `unroll` elements
+    per lane per step of a streamed pass;
     `online` 1: the max and the sum of `exp(x - max)` of a softmax share the
     first pass (`codegen/reduction_online.py`), 0: a pass each; `vector`
     row elements per access (4: quads, `codegen/reduction_vector.py`; 1 by

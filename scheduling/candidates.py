@@ -9,8 +9,10 @@ bytes of shared memory per block:
   than the target launches);
 - reduction: the schedules `plan_schedule` makes from every combination of
   `REDUCTION_GRID` (row in registers or streamed, register elements per
-  lane, threads per block, split on or off, stream unroll, rows by quads or
-  not), deduplicated by the resulting attribute;
+  lane, threads per block, split on or off (for a column softmax: split
+  passes, two kernels), stream unroll (also the chunk of an online
+  softmax's update), rows by quads or not), deduplicated by the resulting
+  attribute;
 - contraction (SIMT): the size-based tile (`choose_tile`) and the fallback
   tiles (`FALLBACK_TILES`) whose shared memory fits;
 - window (a lone conv or pool): the plan's shrink steps and smaller thread
@@ -71,7 +73,7 @@ REDUCTION_GRID: dict[str, tuple[int | bool, ...]] = {
     "register_elems": (8, 16, 32, 64),
     "block_threads": (128, 256, 512),
     "split": (True, False),
-    "unroll": (2, 4, 8),
+    "unroll": (2, 4, 8, 16),  # also the chunk of an online pass's update
     "vector": (4, 1),  # rows by quads where they allow it, or one element per access
 }
 """The `ReductionOptions` fields a reduction candidate varies, and their values."""

@@ -207,6 +207,9 @@ class Scheduler:
             attr = reduction.to_attr(ra, sched)
         split = (f", each row split over {sched.splits} blocks (the last to arrive combines "
                  "their partials)") if sched.splits > 1 else ""
+        if reduction.split_passes(ra, sched):
+            split = (f", each column split over {sched.splits} blocks in two kernels (partial "
+                     "statistics, then their combination and the outputs)")
         if sched.online:
             split += ", softmax max and sum of exps in one pass (online)"
         used = sched.scratch_bytes + sched.cache_bytes

@@ -10,12 +10,22 @@
 - column layout (the last axis is kept): threadIdx.x runs over rows;
 - split rows: when the rows' threads are fewer than half of what fills the
   target (`FILL_WAVES` x its resident threads), each row is split over
-  `splits` blocks of `chunk` elements;
+  `splits` blocks of `chunk` elements (`_split_rows`, `splittable`): one
+  kernel whose last block combines the partials when the group has one
+  reduction pass and no row-shaped output; two kernels ("split passes",
+  `split_passes`) for a column group with one pass of statistics and a final
+  pass over the column (a softmax or log-softmax whose max and sum share
+  pass 1, `x - mean(x)`): partial statistics per block into a workspace,
+  then a kernel that combines them and writes its chunk's outputs, reading
+  the input a second time. A group with two passes of statistics (a layer
+  norm) or a row cache does not split;
 - wide blocks: a schedule that cannot split (several passes, or a
   row-shaped output) doubles its lanes instead, up to the threads per block
   the target's registers allow, a column block then halving its columns
   (`_widen`); a softmax's max and sum of exps share pass 1 when the row is
-  re-read from memory (`online`, `codegen/reduction_online.py`);
+  re-read from memory (`online`, `codegen/reduction_online.py`), folded a
+  chunk of `unroll` elements at a time: the chunk's loads first, one
+  rescale of the running sum per chunk, no branch per element;
 - vector rows: a row schedule reads and writes its rows four elements per
   access (`vector = 4`, `codegen/reduction_vector.py`) where the rows allow;
   lanes, per-lane elements and split chunks then count in quads.
@@ -67,10 +77,10 @@ MAX_SPLITS = 4096
 # another so their loads are in flight together: one load per lane at a time
 # keeps about 8 KB in flight per SM, far from what HBM needs.
 STREAM_UNROLL = 4
-# Threads per block at most (the CUDA limit): a multi-pass reduction cannot
-# split its rows over blocks, so when its rows are too few to fill the GPU
-# (a column softmax of 8192 columns is 256 blocks of 32 columns) it widens
-# its lanes along the reduced axis up to this many threads per block.
+# Threads per block at most (the CUDA limit): a multi-pass reduction that
+# cannot split its rows over blocks (`splittable`) widens its lanes along the
+# reduced axis up to this many threads per block when its rows are too few
+# to fill the GPU.
 MAX_BLOCK_THREADS = 1024
 # Columns of a column block at least, when a wide block trades columns for
 # lanes: a warp then reads two rows of 64 contiguous bytes (whole sectors).
@@ -223,7 +233,7 @@ def _split_rows(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> 
     """Split each row over several blocks when the rows' threads are fewer
     than half of `fill_threads` (see "Split rows"): as many splits as fill
     the GPU, each lane keeping at least `min_split_elems` elements."""
-    if ra.stages != 1 or pass_roots(ra, 2) or sched.cached:
+    if not splittable(ra, sched):
         return
     threads = sched.grid(ra.rows)[0] * sched.rows_per_block * sched.lanes
     if 2 * threads > opts.fill_threads:
@@ -243,6 +253,23 @@ def _split_rows(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> 
     per_lane = -(-ra.row_length // (splits * width))
     sched.chunk = per_lane * width
     sched.splits = -(-ra.row_length // sched.chunk)  # no block without elements
+
+
+def split_passes(ra: RowAnalysis, sched: RowSchedule) -> bool:
+    """Whether `sched` splits a group with a final pass over the row (or two
+    reduction stages) into two kernels (see "Split passes"), rather than
+    letting the last block of a single-pass split combine the partials."""
+    return sched.splits > 1 and (ra.stages > 1 or bool(pass_roots(ra, ra.stages + 1)))
+
+
+def splittable(ra: RowAnalysis, sched: RowSchedule) -> bool:
+    """Whether `sched`'s rows may split over blocks: one pass of statistics
+    (one reduction stage, or a softmax's two sharing pass 1 `online`) and no
+    row cache; with a final pass over the row (split passes, two kernels)
+    only in the column layout, whose columns alone often cannot fill the GPU."""
+    if sched.cached or sched.registers or not (ra.stages == 1 or sched.online):
+        return False
+    return sched.column or (ra.stages == 1 and not pass_roots(ra, 2))
 
 
 def _register_schedule(ra: RowAnalysis, opts: ReductionOptions,

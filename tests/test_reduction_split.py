@@ -147,13 +147,18 @@ func.func @f(%x: tensor<4000x4xf32>) -> tensor<4000x4xf32> {{
 }}"""
 
 
-def test_row_shaped_outputs_are_not_split() -> None:
-    # x - mean(x) needs every block's partial before its second pass.
+def test_row_shaped_outputs_split_in_two_kernels() -> None:
+    # x - mean(x) needs every block's partial before its second pass: its
+    # columns split over blocks in two kernels (split passes), never by the
+    # last block to arrive.
     body = """%m = nn.reduce_mean %a {axes = [0], keepdims = true}
         : (tensor<4000x4xf32>) -> tensor<1x4xf32>
     %d = nn.sub %a, %m : (tensor<4000x4xf32>, tensor<1x4xf32>) -> tensor<4000x4xf32>
     fusion.yield %d : tensor<4000x4xf32>"""
-    assert _schedule(GROUPED.format(body=body), SMALL).splits == 1
+    program = parse_module(make_context(), GROUPED.format(body=body), "test.mlir")
+    ra = analyze(GroupBody.of(next(op for op in program.walk() if isinstance(op, GroupOp))))
+    sched = plan(ra, SMALL)
+    assert sched.splits > 1 and reduction.split_passes(ra, sched)
 
 
 def test_no_split_when_rows_fill_the_gpu() -> None:

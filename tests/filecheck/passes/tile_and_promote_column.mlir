@@ -4,17 +4,17 @@
 // Reductions with several passes over a non-trailing axis are one group in
 // the column layout. A softmax whose column does not fit shared memory
 // folds its max and sum of exps into one pass (online = 1): the column is
-// read twice. Rows that cannot be split widen the lanes to fill the GPU, up
-// to 512 threads per block on h200 (64K registers / a budget of 128), then
-// trade columns for lanes (32 -> 16 columns). NCHW channel statistics keep
-// 128 channels only: the fused kernel could not fill the GPU, so the mean
-// and the variance are two split kernels (each reads the input once).
+// read twice. Columns too few to fill the GPU split over blocks (splits =
+// 16 of 512 rows) in two kernels: the partial statistics of each chunk,
+// then their combination and the chunk's outputs. NCHW channel statistics
+// keep 128 channels only: the fused kernel could not fill the GPU, so the
+// mean and the variance are two split kernels (each reads the input once).
 
 // CHECK-LABEL: func.func @column_softmax
-// CHECK: fusion.group (%x) {name = "g0", kind = "reduction", schedule = #fusion.reduction<layout = "column", row = "memory", lanes = 32, rows_per_block = 16, splits = 1, chunk = 0, per_lane = 0, cached = 0, unroll = 4, online = 1>, schedule_text = "reduction: column schedule, 16 columns x 32 lanes per block, partials transposed in shared memory, softmax max and sum of exps in one pass (online)"
+// CHECK: fusion.group (%x) {name = "g0", kind = "reduction", schedule = #fusion.reduction<layout = "column", row = "memory", lanes = 8, rows_per_block = 32, splits = 16, chunk = 512, per_lane = 0, cached = 0, unroll = 4, online = 1>, schedule_text = "reduction: column schedule, 32 columns x 8 lanes per block, partials transposed in shared memory, each column split over 16 blocks in two kernels (partial statistics, then their combination and the outputs), softmax max and sum of exps in one pass (online)"
 // CHECK-NOT: fusion.group
 // LOWER-LABEL: func.func @column_softmax
-// LOWER: kernel = "column_softmax_g0_reduce_max", grid = [512, 1, 1], block = [16, 32, 1]
+// LOWER: kernel = "column_softmax_g0_reduce_max", grid = [256, 16, 1], block = [32, 8, 1]
 func.func @column_softmax(%x: tensor<8192x8192xf32>) -> tensor<8192x8192xf32> {
   %0 = nn.softmax %x {axis = 0} : tensor<8192x8192xf32>
   func.return %0 : tensor<8192x8192xf32>
