@@ -38,21 +38,16 @@ from fusec.analysis.cost_model import (
     parallel_threads,
     schedule_times,
 )
+from fusec.analysis.group_kind import find_kind
 from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.analysis.pointwise_registers import pointwise_registers_of
 from fusec.analysis.reduction_passes import (
     reduction_threads,
     row_passes,
 )
 from fusec.analysis.targets import Target, get_target
-from fusec.analysis.transposed_operands import (
-    tile_axes,
-    tile_bytes,
-    transpose_refusal,
-)
+from fusec.analysis.transposed_operands import transpose_refusal
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
-    FOLDED_VIEWS,
     INDEXED_READS,
     bytes_read,
     feeds_indexed_reads,
@@ -65,7 +60,6 @@ from fusec.dialects.element_types import skipped_rounding, tau
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import ShapeError, broadcast_shapes, fmt, numel
 from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
-from fusec.scheduling.pointwise import TRANSPOSE_TILE, pointwise_schedule
 
 # Group kinds an emitter schedules; the others describe ops that stay alone.
 FUSIBLE_KINDS = ("pointwise", "reduction", "contraction", "window")
@@ -73,26 +67,17 @@ VIEW_OPS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
 
 # Registers per thread: a base per group kind (index math, the 4-wide vector
 # of a pointwise thread, a GEMM's 8x8 accumulator tile plus fragments, a
-# window's sliding inputs) plus a cost per op: the temporaries it keeps live.
+# window's sliding inputs: each kind's `summary_registers`,
+# `fusec/scheduling/kinds/`) plus a cost per op: the temporaries it keeps live.
 # Summing per-op costs over-estimates long chains (registers get reused), so
-# fusion stays on the safe side of the budget.
-GROUP_BASE_REGISTERS: dict[str, int] = {
-    "pointwise": 16, "reduction": 24, "contraction": 96, "window": 40, "view": 8,
-}
+# fusion stays on the safe side of the budget. Kinds no emitter schedules
+# have their base here.
+OTHER_BASE_REGISTERS: dict[str, int] = {"view": 8}
 OP_REGISTERS: dict[str, int] = {
     "elementwise": 2, "transcendental": 4, "reduction": 8, "view": 1, "anchor": 0,
 }
 TRANSCENDENTAL = (nn.ExpOp, nn.LogOp, nn.TanhOp, nn.ErfOp, nn.SigmoidOp, nn.SiluOp,
                   nn.GeluOp, nn.PowOp, nn.DivOp, nn.SqrtOp, nn.RsqrtOp)
-
-# Shared memory per group kind: cross-warp partials of a block-per-row
-# reduction (one f32 per warp of a 1024-thread block, per reduction); the
-# double-buffered 128x8 A and 8x128 B tiles of a GEMM; a 16x16 output tile
-# of a window op plus a 3-pixel halo, 4 channels at a time.
-SHARED_BYTES: dict[str, int] = {
-    "reduction": 32 * 4, "contraction": 2 * (128 * 8 + 8 * 128) * 4,
-    "window": 4 * (16 + 3) * (16 + 3) * 4,
-}
 
 # tau: how far (relative) a fused result may drift from the unfused one, per
 # element type of the values involved; and the unit roundoff of each type.
@@ -153,29 +138,30 @@ def single_op_info(op: Operation, nid: int, dep: DependencyAnalysis,
     for the schedule a lone pointwise op gets; default h200)."""
     kind, shape, axes, note = _classify(op)
     inputs = frozenset(op.operands)
-    regs = GROUP_BASE_REGISTERS.get(kind, 0) + _op_registers(op)
-    if kind == "pointwise":
-        regs = pointwise_group_registers(
-            (op,), inputs, [r for r in op.results if dep.consumers(r)],
-            target or get_target("h200"))
+    outputs = [r for r in op.results if dep.consumers(r)]
+    regs, shared = summary_resources(kind, (op,), inputs, outputs, shape,
+                                     target or get_target("h200"), 1)
     return GroupInfo(
         nid=nid, kind=kind, lead=op, size=1, shape=shape, axes=axes,
         anchor=op if kind in ("contraction", "window", "reduction") else None,
-        outputs=frozenset(r for r in op.results if dep.consumers(r)), inputs=inputs,
+        outputs=frozenset(outputs), inputs=inputs,
         flops=op_flops(op),
-        registers=regs, shared=SHARED_BYTES.get(kind, 0),
+        registers=regs, shared=shared,
         has_never=_contract(op) == "never", note=note, ops=(op,),
     )
 
 
-def pointwise_group_registers(ops: tuple[Operation, ...], inputs: frozenset[SSAValue] | set[
-        SSAValue], outputs: list[SSAValue], target: Target) -> int:
-    """Registers of the pointwise kernel `ops` would become, under the
-    schedule `scheduling/pointwise.py` gives it on `target`: live values at
-    the widest point of the op order plus arrays in flight and addressing
-    (`codegen/register_model.pointwise_registers_of`, fitted to ptxas)."""
-    epe = pointwise_schedule(target).int_field("elements_per_thread")
-    return pointwise_registers_of(ops, inputs, outputs, epe)
+def summary_resources(kind: str, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
+                      outputs: list[SSAValue], shape: tuple[int, ...], target: Target,
+                      parts: int) -> tuple[int, int]:
+    """(registers per thread, shared bytes per block) of a group of `kind`
+    holding `ops`, from its `GroupKind` (`parts`: how many merged groups had
+    that kind); a kind no emitter schedules: its base plus its ops."""
+    impl = find_kind(kind)
+    if impl is None:
+        return OTHER_BASE_REGISTERS.get(kind, 0) + sum(map(op_registers, ops)), 0
+    return (impl.summary_registers(ops, inputs, outputs, target),
+            impl.summary_shared(ops, shape, parts))
 
 
 def _contract(op: Operation) -> str:
@@ -209,7 +195,8 @@ def _classify(op: Operation) -> tuple[str, tuple[int, ...], tuple[int, ...], str
     return "opaque", shape, (), "fusec does not know how to fuse it"
 
 
-def _op_registers(op: Operation) -> int:
+def op_registers(op: Operation) -> int:
+    """The registers `op` adds to a group (legality's fast estimate)."""
     kind = op_kind(op)
     if kind in (OpKind.CONTRACTION, OpKind.WINDOW):
         return OP_REGISTERS["anchor"]
@@ -297,25 +284,20 @@ def describe_group(dep: DependencyAnalysis, g: GroupInfo) -> str:
 
 
 def fuse_infos(c: Candidate) -> GroupInfo | str:
-    """The merged summary if the kinds combine, else the reason they do not."""
+    """The merged summary if the kinds combine, else the reason they do not:
+    each group's `GroupKind.merge` is asked in turn (the first group's
+    first); a pair neither kind has a rule for is refused."""
     a, b = c.a, c.b
-    kinds = {a.kind, b.kind}
-    if "view" in kinds and kinds & {"contraction"} and c.options.fold_views:
-        merged = _fold_view(c)
-    elif c.options.fold_views and (indexed := _indexed_read(c)) is not None:
-        merged = indexed
-    elif kinds == {"view", "pointwise"} and c.options.fold_views and any(
-            isinstance(g.lead, FOLDED_VIEWS) and g.size == 1 for g in (a, b)):
-        merged = _view_operand(c)
-    elif kinds <= {"pointwise"}:
-        merged = _pointwise(a, b)
-    elif kinds == {"pointwise", "reduction"} or kinds == {"reduction"}:
-        merged = _reduction(c)
-    elif len(kinds) == 2 and "pointwise" in kinds and kinds & {"contraction", "window"}:
-        merged = _epilogue(c)
-    elif kinds == {"window"} and (pooled := _conv_pool(c)) is not None:
-        merged = pooled
-    else:
+    merged: Merged | str | None = None
+    impls = [(impl, mine, other) for mine, other in ((a, b), (b, a))
+             if (impl := find_kind(mine.kind)) is not None]
+    for impl, mine, other in impls:
+        merged = impl.merge(c, mine, other)
+        if merged is not None:
+            break
+    if merged is None and not impls:
+        merged = indexed_read(c)
+    if merged is None:
         merged = _kind_refusal(c)
     if isinstance(merged, str):
         return merged
@@ -353,7 +335,7 @@ def _kind_refusal(c: Candidate) -> str:
 Merged = tuple[str, tuple[int, ...], tuple[int, ...], Operation | None]
 
 
-def _pointwise(a: GroupInfo, b: GroupInfo, shape: tuple[int, ...] | None = None
+def merge_pointwise(a: GroupInfo, b: GroupInfo, shape: tuple[int, ...] | None = None
                ) -> Merged | str:
     shape = shape or _covering(a.shape, b.shape)
     if shape is None:
@@ -365,7 +347,7 @@ def _pointwise(a: GroupInfo, b: GroupInfo, shape: tuple[int, ...] | None = None
     return ("pointwise", shape, (), None)
 
 
-def _view_operand(c: Candidate) -> Merged | str:
+def view_operand(c: Candidate) -> Merged | str:
     """A transpose, slice or reshape joins the pointwise group reading it:
     the kernel reads the operand in place as a strided view
     (`analysis/transposed_operands.py`, `analysis/view_operands.py`)."""
@@ -376,8 +358,15 @@ def _view_operand(c: Candidate) -> Merged | str:
                 "over operands it reads from memory")
     readers = [u.operation for u in view.lead.results[0].uses if c.in_pair(u.operation)]
     if all(isinstance(u, CHAINED_VIEWS) for u in readers):  # its shape is not iterated
-        return _pointwise(view, pw, pw.shape)
-    return _pointwise(view, pw)
+        return merge_pointwise(view, pw, pw.shape)
+    return merge_pointwise(view, pw)
+
+
+def indexed_read(c: Candidate) -> Merged | str | None:
+    """`_indexed_read` when views fold (option fold_views), else None: the
+    rule every kind asks first (a group reading a concat or gather in place
+    whatever its kind)."""
+    return _indexed_read(c) if c.options.fold_views else None
 
 
 def _indexed_read(c: Candidate) -> Merged | str | None:
@@ -404,13 +393,13 @@ def _indexed_read(c: Candidate) -> Merged | str | None:
                 if _covering(src.shape, dst.shape) != dst.shape:
                     return (f"{c.dep.describe(src.lead)} has shape {fmt(src.shape)}, which "
                             f"does not broadcast into the reduction's rows {fmt(dst.shape)}")
-                return _reduction(c)
-            return _pointwise(src, dst)
+                return merge_reduction(c)
+            return merge_pointwise(src, dst)
         if src.kind == "view" and src.size == 1 and feeds_indexed_reads(src.lead, ops) and (
                 c.edges(src, dst)) and not c.edges(dst, src):
             if dst.kind == "reduction":
-                return _reduction(c)
-            return _pointwise(src, dst, dst.shape)
+                return merge_reduction(c)
+            return merge_pointwise(src, dst, dst.shape)
     return None
 
 
@@ -423,7 +412,7 @@ def _covering(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...] | None:
     return joint if joint in (s, t) else None
 
 
-def _reduction(c: Candidate) -> Merged | str:
+def merge_reduction(c: Candidate) -> Merged | str:
     red, other = (c.a, c.b) if c.a.kind == "reduction" else (c.b, c.a)
     if other.kind == "reduction" and (other.shape, other.axes) != (red.shape, red.axes):
         return (f"the reductions cannot share one iteration space: "
@@ -442,7 +431,7 @@ def _reduction(c: Candidate) -> Merged | str:
     return ("reduction", red.shape, red.axes, red.anchor)
 
 
-def _epilogue(c: Candidate) -> Merged | str:
+def epilogue(c: Candidate) -> Merged | str:
     anchor_g, ew = (c.a, c.b) if c.a.kind != "pointwise" else (c.b, c.a)
     what = anchor_g.kind
     if c.edges(ew, anchor_g):
@@ -457,7 +446,7 @@ def _epilogue(c: Candidate) -> Merged | str:
     return (what, anchor_g.shape, (), anchor_g.anchor)
 
 
-def _conv_pool(c: Candidate) -> Merged | str | None:
+def conv_pool(c: Candidate) -> Merged | str | None:
     """A convolution group (conv + elementwise epilogue) and the pool reading
     its result: one window kernel, the conv tile in shared memory
     (`codegen/conv_pool.py`). None when the pair is not that pattern; the
@@ -478,7 +467,7 @@ def _conv_pool(c: Candidate) -> Merged | str | None:
     return None
 
 
-def _fold_view(c: Candidate) -> Merged | str:
+def fold_view(c: Candidate) -> Merged | str:
     view, con = (c.a, c.b) if c.a.kind == "view" else (c.b, c.a)
     if c.edges(con, view) or not c.edges(view, con):
         return (f"{c.dep.describe(view.lead)} does not feed an operand of "
@@ -506,13 +495,8 @@ def _with_totals(c: Candidate, kind: str, shape: tuple[int, ...], axes: tuple[in
                        *(skipped_rounding(c.dep.dtype(v)) for v in internalized))
     lead = a.lead if c.dep.index[a.lead] <= c.dep.index[b.lead] else b.lead
     ops = tuple(sorted((*a.ops, *b.ops), key=c.dep.index.__getitem__))
-    if kind == "pointwise":
-        regs = pointwise_group_registers(ops, inputs, outputs, c.target)
-    else:
-        regs = GROUP_BASE_REGISTERS[kind] + sum(map(_op_registers, ops))
-    shared = SHARED_BYTES.get(kind, 0) * (1 + (a.kind == b.kind == "reduction"))
-    if kind == "pointwise":  # the tiles of transposed operands
-        shared += tile_bytes(ops, shape, TRANSPOSE_TILE)
+    regs, shared = summary_resources(kind, ops, inputs, list(outputs), shape, c.target,
+                                     sum(g.kind == kind for g in (a, b)))
     return GroupInfo(
         nid=a.nid, kind=kind, lead=lead, size=a.size + b.size, shape=shape, axes=axes,
         anchor=anchor, outputs=outputs, inputs=inputs, flops=_fused_flops(a, b, kind, shape),
@@ -714,21 +698,11 @@ def _reduction_threads(target: Target, g: GroupInfo, outputs: list[SSAValue],
 
 
 def kernel_path(g: GroupInfo) -> str:
-    """The kernel `g` becomes (a key of `cost_model.KERNEL_PATHS`), as
-    `scheduling/choose.py` schedules it: a pointwise or row-reduction
-    kernel (the transposed-operand tile when a transpose in the group moves
-    the innermost axis); a window group the tiled kernel, or the conv + pool kernel
-    (a direct loop over channels and taps) when it holds a pool after its
-    conv; a contraction fusec's SIMT GEMM (the library GEMM is chosen later
-    and only when it is faster, so this bounds the time from above)."""
-    if g.kind == "window":
-        pooled = isinstance(g.anchor, nn.Conv2dOp) and any(
-            isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp)) for op in g.ops)
-        return "conv_pool" if pooled else "window_tiled"
-    if g.kind == "pointwise" and tile_axes(g.ops, g.shape) is not None:
-        return "pointwise_transpose"
-    return {"pointwise": "pointwise", "reduction": "reduction",
-            "contraction": "simt_gemm"}.get(g.kind, "roofline")
+    """The kernel `g` becomes (a key of `cost_model.KERNEL_PATHS`), as its
+    `GroupKind.kernel_path` says the scheduler will schedule it; "roofline"
+    for a kind no emitter schedules."""
+    impl = find_kind(g.kind)
+    return impl.kernel_path(g) if impl is not None else "roofline"
 
 
 def recompute_ok(dep: DependencyAnalysis, producer: Operation, host: GroupInfo,
@@ -740,7 +714,7 @@ def recompute_ok(dep: DependencyAnalysis, producer: Operation, host: GroupInfo,
     value = producer.results[0]
     if host.kind not in FUSIBLE_KINDS or _covering(tensor_shape(value), host.shape) != host.shape:
         return Verdict.no(f"{describe_group(dep, host)} cannot evaluate it over {fmt(host.shape)}")
-    if host.registers + _op_registers(producer) > options.max_registers:
+    if host.registers + op_registers(producer) > options.max_registers:
         return Verdict.no(f"it would take the kernel past {options.max_registers} registers")
     new_inputs = {v for v in producer.operands if v not in host.inputs}
     saved = dep.nbytes(value) * (1 + saves_write) - sum(map(dep.nbytes, new_inputs))

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.group_kind import group_kind
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTERS
 from fusec.analysis.pointwise_registers import pointwise_register_parts
@@ -151,29 +152,46 @@ def group_schedule_or_proposed(group: GroupOp, target: Target) -> ScheduleAttr |
 def estimate_registers(group: GroupOp, target: Target,
                        tile: GemmTile | None = None) -> RegisterEstimate:
     """The registers per thread of `group`'s kernel under its schedule on
-    `target`; `tile` overrides the GEMM tile (what `register-budget` tries
-    when it re-schedules)."""
-    kind = group.attributes.get("kind")
-    name = getattr(kind, "data", "pointwise")
-    if name == "layout":
-        return _make(("layout copy", LAYOUT_REGISTERS))
-    if name == "attention":
-        from fusec.codegen.attention import group_registers  # imports this module
+    `target`, from its kind (`GroupKind.registers`; a group without a kind
+    is pointwise); `tile` overrides the GEMM tile (what `register-budget`
+    tries when it re-schedules)."""
+    name = getattr(group.attributes.get("kind"), "data", "pointwise")
+    return group_kind(name, group).registers(group, target, tile)
 
-        return group_registers(group)
+
+def layout_estimate() -> RegisterEstimate:
+    """A layout copy (index remapping or the tiled transpose)."""
+    return _make(("layout copy", LAYOUT_REGISTERS))
+
+
+def contraction_estimate(group: GroupOp, target: Target,
+                         tile: GemmTile | None = None) -> RegisterEstimate:
+    """A contraction group under its schedule on `target` (`tile` instead
+    of its tile when given); a library GEMM is no kernel."""
     schedule = group_schedule_or_proposed(group, target)
-    if name == "contraction":
-        assert tile is not None or isinstance(schedule, ContractionSchedule)
-        if tile is None and schedule.str_field("impl") == "library":  # type: ignore[union-attr]
-            return _make(("library call, no kernel", 0))
-        return _contraction(group, tile or tile_of(schedule))  # type: ignore[arg-type]
-    if name == "reduction":
-        assert isinstance(schedule, ReductionSchedule)
-        return _reduction(group, schedule)
-    if name == "window":
-        return _window(group)
+    assert tile is not None or isinstance(schedule, ContractionSchedule)
+    if tile is None and schedule.str_field("impl") == "library":  # type: ignore[union-attr]
+        return _make(("library call, no kernel", 0))
+    return _contraction(group, tile or tile_of(schedule))  # type: ignore[arg-type]
+
+
+def pointwise_estimate(group: GroupOp, target: Target) -> RegisterEstimate:
+    """A pointwise group under its schedule on `target` (`_pointwise`)."""
+    schedule = group_schedule_or_proposed(group, target)
     assert isinstance(schedule, PointwiseSchedule)
     return _pointwise(group, schedule)
+
+
+def reduction_estimate(group: GroupOp, target: Target) -> RegisterEstimate:
+    """A reduction group under its schedule on `target` (`_reduction`)."""
+    schedule = group_schedule_or_proposed(group, target)
+    assert isinstance(schedule, ReductionSchedule)
+    return _reduction(group, schedule)
+
+
+def window_group_estimate(group: GroupOp) -> RegisterEstimate:
+    """A window group: a lone window op's tiled kernel, or conv + pool."""
+    return _window(group)
 
 
 def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:

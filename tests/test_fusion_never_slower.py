@@ -1,11 +1,15 @@
 """Fusion on is never estimated slower than fusion off: for random graphs of
 the fuzzer's generator, the summed busy time of the kernels
 `form-fusion-groups` forms (each priced on its emitted path, launches
-included) is at most that of one kernel per op (docs/fusion.md)."""
+included) is at most that of one kernel per op (docs/fusion.md); and so
+for every program of bench/models, bench/programs and examples."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from xdsl.dialects.func import FuncOp
 
 from fusec.analysis.fusion_legality import FusionOptions, kernel_cost
@@ -50,3 +54,16 @@ def test_fused_program_is_never_estimated_slower() -> None:
                 worse.append(f"graph {k} on {target}: fused {fused * 1e6:.2f} us > "
                              f"unfused {unfused * 1e6:.2f} us\n{text}")
     assert not worse, "\n".join(worse[:3])
+
+
+PROGRAMS = sorted(p for d in ("bench/models", "bench/programs", "examples")
+                  for p in (Path(__file__).resolve().parent.parent / d).glob("*.mlir"))
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_bench_program_is_never_estimated_slower_fused(path: Path) -> None:
+    """The same on every program of bench/ and examples/, on h200 (the
+    target `fusec --target h200` compiles them for)."""
+    unfused, fused = program_times(path.read_text(encoding="utf-8"), "h200")
+    assert fused <= unfused * (1 + 1e-9), (
+        f"{path.name}: fused {fused * 1e6:.2f} us > unfused {unfused * 1e6:.2f} us")

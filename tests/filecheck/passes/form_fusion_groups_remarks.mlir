@@ -184,3 +184,15 @@ func.func @transpose_then_sum(%x: tensor<8x16xf32>, %y: tensor<16x8xf32>) -> ten
   %s = nn.reduce_sum %a {axes = [1], keepdims = true} : (tensor<16x8xf32>) -> tensor<16x1xf32>
   func.return %s : tensor<16x1xf32>
 }
+
+// -----
+
+// A conv + pool kernel (a direct loop over channels and taps) priced on its
+// own path against the tiled conv and the lone pool: refused, both times given.
+// CHECK: missed: nn.max_pool2d (%p) not fused into group g0: the fused kernel is estimated slower than its parts: fused (conv_pool) {{[0-9.]+}} us vs parts {{[0-9.]+}} us (window_tiled) + {{[0-9.]+}} us (window_tiled)
+func.func @slower_fused(%x: tensor<32x64x56x56xf32>, %w: tensor<64x64x3x3xf32>) -> tensor<32x64x28x28xf32> {
+  %c = nn.conv2d %x, %w {strides = [1, 1], pads = [1, 1, 1, 1], dilations = [1, 1], groups = 1} : (tensor<32x64x56x56xf32>, tensor<64x64x3x3xf32>) -> tensor<32x64x56x56xf32>
+  %r = nn.relu %c : tensor<32x64x56x56xf32>
+  %p = nn.max_pool2d %r {kernel = [2, 2], strides = [2, 2], pads = [0, 0, 0, 0]} : (tensor<32x64x56x56xf32>) -> tensor<32x64x28x28xf32>
+  func.return %p : tensor<32x64x28x28xf32>
+}

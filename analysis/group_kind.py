@@ -1,0 +1,167 @@
+"""The group-kind interface: everything fusec does differently per kind of
+`fusion.group` (pointwise, reduction, contraction, window, attention,
+layout), behind one protocol and one registry.
+
+A kind says how two groups merge (or why they cannot), the resources a
+merged summary and a scheduled kernel need, the candidate schedules for a
+target, the schedule the model chooses, the emitter, and the kernel path
+that prices it. Legality (`fusion_legality.py`), the scheduler
+(`scheduling/choose.py`), the autotuner's candidates, the register model and
+code generation ask the registry instead of switching on kind strings.
+
+The protocol and the registry live here, in the low layer, so that legality
+can use them; the built-in kinds are implemented and registered by
+`fusec.scheduling.kinds` (they need the schedulers and emitters above this
+layer). The first lookup loads that module, so every entry point (the
+driver, a pass run through `fusec -p`, a test calling a model directly) sees
+the built-in kinds; `register_kind` adds one more (docs/writing-passes.md).
+
+```python
+from fusec.analysis.group_kind import group_kind
+kind = group_kind("reduction", group)      # a located error for an unknown kind
+attr, line, shared = kind.choose(ctx, group)
+```
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from xdsl.ir import Operation, SSAValue
+
+from fusec.analysis.diagnostics import FusecError, op_error
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.targets import Target
+from fusec.dialects.schedule import ScheduleAttr
+
+if TYPE_CHECKING:  # types only: these layers sit above this one
+    from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
+    from fusec.codegen.kernel_source import KernelSource
+    from fusec.codegen.register_model import RegisterEstimate
+    from fusec.dialects.fusion import GroupOp
+    from fusec.scheduling.contraction import GemmTile
+
+BUILTIN_KINDS_MODULE = "fusec.scheduling.kinds"
+"""The module that registers the built-in kinds (loaded on first lookup)."""
+
+
+@dataclass
+class ScheduleContext:
+    """What choosing a schedule needs: the target, the shared memory a
+    block may use (bytes), and where remarks about shrunk tiles go."""
+
+    target: Target
+    limit: int
+    remarks: RemarkCollector
+
+
+Choice = tuple["ScheduleAttr | None", str, int]
+"""A chosen schedule (None: the kind has none), a readable line, and the
+shared bytes per block it uses."""
+
+
+@runtime_checkable
+class GroupKind(Protocol):
+    """One kind of `fusion.group`. Implementations are stateless singletons
+    registered with `register_kind`; every method is side-effect free
+    except `choose`, which may add remarks to `ctx.remarks`."""
+
+    name: str
+    """The `kind` attribute of the groups it handles (and the legality
+    summary's `GroupInfo.kind`)."""
+
+    def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
+        """Legality's kind algebra: `mine` (of this kind) and `other` as one
+        group: (kind, iteration shape, reduced axes, anchor), or the reason
+        they cannot be one kernel, or None when this kind has no rule for
+        `other`'s kind (the other kind is asked next, then the pair is
+        refused)."""
+        ...
+
+    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
+                          outputs: list[SSAValue], target: Target) -> int:
+        """Legality's fast register estimate of a group holding `ops`."""
+        ...
+
+    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
+                       parts: int) -> int:
+        """Legality's shared bytes per block of a group holding `ops` over
+        `shape`; `parts`: how many of the merged groups had this kind."""
+        ...
+
+    def kernel_path(self, info: GroupInfo) -> str:
+        """The kernel a legality summary becomes (a key of
+        `cost_model.KERNEL_PATHS`), as `choose` will schedule it."""
+        ...
+
+    def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
+        """The model's schedule of `group` on `ctx.target` within
+        `ctx.limit` bytes of shared memory, a readable line, its shared
+        bytes; nothing is recorded on the group."""
+        ...
+
+    def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
+                   limit: int) -> list[ScheduleAttr]:
+        """Alternatives to `first` (the model's choice) the autotuner may
+        time, legal on `target` and within `limit` bytes of shared memory;
+        unordered, duplicates allowed. Empty when there is nothing to vary."""
+        ...
+
+    def registers(self, group: GroupOp, target: Target,
+                  tile: GemmTile | None = None) -> RegisterEstimate:
+        """Registers per thread of `group`'s kernel under its schedule on
+        `target` (`tile`: a GEMM tile to try instead)."""
+        ...
+
+    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
+        """The kernel of a scheduled `group`, named `kernel_name`."""
+        ...
+
+
+_REGISTRY: dict[str, GroupKind] = {}
+
+
+def register_kind(kind: GroupKind) -> GroupKind:
+    """Add `kind` to the registry (a second kind of the same name is a bug)."""
+    if not isinstance(kind, GroupKind):
+        raise TypeError(f"{kind!r} does not implement the GroupKind protocol")
+    if kind.name in _REGISTRY and _REGISTRY[kind.name] is not kind:
+        raise ValueError(f"group kind {kind.name!r} is registered twice")
+    _REGISTRY[kind.name] = kind
+    return kind
+
+
+def _load_builtins() -> None:
+    if not _REGISTRY:
+        importlib.import_module(BUILTIN_KINDS_MODULE)
+
+
+def registered_kinds() -> dict[str, GroupKind]:
+    """Every registered kind by name (the built-in ones loaded)."""
+    _load_builtins()
+    return dict(_REGISTRY)
+
+
+def find_kind(name: str) -> GroupKind | None:
+    """The kind called `name`, None when none is (legality's summaries also
+    use kinds no emitter schedules: "view", "composite", ...)."""
+    _load_builtins()
+    return _REGISTRY.get(name)
+
+
+def group_kind(name: str, where: Operation | None = None) -> GroupKind:
+    """The kind called `name`; an unknown one is an error located at
+    `where` (the group), or a `fusec: error:` without one."""
+    kind = find_kind(name)
+    if kind is not None:
+        return kind
+    message = (f"fusion.group has unknown kind \"{name}\" (expected one of "
+               f"{', '.join(_REGISTRY)})")
+    raise op_error(where, message) if where is not None else FusecError(message)
+
+
+def kind_name(group: GroupOp) -> str:
+    """The `kind` attribute of `group` ("" when it has none)."""
+    return str(getattr(group.attributes.get("kind"), "data", ""))

@@ -1,0 +1,64 @@
+"""The layout kind: a transpose, slice, concat or gather left as its own
+kernel, an index-remapping copy (or the tiled transpose) with no schedule."""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation, SSAValue
+
+from fusec.analysis.fusion_legality import (
+    Candidate,
+    GroupInfo,
+    Merged,
+    indexed_read,
+    op_registers,
+)
+from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.targets import Target
+from fusec.codegen import layout as emitter
+from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.register_model import RegisterEstimate, layout_estimate
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import ScheduleAttr
+from fusec.scheduling.contraction import GemmTile
+
+
+class LayoutKind:
+    """`kind = "layout"`."""
+
+    name = "layout"
+
+    def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
+        """Only as a concat or gather its reader reads in place."""
+        return indexed_read(c)
+
+    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
+                          outputs: list[SSAValue], target: Target) -> int:
+        """Each op's temporaries (no base: a copy)."""
+        return sum(map(op_registers, ops))
+
+    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
+                       parts: int) -> int:
+        """None (legality does not plan its tiled transpose)."""
+        return 0
+
+    def kernel_path(self, info: GroupInfo) -> str:
+        """Priced on the plain roofline."""
+        return "roofline"
+
+    def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
+        """No schedule: the copy is planned by its emitter."""
+        return None, "layout: index remapping copy", 0
+
+    def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
+                   limit: int) -> list[ScheduleAttr]:
+        """None: a layout copy has no schedule to vary."""
+        return []
+
+    def registers(self, group: GroupOp, target: Target,
+                  tile: GemmTile | None = None) -> RegisterEstimate:
+        """`register_model.layout_estimate`."""
+        return layout_estimate()
+
+    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
+        """`codegen/layout.py`."""
+        return emitter.emit(group, kernel_name)

@@ -1,0 +1,108 @@
+"""The pointwise kind: elementwise and broadcast ops over one iteration
+space, flat (elements per thread, block) or, when a transpose in the group
+moves the innermost axis, a tile that stages the transposed operands
+through shared memory."""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation, SSAValue
+
+from fusec.analysis.fusion_legality import (
+    Candidate,
+    GroupInfo,
+    Merged,
+    indexed_read,
+    merge_pointwise,
+    view_operand,
+)
+from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.pointwise_registers import pointwise_registers_of
+from fusec.analysis.targets import Target
+from fusec.analysis.transposed_operands import tile_axes, tile_bytes
+from fusec.analysis.view_operands import FOLDED_VIEWS
+from fusec.codegen import pointwise as emitter
+from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.pointwise_transpose import plan_group as plan_transposed
+from fusec.codegen.pointwise_transpose import tile_shared_bytes
+from fusec.codegen.register_model import RegisterEstimate, pointwise_estimate
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.schedule import PointwiseSchedule, ScheduleAttr
+from fusec.dialects.shapes import broadcast_shapes
+from fusec.scheduling.contraction import GemmTile
+from fusec.scheduling.kinds.common import body_ops, body_results
+from fusec.scheduling.pointwise import TRANSPOSE_TILE, pointwise_schedule, transpose_tile
+
+POINTWISE_ELEMENTS = (1, 2, 4, 8)
+"""Elements per thread a pointwise candidate takes."""
+POINTWISE_BLOCKS = (128, 256, 512)
+"""Threads per block a pointwise candidate takes."""
+
+
+class PointwiseKind:
+    """`kind = "pointwise"`."""
+
+    name = "pointwise"
+
+    def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
+        """A concat or gather read in place first; then another pointwise
+        group, or a lone transpose, slice or reshape folded into the loads."""
+        if (indexed := indexed_read(c)) is not None:
+            return indexed
+        if other.kind == "pointwise":
+            return merge_pointwise(mine, other)
+        if other.kind == "view" and c.options.fold_views and any(
+                isinstance(g.lead, FOLDED_VIEWS) and g.size == 1 for g in (mine, other)):
+            return view_operand(c)
+        return None
+
+    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
+                          outputs: list[SSAValue], target: Target) -> int:
+        """Live values at the widest point of the op order plus arrays in
+        flight and addressing, under the schedule `scheduling/pointwise.py`
+        gives it on `target` (`pointwise_registers_of`, fitted to ptxas)."""
+        epe = pointwise_schedule(target).int_field("elements_per_thread")
+        return pointwise_registers_of(ops, inputs, outputs, epe)
+
+    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
+                       parts: int) -> int:
+        """The padded tiles of the transposed operands (none: 0)."""
+        return tile_bytes(ops, shape, TRANSPOSE_TILE)
+
+    def kernel_path(self, info: GroupInfo) -> str:
+        """The transposed-operand tile when a transpose moves the innermost axis."""
+        tiled = tile_axes(info.ops, info.shape) is not None
+        return "pointwise_transpose" if tiled else "pointwise"
+
+    def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
+        """Flat, or the transposed-operand tile when a transpose in the group
+        moves the innermost axis (`scheduling/pointwise.transpose_tile`)."""
+        shape = broadcast_shapes(*(tensor_shape(v) for v in body_results(group)))
+        attr = pointwise_schedule(ctx.target, transpose_tile(body_ops(group), shape), group)
+        if not attr.int_field("tile"):
+            return attr, (f"pointwise: {attr.int_field('elements_per_thread')} elements per "
+                          f"thread, {attr.int_field('block')} threads per block"), 0
+        tile = attr.int_field("tile")
+        used = tile_shared_bytes(plan_transposed(group, attr))
+        return attr, (f"pointwise: {tile}x{tile} output tiles, transposed operands staged "
+                      f"through shared memory, {attr.int_field('block')} threads per block"), used
+
+    def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
+                   limit: int) -> list[ScheduleAttr]:
+        """`POINTWISE_ELEMENTS` x `POINTWISE_BLOCKS` (a block no larger than
+        the target launches); a transposed tile (`tile` > 0) has a fixed
+        32 x 8 block and no elements-per-thread choice: nothing to vary."""
+        if not isinstance(first, PointwiseSchedule) or first.int_field("tile") != 0:
+            return []
+        return [PointwiseSchedule.make(elements_per_thread=e, block=b)
+                for e in POINTWISE_ELEMENTS for b in POINTWISE_BLOCKS
+                if b <= target.max_threads_per_block]
+
+    def registers(self, group: GroupOp, target: Target,
+                  tile: GemmTile | None = None) -> RegisterEstimate:
+        """`register_model.pointwise_estimate`."""
+        return pointwise_estimate(group, target)
+
+    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
+        """`codegen/pointwise.py` (its transposed tile included)."""
+        return emitter.emit(group, kernel_name)

@@ -1,0 +1,140 @@
+"""The reduction kind: reductions sharing one iteration space with the
+elementwise ops around them; a row, column or split schedule
+(`scheduling/reduction.py`)."""
+
+from __future__ import annotations
+
+import itertools
+
+from xdsl.ir import Operation, SSAValue
+
+from fusec.analysis.fusion_legality import (
+    Candidate,
+    GroupInfo,
+    Merged,
+    indexed_read,
+    merge_reduction,
+    op_registers,
+)
+from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.targets import Target
+from fusec.codegen import reduction as emitter
+from fusec.codegen.decompose_group import decomposed
+from fusec.codegen.group_body import GroupBody
+from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.reduction_plan import analyze as analyze_rows
+from fusec.codegen.register_model import RegisterEstimate, reduction_estimate
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import ScheduleAttr
+from fusec.scheduling import reduction
+from fusec.scheduling.contraction import GemmTile
+from fusec.scheduling.kinds.common import group_name
+
+BASE_REGISTERS = 24
+"""Legality's base registers of a reduction thread (index math, partials)."""
+SHARED_BYTES = 32 * 4
+"""Legality's shared bytes per reduction: the cross-warp partials of a
+block-per-row reduction (one f32 per warp of a 1024-thread block)."""
+REDUCTION_GRID: dict[str, tuple[int | bool, ...]] = {
+    "registers": (True, False),
+    "register_elems": (8, 16, 32, 64),
+    "block_threads": (128, 256, 512),
+    "split": (True, False),
+    "unroll": (2, 4, 8, 16),  # also the chunk of an online pass's update
+    "vector": (4, 1),  # rows by quads where they allow it, or one element per access
+}
+"""The `ReductionOptions` fields a reduction candidate varies, and their values."""
+
+
+class ReductionKind:
+    """`kind = "reduction"`."""
+
+    name = "reduction"
+
+    def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
+        """A concat or gather read in place first; then a pointwise group
+        or a reduction of the same iteration space."""
+        if (indexed := indexed_read(c)) is not None:
+            return indexed
+        if other.kind in ("pointwise", "reduction"):
+            return merge_reduction(c)
+        return None
+
+    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
+                          outputs: list[SSAValue], target: Target) -> int:
+        """`BASE_REGISTERS` plus each op's temporaries."""
+        return BASE_REGISTERS + sum(map(op_registers, ops))
+
+    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
+                       parts: int) -> int:
+        """`SHARED_BYTES` per merged reduction group."""
+        return SHARED_BYTES * max(1, parts)
+
+    def kernel_path(self, info: GroupInfo) -> str:
+        """Always the reduction kernel."""
+        return "reduction"
+
+    def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
+        """`reduction.plan_schedule` for the target, its shared-memory cache
+        within `SHARED_BUDGET_BYTES` (or the limit when smaller)."""
+        budget = min(reduction.SHARED_BUDGET_BYTES, ctx.limit)
+        with decomposed(group) as flat:
+            ra = analyze_rows(GroupBody.of(flat))
+            sched = reduction.plan_schedule(
+                ra, reduction.for_target(ctx.target, shared_limit=budget))
+            attr = reduction.to_attr(ra, sched)
+        split = (f", each row split over {sched.splits} blocks (the last to arrive combines "
+                 "their partials)") if sched.splits > 1 else ""
+        if reduction.split_passes(ra, sched):
+            split = (f", each column split over {sched.splits} blocks in two kernels (partial "
+                     "statistics, then their combination and the outputs)")
+        if sched.online:
+            split += ", softmax max and sum of exps in one pass (online)"
+        used = sched.scratch_bytes + sched.cache_bytes
+        if sched.column:
+            return attr, (f"reduction: column schedule, {sched.rows_per_block} columns x "
+                          f"{sched.lanes} lanes per block, partials transposed in shared "
+                          "memory" + split), used
+        if sched.registers:
+            return attr, (f"reduction: row in registers, {sched.per_lane} elements per lane, "
+                          f"{sched.lanes} lanes per row"), sched.scratch_bytes
+        on_chip = attr.str_field("row") == "shared"
+        if not on_chip:
+            ctx.remarks.add("remark", f"group {group_name(group)}: rows of {ra.row_length} "
+                            f"elements do not fit {budget} bytes of shared memory; staged "
+                            "(later passes re-read the row from memory)")
+        where = "kept on chip" if on_chip else "staged through memory"
+        return attr, (f"reduction: {sched.lanes} lanes per row, {sched.rows_per_block} rows per "
+                      f"block, row {where}" + split), used
+
+    def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
+                   limit: int) -> list[ScheduleAttr]:
+        """The schedules `plan_schedule` makes from every combination of
+        `REDUCTION_GRID` whose shared memory fits `limit`."""
+        budget = min(reduction.SHARED_BUDGET_BYTES, limit)
+        out: list[ScheduleAttr] = []
+        keys = list(REDUCTION_GRID)
+        with decomposed(group) as flat:
+            ra = analyze_rows(GroupBody.of(flat))
+            for values in itertools.product(*REDUCTION_GRID.values()):
+                fields = dict(zip(keys, values, strict=True))
+                opts = reduction.ReductionOptions(
+                    registers=bool(fields["registers"]),
+                    register_elems=int(fields["register_elems"]),
+                    block_threads=min(int(fields["block_threads"]),
+                                      target.max_threads_per_block),
+                    split=bool(fields["split"]), unroll=int(fields["unroll"]),
+                    vector=int(fields["vector"]))
+                sched = reduction.plan_schedule(ra, reduction.for_target(target, opts, budget))
+                if sched.scratch_bytes + sched.cache_bytes <= limit:
+                    out.append(reduction.to_attr(ra, sched))
+        return out
+
+    def registers(self, group: GroupOp, target: Target,
+                  tile: GemmTile | None = None) -> RegisterEstimate:
+        """`register_model.reduction_estimate`."""
+        return reduction_estimate(group, target)
+
+    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
+        """`codegen/reduction.py`."""
+        return emitter.emit(group, kernel_name)

@@ -1,0 +1,127 @@
+"""The window kind: a convolution or pool with its elementwise epilogue, a
+tiled kernel (`codegen/window_schedule.py`), or a conv with the pool
+reading it in one kernel (`codegen/conv_pool.py`)."""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation, SSAValue
+
+from fusec.analysis.fusion_legality import (
+    Candidate,
+    GroupInfo,
+    Merged,
+    conv_pool,
+    epilogue,
+    indexed_read,
+    op_registers,
+)
+from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.targets import Target
+from fusec.codegen import window as emitter
+from fusec.codegen.conv_pool import POOL_TILE, shared_tile
+from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.register_model import RegisterEstimate, window_group_estimate
+from fusec.codegen.window_plan import STATIC_SHARED_LIMIT, WindowPlan, check_plan, plan_attr
+from fusec.codegen.window_schedule import (
+    fit_shared,
+    group_window,
+    shrink_steps,
+    smallest,
+    thread_tiles_below,
+)
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
+from fusec.scheduling.contraction import GemmTile
+from fusec.scheduling.kinds.common import body_ops, group_name
+
+BASE_REGISTERS = 40
+"""Legality's base registers of a window thread (its sliding inputs)."""
+SHARED_BYTES = 4 * (16 + 3) * (16 + 3) * 4
+"""Legality's shared bytes: a 16x16 output tile plus a 3-pixel halo, 4
+channels at a time."""
+POOLS = (nn.MaxPool2dOp, nn.AvgPool2dOp)
+
+
+class WindowKind:
+    """`kind = "window"`."""
+
+    name = "window"
+
+    def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
+        """A concat or gather read in place first; then the pointwise
+        epilogue reading the result, or the pool reading a conv's."""
+        if (indexed := indexed_read(c)) is not None:
+            return indexed
+        if other.kind == "pointwise":
+            return epilogue(c)
+        if other.kind == "window":
+            return conv_pool(c)
+        return None
+
+    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
+                          outputs: list[SSAValue], target: Target) -> int:
+        """`BASE_REGISTERS` plus each op's temporaries."""
+        return BASE_REGISTERS + sum(map(op_registers, ops))
+
+    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
+                       parts: int) -> int:
+        """`SHARED_BYTES`."""
+        return SHARED_BYTES
+
+    def kernel_path(self, info: GroupInfo) -> str:
+        """The tiled kernel, or the conv + pool kernel (a direct loop over
+        channels and taps) when the group holds a pool after its conv."""
+        pooled = isinstance(info.anchor, nn.Conv2dOp) and any(
+            isinstance(op, POOLS) for op in info.ops)
+        return "conv_pool" if pooled else "window_tiled"
+
+    def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
+        """conv + pool its pooled tile; a lone conv or pool the tiled plan
+        shrunk until it fits the limit."""
+        ops = body_ops(group)
+        pool = next((o for o in ops if isinstance(o, POOLS)), None)
+        if pool is not None and any(isinstance(o, nn.Conv2dOp) for o in ops):
+            ch, cw = shared_tile(pool)
+            attr = plan_attr(WindowPlan(POOL_TILE, POOL_TILE, 1, 1, 1, 1), "conv_pool")
+            return (attr, f"conv + pool: a {ch}x{cw} conv tile (with halo) in shared memory "
+                    f"per {POOL_TILE}x{POOL_TILE} pooled outputs, each conv output a direct "
+                    "loop over input channels and taps", ch * cw * 4)
+        start = group_window(group)
+        assert start is not None
+        tiled = fit_shared(start, ctx.limit)
+        if tiled is None:
+            tiled = smallest(start)
+            ctx.remarks.add("missed", f"group {group_name(group)}: no window tile fits "
+                            f"{ctx.limit} bytes of shared memory; using the smallest, "
+                            f"{tiled.plan.text()} ({tiled.shared_bytes} bytes)")
+        elif tiled != start:
+            ctx.remarks.add("remark", f"group {group_name(group)}: window tile "
+                            f"{start.plan.text()} needs {start.shared_bytes} bytes of shared "
+                            f"memory, over the limit of {min(ctx.limit, STATIC_SHARED_LIMIT)}; "
+                            f"using {tiled.plan.text()} ({tiled.shared_bytes} bytes)")
+        return plan_attr(tiled.plan, tiled.mode), tiled.describe(), tiled.shared_bytes
+
+    def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
+                   limit: int) -> list[ScheduleAttr]:
+        """A lone conv or pool: the plan's shrink steps and smaller thread
+        tiles that fit and can be built (`check_plan`); conv + pool and the
+        direct path: nothing to vary."""
+        if not isinstance(first, WindowSchedule) or first.str_field("path") in (
+                "conv_pool", "direct"):
+            return []
+        start = group_window(group)
+        if start is None:
+            return []
+        plans = [start, *shrink_steps(start), *thread_tiles_below(start)]
+        return [plan_attr(t.plan, t.mode) for t in plans
+                if t.shared_bytes <= limit and check_plan(t) is None]
+
+    def registers(self, group: GroupOp, target: Target,
+                  tile: GemmTile | None = None) -> RegisterEstimate:
+        """`register_model.window_group_estimate`."""
+        return window_group_estimate(group)
+
+    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
+        """`codegen/window.py` (tiled, direct or conv + pool)."""
+        return emitter.emit(group, kernel_name)

@@ -1,0 +1,98 @@
+"""The group-kind registry (analysis/group_kind.py): every built-in kind
+implements the whole protocol, an unknown kind is a located error, and a
+kind registered from outside is scheduled, priced and emitted like the
+built-in ones (docs/writing-passes.md, "A new group kind")."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from fusec.analysis import group_kind as registry
+from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.group_kind import GroupKind, group_kind, register_kind, registered_kinds
+from fusec.analysis.targets import get_target
+from fusec.codegen.generate import generate_program
+from fusec.codegen.register_model import estimate_registers
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.dialects.fusion import GroupOp
+from fusec.scheduling.choose import proposed_schedule
+from fusec.scheduling.kinds.pointwise import PointwiseKind
+
+BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")
+METHODS = ("merge", "summary_registers", "summary_shared", "kernel_path", "choose",
+           "candidates", "registers", "emit")
+
+
+def program(kind: str) -> str:
+    """One group of `kind` holding an exp and a mul."""
+    return f"""func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {{
+  %y = fusion.group (%x) {{name = "g0", kind = "{kind}"}}
+      : (tensor<4x8xf32>) -> tensor<4x8xf32> {{
+  ^bb0(%a: tensor<4x8xf32>):
+    %e = nn.exp %a : tensor<4x8xf32>
+    %m = nn.mul %e, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    fusion.yield %m : tensor<4x8xf32>
+  }}
+  func.return %y : tensor<4x8xf32>
+}}
+"""
+
+
+def test_every_builtin_kind_implements_the_protocol() -> None:
+    kinds = registered_kinds()
+    assert set(BUILTIN) <= set(kinds)
+    declared = {n for n, _ in inspect.getmembers(GroupKind, inspect.isfunction)
+                if not n.startswith("_")}
+    assert declared == set(METHODS)  # the test follows the protocol
+    for name, kind in kinds.items():
+        assert kind.name == name
+        assert isinstance(kind, GroupKind)
+        for method in METHODS:
+            ours = inspect.signature(getattr(GroupKind, method))
+            theirs = inspect.signature(getattr(type(kind), method))
+            assert list(theirs.parameters) == list(ours.parameters), (name, method)
+
+
+def test_unknown_kind_is_a_located_error() -> None:
+    module = parse_module(make_context(), program("bogus"), "bogus.mlir")
+    with pytest.raises(FusecError) as err:
+        generate_program(module)
+    text = err.value.render()
+    assert text.startswith("bogus.mlir:2:"), text
+    assert 'fusion.group has unknown kind "bogus" (expected one of pointwise, layout' in text
+
+
+def test_register_kind_refuses_what_is_not_a_kind() -> None:
+    with pytest.raises(TypeError, match="does not implement the GroupKind protocol"):
+        register_kind(object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="registered twice"):
+        register_kind(PointwiseKind())
+
+
+class ToyKind(PointwiseKind):
+    """A kind of its own name that schedules and emits as pointwise does."""
+
+    name = "toy"
+
+
+def test_a_registered_kind_is_scheduled_priced_and_emitted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    builtin = {k: v for k, v in registered_kinds().items() if k in BUILTIN}
+    monkeypatch.setattr(registry, "_REGISTRY", builtin)
+    assert registry.find_kind("toy") is None
+    toy = register_kind(ToyKind())
+    assert group_kind("toy") is toy
+    h200 = get_target("h200")
+    toy_module = parse_module(make_context(), program("toy"), "toy.mlir")
+    pointwise_module = parse_module(make_context(), program("pointwise"), "pw.mlir")
+    groups = [next(op for op in m.walk() if isinstance(op, GroupOp))
+              for m in (toy_module, pointwise_module)]
+    assert proposed_schedule(groups[0], h200) == proposed_schedule(groups[1], h200)
+    assert estimate_registers(groups[0], h200) == estimate_registers(groups[1], h200)
+    toy_source = generate_program(toy_module).kernels_source
+    pointwise_source = generate_program(pointwise_module).kernels_source
+    # the same kernel; only its header comment names the kind
+    assert toy_source == pointwise_source.replace("# g0 (pointwise)", "# g0 (toy)")
+    assert "def f_g0_exp(" in toy_source
