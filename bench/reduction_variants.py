@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     default = reduction.DEFAULT_OPTIONS
     for row in args.rows.split(","):
         source = (HERE / "programs" / f"{row}.mlir").read_text(encoding="utf-8")
-        peer = torch_peer(find_function(parse_module(make_context(), source, row), None))
+        func = find_function(parse_module(make_context(), source, row), None)
+        peer = torch_peer(func)
         print(f"== {row}")
         print(f"{'split':>5} {'unroll':>6} {'threads':>7} {'launches':>8} {'ms':>8}  grid x block")
         inputs = None
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                 model = fusec.compile(source, fusion=True, device="gpu")
             finally:
                 reduction.DEFAULT_OPTIONS = default
-            inputs = inputs or _inputs(torch, model)
+            inputs = inputs or _inputs(torch, model, func)
             want, got = peer(*inputs), model(*inputs)
             scale = float(want.abs().max())
             err = float((got - want).abs().max()) / scale

@@ -260,23 +260,43 @@ def _time_fusec(torch: Any, model: Any, inputs: list[Any], args: Any) -> float:
 
 
 def _inputs(torch: Any, model: Any, func: Any, device: str = "cuda") -> list[Any]:
-    """The row's inputs, seeded: floats from N(0, 1) in the input's type;
-    integers uniform in [0, bound), bound the smallest size of the table
-    axis among the `nn.gather`s they index (so every index is valid), else
-    the reference's DEFAULT_INDEX_BOUND (`reference.interpreter.index_bounds`)."""
+    """The row's inputs, seeded: floats from N(0, 1) in the input's type,
+    times 1/sqrt(K) for a matmul's right operand (K its contracted size, as
+    weights are initialised, so that activations stay near 1 and half
+    precision does not overflow); integers uniform in [0, bound), bound the
+    smallest size of the table axis among the `nn.gather`s they index (so
+    every index is valid), else the reference's DEFAULT_INDEX_BOUND
+    (`reference.interpreter.index_bounds`)."""
     from fusec.reference.interpreter import index_bounds
 
     gen = torch.Generator(device=device).manual_seed(0)
     fp = model.signature
     inputs = []
-    for v, high in zip(fp.inputs, index_bounds(func), strict=True):
+    scales = _weight_scales(func)
+    for v, high, scale in zip(fp.inputs, index_bounds(func), scales, strict=True):
         shape, dtype = fp.values[v].shape, torch_dtype(torch, fp.values[v].dtype)
         if high is None:
-            inputs.append(torch.randn(shape, device=device, generator=gen).to(dtype))
+            x = torch.randn(shape, device=device, generator=gen)
+            inputs.append((x * scale if scale != 1.0 else x).to(dtype))
         else:
             inputs.append(torch.randint(0, high, shape, device=device, generator=gen,
                                         dtype=dtype))
     return inputs
+
+
+def _weight_scales(func: Any) -> list[float]:
+    """Per argument of `func`: 1/sqrt(K) when it is the right operand of an
+    `nn.matmul` (K: its second-to-last size), else 1."""
+    from fusec.dialects import nn
+    from fusec.dialects.nn_base import tensor_shape
+
+    scales = []
+    for arg in func.body.block.args:
+        ks = [tensor_shape(arg)[-2] for use in arg.uses
+              if isinstance(use.operation, nn.MatmulOp) and use.index == 1
+              and len(tensor_shape(arg)) >= 2]
+        scales.append(1.0 / max(ks) ** 0.5 if ks else 1.0)
+    return scales
 
 
 def _parse(source: str) -> Any:
