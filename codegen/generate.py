@@ -52,7 +52,7 @@ from fusec.codegen.kernel_source import (
     capped,
     value_dtype,
 )
-from fusec.codegen.launch_grid import fit_grid
+from fusec.codegen.launch_grid import fit_grid, launch_register_cap
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, tensor_shape
@@ -206,14 +206,20 @@ class _FunctionBuilder:
         except NotImplementedError as err:  # an emitter's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
         cap = _int_attr(group, MAX_REGISTERS_ATTR)  # `--max-registers`
-        kernel = capped(fit_grid(kernel, self.target), cap)  # within the target's grid limits
-        firsts = [capped(fit_grid(k, self.target), cap) for k in kernel.before]
+        firsts = [self._fitted(k, cap) for k in kernel.before]
+        kernel = self._fitted(kernel, cap)
         for k in firsts:
             self.names.used.add(k.name)
         self.kernels += [*firsts, kernel]
         annotate(group, kernel)
         workspaces = self.workspace_ids(kernel)
         return [self._launch_of(k, group, group_name, workspaces) for k in (*firsts, kernel)]
+
+    def _fitted(self, kernel: KernelSource, cap: int) -> KernelSource:
+        """`kernel` within the target's grid limits, declared with the
+        registers a block of it can launch with (and `cap`, --max-registers)."""
+        kernel = fit_grid(kernel, self.target)
+        return capped(kernel, launch_register_cap(kernel, self.target, cap))
 
     def _launch_of(self, kernel: KernelSource, group: GroupOp, group_name: str,
                    workspaces: list[str]) -> KernelLaunch:

@@ -87,3 +87,20 @@ def fit_grid(kernel: KernelSource, target: Target) -> KernelSource:
             break
     return dataclasses.replace(kernel, grid=grid, text="\n".join(lines),
                                notes=[*kernel.notes, note])
+
+
+REGISTER_UNIT = 8  # registers are allocated to a thread in multiples of 8
+
+
+def launch_register_cap(kernel: KernelSource, target: Target, cap: int = 0) -> int:
+    """The `max_registers` to declare `kernel` with: `cap` (`--max-registers`,
+    0: none), lowered to what one block of its threads can hold on an SM.
+    Without it a block of more than 256 threads whose kernel ptxas gives more
+    registers than `registers_per_sm / threads` is refused at launch
+    (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); with it, ptxas fits the kernel
+    (spilling if it must). 0 when neither limits the kernel."""
+    threads = max(1, kernel.block[0] * kernel.block[1] * kernel.block[2])
+    fits = target.registers_per_sm // threads // REGISTER_UNIT * REGISTER_UNIT
+    if fits >= target.max_registers_per_thread:
+        return cap
+    return min(cap, fits) if cap > 0 else fits

@@ -161,7 +161,8 @@ def test_f32_exp_on_the_gpu_is_within_1e_5_relative() -> None:
     text = EXP_F32_F64.replace("64x", f"{x.size}x")
     program = compile_model(text).program
     got = run(program, "f", [x, x.astype(np.float64)], device="gpu")[0]
-    exact = np.exp(x.astype(np.float64))
+    with np.errstate(over="ignore"):  # the edges include +inf and 1e30
+        exact = np.exp(x.astype(np.float64))
     finite = np.isfinite(exact) & (np.abs(x) <= 80)
     rel = np.abs(got[finite] - exact[finite]) / exact[finite]
     assert rel.max() < 1e-5, rel.max()

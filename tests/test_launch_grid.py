@@ -145,3 +145,24 @@ def test_grids_that_fit_need_no_loop() -> None:
     assert "cuda.gridDim.y" not in program.kernels_source
     assert "cuda.gridDim.z" not in program.kernels_source
     assert "clamped" not in program.kernels_source
+
+
+@pytest.mark.parametrize(("block", "cap", "want"), [
+    ((256, 1, 1), 0, 0),  # 255 registers fit: no declaration
+    ((128, 2, 1), 40, 40),  # --max-registers alone
+    ((512, 1, 1), 0, 128),
+    ((32, 32, 1), 0, 64),
+    ((512, 1, 1), 96, 96),  # the lower of the two
+    ((384, 1, 1), 0, 168),  # 65536 / 384 = 170.7, in whole units of 8
+])
+def test_blocks_over_256_threads_declare_the_registers_they_can_launch_with(
+        block: tuple[int, int, int], cap: int, want: int) -> None:
+    # A 512-thread attention block that ptxas gave more than 128 registers was
+    # refused at launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES) on the H200.
+    from fusec.codegen.kernel_source import capped
+    from fusec.codegen.launch_grid import launch_register_cap
+
+    kernel = KernelSource("k", "@cuda.jit\ndef k(x):\n    pass\n", (1, 1, 1), block, [])
+    assert launch_register_cap(kernel, H200, cap) == want
+    text = capped(kernel, want).text
+    assert (f"max_registers={want}" in text) == (want > 0)

@@ -25,10 +25,11 @@ from fusec.dialects.nn_base import FLOAT_TYPES, INT_TYPES, NUMPY_TYPES, format_f
 # NumPy dtype name -> MLIR element type; everything else is refused. ONNX
 # holds BFLOAT16 tensors as ml_dtypes' `bfloat16` arrays (onnx depends on
 # ml_dtypes): their bytes are bf16's bit patterns, printed as hex literals.
+_BF16 = element("bf16")  # ml_dtypes names its dtype as torch does: `torch_name`
 ELEMENT_TYPES: dict[str, str] = {element(n).host_dtype: n for n in sorted(NUMPY_TYPES)} \
-    | {"bfloat16": "bf16"}
+    | {_BF16.torch_name: _BF16.name}
 FLOAT_DTYPES = frozenset(element(n).host_dtype for n in NUMPY_TYPES & FLOAT_TYPES) \
-    | {"bfloat16"}
+    | {_BF16.torch_name}
 INT_DTYPES = frozenset(element(n).host_dtype for n in INT_TYPES)
 
 
