@@ -13,6 +13,8 @@ that reaches it without one). Each kind's choice is recorded as the group's
   as `impl = "library"`;
 - attention: the tile `fuse-attention` chose (`scheduling/attention.py`), or
   the one chosen for the default target;
+- layout: the pointwise schedule of the collapsed copy read as a view
+  (`codegen/layout.py`), a tile when it transposes the innermost axis;
 - window: a lone conv or pool the tiled plan (`codegen/window_schedule.py`)
   shrunk until it fits the limit; conv + pool its pooled tile.
 """
@@ -27,6 +29,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
+from fusec.codegen import layout
 from fusec.codegen.attention import group_shape as attention_group_shape
 from fusec.codegen.attention_schedule import recorded_tile as recorded_attention_tile
 from fusec.codegen.attention_schedule import shared_bytes as attention_shared
@@ -97,7 +100,7 @@ class Scheduler:
         group.attributes["shared_bytes_est"] = _int(used)
 
     def choose(self, group: GroupOp) -> tuple[ScheduleAttr | None, str, int]:
-        """The schedule of `group` (None for a layout copy), a readable line,
+        """The schedule of `group` (None for a kind without one), a readable line,
         and its shared bytes; nothing is recorded."""
         kind = getattr(group.attributes.get("kind"), "data", "")
         attr: ScheduleAttr | None = None
@@ -115,6 +118,9 @@ class Scheduler:
             attr, line, used = self.attention(group)
         elif kind == "pointwise":
             attr, line, used = self.pointwise(group)
+        elif kind == "layout":
+            attr, line, used = self.pointwise(layout.collapsed(group))
+            line = "layout: index remapping copy, " + line.removeprefix("pointwise: ")
         else:
             line, used = f"{kind}: index remapping copy", 0
         return attr, line, used
