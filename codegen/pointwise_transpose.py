@@ -257,19 +257,25 @@ def _flat_lines(plan: _Plan) -> list[str]:
     if n == 0:
         return ["pass"]
     chunk = plan.threads * plan.unroll
-    itype = index_type(n)
+    # Every index (into an input larger than the result too) must fit the type.
+    itype = index_type(max([n, *(numel(tensor_shape(a)) for a in plan.body.args)]))
+    tail = n % chunk != 0  # whole chunks: no clamp, no guard
     lines = [f"base = cuda.blockIdx.x * {int_literal(chunk)} + cuda.threadIdx.x"]
     parts = []
     for e in range(plan.unroll):
         at = ElementIndex(f"i{e}", plan.shape, itype, str(e))
-        lines += [f"i{e}_raw = base + {int_literal(e * plan.threads)}",
-                  f"ok{e} = i{e}_raw < {int_literal(n)}",
-                  f"i{e} = {itype}(min(i{e}_raw, {int_literal(n - 1)}))"]
+        raw = f"base + {int_literal(e * plan.threads)}"
+        if tail:
+            lines += [f"i{e}_raw = {raw}", f"ok{e} = i{e}_raw < {int_literal(n)}",
+                      f"i{e} = {itype}(min(i{e}_raw, {int_literal(n - 1)}))"]
+        else:
+            lines.append(f"i{e} = {itype}({raw})")
         coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
                   for d, size in enumerate(plan.shape)]
         lines += at.coord_lines
         loads, arith, stores = _element(plan, coords, f"_{e}", Ints(itype))
-        parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]))
+        parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]
+                      if tail else stores))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 
 

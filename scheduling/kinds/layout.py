@@ -1,5 +1,6 @@
 """The layout kind: a transpose, slice, concat or gather left as its own
-kernel, an index-remapping copy (or the tiled transpose) with no schedule."""
+kernel, an index-remapping copy (or the tiled transpose) on the pointwise
+schedule of its collapsed copy (`codegen/layout_collapse.py`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from fusec.codegen.register_model import RegisterEstimate, layout_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr
 from fusec.scheduling.contraction import GemmTile
+from fusec.scheduling.kinds.pointwise import PointwiseKind
 
 
 class LayoutKind:
@@ -46,8 +48,10 @@ class LayoutKind:
         return "roofline"
 
     def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
-        """No schedule: the copy is planned by its emitter."""
-        return None, "layout: index remapping copy", 0
+        """The pointwise kind's schedule of the collapsed copy read as a view
+        (`codegen/layout.py`): a tile when it transposes the innermost axis."""
+        attr, line, used = PointwiseKind().choose(ctx, emitter.collapsed(group))
+        return attr, "layout: index remapping copy, " + line.removeprefix("pointwise: "), used
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:

@@ -1,0 +1,131 @@
+"""The collapsed form of a layout group: the same copy over as few
+dimensions as the op allows, so its kernel splits each flat index into as
+few coordinates as possible (`codegen/layout.py` emits it on the pointwise
+view schedule).
+
+- transpose: size-1 dimensions dropped and output neighbours that stay
+  neighbours in the input merged (`[2, 3, 4]` by `perm = [2, 0, 1]` is
+  `[6, 4]` by `[1, 0]`);
+- concat along `axis`: `[outer, width_k * inner]` per operand, concatenated
+  along axis 1;
+- gather along `axis`: table `[outer, size, inner]`, indices flat `[count]`;
+- slice: size-1 dimensions dropped, and a dimension taken whole merged into
+  the one before when that one has step 1;
+- reshape: a flat copy of `[numel]`.
+
+The collapsed group is a detached copy (its inputs are not wired to the
+program's values); its block arguments keep the original's order, so the
+kernel's parameters refer to the same group operands. Each argument is
+passed as a flat contiguous view, so its collapsed shape needs no copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType, TensorType
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from fusec.dialects import nn, shapes
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import element_type, tensor_shape
+
+Shapes = tuple[list[list[int]], list[int], dict[str, Attribute]]
+"""Collapsed operand shapes (in operand order), result shape, attributes."""
+
+
+def _ints(values: Sequence[int]) -> ArrayAttr[IntegerAttr[IntegerType]]:
+    return ArrayAttr([IntegerAttr(v, IntegerType(64)) for v in values])
+
+
+def _axis(axis: int) -> dict[str, Attribute]:
+    return {"axis": IntegerAttr(axis, IntegerType(64))}
+
+
+def collapse_transpose(
+    in_shape: Sequence[int], perm: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """Drop size-1 dimensions and merge runs of output dimensions that stay
+    neighbours in the input; returns the collapsed input shape and perm
+    (at least one dimension)."""
+    kept = [p for p in perm if in_shape[p] != 1]
+    runs: list[list[int]] = []
+    for p in kept:
+        if runs and runs[-1][-1] + 1 == p:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    if not runs:
+        return [1], [0]
+    order = sorted(range(len(runs)), key=lambda r: runs[r][0])  # runs in input order
+    new_shape = [shapes.numel([in_shape[p] for p in runs[r]]) for r in order]
+    position = {r: k for k, r in enumerate(order)}
+    return new_shape, [position[r] for r in range(len(runs))]
+
+
+def _transpose(op: nn.TransposeOp) -> Shapes:
+    in_shape, perm = collapse_transpose(op.operand_shape(), op.perm)
+    return [in_shape], [in_shape[p] for p in perm], {"perm": _ints(perm)}
+
+
+def _concat(op: nn.ConcatOp) -> Shapes:
+    out, axis = op.result_shape, op.axis
+    outer, inner = shapes.numel(out[:axis]), shapes.numel(out[axis + 1:])
+    ins = [[outer, tensor_shape(v)[axis] * inner] for v in op.inputs]
+    return ins, [outer, out[axis] * inner], _axis(1)
+
+
+def _gather(op: nn.GatherOp) -> Shapes:
+    table, axis = op.operand_shape(0), op.axis
+    outer, inner = shapes.numel(table[:axis]), shapes.numel(table[axis + 1:])
+    count = shapes.numel(op.operand_shape(1))
+    return [[outer, table[axis], inner], [count]], [outer, count, inner], _axis(1)
+
+
+def _slice(op: nn.SliceOp) -> Shapes:
+    dims: list[list[int]] = []  # [input size, start, step, output size]
+    for n, start, step, m in zip(op.operand_shape(), op.starts, op.strides, op.result_shape,
+                                 strict=True):
+        if n == 1 and m == 1:
+            continue  # start 0, one element: nothing to index
+        whole = start == 0 and step == 1 and m == n
+        if dims and whole and dims[-1][2] == 1:
+            prev = dims[-1]
+            dims[-1] = [prev[0] * n, prev[1] * n, 1, prev[3] * n]
+        else:
+            dims.append([n, start, step, m])
+    dims = dims or [[1, 0, 1, 1]]
+    limits = [start + (m - 1) * step + 1 if m else start for _, start, step, m in dims]
+    attrs: dict[str, Attribute] = {"starts": _ints([d[1] for d in dims]),
+                                   "limits": _ints(limits), "strides": _ints([d[2] for d in dims])}
+    return [[d[0] for d in dims]], [d[3] for d in dims], attrs
+
+
+def _reshape(op: nn.ReshapeOp) -> Shapes:
+    n = max(1, shapes.numel(op.result_shape))
+    return [[n]], [n], {}
+
+
+_COLLAPSE = {nn.TransposeOp: _transpose, nn.ConcatOp: _concat, nn.GatherOp: _gather,
+             nn.SliceOp: _slice, nn.ReshapeOp: _reshape}
+
+
+def collapsed_group(group: GroupOp, op: Operation) -> GroupOp:
+    """A detached copy of layout `group` (whose one op is `op`) with `op`
+    collapsed; `group` itself when an input would need two shapes (a
+    gather of a value by itself)."""
+    ins, out, attrs = _COLLAPSE[type(op)](op)  # pyright: ignore[reportArgumentType]
+    args = list(group.block.args)
+    arg_shapes: dict[int, list[int]] = {}
+    for v, shape in zip(op.operands, ins, strict=True):
+        k = args.index(v)  # pyright: ignore[reportArgumentType]
+        if arg_shapes.setdefault(k, shape) != shape:
+            return group
+    types = [TensorType(element_type(a), arg_shapes.get(k, [shapes.numel(tensor_shape(a))]))
+             for k, a in enumerate(args)]
+    block = Block(arg_types=types)
+    operands: list[SSAValue] = [block.args[args.index(v)] for v in op.operands]  # type: ignore[arg-type]
+    result = TensorType(element_type(op.results[0]), out)
+    new = type(op).create(operands=operands, result_types=[result], attributes=attrs)
+    block.add_ops([new, YieldOp([new.results[0]])])
+    return GroupOp([], [result], Region(block), dict(group.attributes))
