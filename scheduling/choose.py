@@ -52,7 +52,7 @@ class Scheduler(ScheduleContext):
         group.attributes["shared_bytes_est"] = _int(used)
 
     def choose(self, group: GroupOp) -> tuple[ScheduleAttr | None, str, int]:
-        """The schedule of `group` (None for a layout copy), a readable line,
+        """The schedule of `group` (None for a kind without one), a readable line,
         and its shared bytes; nothing is recorded. Its kind chooses
         (`GroupKind.choose`); an unknown kind is an error at the group."""
         return group_kind(kind_name(group), group).choose(self, group)
