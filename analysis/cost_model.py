@@ -74,6 +74,7 @@ KERNEL_PATHS: dict[str, Callable[[Target], tuple[float, float]]] = {
     "conv_pool": lambda t: (t.memory_bandwidth, t.fp32_flops * t.direct_window_flops_fraction),
     "simt_gemm": lambda t: (t.memory_bandwidth, t.fused_gemm_flops),
     "library_gemm": lambda t: (t.memory_bandwidth, t.library_gemm_flops),
+    "library_gemm_half": lambda t: (t.memory_bandwidth, t.half_gemm_flops),
 }
 """The (bytes/s, FLOP/s) each emitted kernel reaches, from the target
 profile: pointwise and reduction kernels a fraction of the copy bandwidth;

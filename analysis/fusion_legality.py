@@ -39,6 +39,7 @@ from fusec.analysis.cost_model import (
     schedule_times,
 )
 from fusec.analysis.group_kind import find_kind
+from fusec.analysis.library_gemm_cost import library_cost, library_element
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.reduction_passes import (
     reduction_threads,
@@ -226,6 +227,9 @@ class FusionOptions:
     max_occupancy_drop: float = 0.2
     """res_ok refuses a fusion whose kernel keeps this fraction fewer threads
     resident (register-limited occupancy) than the worse of its parts."""
+    library_gemm: bool = False
+    """The library GEMM will run a contraction group whose operands it can
+    read, when faster (`tile-and-promote`): price such groups that way."""
 
 
 @dataclass
@@ -667,8 +671,18 @@ def gain_ok(c: Candidate) -> Verdict:
 
 
 def group_cost(c: Candidate, g: GroupInfo, outputs: list[SSAValue] | None = None) -> KernelCost:
-    """The kernel cost of a group: distinct inputs read, results written."""
-    return kernel_cost(c.dep, c.target, g, outputs)
+    """The kernel cost of a group: distinct inputs read, results written; a
+    contraction the library GEMM can read at the library's cost when that is
+    lower (`options.library_gemm`, `analysis/library_gemm_cost.py`)."""
+    cost = kernel_cost(c.dep, c.target, g, outputs)
+    if not (c.options.library_gemm and cost.path == "simt_gemm"):
+        return cost
+    element = library_element(g.ops, g.inputs)
+    if element is None:
+        return cost
+    library = library_cost(g.ops, g.inputs, g.outputs if outputs is None else outputs,
+                           c.dep.nbytes, element, c.target)
+    return library if library.busy_time(c.target) < cost.busy_time(c.target) else cost
 
 
 def kernel_cost(dep: DependencyAnalysis, target: Target, g: GroupInfo,

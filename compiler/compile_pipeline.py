@@ -68,10 +68,10 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
         passes.append(_with(ATTENTION_PASS, target=options.target, gemm=options.schedule.gemm))
     if options.fusion and FUSION_PASS in registry.factories:
         cls = registry.get(FUSION_PASS)
-        takes_target = dataclasses.is_dataclass(cls) and any(
-            f.name == "target" for f in dataclasses.fields(cls))
-        passes.append(_with(FUSION_PASS, target=options.target) if takes_target
-                      else FUSION_PASS)
+        fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) \
+            else set()
+        given = {"target": options.target, "gemm": options.schedule.gemm}
+        passes.append(_with(FUSION_PASS, **{k: v for k, v in given.items() if k in fields}))
         if options.check_precision:
             passes.append(CHECK_PRECISION_PASS)
     passes.append("group-each-op")
@@ -85,7 +85,10 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
 
 
 def _with(name: str, **options: str | int) -> str:
-    """`name{a=1 b="x"}`, option names spelled as on the command line."""
+    """`name{a=1 b="x"}`, option names spelled as on the command line
+    (`name` alone without options)."""
+    if not options:
+        return name
     text = " ".join(f"{k.replace('_', '-')}={_value(v)}" for k, v in options.items())
     return f"{name}{{{text}}}"
 

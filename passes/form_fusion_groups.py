@@ -48,6 +48,7 @@ from fusec.passes.dependency_analysis import (
     functions,
     strip_dep_attributes,
 )
+from fusec.scheduling.gemm_choice import GEMM_MODES, library_available
 
 
 @dataclass
@@ -353,7 +354,10 @@ class FormFusionGroupsPass(ModulePass):
     `fusion.remarks` list on the module), `low_intensity` / `high_intensity`
     (FLOP/byte: under the first a legal fusion is taken whatever dT says,
     over the second only with a predicted gain), `max_occupancy_drop` (refuse
-    a fusion that keeps this fraction fewer threads resident, default 0.2).
+    a fusion that keeps this fraction fewer threads resident, default 0.2),
+    `gemm` (`tile-and-promote`'s: unless `fused`, a contraction group the
+    library GEMM can read is priced as the library runs it when that is
+    cheaper, so that folding a view into its operands is weighed against it).
     """
 
     name = "form-fusion-groups"
@@ -367,6 +371,7 @@ class FormFusionGroupsPass(ModulePass):
     low_intensity: float = 2.0
     high_intensity: float = 10.0
     max_occupancy_drop: float = 0.2
+    gemm: str = "auto"
 
     def __post_init__(self) -> None:
         # Caught at pipeline parsing, so a typo fails before any work is done.
@@ -377,6 +382,8 @@ class FormFusionGroupsPass(ModulePass):
             raise ValueError(problem)
         if self.max_registers < 0:
             raise ValueError("max_registers must be >= 0 (0: the target's limit)")
+        if self.gemm not in GEMM_MODES:
+            raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target, note = resolve_target(self.target)
@@ -388,6 +395,7 @@ class FormFusionGroupsPass(ModulePass):
             low_intensity=self.low_intensity,
             high_intensity=self.high_intensity,
             max_occupancy_drop=self.max_occupancy_drop,
+            library_gemm=self.gemm != "fused" and library_available(),
         )
         collector = RemarkCollector()
         if note:  # shown with --remarks only, not stored in the IR or the report
