@@ -39,7 +39,7 @@ from fusec.analysis.cost_model import (
     schedule_times,
 )
 from fusec.analysis.group_kind import find_kind
-from fusec.analysis.library_gemm_cost import library_cost, library_element
+from fusec.analysis.library_gemm_cost import LIBRARY_PATHS, library_cost, library_element
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.reduction_passes import (
     reduction_threads,
@@ -654,6 +654,12 @@ def gain_ok(c: Candidate) -> Verdict:
     if times.slower:  # judged on the kernels that will be emitted, before any override
         return Verdict.no(f"the fused kernel is estimated slower than its parts: "
                           f"{times.summary()}", gain)
+    if fused_cost.path in LIBRARY_PATHS and \
+            fused_cost.launches >= a_cost.launches + b_cost.launches:
+        # cuBLAS runs the elementwise ops as a second kernel re-reading C: kept
+        # apart, they may still fuse with their other neighbours (a softmax)
+        return Verdict.no("the library GEMM would run these ops as a separate epilogue "
+                          "kernel: fusing them into its group saves nothing", gain)
     intensity = fused.flops / max(1, fused_cost.bytes_moved)
     recomputes = fused.flops > c.a.flops + c.b.flops
     if gain.delta < c.options.min_gain:

@@ -25,6 +25,9 @@ from fusec.dialects.element_types import BY_NAME
 from fusec.dialects.nn_base import element_type, element_type_name, tensor_shape
 from fusec.dialects.shapes import numel
 
+LIBRARY_PATHS = ("library_gemm", "library_gemm_half")
+"""The `cost_model.KERNEL_PATHS` of a library GEMM."""
+
 
 def library_element(ops: Iterable[Operation], inputs: frozenset[SSAValue]) -> str | None:
     """The element type of the group's one matmul when the library GEMM can
@@ -67,5 +70,5 @@ def library_cost(ops: Iterable[Operation], inputs: frozenset[SSAValue],
         launches = 2
     k = tensor_shape(mm.operands[0])[-1]
     flops = 2.0 * numel(tensor_shape(mm.result)) * k
-    path = "library_gemm_half" if BY_NAME[element].is_half else "library_gemm"
+    path = LIBRARY_PATHS[1] if BY_NAME[element].is_half else LIBRARY_PATHS[0]
     return KernelCost(moved, flops, target.max_resident_threads, 0, launches=launches, path=path)

@@ -25,10 +25,10 @@ func.func @f(%qkv: tensor<4096x2304xT>, %kt: tensor<12x64x4096xT>) -> tensor<12x
 """
 
 
-def _groups(text: str, gemm: str) -> list[list[str]]:
+def _groups(text: str, gemm: str, first: str = "") -> list[list[str]]:
     ctx = make_context()
     module = parse_module(ctx, text, "heads.mlir")
-    spec = f'form-fusion-groups{{target="h200" gemm="{gemm}"}},group-each-op'
+    spec = f'{first}form-fusion-groups{{target="h200" gemm="{gemm}"}},group-each-op'
     PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
     return [[op.name for op in g.block.ops][:-1] for g in module.walk() if isinstance(g, GroupOp)]
 
@@ -65,3 +65,34 @@ def test_a_matmul_reading_computed_operands_is_not_priced_as_the_library() -> No
     mm = next(op for op in parse_module(make_context(), i32, "h.mlir").walk()
               if op.name == "nn.matmul")
     assert library_element([mm], frozenset(mm.operands)) is None
+
+
+SCORES = """
+func.func @f(%q: tensor<8x512x64xT>, %k: tensor<8x512x64xT>, %m: tensor<512x512xT>)
+    -> tensor<8x512x512xT> {
+  %kt = nn.transpose %k {perm = [0, 2, 1]} : (tensor<8x512x64xT>) -> tensor<8x64x512xT>
+  %s = nn.matmul %q, %kt : (tensor<8x512x64xT>, tensor<8x64x512xT>) -> tensor<8x512x512xT>
+  %c = nn.constant dense<0.125> : tensor<T>
+  %x = nn.mul %s, %c : (tensor<8x512x512xT>, tensor<T>) -> tensor<8x512x512xT>
+  %y = nn.add %x, %m : (tensor<8x512x512xT>, tensor<512x512xT>) -> tensor<8x512x512xT>
+  %p = nn.softmax %y {axis = -1} : tensor<8x512x512xT>
+  func.return %p : tensor<8x512x512xT>
+}
+"""
+
+
+def test_an_epilogue_the_library_would_split_off_joins_its_reduction(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # cuBLAS runs a matmul's elementwise ops as a second kernel: in the
+    # matmul's group they save nothing, in the softmax's a round trip of C.
+    import fusec.passes.form_fusion_groups as ffg
+
+    text = SCORES.replace("T>", "f16>")
+    monkeypatch.setattr(ffg, "library_available", lambda: True)
+    groups = _groups(text, "auto", "decompose,")
+    assert ["nn.transpose", "nn.matmul"] in groups
+    (softmax,) = [g for g in groups if "nn.reduce_max" in g]
+    assert softmax[:2] == ["nn.mul", "nn.add"]
+    monkeypatch.setattr(ffg, "library_available", lambda: False)
+    (mm,) = [g for g in _groups(text, "auto", "decompose,") if "nn.matmul" in g]
+    assert "nn.add" in mm  # the SIMT GEMM keeps its epilogue in registers
