@@ -355,9 +355,11 @@ class FormFusionGroupsPass(ModulePass):
     (FLOP/byte: under the first a legal fusion is taken whatever dT says,
     over the second only with a predicted gain), `max_occupancy_drop` (refuse
     a fusion that keeps this fraction fewer threads resident, default 0.2),
-    `gemm` (`tile-and-promote`'s: unless `fused`, a contraction group the
-    library GEMM can read is priced as the library runs it when that is
-    cheaper, so that folding a view into its operands is weighed against it).
+    `gemm` (`tile-and-promote`'s: with `library`, or `auto` when the library
+    is available, a contraction group the library GEMM can read is priced as
+    the library runs it when that is cheaper, so that folding a view into
+    its operands, or an epilogue it would run as a second kernel, is
+    weighed against it).
     """
 
     name = "form-fusion-groups"
@@ -395,7 +397,7 @@ class FormFusionGroupsPass(ModulePass):
             low_intensity=self.low_intensity,
             high_intensity=self.high_intensity,
             max_occupancy_drop=self.max_occupancy_drop,
-            library_gemm=self.gemm != "fused" and library_available(),
+            library_gemm=self.gemm == "library" or (self.gemm == "auto" and library_available()),
         )
         collector = RemarkCollector()
         if note:  # shown with --remarks only, not stored in the IR or the report
