@@ -47,6 +47,7 @@ from fusec.analysis.reduction_passes import (
 )
 from fusec.analysis.targets import Target, get_target
 from fusec.analysis.transposed_operands import transpose_refusal
+from fusec.analysis.view_chains import view_chain
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
     INDEXED_READS,
@@ -301,6 +302,7 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
             break
     if merged is None and not impls:
         merged = indexed_read(c)
+        merged = view_chain(c) if merged is None else merged
     if merged is None:
         merged = _kind_refusal(c)
     if isinstance(merged, str):
@@ -360,7 +362,8 @@ def view_operand(c: Candidate) -> Merged | str:
         return (f"{c.dep.describe(view.lead)} reads the result of "
                 f"{describe_group(c.dep, pw)}; a pointwise kernel folds a layout op only "
                 "over operands it reads from memory")
-    readers = [u.operation for u in view.lead.results[0].uses if c.in_pair(u.operation)]
+    readers = [u.operation for v in c.edges(view, pw) for u in v.uses
+               if c.in_pair(u.operation)]
     if all(isinstance(u, CHAINED_VIEWS) for u in readers):  # its shape is not iterated
         return merge_pointwise(view, pw, pw.shape)
     return merge_pointwise(view, pw)
@@ -494,7 +497,10 @@ def _with_totals(c: Candidate, kind: str, shape: tuple[int, ...], axes: tuple[in
     a, b = c.a, c.b
     inputs = frozenset(v for v in a.inputs | b.inputs if c.owner(v) not in (a.nid, b.nid))
     outputs = frozenset(c.outputs)
-    internalized = [v for v in a.outputs | b.outputs if v not in outputs]
+    # a layout op's result is its operand's elements moved: keeping it in
+    # registers skips no rounding
+    internalized = [v for v in a.outputs | b.outputs if v not in outputs
+                    and not (isinstance(v, OpResult) and isinstance(v.op, VIEW_OPS))]
     drift = math.hypot(a.drift, b.drift,
                        *(skipped_rounding(c.dep.dtype(v)) for v in internalized))
     lead = a.lead if c.dep.index[a.lead] <= c.dep.index[b.lead] else b.lead

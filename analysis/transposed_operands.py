@@ -10,6 +10,8 @@ NHWC, batched transposes), consecutive threads would read addresses far
 apart; the group then runs the tiled schedule (`PointwiseSchedule.tile`): it
 stages each such operand through a shared-memory tile spanning the output's
 innermost axis and the operand's contiguous one (`codegen/pointwise_transpose.py`).
+A transpose may end a chain of slices and reshapes (`analysis/view_operands.py`):
+the tile is then staged from the chain's composed strided view of its root.
 
 ```mlir
 %t = nn.transpose %x {perm = [1, 0]} : (tensor<33x47xf32>) -> tensor<47x33xf32>
@@ -24,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from xdsl.ir import Operation, OpResult
+from xdsl.ir import Operation, OpResult, SSAValue
 
 from fusec.analysis.strided_view import StridedView
+from fusec.analysis.view_operands import CHAINED_VIEWS, chain_links, is_chain_end, operand_view
 from fusec.dialects import nn
 from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import element_type_name, tensor_shape
@@ -38,17 +41,21 @@ def innermost_axis(shape: Sequence[int]) -> int | None:
     return next((d for d in range(len(shape) - 1, -1, -1) if shape[d] > 1), None)
 
 
-def swapped_axis(op: nn.TransposeOp) -> int | None:
-    """The axis of `op`'s result along which its operand is contiguous, when
-    that is not the result's innermost axis (size-1 axes aside); None when
-    the permutation keeps the innermost axis in place (a coalesced read)."""
-    view = StridedView.contiguous(op.operand_shape()).transpose(op.perm)
+def view_swapped_axis(view: StridedView) -> int | None:
+    """The axis of `view` along which its buffer is contiguous (the smallest
+    stride), when that is not its innermost axis (size-1 axes aside); None
+    when the view keeps the innermost axis in place (a coalesced read)."""
     inner = innermost_axis(view.shape)
     long_axes = [d for d in range(len(view.shape)) if view.shape[d] > 1]
     if inner is None:
         return None
-    contiguous = min(long_axes, key=lambda d: view.strides[d])
+    contiguous = min(long_axes, key=lambda d: abs(view.strides[d]))
     return None if contiguous == inner else contiguous
+
+
+def swapped_axis(op: nn.TransposeOp) -> int | None:
+    """`view_swapped_axis` of transpose `op` of a contiguous operand."""
+    return view_swapped_axis(StridedView.contiguous(op.operand_shape()).transpose(op.perm))
 
 
 def transposes(ops: Iterable[Operation]) -> list[nn.TransposeOp]:
@@ -56,57 +63,86 @@ def transposes(ops: Iterable[Operation]) -> list[nn.TransposeOp]:
     return [op for op in ops if isinstance(op, nn.TransposeOp)]
 
 
-def tiled_transposes(ops: Iterable[Operation], shape: Sequence[int]) -> list[nn.TransposeOp]:
-    """The transposes a pointwise kernel over `shape` stages through a tile:
-    full-shaped ones that move the innermost axis."""
-    return [op for op in transposes(ops)
-            if tensor_shape(op.results[0]) == tuple(shape) and swapped_axis(op) is not None]
+Staged = tuple[Operation, SSAValue, StridedView]
+"""A chain end staged through the tile: the op, its root value, its view."""
 
 
-def tile_bytes(ops: Iterable[Operation], shape: Sequence[int], tile: int) -> int:
+def staged_views(ops: Sequence[Operation], shape: Sequence[int]) -> list[Staged]:
+    """The layout ops a pointwise kernel over `shape` stages through a tile:
+    full-shaped chain ends (a transpose, or slices, reshapes and transposes
+    composed, `view_operands.operand_view`) whose view moves the innermost axis."""
+    inside = set(ops)
+    out: list[Staged] = []
+    for op in ops:
+        if not isinstance(op, CHAINED_VIEWS) or not is_chain_end(op, inside) or (
+                tensor_shape(op.results[0]) != tuple(shape)):
+            continue
+        found = operand_view(op, inside)
+        if not isinstance(found, str) and view_swapped_axis(found[1]) is not None:
+            out.append((op, *found))
+    return out
+
+
+def tiled_transposes(ops: Sequence[Operation], shape: Sequence[int]) -> list[Operation]:
+    """The layout ops of `staged_views`."""
+    return [op for op, _, _ in staged_views(ops, shape)]
+
+
+def tile_bytes(ops: Sequence[Operation], shape: Sequence[int], tile: int) -> int:
     """Shared memory of the tiled kernel: one `tile x (tile + 1)` array per
     distinct tiled operand, 8-byte elements for 64-bit types, else 4."""
-    staged = {(op.operands[0], tuple(op.perm)): op for op in tiled_transposes(ops, shape)}
+    staged = {(root, view): root for _, root, view in staged_views(ops, shape)}
     return sum(tile * (tile + 1) * (8 if element(element_type_name(
-        op.operands[0].type.element_type)).width == 8 else 4)  # type: ignore[attr-defined]
-        for op in staged.values())
+        root.type.element_type)).width == 8 else 4)  # type: ignore[attr-defined]
+        for root in staged.values())
 
 
-def tile_axes(ops: Iterable[Operation], shape: Sequence[int]) -> tuple[int, int] | None:
+def tile_axes(ops: Sequence[Operation], shape: Sequence[int]) -> tuple[int, int] | None:
     """(the swapped axis, the innermost axis) of a pointwise kernel over
-    `shape` with tiled transposes, None without any; assumes
+    `shape` with tiled operands, None without any; assumes
     `transpose_refusal` found nothing."""
-    tiled = tiled_transposes(ops, shape)
+    tiled = staged_views(ops, shape)
     inner = innermost_axis(shape)
     if not tiled or inner is None:
         return None
-    axis = swapped_axis(tiled[0])
+    axis = view_swapped_axis(tiled[0][2])
     assert axis is not None
     return axis, inner
+
+
+def _describe(op: Operation) -> str:
+    return f"perm {op.perm}" if isinstance(op, nn.TransposeOp) else f"{op.name}"
 
 
 def transpose_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
     """Why a pointwise kernel over `shape` holding `ops` cannot read its
     transposes, or None when it can: each must read a value from memory (not
-    one the kernel computes), have the iteration shape, and all that move
+    one the kernel computes, a chain of layout ops of one aside), a chain
+    through a transpose must have the iteration shape, and all that move
     the innermost axis must move it to the same axis (one tile)."""
     inside = set(ops)
-    axes: dict[int, nn.TransposeOp] = {}
     for op in transposes(ops):
         src = op.operands[0]
-        if isinstance(src, OpResult) and src.op in inside:
+        if isinstance(src, OpResult) and src.op in inside and not isinstance(
+                src.op, CHAINED_VIEWS):
             return (f"the transpose of {src.op.name} would read a value the same kernel "
                     "computes; a pointwise kernel transposes only operands it reads from memory")
+    for op in ops:
+        if not isinstance(op, CHAINED_VIEWS) or not is_chain_end(op, inside) or not any(
+                isinstance(link, nn.TransposeOp) for link in chain_links(op, inside)):
+            continue
         result = tensor_shape(op.results[0])
         if result != tuple(shape):
             return (f"the transposed value {fmt(result)} is broadcast to {fmt(shape)}; a "
                     "pointwise kernel reads a transposed operand only at the iteration shape")
-        axis = swapped_axis(op)
-        if axis is not None:
-            axes.setdefault(axis, op)
+    axes: dict[int, Operation] = {}
+    for op, _, view in staged_views(ops, shape):
+        axis = view_swapped_axis(view)
+        assert axis is not None
+        axes.setdefault(axis, op)
     if len(axes) > 1:
         first, second = sorted(axes)[:2]
         return (f"its transposes move the innermost axis to axes {first} and {second} "
-                f"(perm {axes[first].perm} and perm {axes[second].perm}); one tile "
+                f"({_describe(axes[first])} and {_describe(axes[second])}); one tile "
                 "serves one pair of axes")
     return None

@@ -12,12 +12,13 @@ A SwiGLU gate on the two halves of a projection is one kernel:
 ```
 
 The kernel reads `h[i * 32 + j]` for `%a` and `h[16 + i * 32 + j]` for
-`%b`. A chain of slices and reshapes composes into one view of the value
-at its root; the root must be read from memory (a group input, not a value
+`%b`. A chain of slices, reshapes and transposes composes into one view of
+the value at its root (the heads of a packed QKV projection: slice, reshape,
+transpose); the root must be read from memory (a group input, not a value
 the same kernel computes), and the composed view must be an offset plus
 one stride per dimension (a reshape that merges dimensions that are not
-contiguous needs a copy, and is refused). Transposes keep their own rules
-(`analysis/transposed_operands.py`): they read a group input directly.
+contiguous needs a copy, and is refused). A chain whose view moves the
+innermost axis is staged through a tile (`analysis/transposed_operands.py`).
 
 `nn.concat` and `nn.gather` are indexed reads (`INDEXED_READS`): an element
 of a concat is read from the operand whose range along `axis` holds its
@@ -37,8 +38,9 @@ from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import fmt, numel
 
-CHAINED_VIEWS = (nn.SliceOp, nn.ReshapeOp)
-"""Layout ops that may read another layout op of the same group."""
+CHAINED_VIEWS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
+"""Layout ops that may read another layout op of the same group (the chain
+composes into one strided view of its root)."""
 
 FOLDED_VIEWS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
 """Layout ops a pointwise group reads in place."""
@@ -65,12 +67,17 @@ def view_ops(ops: Iterable[Operation]) -> list[Operation]:
     return [op for op in ops if isinstance(op, FOLDED_VIEWS)]
 
 
+INDEXED_CHAINS = (nn.SliceOp, nn.ReshapeOp)
+"""Layout ops a concat or gather reads its operands through in place (a
+transposed operand would be read uncoalesced on the flat schedule)."""
+
+
 def feeds_indexed_reads(op: Operation, inside: set[Operation]) -> bool:
     """Whether every reader of view `op` inside the group is a slice or
     reshape leading (in the end) only to concats and gathers."""
     readers = [u.operation for u in op.results[0].uses if u.operation in inside]
     return bool(readers) and all(
-        isinstance(u, INDEXED_READS) or (isinstance(u, CHAINED_VIEWS)
+        isinstance(u, INDEXED_READS) or (isinstance(u, INDEXED_CHAINS)
                                          and feeds_indexed_reads(u, inside))
         for u in readers)
 
@@ -82,7 +89,7 @@ def indexed_refusal(op: Operation, inside: set[Operation]) -> str | None:
     for v in op.operands:
         if not isinstance(v, OpResult) or v.op not in inside:
             continue
-        if not isinstance(v.op, CHAINED_VIEWS):
+        if not all(isinstance(link, INDEXED_CHAINS) for link in chain_links(v.op, inside)):
             return (f"{op.name} would read {v.op.name}, a value the same kernel computes; "
                     f"a kernel reads an {op.name} in place only over operands it reads from "
                     "memory (group inputs, and slices and reshapes of them)")
@@ -93,8 +100,9 @@ def indexed_refusal(op: Operation, inside: set[Operation]) -> str | None:
 
 
 def operand_view(op: Operation, inside: set[Operation]) -> tuple[SSAValue, StridedView] | str:
-    """The value `op`'s result is a view of (the root of its chain of slices
-    and reshapes inside `inside`) and the composed view, or why it is not one."""
+    """The value `op`'s result is a view of (the root of its chain of slices,
+    reshapes and transposes inside `inside`) and the composed view, or why it
+    is not one."""
     chain: list[Operation] = [op]
     src = op.operands[0]
     while isinstance(src, OpResult) and src.op in inside:
@@ -112,6 +120,24 @@ def operand_view(op: Operation, inside: set[Operation]) -> tuple[SSAValue, Strid
                 f"{fmt(tensor_shape(src))} is not expressible as strides (a reshape that "
                 "merges dimensions which are not contiguous needs a copy)")
     return src, view
+
+
+def chain_links(op: Operation, inside: set[Operation]) -> list[Operation]:
+    """`op` and the layout ops inside `inside` it reads through, outermost first."""
+    chain = [op]
+    while isinstance(chain[-1], CHAINED_VIEWS) and isinstance(
+            src := chain[-1].operands[0], OpResult) and src.op in inside and (
+            isinstance(src.op, CHAINED_VIEWS)):
+        chain.append(src.op)
+    return chain
+
+
+def is_chain_end(op: Operation, inside: set[Operation]) -> bool:
+    """Whether the kernel of the ops in `inside` reads layout op `op`'s result
+    itself: it is no inner link of a chain (something other than a chained
+    layout op, a concat or a gather reads it, or nothing inside does)."""
+    readers = [u.operation for u in op.results[0].uses if u.operation in inside]
+    return not readers or any(not isinstance(u, _LINKS) for u in readers)
 
 
 def view_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
@@ -191,7 +217,9 @@ def _sector_factor(view: StridedView, item: int) -> int:
     long_axes = [d for d in range(len(view.shape)) if view.shape[d] > 1]
     if not long_axes:
         return 1
-    inner = abs(view.strides[long_axes[-1]])
+    # the contiguous axis (the innermost, or the one a transposed view's tile
+    # stages along: `analysis/transposed_operands.py`)
+    inner = min(abs(view.strides[d]) for d in long_axes)
     return max(1, min(inner, SECTOR_BYTES // max(1, item)))
 
 

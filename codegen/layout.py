@@ -1,5 +1,6 @@
-"""The emitter of `layout` groups: transpose, slice, concat, gather, and a plain
-copy for a reshape that must materialize.
+"""The emitter of `layout` groups: transpose, slice, concat, gather, a plain
+copy for a reshape that must materialize, and a chain of slices, reshapes and
+transposes (`analysis/view_chains.py`) copied through its composed strided view.
 
 The group is collapsed first (`codegen/layout_collapse.py`: a transpose of
 `[2, 3, 4]` by `perm = [2, 0, 1]` is a 2-d transpose of `[6, 4]`, a concat
@@ -30,10 +31,12 @@ differ only for programs that are already wrong.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from xdsl.ir import Operation
 
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.view_operands import CHAINED_VIEWS
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.kernel_source import KernelSource, UnsupportedTypeError, value_dtype
 from fusec.codegen.layout_collapse import collapsed_group
@@ -43,37 +46,45 @@ from fusec.dialects.fusion import GroupOp, YieldOp
 _LAYOUT_OPS = (nn.TransposeOp, nn.SliceOp, nn.ConcatOp, nn.GatherOp, nn.ReshapeOp)
 
 
-def _the_op(group: GroupOp) -> Operation:
-    """The single layout op of the group, or a located error."""
+def _the_ops(group: GroupOp) -> list[Operation]:
+    """The layout op of the group (or its chain of slices, reshapes and
+    transposes, each reading the one before), or a located error."""
     ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
-    if len(ops) != 1 or not isinstance(ops[0], _LAYOUT_OPS):
+    chain = len(ops) > 1 and all(isinstance(op, CHAINED_VIEWS) for op in ops)
+    if not ops or not (chain or (len(ops) == 1 and isinstance(ops[0], _LAYOUT_OPS))):
         names = ", ".join(op.name for op in ops) or "no op"
-        raise op_error(group, f"a layout group must hold exactly one layout op, got {names}")
-    op = ops[0]
+        raise op_error(group, "a layout group must hold one layout op or a chain of slices, "
+                       f"reshapes and transposes, got {names}")
     terminator = group.block.last_op
     assert isinstance(terminator, YieldOp)
-    if list(terminator.values) != list(op.results) or any(
-        operand.owner is not group.block for operand in op.operands
+    links = all(op.operands[0] is prev.results[0] for prev, op in itertools.pairwise(ops))
+    if list(terminator.values) != list(ops[-1].results) or not links or any(
+        operand.owner is not group.block for operand in ops[0].operands
     ):
-        raise op_error(group, "a layout group must read its inputs and yield its op's result")
+        raise op_error(group, "a layout group must read its inputs and yield its op's result"
+                       + (" (each op of a chain reading the one before)" if chain else ""))
     try:
-        for v in (*op.operands, *op.results):
+        for v in (*ops[0].operands, *(r for op in ops for r in op.results)):
             value_dtype(v)
     except UnsupportedTypeError as err:
-        raise op_error(op, str(err)) from None
-    return op
+        raise op_error(ops[0], str(err)) from None
+    return ops
 
 
 def collapsed(group: GroupOp) -> GroupOp:
     """The checked layout `group` as a detached pointwise-view group over its
-    collapsed shapes (what both the scheduler and the emitter read)."""
-    return collapsed_group(group, _the_op(group))
+    collapsed shapes (what both the scheduler and the emitter read); a chain
+    as it is (the pointwise emitter reads its composed view and merges the
+    axes the view steps across alike)."""
+    ops = _the_ops(group)
+    return collapsed_group(group, ops[0]) if len(ops) == 1 else group
 
 
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """Generate the kernel of layout `group`, named `kernel_name`, under its
     `#fusion.pointwise` schedule."""
-    op = _the_op(group)
-    kernel = pointwise_transpose.emit(collapsed_group(group, op), kernel_name)
+    ops = _the_ops(group)
+    kernel = pointwise_transpose.emit(collapsed(group), kernel_name)
     how = kernel.notes[0].removeprefix("pointwise, ")
-    return dataclasses.replace(kernel, notes=[f"layout ({op.name}), {how}"])
+    names = " -> ".join(op.name for op in ops)
+    return dataclasses.replace(kernel, notes=[f"layout ({names}), {how}"])

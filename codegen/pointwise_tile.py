@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.strided_view import StridedView
-from fusec.analysis.transposed_operands import transposes
 from fusec.analysis.view_operands import CHAINED_VIEWS, FOLDED_VIEWS, INDEXED_READS, operand_view
 from fusec.codegen.group_body import (
     GroupBody,
@@ -45,7 +44,6 @@ from fusec.codegen.group_body import (
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.pointwise_index import index_type
-from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 
@@ -117,10 +115,10 @@ def _reads(plan: _Plan) -> _Reads:
     for op in body.ops:
         if not isinstance(op, FOLDED_VIEWS) or not read_directly(body, op):
             continue
-        if isinstance(op, nn.TransposeOp) and (op.operands[0], tuple(op.perm)) in tiled:
-            continue
         found = operand_view(op, set(body.ops))
         assert not isinstance(found, str)  # plan_group refused it otherwise
+        if found in tiled:
+            continue
         root, view = found
         loads.append((op.results[0], LinearAccess.of_view(view, plan.shape),
                       lambda i, r=root: load_expr(body, r, i)))  # type: ignore[misc]
@@ -151,13 +149,8 @@ def tile_type(arg: BlockArgument) -> str:
 
 def _tiled_access(plan: _Plan) -> dict[int, tuple[BlockArgument, LinearAccess]]:
     """Each staged operand's input and access, by tile number."""
-    out: dict[int, tuple[BlockArgument, LinearAccess]] = {}
-    for op in transposes(plan.body.ops):
-        key = (op.operands[0], tuple(op.perm))
-        if key in plan.tiled and plan.tiled[key] not in out:  # type: ignore[index]
-            view = StridedView.contiguous(op.operand_shape()).transpose(op.perm)
-            out[plan.tiled[key]] = (key[0], LinearAccess.of_view(view, plan.shape))  # type: ignore
-    return out
+    return {j: (root, LinearAccess.of_view(view, plan.shape))  # type: ignore[misc]
+            for (root, view), j in plan.tiled.items()}
 
 
 @dataclass
@@ -292,10 +285,12 @@ def _row(tl: _Tiling, reads: _Reads, r: int) -> tuple[list[str], list[str], list
     step = r * plan.rows
     tail_a, tail_i = tl.ext_a % plan.tile != 0, tl.ext_i % plan.tile != 0
     bound: dict[SSAValue, str] = {}
-    for op in transposes(plan.body.ops):
-        key = (op.operands[0], tuple(op.perm))
-        if key in plan.tiled:
-            bound[op.results[0]] = f"tile{plan.tiled[key]}[{_plus('rd', step)}]"  # type: ignore
+    inside = set(plan.body.ops)
+    for op in plan.body.ops:
+        if isinstance(op, FOLDED_VIEWS) and read_directly(plan.body, op):
+            key = operand_view(op, inside)
+            if not isinstance(key, str) and key in plan.tiled:
+                bound[op.results[0]] = f"tile{plan.tiled[key]}[{_plus('rd', step)}]"
     loads: list[str] = []
     for k, (value, acc, load) in enumerate(reads.loads):
         if tail_a and acc.stride(ga):
@@ -373,4 +368,4 @@ def tiled_lines(plan: _Plan) -> tuple[list[str], tuple[int, int, int], frozenset
 
 def tile_types(plan: _Plan) -> dict[int, str]:
     """The numba element type of each shared tile, by tile number."""
-    return {j: tile_type(key[0]) for key, j in plan.tiled.items()}  # type: ignore[misc]
+    return {j: tile_type(key[0]) for key, j in plan.tiled.items()}  # type: ignore[arg-type]

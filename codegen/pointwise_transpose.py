@@ -3,7 +3,9 @@ slices and reshapes of group inputs, read as strided views on the flat
 schedule: `analysis/view_operands.py`).
 
 A `nn.transpose` of a group input inside a pointwise group is read in place:
-element `i` of its result is element `perm`-permuted `i` of the input. How
+element `i` of its result is element `perm`-permuted `i` of the input (a
+transpose of a chain of slices and reshapes, at the chain's composed strided
+view: `analysis/view_operands.py`). How
 depends on the group's `#fusion.pointwise<..., tile = T>` schedule:
 
 - `tile = 0`: the flat schedule (`block` threads, `elements_per_thread`
@@ -43,18 +45,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
 from fusec.analysis.strided_view import StridedView
-from fusec.analysis.transposed_operands import (
-    swapped_axis,
-    tile_axes,
-    transpose_refusal,
-    transposes,
-)
+from fusec.analysis.transposed_operands import staged_views, tile_axes, transpose_refusal
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
     INDEXED_READS,
@@ -127,8 +124,9 @@ class _Plan:
     threads: int
     unroll: int
     axes: tuple[int, int] | None  # (swapped axis A, innermost axis I) when tiled
-    tiled: dict[tuple[BlockArgument, tuple[int, ...]], int] = field(
-        default_factory=dict[tuple[BlockArgument, tuple[int, ...]], int])
+    tiled: dict[tuple[SSAValue, StridedView], int] = field(
+        default_factory=dict[tuple[SSAValue, StridedView], int])
+    """Each staged operand (its root and composed view) by tile number."""
 
     @property
     def rows(self) -> int:
@@ -138,11 +136,8 @@ class _Plan:
 
 def _check(body: GroupBody, shape: Shape) -> None:
     for op in body.ops:
-        if isinstance(op, nn.TransposeOp):
-            if not isinstance(op.operands[0], BlockArgument):
-                raise op_error(op, "a transpose in a pointwise group must read a group input")
-        elif isinstance(op, (*CHAINED_VIEWS, *INDEXED_READS)):
-            continue
+        if isinstance(op, (*CHAINED_VIEWS, *INDEXED_READS)):
+            continue  # read in place: the refusals below say when it cannot be
         elif isinstance(op, nn.BatchNormOp) or not (
                 isinstance(op, nn.ConstantOp) or op_kind(op) in POINT_KINDS):
             raise op_error(op, f"'{op.name}' cannot be generated in a pointwise group with "
@@ -174,16 +169,10 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> _Plan:
                        "into rows of whole warps")
     plan = _Plan(body, shape, tile, threads, schedule.int_field("elements_per_thread"), axes)
     if axes is not None:
-        for op in transposes(body.ops):
-            key = (op.operands[0], tuple(op.perm))
-            if _is_tiled(plan, op) and key not in plan.tiled:
-                plan.tiled[key] = len(plan.tiled)  # type: ignore[index]
+        for _, root, view in staged_views(body.ops, shape):
+            if (root, view) not in plan.tiled:
+                plan.tiled[(root, view)] = len(plan.tiled)
     return plan
-
-
-def _is_tiled(plan: _Plan, op: nn.TransposeOp) -> bool:
-    return (plan.axes is not None and tensor_shape(op.results[0]) == plan.shape
-            and swapped_axis(op) == plan.axes[0])
 
 
 def _strided_index(op: nn.TransposeOp, coords: Sequence[str]) -> str:

@@ -167,11 +167,13 @@ class GroupFormer:
         tried: set[tuple[int, int, int, int]] = set()
         while True:
             g = self.graph.node_of[op]
-            if self.info[g].kind not in FUSIBLE_KINDS:
+            kind = self.info[g].kind
+            if kind not in FUSIBLE_KINDS and kind != "view":
                 return
-            cands = [
+            cands = [  # a layout op absorbs only the layout ops it reads (one chain)
                 self.candidate(p, g) for p in self.graph.nodes[g].preds
                 if self.info[p].kind != "constant" and (p, g) not in self.settled
+                and (kind != "view" or self.info[p].kind == "view")
                 and (p, g, self.info[p].size, self.info[g].size) not in tried
             ]
             for c in cands:
@@ -260,7 +262,8 @@ def materialize_groups(former: GroupFormer, names: dict[int, str]) -> None:
             continue
         ops = [*extra.get(node.nid, []), *sorted(node.ops, key=former.dep.index.__getitem__)]
         kind = former.info[node.nid].kind
-        group = _build_group(ops, names[node.nid], kind)
+        # a chain of layout ops (`analysis/view_chains.py`) is one layout copy
+        group = _build_group(ops, names[node.nid], "layout" if kind == "view" else kind)
         block.insert_op_before(group, terminator)
 
 

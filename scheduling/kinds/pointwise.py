@@ -46,13 +46,14 @@ class PointwiseKind:
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """A concat or gather read in place first; then another pointwise
-        group, or a lone transpose, slice or reshape folded into the loads."""
+        group, or a transpose, slice or reshape (or a chain of them) folded
+        into the loads."""
         if (indexed := indexed_read(c)) is not None:
             return indexed
         if other.kind == "pointwise":
             return merge_pointwise(mine, other)
-        if other.kind == "view" and c.options.fold_views and any(
-                isinstance(g.lead, FOLDED_VIEWS) and g.size == 1 for g in (mine, other)):
+        if other.kind == "view" and c.options.fold_views and all(
+                isinstance(op, FOLDED_VIEWS) for op in other.ops):
             return view_operand(c)
         return None
 
