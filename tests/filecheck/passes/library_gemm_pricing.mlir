@@ -25,7 +25,7 @@ func.func @attention(%q: tensor<8x12x512x64xf16>, %k: tensor<8x12x512x64xf16>, %
 // A head split folded into the matmul's operand loads would take the GEMM
 // off cuBLAS: the views stay out (a copy kernel) when the library runs it.
 // CHECK: missed: {{.*}}nn.matmul (%s){{.*}}estimated slower than its parts
-// SIMT: remark: fused nn.slice (%q) into group
+// SIMT: remark: fused nn.matmul (%s) into group
 func.func @heads(%qkv: tensor<4096x2304xf32>, %kt: tensor<12x64x4096xf32>) -> tensor<12x4096x4096xf32> {
   %q = nn.slice %qkv {starts = [0, 0], limits = [4096, 768]} : (tensor<4096x2304xf32>) -> tensor<4096x768xf32>
   %r = nn.reshape %q : (tensor<4096x768xf32>) -> tensor<4096x12x64xf32>
