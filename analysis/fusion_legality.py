@@ -45,6 +45,7 @@ from fusec.analysis.reduction_passes import (
     reduction_threads,
     row_passes,
 )
+from fusec.analysis.scheduled_cost import ScheduleCache, ScheduledKernel, scheduled_kernel
 from fusec.analysis.targets import Target, get_target
 from fusec.analysis.transposed_operands import transpose_refusal
 from fusec.analysis.view_chains import view_chain
@@ -244,6 +245,8 @@ class Candidate:
     target: Target
     options: FusionOptions
     relation: str = "vertical"  # or "horizontal" (siblings sharing an input)
+    schedules: ScheduleCache = field(default_factory=lambda: ScheduleCache())
+    """Groups already scheduled for `gain_ok` (share one across candidates)."""
     _cache: dict[str, object] = field(default_factory=dict[str, object])
 
     def in_pair(self, op: Operation) -> bool:
@@ -649,7 +652,8 @@ def occupancy(target: Target, g: GroupInfo) -> float:
 
 
 def gain_ok(c: Candidate) -> Verdict:
-    """Gain: the cost model says the fused kernel is at least as fast."""
+    """Gain: the cost model says the fused kernel is at least as fast, each
+    side priced under the schedule the scheduler would give it."""
     fused = c.fused
     if isinstance(fused, str):
         return Verdict.no(fused)
@@ -659,7 +663,7 @@ def gain_ok(c: Candidate) -> Verdict:
     times = schedule_times(c.target, a_cost, b_cost, fused_cost)
     if times.slower:  # judged on the kernels that will be emitted, before any override
         return Verdict.no(f"the fused kernel is estimated slower than its parts: "
-                          f"{times.summary()}", gain)
+                          f"{times.summary()}{_schedule_lines(c, fused)}", gain)
     if fused_cost.path in LIBRARY_PATHS and \
             fused_cost.launches >= a_cost.launches + b_cost.launches:
         # cuBLAS runs the elementwise ops as a second kernel re-reading C: kept
@@ -682,11 +686,38 @@ def gain_ok(c: Candidate) -> Verdict:
     return Verdict.yes(gain)
 
 
+def _schedule_lines(c: Candidate, fused: GroupInfo) -> str:
+    """`; fused schedule: ...; parts: ... and ...` (the lines `choose`
+    returns), or nothing when a side has no scheduled kernel."""
+    lines = [k.line if (k := scheduled(c, g, out, always=True)) is not None else None
+             for g, out in ((fused, c.outputs), (c.a, None), (c.b, None))]
+    if any(line is None for line in lines):
+        return ""
+    return f"; fused schedule: {lines[0]}; parts: {lines[1]} and {lines[2]}"
+
+
+def scheduled(c: Candidate, g: GroupInfo, outputs: list[SSAValue] | None = None,
+              always: bool = False) -> ScheduledKernel | None:
+    """The kernel `g` becomes under the schedule its kind's `choose` would
+    pick on the candidate's target (`analysis/scheduled_cost.py`, cached on
+    the candidate); None where the kind has no scheduler or, unless
+    `always`, where it says its summary prices it (`priced_by_schedule`)."""
+    impl = find_kind(g.kind)
+    if impl is None or not (always or impl.priced_by_schedule(g)):
+        return None
+    outs = sorted(g.outputs, key=c.dep.position) if outputs is None else outputs
+    return scheduled_kernel(g.kind, g.ops, outs, c.target, c.schedules)
+
+
 def group_cost(c: Candidate, g: GroupInfo, outputs: list[SSAValue] | None = None) -> KernelCost:
-    """The kernel cost of a group: distinct inputs read, results written; a
-    contraction the library GEMM can read at the library's cost when that is
-    lower (`options.library_gemm`, `analysis/library_gemm_cost.py`)."""
+    """The kernel cost of a group: distinct inputs read, results written,
+    priced under the schedule the scheduler would give it (threads, kernels
+    and path: `scheduled`);
+    a contraction the library GEMM can read at the library's cost when that
+    is lower (`options.library_gemm`, `analysis/library_gemm_cost.py`)."""
     cost = kernel_cost(c.dep, c.target, g, outputs)
+    if cost.launches and (k := scheduled(c, g, outputs)) is not None:
+        cost = dataclasses.replace(cost, parallel=k.parallel, launches=k.launches, path=k.path)
     if not (c.options.library_gemm and cost.path == "simt_gemm"):
         return cost
     element = library_element(g.ops, g.inputs)

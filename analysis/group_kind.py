@@ -38,6 +38,7 @@ from fusec.dialects.schedule import ScheduleAttr
 
 if TYPE_CHECKING:  # types only: these layers sit above this one
     from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
+    from fusec.analysis.scheduled_cost import ScheduledKernel
     from fusec.codegen.kernel_source import KernelSource
     from fusec.codegen.register_model import RegisterEstimate
     from fusec.dialects.fusion import GroupOp
@@ -100,6 +101,22 @@ class GroupKind(Protocol):
         """The model's schedule of `group` on `ctx.target` within
         `ctx.limit` bytes of shared memory, a readable line, its shared
         bytes; nothing is recorded on the group."""
+        ...
+
+    def priced_by_schedule(self, info: GroupInfo) -> bool:
+        """Whether legality's `gain_ok` prices a group of this kind under the
+        schedule `choose` would pick (`scheduled_kernel`, which costs a
+        temporary group and a scheduling run) rather than its summary: true
+        where the schedule changes threads, kernels or passes over memory in
+        ways the summary cannot see."""
+        ...
+
+    def scheduled_kernel(self, ctx: ScheduleContext, group: GroupOp,
+                         attr: ScheduleAttr | None) -> ScheduledKernel:
+        """What `group` costs the machine under `attr` (the schedule
+        `choose` picked, also recorded on `group`): threads launched,
+        kernels and the `KERNEL_PATHS` key (legality's `gain_ok` prices it
+        with the summary's bytes, flops and registers)."""
         ...
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,

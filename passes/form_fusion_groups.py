@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
+from fusec.analysis.candidate_group import build_group, group_outputs
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.fusion_legality import (
     FUSIBLE_KINDS,
@@ -40,8 +41,9 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.fusion_policy import POLICIES, FusionPolicy, get_policy
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector, format_bytes
+from fusec.analysis.scheduled_cost import ScheduleCache
 from fusec.analysis.targets import Target, resolve_target, unknown_target
-from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.fusion import GroupOp
 from fusec.passes.dependency_analysis import (
     DependencyAnalysis,
     FusionGraph,
@@ -74,6 +76,7 @@ class GroupFormer:
             for nid, n in self.graph.nodes.items()
         }
         self.pending: list[_Pending] = []
+        self.schedules: ScheduleCache = {}  # groups gain_ok scheduled, by (kind, ops, outputs)
         self.settled: set[tuple[int, int]] = set()  # pairs refused for good
         self.clones: dict[int, list[Operation]] = {}  # host node -> ops it recomputes
         self.must = [op for op in self.dep.ops if _contract(op) == "must"]
@@ -83,7 +86,7 @@ class GroupFormer:
 
     def candidate(self, a: int, b: int, relation: str = "vertical") -> Candidate:
         return Candidate(self.info[a], self.info[b], self.dep, self.graph, self.target,
-                         self.options, relation)
+                         self.options, relation, self.schedules)
 
     def try_fuse(self, c: Candidate) -> bool:
         """Judge one candidate; merge and remark, or remark why not."""
@@ -289,37 +292,16 @@ def _build_group(ops: list[Operation], name: str, kind: str) -> GroupOp:
 
     1. inputs: values the ops read from outside, in first-use order;
     2. outputs: values read outside the group or returned;
-    3. move the ops into a block whose arguments stand for the inputs;
-    4. end the block with `fusion.yield` of the outputs;
-    5. create the group and point every outside use at its results.
+    3. move the ops into a block whose arguments stand for the inputs
+       (`analysis/candidate_group.build_group`), ending in `fusion.yield`
+       of the outputs;
+    4. point every outside use of an output at the group's result.
     """
     members = set(ops)
-    inputs: list[SSAValue] = []
-    for op in ops:
-        for v in op.operands:
-            inside = isinstance(v, OpResult) and v.op in members
-            if not inside and v not in inputs:
-                inputs.append(v)
-    outputs = [r for op in ops for r in op.results
-               if any(u.operation not in members for u in r.uses)]
+    outputs = group_outputs(ops)
     outside_uses = {r: [u for u in r.uses if u.operation not in members] for r in outputs}
-    body = Block(arg_types=[v.type for v in inputs])
-    for arg, v in zip(body.args, inputs, strict=True):
-        arg.name_hint = v.name_hint
-    position = {v: k for k, v in enumerate(inputs)}
-    for op in ops:
-        if op.parent is not None:  # a recomputed clone has none yet
-            op.detach()
-        body.add_op(op)
-        for i, v in enumerate(op.operands):
-            if v in position:
-                op.operands[i] = body.args[position[v]]
-    body.add_op(YieldOp(list(outputs)))
-    attrs = {"name": StringAttr(name), "kind": StringAttr(kind)}
-    group = GroupOp(inputs, [r.type for r in outputs], Region(body), attrs)
-    group.location = ops[0].location
+    group = build_group(ops, outputs, name, kind)
     for k, r in enumerate(outputs):
-        group.outputs[k].name_hint = r.name_hint
         for use in outside_uses[r]:
             use.operation.operands[use.index] = group.outputs[k]
     return group

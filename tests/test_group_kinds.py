@@ -22,7 +22,7 @@ from fusec.scheduling.kinds.pointwise import PointwiseKind
 
 BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")
 METHODS = ("merge", "summary_registers", "summary_shared", "kernel_path", "choose",
-           "candidates", "registers", "emit")
+           "candidates", "registers", "emit", "priced_by_schedule", "scheduled_kernel")
 
 
 def program(kind: str) -> str:

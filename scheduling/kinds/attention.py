@@ -8,6 +8,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
 from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import attention as emitter
 from fusec.codegen.attention import group_registers
@@ -22,6 +23,7 @@ from fusec.scheduling.attention import attention_candidates
 from fusec.scheduling.attention import choose_tile as choose_attention_tile
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import group_name
+from fusec.scheduling.schedule_cost import pointwise_kernel
 
 ATTENTION_CANDIDATES = 12
 """Attention tiles offered at most (the cost model's ranking, legal ones only)."""
@@ -73,6 +75,16 @@ class AttentionKind:
                             f"limit of {ctx.limit}")
         return (tile.attr(), f"attention: {tile.text()}, Q/K/V/P tiles in shared memory, "
                 "online softmax", used)
+
+    def priced_by_schedule(self, info: GroupInfo) -> bool:
+        """No: fuse-attention prices its tile itself."""
+        return False
+
+    def scheduled_kernel(self, ctx: ScheduleContext, group: GroupOp,
+                         attr: ScheduleAttr | None) -> ScheduledKernel:
+        """One thread per output on the plain roofline (fuse-attention
+        prices the tile itself; legality never merges into one)."""
+        return pointwise_kernel(group, None, "roofline")
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:

@@ -16,6 +16,7 @@ from fusec.analysis.fusion_legality import (
     op_registers,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import contraction as emitter
 from fusec.codegen.contraction import analyze as analyze_gemm
@@ -35,6 +36,7 @@ from fusec.scheduling.contraction import (
     tile_attr,
 )
 from fusec.scheduling.kinds.common import group_name, tile_text
+from fusec.scheduling.schedule_cost import contraction_kernel
 
 BASE_REGISTERS = 96
 """Legality's base registers of a GEMM thread: its 8x8 accumulator tile
@@ -105,6 +107,15 @@ class ContractionKind:
                             f"({gemm_shared_bytes(tile, item)} bytes)")
         return (tile_attr(tile), f"gemm: block tile {tile_text(tile)}, A and B tiles in shared "
                 "memory (double-buffered), epilogue in registers", gemm_shared_bytes(tile, item))
+
+    def priced_by_schedule(self, info: GroupInfo) -> bool:
+        """Yes: the GEMM tile's blocks and threads."""
+        return True
+
+    def scheduled_kernel(self, ctx: ScheduleContext, group: GroupOp,
+                         attr: ScheduleAttr | None) -> ScheduledKernel:
+        """The GEMM tile's blocks x threads (`schedule_cost`)."""
+        return contraction_kernel(group, attr)
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:

@@ -14,6 +14,7 @@ from fusec.analysis.fusion_legality import (
     op_registers,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import layout as emitter
 from fusec.codegen.kernel_source import KernelSource
@@ -22,6 +23,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.pointwise import PointwiseKind
+from fusec.scheduling.schedule_cost import pointwise_kernel
 
 
 class LayoutKind:
@@ -52,6 +54,15 @@ class LayoutKind:
         (`codegen/layout.py`): a tile when it transposes the innermost axis."""
         attr, line, used = PointwiseKind().choose(ctx, emitter.collapsed(group))
         return attr, "layout: index remapping copy, " + line.removeprefix("pointwise: "), used
+
+    def priced_by_schedule(self, info: GroupInfo) -> bool:
+        """No: a copy, priced on the plain roofline either way."""
+        return False
+
+    def scheduled_kernel(self, ctx: ScheduleContext, group: GroupOp,
+                         attr: ScheduleAttr | None) -> ScheduledKernel:
+        """The collapsed copy's pointwise threads, on the plain roofline."""
+        return pointwise_kernel(group, attr, "roofline")
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:

@@ -17,6 +17,7 @@ from fusec.analysis.fusion_legality import (
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.pointwise_registers import pointwise_registers_of
+from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import tile_axes, tile_bytes
 from fusec.analysis.view_operands import FOLDED_VIEWS
@@ -32,6 +33,7 @@ from fusec.dialects.shapes import broadcast_shapes
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import body_ops, body_results
 from fusec.scheduling.pointwise import TRANSPOSE_TILE, pointwise_schedule, transpose_tile
+from fusec.scheduling.schedule_cost import pointwise_kernel
 
 POINTWISE_ELEMENTS = (1, 2, 4, 8)
 """Elements per thread a pointwise candidate takes."""
@@ -87,6 +89,16 @@ class PointwiseKind:
         used = tile_shared_bytes(plan_transposed(group, attr))
         return attr, (f"pointwise: {tile}x{tile} output tiles, transposed operands staged "
                       f"through shared memory, {attr.int_field('block')} threads per block"), used
+
+    def priced_by_schedule(self, info: GroupInfo) -> bool:
+        """No: the summary already counts its threads and sees a transposed tile."""
+        return False
+
+    def scheduled_kernel(self, ctx: ScheduleContext, group: GroupOp,
+                         attr: ScheduleAttr | None) -> ScheduledKernel:
+        """`elements_per_thread` per thread; the transposed tile on its own path."""
+        tiled = attr is not None and attr.int_field("tile") > 0
+        return pointwise_kernel(group, attr, "pointwise_transpose" if tiled else "pointwise")
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:

@@ -17,6 +17,7 @@ from fusec.analysis.fusion_legality import (
     op_registers,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import reduction as emitter
 from fusec.codegen.decompose_group import decomposed
@@ -25,10 +26,11 @@ from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.reduction_plan import analyze as analyze_rows
 from fusec.codegen.register_model import RegisterEstimate, reduction_estimate
 from fusec.dialects.fusion import GroupOp
-from fusec.dialects.schedule import ScheduleAttr
+from fusec.dialects.schedule import ReductionSchedule, ScheduleAttr
 from fusec.scheduling import reduction
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import group_name
+from fusec.scheduling.schedule_cost import reduction_kernel
 
 BASE_REGISTERS = 24
 """Legality's base registers of a reduction thread (index math, partials)."""
@@ -106,6 +108,16 @@ class ReductionKind:
         where = "kept on chip" if on_chip else "staged through memory"
         return attr, (f"reduction: {sched.lanes} lanes per row, {sched.rows_per_block} rows per "
                       f"block, row {where}" + split), used
+
+    def priced_by_schedule(self, info: GroupInfo) -> bool:
+        """Yes: split rows, two kernels for a split column, rows re-read from memory."""
+        return True
+
+    def scheduled_kernel(self, ctx: ScheduleContext, group: GroupOp,
+                         attr: ScheduleAttr | None) -> ScheduledKernel:
+        """The row schedule's grid, kernels and re-read bytes (`schedule_cost`)."""
+        assert isinstance(attr, ReductionSchedule)
+        return reduction_kernel(group, attr, ctx.target.max_resident_threads)
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:

@@ -16,6 +16,7 @@ from fusec.analysis.fusion_legality import (
     op_registers,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import window as emitter
 from fusec.codegen.conv_pool import POOL_TILE, shared_tile
@@ -34,6 +35,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
+from fusec.scheduling.schedule_cost import window_kernel
 
 BASE_REGISTERS = 40
 """Legality's base registers of a window thread (its sliding inputs)."""
@@ -101,6 +103,15 @@ class WindowKind:
                             f"memory, over the limit of {min(ctx.limit, STATIC_SHARED_LIMIT)}; "
                             f"using {tiled.plan.text()} ({tiled.shared_bytes} bytes)")
         return plan_attr(tiled.plan, tiled.mode), tiled.describe(), tiled.shared_bytes
+
+    def priced_by_schedule(self, info: GroupInfo) -> bool:
+        """Yes: the tiled plan's grid, or the conv + pool kernel's direct loop."""
+        return True
+
+    def scheduled_kernel(self, ctx: ScheduleContext, group: GroupOp,
+                         attr: ScheduleAttr | None) -> ScheduledKernel:
+        """The tiled plan's grid x block, or conv + pool's outputs (`schedule_cost`)."""
+        return window_kernel(group, attr)
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:
