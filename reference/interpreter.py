@@ -39,6 +39,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.traits import SymbolTable
 
 from fusec.dialects import nn
+from fusec.dialects.element_types import bf16_values
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import (
     FLOAT_TYPES,
@@ -240,6 +241,8 @@ def _check_input(what: str, t: Attribute, value: object, compute: np.dtype) -> n
     allowed = "fiub" if element in FLOAT_TYPES else "iub"
     if array.dtype.name == "bfloat16" and element in FLOAT_TYPES:
         array = array.astype(np.float32)  # ml_dtypes' bfloat16 (ONNX's arrays): exact
+    elif element == "bf16" and array.dtype == np.uint16:
+        array = bf16_values(array)  # bit patterns, as the runtime takes them (not integers)
     if array.dtype.kind not in allowed:
         raise ValueError(f"{what} has {array.dtype} elements, expected {element} ({type_str(t)})")
     if element == "i1":

@@ -303,3 +303,19 @@ def test_batch_norm_per_channel() -> None:
     )
     # channel 0: (x - 1) / 2 * 2 + 0.5; channel 1: (x - 10) / 10 - 1.
     np.testing.assert_allclose(y.reshape(2, 2), [[0.5, 1.5], [-1.0, 0.0]], rtol=1e-15)
+
+
+def test_bf16_input_given_as_uint16_bits_is_read_as_bits() -> None:
+    # The runtime takes a uint16 array for a bf16 parameter as bit patterns;
+    # the reference read the same array as integers (0x3F80 as 16256.0).
+    from fusec.dialects.element_types import bf16_bits
+
+    text = """
+func.func @f(%x: tensor<3xbf16>) -> tensor<3xbf16> {
+  %y = nn.add %x, %x : (tensor<3xbf16>, tensor<3xbf16>) -> tensor<3xbf16>
+  func.return %y : tensor<3xbf16>
+}
+"""
+    values = np.array([1.0, -2.5, 0.375], np.float32)
+    (got,) = run_module(parse(text), [bf16_bits(values)])
+    np.testing.assert_array_equal(np.asarray(got, np.float32), 2 * values)
