@@ -69,10 +69,15 @@ def test_normalisation_split(kind: str, shape: tuple[int, ...], axis: int) -> No
     check_program(_normalise(shape, axis, kind), launches=2 if (shape, axis) in BELOW else 1)
 
 
-def test_two_passes_of_statistics_stay_one_kernel() -> None:
+@pytest.mark.parametrize(("columns", "launches"), [(3, 4), (300, 1)])
+def test_two_passes_of_statistics(columns: int, launches: int) -> None:
     """A layer-norm-style column (mean, then the mean of centred squares)
-    has two passes of statistics: not split, one kernel."""
-    t, k = tensor((40, 3)), tensor((1, 3))
+    has two passes of statistics, which the scheduler does not split: one
+    kernel when its columns fill the GPU; below that, fusion prices the
+    one-kernel form under its unsplit schedule and keeps the statistics
+    apart, each split over blocks (4 launches; at full size, 65536 x 64:
+    4 kernels estimated 31 us against one kernel on 2 blocks)."""
+    t, k = tensor((40, columns)), tensor((1, columns))
     text = f"""
 func.func @f(%x: {t}) -> {t} {{
   %m = nn.reduce_mean %x {{axes = [0], keepdims = true}} : ({t}) -> {k}
@@ -85,7 +90,7 @@ func.func @f(%x: {t}) -> {t} {{
   %y = nn.mul %d, %r : ({t}, {k}) -> {t}
   func.return %y : {t}
 }}"""
-    check_program(text, launches=1)
+    check_program(text, launches=launches)
 
 
 def test_split_softmax_with_a_per_column_output() -> None:

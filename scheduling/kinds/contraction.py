@@ -4,8 +4,6 @@ no kernel of fusec's)."""
 
 from __future__ import annotations
 
-from xdsl.ir import Operation, SSAValue
-
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -13,7 +11,6 @@ from fusec.analysis.fusion_legality import (
     epilogue,
     fold_view,
     indexed_read,
-    op_registers,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
@@ -36,6 +33,7 @@ from fusec.scheduling.contraction import (
     tile_attr,
 )
 from fusec.scheduling.kinds.common import group_name, tile_text
+from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import contraction_kernel
 
 BASE_REGISTERS = 96
@@ -48,10 +46,12 @@ LIBRARY_SCHEDULE = {"impl": "library", "bm": 0, "bn": 0, "bk": 0, "tm": 0, "tn":
 """The schedule of a library GEMM: no tile of fusec's."""
 
 
-class ContractionKind:
+class ContractionKind(SummaryResources):
     """`kind = "contraction"`."""
 
     name = "contraction"
+    base_registers = BASE_REGISTERS
+    shared_bytes = SHARED_BYTES
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """A layout op feeding an operand folds into its load (option
@@ -64,16 +64,6 @@ class ContractionKind:
         if other.kind == "pointwise":
             return epilogue(c)
         return None
-
-    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
-                          outputs: list[SSAValue], target: Target) -> int:
-        """`BASE_REGISTERS` plus each op's temporaries."""
-        return BASE_REGISTERS + sum(map(op_registers, ops))
-
-    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
-                       parts: int) -> int:
-        """`SHARED_BYTES`."""
-        return SHARED_BYTES
 
     def kernel_path(self, info: GroupInfo) -> str:
         """fusec's SIMT GEMM (the library GEMM is chosen later and only

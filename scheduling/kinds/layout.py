@@ -4,14 +4,11 @@ schedule of its collapsed copy (`codegen/layout_collapse.py`)."""
 
 from __future__ import annotations
 
-from xdsl.ir import Operation, SSAValue
-
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
     Merged,
     indexed_read,
-    op_registers,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
@@ -23,10 +20,11 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.pointwise import PointwiseKind
+from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import pointwise_kernel
 
 
-class LayoutKind:
+class LayoutKind(SummaryResources):
     """`kind = "layout"`."""
 
     name = "layout"
@@ -34,16 +32,6 @@ class LayoutKind:
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """Only as a concat or gather its reader reads in place."""
         return indexed_read(c)
-
-    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
-                          outputs: list[SSAValue], target: Target) -> int:
-        """Each op's temporaries (no base: a copy)."""
-        return sum(map(op_registers, ops))
-
-    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
-                       parts: int) -> int:
-        """None (legality does not plan its tiled transpose)."""
-        return 0
 
     def kernel_path(self, info: GroupInfo) -> str:
         """Priced on the plain roofline."""

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import itertools
 
-from xdsl.ir import Operation, SSAValue
-
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
     Merged,
     indexed_read,
     merge_reduction,
-    op_registers,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
@@ -30,6 +27,7 @@ from fusec.dialects.schedule import ReductionSchedule, ScheduleAttr
 from fusec.scheduling import reduction
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import group_name
+from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import reduction_kernel
 
 BASE_REGISTERS = 24
@@ -48,10 +46,13 @@ REDUCTION_GRID: dict[str, tuple[int | bool, ...]] = {
 """The `ReductionOptions` fields a reduction candidate varies, and their values."""
 
 
-class ReductionKind:
+class ReductionKind(SummaryResources):
     """`kind = "reduction"`."""
 
     name = "reduction"
+    base_registers = BASE_REGISTERS
+    shared_bytes = SHARED_BYTES
+    shared_per_part = True  # each merged reduction keeps its scratch
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """A concat or gather read in place first; then a pointwise group
@@ -61,16 +62,6 @@ class ReductionKind:
         if other.kind in ("pointwise", "reduction"):
             return merge_reduction(c)
         return None
-
-    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
-                          outputs: list[SSAValue], target: Target) -> int:
-        """`BASE_REGISTERS` plus each op's temporaries."""
-        return BASE_REGISTERS + sum(map(op_registers, ops))
-
-    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
-                       parts: int) -> int:
-        """`SHARED_BYTES` per merged reduction group."""
-        return SHARED_BYTES * max(1, parts)
 
     def kernel_path(self, info: GroupInfo) -> str:
         """Always the reduction kernel."""

@@ -4,8 +4,6 @@ reading it in one kernel (`codegen/conv_pool.py`)."""
 
 from __future__ import annotations
 
-from xdsl.ir import Operation, SSAValue
-
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -13,7 +11,6 @@ from fusec.analysis.fusion_legality import (
     conv_pool,
     epilogue,
     indexed_read,
-    op_registers,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
@@ -35,6 +32,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
+from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import window_kernel
 
 BASE_REGISTERS = 40
@@ -45,10 +43,12 @@ channels at a time."""
 POOLS = (nn.MaxPool2dOp, nn.AvgPool2dOp)
 
 
-class WindowKind:
+class WindowKind(SummaryResources):
     """`kind = "window"`."""
 
     name = "window"
+    base_registers = BASE_REGISTERS
+    shared_bytes = SHARED_BYTES
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """A concat or gather read in place first; then the pointwise
@@ -60,16 +60,6 @@ class WindowKind:
         if other.kind == "window":
             return conv_pool(c)
         return None
-
-    def summary_registers(self, ops: tuple[Operation, ...], inputs: frozenset[SSAValue],
-                          outputs: list[SSAValue], target: Target) -> int:
-        """`BASE_REGISTERS` plus each op's temporaries."""
-        return BASE_REGISTERS + sum(map(op_registers, ops))
-
-    def summary_shared(self, ops: tuple[Operation, ...], shape: tuple[int, ...],
-                       parts: int) -> int:
-        """`SHARED_BYTES`."""
-        return SHARED_BYTES
 
     def kernel_path(self, info: GroupInfo) -> str:
         """The tiled kernel, or the conv + pool kernel (a direct loop over
