@@ -51,6 +51,7 @@ from fusec.codegen.pointwise_transpose import has_views
 from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import (
     SCHEDULE_KEY,
     ContractionSchedule,
@@ -62,7 +63,16 @@ from fusec.dialects.shapes import numel
 from fusec.scheduling.contraction import GemmTile, tile_of
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
-LAYOUT_REGISTERS = 31  # index remapping copy or the tiled transpose
+# A layout copy (the pointwise view machinery, codegen/layout.py), refit
+# 2026-12-01 on the 37 layout kernels of the fuzzer's seeds 100-199 (ptxas
+# 10-42; 33 of 37 within 25%): the tiled transpose 20; a flat copy a base
+# plus each element a thread moves (4 per thread: 20-32, 8: 31-42); a
+# gather from a one-entry axis, whose index the compiler drops (the clamp
+# to [0, 0] leaves it dead), 10.
+LAYOUT_TILE_REGISTERS = 20
+LAYOUT_BASE = 12
+LAYOUT_PER_ELEMENT = 3
+LAYOUT_NO_INDEX = 10
 GEMM_ADDRESSING = 16  # tile origins, loader offsets, loop counters
 GEMM_HOIST_MAX_THREADS = 64  # blocks up to this size get every K step's fragments hoisted
 REDUCTION_BASE = 9  # lane, row, the tree's indices (32-bit: refit 2026-12-01)
@@ -159,9 +169,21 @@ def estimate_registers(group: GroupOp, target: Target,
     return group_kind(name, group).registers(group, target, tile)
 
 
-def layout_estimate() -> RegisterEstimate:
-    """A layout copy (index remapping or the tiled transpose)."""
-    return _make(("layout copy", LAYOUT_REGISTERS))
+def layout_estimate(group: GroupOp, target: Target) -> RegisterEstimate:
+    """A layout copy under its schedule (the pointwise schedule of its
+    collapsed copy): the tiled transpose, or a flat copy of
+    `elements_per_thread` elements per thread."""
+    schedule = group_schedule_or_proposed(group, target)
+    tile = schedule.int_field("tile") if isinstance(schedule, PointwiseSchedule) else 0
+    per_thread = schedule.int_field("elements_per_thread") \
+        if isinstance(schedule, PointwiseSchedule) else 1
+    if tile:
+        return _make(("tiled transpose", LAYOUT_TILE_REGISTERS))
+    gathers = [op for op in _ops(group) if isinstance(op, nn.GatherOp)]
+    if gathers and all(tensor_shape(g.operands[0])[g.axis] == 1 for g in gathers):
+        return _make(("gather from a one-entry axis, no index", LAYOUT_NO_INDEX))
+    return _make(("layout copy", LAYOUT_BASE),
+                 ("elements per thread", LAYOUT_PER_ELEMENT * per_thread))
 
 
 def contraction_estimate(group: GroupOp, target: Target,

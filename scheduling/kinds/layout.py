@@ -59,8 +59,8 @@ class LayoutKind(SummaryResources):
 
     def registers(self, group: GroupOp, target: Target,
                   tile: GemmTile | None = None) -> RegisterEstimate:
-        """`register_model.layout_estimate`."""
-        return layout_estimate()
+        """`register_model.layout_estimate`, under its schedule."""
+        return layout_estimate(group, target)
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/layout.py`."""
