@@ -68,10 +68,15 @@ def test_softmax_f16_along_axis_0(options: ReductionOptions) -> None:
     check_program(_softmax("softmax", (9, 5), 0, "f16"), launches=1, rtol=2e-3, atol=2e-3)
 
 
-def test_layer_norm_style_along_axis_0(options: ReductionOptions) -> None:
-    t, k = tensor((11, 6)), tensor((1, 6))
-    text = f"""
-func.func @f(%x: {t}, %g: {k}) -> {t} {{
+def column_layer_norm(rows: int, columns: int, gain: bool = False) -> str:
+    """`(x - mean) * rsqrt(var + eps)` along axis 0 written out of
+    primitives (two passes of statistics), times `%g` with `gain`."""
+    t, k = tensor((rows, columns)), tensor((1, columns))
+    args, scaled = (f", %g: {k}", f"\n  %y = nn.mul %n, %g : ({t}, {k}) -> {t}") if gain \
+        else ("", "")
+    last = "%n" if not gain else "%y"
+    return f"""
+func.func @f(%x: {t}{args}) -> {t} {{
   %m = nn.reduce_mean %x {{axes = [0], keepdims = true}} : ({t}) -> {k}
   %d = nn.sub %x, %m : ({t}, {k}) -> {t}
   %q = nn.mul %d, %d : ({t}, {t}) -> {t}
@@ -79,11 +84,13 @@ func.func @f(%x: {t}, %g: {k}) -> {t} {{
   %eps = nn.constant dense<1.0e-05> : tensor<f32>
   %ve = nn.add %v, %eps : ({k}, tensor<f32>) -> {k}
   %r = nn.rsqrt %ve : {k}
-  %n = nn.mul %d, %r : ({t}, {k}) -> {t}
-  %y = nn.mul %n, %g : ({t}, {k}) -> {t}
-  func.return %y : {t}
+  %n = nn.mul %d, %r : ({t}, {k}) -> {t}{scaled}
+  func.return {last} : {t}
 }}"""
-    check_program(text, launches=1)
+
+
+def test_layer_norm_style_along_axis_0(options: ReductionOptions) -> None:
+    check_program(column_layer_norm(11, 6, gain=True), launches=1)
 
 
 def test_nchw_channel_stats(options: ReductionOptions) -> None:

@@ -21,7 +21,7 @@ from fusec.runtime.executor import run_program
 from fusec.scheduling import reduction
 from fusec.scheduling.reduction import ReductionOptions
 from tests.codegen_harness import tensor
-from tests.test_column_multipass import _softmax, check_program
+from tests.test_column_multipass import _softmax, check_program, column_layer_norm
 
 # A "GPU" filled by 512 threads, blocks of 32 threads, 2 elements per lane
 # per split at least: 3 columns (one block of 4 columns x 8 lanes) are split,
@@ -77,20 +77,7 @@ def test_two_passes_of_statistics(columns: int, launches: int) -> None:
     one-kernel form under its unsplit schedule and keeps the statistics
     apart, each split over blocks (4 launches; at full size, 65536 x 64:
     4 kernels estimated 31 us against one kernel on 2 blocks)."""
-    t, k = tensor((40, columns)), tensor((1, columns))
-    text = f"""
-func.func @f(%x: {t}) -> {t} {{
-  %m = nn.reduce_mean %x {{axes = [0], keepdims = true}} : ({t}) -> {k}
-  %d = nn.sub %x, %m : ({t}, {k}) -> {t}
-  %q = nn.mul %d, %d : ({t}, {t}) -> {t}
-  %v = nn.reduce_mean %q {{axes = [0], keepdims = true}} : ({t}) -> {k}
-  %eps = nn.constant dense<1.0e-05> : tensor<f32>
-  %ve = nn.add %v, %eps : ({k}, tensor<f32>) -> {k}
-  %r = nn.rsqrt %ve : {k}
-  %y = nn.mul %d, %r : ({t}, {k}) -> {t}
-  func.return %y : {t}
-}}"""
-    check_program(text, launches=launches)
+    check_program(column_layer_norm(40, columns), launches=launches)
 
 
 def test_split_softmax_with_a_per_column_output() -> None:
