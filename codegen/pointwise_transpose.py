@@ -175,13 +175,6 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> _Plan:
     return plan
 
 
-def _strided_index(op: nn.TransposeOp, coords: Sequence[str]) -> str:
-    """Index into the transpose's operand of the result element at `coords`
-    (iteration coordinates, right-aligned against the result)."""
-    view = StridedView.contiguous(op.operand_shape()).transpose(op.perm)
-    return view.index(list(coords[len(coords) - len(view.shape):]))
-
-
 def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
                lit: Callable[[int], str]) -> str:
     """The load of the element at `coords` of layout op `op`'s result, read
