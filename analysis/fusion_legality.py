@@ -783,6 +783,29 @@ def recompute_ok(dep: DependencyAnalysis, producer: Operation, host: GroupInfo,
     return Verdict.yes(gain)
 
 
+def recompute_in_view_ok(dep: DependencyAnalysis, producer: Operation, hosts: list[GroupInfo],
+                         target: Target, options: FusionOptions) -> Verdict:
+    """Recompute the elementwise `producer` in `hosts`, its only readers,
+    each a chain of layout ops (`analysis/view_chains.py`), at the elements
+    their views read? `recompute_ok`'s rule over all of them: the result is
+    no longer written, each host reads the producer's operands where it
+    read the result (a broadcast operand whole), and the flops are redone."""
+    value = producer.results[0]
+    if any(h.registers + op_registers(producer) > options.max_registers for h in hosts):
+        return Verdict.no(f"it would take a kernel past {options.max_registers} registers")
+    total = dep.nbytes(value)
+    saved, flops = total, 0
+    for host in hosts:
+        read = bytes_read(host.ops, value, total)
+        saved += read - sum(read * dep.nbytes(v) // max(1, total) if tensor_shape(v) == (
+            tensor_shape(value)) else dep.nbytes(v) for v in set(producer.operands))
+        flops += op_flops(producer, numel(host.shape))
+    gain = FusionGain(saved / target.memory_bandwidth, flops / target.fp32_flops, 0.0, saved, 1)
+    if gain.delta <= options.min_gain:
+        return Verdict.no(f"recomputing costs more than it saves: {gain.summary()}", gain)
+    return Verdict.yes(gain)
+
+
 def can_fuse(c: Candidate) -> Verdict:
     """All four predicates in order; the first refusal wins, and an accepted
     verdict carries the gain (gain_ok runs last)."""

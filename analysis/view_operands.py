@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 
 from xdsl.ir import Operation, OpResult, SSAValue
 
+from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.strided_view import StridedView, forward
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
@@ -106,6 +107,8 @@ def operand_view(op: Operation, inside: set[Operation]) -> tuple[SSAValue, Strid
     chain: list[Operation] = [op]
     src = op.operands[0]
     while isinstance(src, OpResult) and src.op in inside:
+        if isinstance(op, CHAINED_VIEWS) and computed_root(src.op, inside):
+            break  # evaluated at each element the view reads (`codegen/computed_root.py`)
         if not isinstance(src.op, CHAINED_VIEWS) or not isinstance(op, CHAINED_VIEWS):
             return (f"{op.name} would read {src.op.name}, a value the same kernel computes; "
                     "a pointwise kernel folds a layout op only over operands it reads from "
@@ -120,6 +123,20 @@ def operand_view(op: Operation, inside: set[Operation]) -> tuple[SSAValue, Strid
                 f"{fmt(tensor_shape(src))} is not expressible as strides (a reshape that "
                 "merges dimensions which are not contiguous needs a copy)")
     return src, view
+
+
+def computed_root(op: Operation, inside: set[Operation]) -> bool:
+    """Whether `op` is an elementwise op of the kernel of the ops in `inside`
+    that only chains of layout ops read, over operands it reads from memory:
+    the kernel evaluates it at the source element each view element maps to
+    (recomputed there instead of a kernel writing its result for a copy to
+    read, `analysis/view_chains.py`)."""
+    if op_kind(op) is not OpKind.ELEMENTWISE or len(op.results) != 1:
+        return False
+    readers = [u.operation for u in op.results[0].uses]
+    return bool(readers) and all(isinstance(u, CHAINED_VIEWS) and u in inside
+                                 for u in readers) and all(
+        not isinstance(v, OpResult) or v.op not in inside for v in op.operands)
 
 
 def chain_links(op: Operation, inside: set[Operation]) -> list[Operation]:
@@ -179,6 +196,10 @@ def view_reads(ops: Sequence[Operation], value: SSAValue) -> list[StridedView] |
         if isinstance(op, nn.GatherOp) and use.index == 0:
             # the rows the indices name, each read once per index
             views.append(StridedView.contiguous(tensor_shape(op.results[0])))
+            continue
+        if computed_root(op, inside) and tensor_shape(value) == tensor_shape(op.results[0]):
+            # read at the elements the chains of the recomputed op read
+            views += [w for u in op.results[0].uses for w in _chain_ends(u.operation, inside)]
             continue
         if not isinstance(op, FOLDED_VIEWS):
             return None

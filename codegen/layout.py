@@ -36,7 +36,7 @@ import itertools
 from xdsl.ir import Operation
 
 from fusec.analysis.diagnostics import op_error
-from fusec.analysis.view_operands import CHAINED_VIEWS
+from fusec.analysis.view_operands import CHAINED_VIEWS, computed_root
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.kernel_source import KernelSource, UnsupportedTypeError, value_dtype
 from fusec.codegen.layout_collapse import collapsed_group
@@ -50,6 +50,11 @@ def _the_ops(group: GroupOp) -> list[Operation]:
     """The layout op of the group (or its chain of slices, reshapes and
     transposes, each reading the one before), or a located error."""
     ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
+    inside = set(ops)
+    # an elementwise op whose result only the chain reads is evaluated at the
+    # element the chain's view reads (`codegen/computed_root.py`)
+    roots = [op for op in ops[:1] if computed_root(op, inside)]
+    ops = ops[len(roots):]
     chain = len(ops) > 1 and all(isinstance(op, CHAINED_VIEWS) for op in ops)
     if not ops or not (chain or (len(ops) == 1 and isinstance(ops[0], _LAYOUT_OPS))):
         names = ", ".join(op.name for op in ops) or "no op"
@@ -59,8 +64,9 @@ def _the_ops(group: GroupOp) -> list[Operation]:
     assert isinstance(terminator, YieldOp)
     links = all(op.operands[0] is prev.results[0] for prev, op in itertools.pairwise(ops))
     if list(terminator.values) != list(ops[-1].results) or not links or any(
-        operand.owner is not group.block for operand in ops[0].operands
-    ):
+        operand.owner is not group.block and operand.owner not in roots
+        for operand in ops[0].operands
+    ) or (roots and not chain):
         raise op_error(group, "a layout group must read its inputs and yield its op's result"
                        + (" (each op of a chain reading the one before)" if chain else ""))
     try:

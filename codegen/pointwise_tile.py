@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.strided_view import StridedView
-from fusec.analysis.view_operands import CHAINED_VIEWS, FOLDED_VIEWS, INDEXED_READS, operand_view
+from fusec.analysis.view_operands import (
+    CHAINED_VIEWS,
+    FOLDED_VIEWS,
+    INDEXED_READS,
+    computed_root,
+    operand_view,
+)
+from fusec.codegen.computed_root import root_load
 from fusec.codegen.group_body import (
     GroupBody,
     PointEvaluator,
@@ -105,13 +112,13 @@ def axis_groups(iter_shape: Sequence[int],
 class _Reads:
     """What the compute phase loads directly, and the results it stores."""
 
-    loads: list[tuple[SSAValue, LinearAccess, Callable[[str], str]]]
+    loads: list[tuple[SSAValue, LinearAccess, Callable[[str, str], tuple[list[str], str]]]]
     stores: list[tuple[int, SSAValue, LinearAccess]]
 
 
 def _reads(plan: _Plan) -> _Reads:
     body, tiled = plan.body, plan.tiled
-    loads: list[tuple[SSAValue, LinearAccess, Callable[[str], str]]] = []
+    loads: list[tuple[SSAValue, LinearAccess, Callable[[str, str], tuple[list[str], str]]]] = []
     for op in body.ops:
         if not isinstance(op, FOLDED_VIEWS) or not read_directly(body, op):
             continue
@@ -121,11 +128,13 @@ def _reads(plan: _Plan) -> _Reads:
             continue
         root, view = found
         loads.append((op.results[0], LinearAccess.of_view(view, plan.shape),
-                      lambda i, r=root: load_expr(body, r, i)))  # type: ignore[misc]
+                      lambda i, n, r=root: root_load(body, r, i, _u64_lit, n)))
+    inside = set(body.ops)
     for arg in body.args:
-        if any(not isinstance(u.operation, FOLDED_VIEWS) for u in arg.uses):
+        if any(not isinstance(u.operation, FOLDED_VIEWS) and not computed_root(
+                u.operation, inside) for u in arg.uses):
             loads.append((arg, LinearAccess.of_shape(tensor_shape(arg), plan.shape),
-                          lambda i, a=arg: load_expr(body, a, i)))
+                          lambda i, n, a=arg: ([], load_expr(body, a, i))))
     stores = [(k, v, LinearAccess.of_shape(tensor_shape(v), plan.shape))
               for k, v in enumerate(body.outputs)]
     return _Reads(loads, stores)
@@ -199,6 +208,11 @@ def _u64(tl: _Tiling, expr: str) -> str:
     return expr if tl.itype == "uint64" else f"uint64({expr})"
 
 
+def _u64_lit(value: int) -> str:
+    """A literal of the staged and direct loads' index type."""
+    return f"uint64({int_literal(value)})"
+
+
 def _plus(base: str, offset: int) -> str:
     """`base` (a uint64 name) plus a literal offset."""
     return f"{base} + uint64({int_literal(offset)})" if offset else base
@@ -252,7 +266,8 @@ def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]
                 index = _u64(tl, tl.sum([(f"bb_t{j}", 1), ("la", sa), (f"li_{r}", si)]))
             else:
                 index = _plus(f"s{j}", r * rows * si)
-            loads.append(f"x{j}_{r} = {load_expr(plan.body, arg, index)}")
+            more, expr = root_load(plan.body, arg, index, _u64_lit, f"x{j}_{r}")
+            loads += [*more, f"x{j}_{r} = {expr}"]
             writes.append(f"tile{j}[{_plus('wr', r * rows * (plan.tile + 1))}] = x{j}_{r}")
     return [*lines, *loads, *writes, "cuda.syncthreads()"]
 
@@ -299,7 +314,8 @@ def _row(tl: _Tiling, reads: _Reads, r: int) -> tuple[list[str], list[str], list
         else:
             index = _plus(f"l{k}", step * acc.stride(ga))
         name = f"ld{k}_{r}"
-        loads.append(f"{name} = {load(index)}")
+        more, expr = load(index, name)
+        loads += [*more, f"{name} = {expr}"]
         bound[value] = name
     ev = PointEvaluator(plan.body, plan.shape, [], bound, suffix=f"_{r}")
     values = [ev.value(v) for v in plan.body.outputs]

@@ -56,10 +56,12 @@ from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
     INDEXED_READS,
     READ_IN_PLACE,
+    computed_root,
     extra_reads,
     operand_view,
     view_refusal,
 )
+from fusec.codegen.computed_root import root_load
 from fusec.codegen.group_body import (
     POINT_KINDS,
     GroupBody,
@@ -176,10 +178,11 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> _Plan:
 
 
 def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
-               lit: Callable[[int], str]) -> str:
-    """The load of the element at `coords` of layout op `op`'s result, read
-    from the group input at the root of its chain (only the coordinates the
-    view varies in enter the index)."""
+               lit: Callable[[int], str], name: str) -> tuple[list[str], str]:
+    """The lines and the load of the element at `coords` of layout op `op`'s
+    result, read from the group input at the root of its chain, or evaluated
+    there when the group computes the root (only the coordinates the view
+    varies in enter the index)."""
     found = operand_view(op, set(body.ops))
     if isinstance(found, str):
         raise op_error(op, f"cannot generate this pointwise group: {found}")
@@ -189,7 +192,7 @@ def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
                             strict=True):
         if n != 1 and stride != 0:  # only the dimensions the view varies in
             terms.append(c if stride == 1 else f"{c} * {lit(stride)}")
-    return load_expr(body, root, " + ".join(terms) or "0")  # type: ignore[arg-type]
+    return root_load(body, root, " + ".join(terms) or lit(0), lit, name)
 
 
 def _own_coords(shape: Sequence[int], coords: Sequence[str],
@@ -217,10 +220,12 @@ def _element(plan: _Plan, coords: list[str], suffix: str, ints: Ints
                                        ints, name)
             loads += [*lines, f"{name} = {expr}"]
         else:
-            loads.append(f"{name} = {_view_load(body, op, coords, lit)}")
+            lines, expr = _view_load(body, op, coords, lit, name)
+            loads += [*lines, f"{name} = {expr}"]
         bound[op.results[0]] = name
     for arg in body.args:
-        if any(not isinstance(u.operation, READ_IN_PLACE) for u in arg.uses):
+        if any(not isinstance(u.operation, READ_IN_PLACE) and not computed_root(
+                u.operation, set(body.ops)) for u in arg.uses):
             name = f"a{arg.index}{suffix}"
             index = broadcast_index(tensor_shape(arg), plan.shape, coords)
             loads.append(f"{name} = {load_expr(body, arg, index)}")

@@ -35,6 +35,7 @@ from fusec.analysis.fusion_legality import (
     GroupInfo,
     can_fuse,
     describe_group,
+    recompute_in_view_ok,
     recompute_ok,
     single_op_info,
 )
@@ -79,6 +80,7 @@ class GroupFormer:
         self.schedules: ScheduleCache = {}  # groups gain_ok scheduled, by (kind, ops, outputs)
         self.settled: set[tuple[int, int]] = set()  # pairs refused for good
         self.clones: dict[int, list[Operation]] = {}  # host node -> ops it recomputes
+        self.dropped: set[Operation] = set()  # recomputed by all their readers: no kernel
         self.must = [op for op in self.dep.ops if _contract(op) == "must"]
         self.refusals: dict[Operation, list[str]] = {op: [] for op in self.must}
 
@@ -129,6 +131,36 @@ class GroupFormer:
         for nid in [n for n, g in self.info.items() if g.size > 1]:
             for v in sorted(self.info[nid].outputs, key=self.dep.position):
                 self._recompute(nid, v)
+        for op in self.dep.ops:
+            if op in self.dep.live and self.info[self.graph.node_of[op]].size == 1:
+                self._recompute_in_views(op)
+
+    def _recompute_in_views(self, p: Operation) -> None:
+        """Recompute the elementwise op `p`, a kernel of its own, in the
+        chains of layout ops that are all its readers (each then reads `p`'s
+        operands at the elements its view maps to), so that no kernel writes
+        its result for copies to read back."""
+        if op_kind(p) is not OpKind.ELEMENTWISE or _contract(p) == "never" or any(
+                self.dep.is_output(r) for r in p.results):
+            return
+        hosts = list(dict.fromkeys(self.graph.node_of[u] for u in self.dep.consumers(
+            p.results[0])))
+        if not hosts or any(self.info[h].kind != "view" or self.info[h].size < 2
+                            for h in hosts):
+            return  # a single layout op is no chain: it stays a copy of the buffer
+        infos = [self.info[h] for h in hosts]
+        verdict = recompute_in_view_ok(self.dep, p, infos, self.target, self.options)
+        subject, first = self.dep.describe(p), self.graph.nodes[hosts[0]].ops[0]
+        if not verdict.ok or verdict.gain is None:
+            self.pending.append(_Pending("not-recomputed", subject, first, verdict.reason))
+            return
+        for h in hosts:
+            self.clones.setdefault(h, []).append(p)
+        self.dropped.add(p)
+        detail = (f"saves {format_bytes(verdict.gain.saved_bytes)} and 1 launch "
+                  f"({verdict.gain.summary()})")
+        self.pending += [_Pending("recomputed", subject, self.graph.nodes[h].ops[0], detail)
+                         for h in hosts]
 
     def _recompute(self, nid: int, v: SSAValue) -> None:
         """Recompute the elementwise op defining `v` in every group that reads
@@ -260,6 +292,10 @@ def materialize_groups(former: GroupFormer, names: dict[int, str]) -> None:
     for node in list(former.graph.ordered_nodes()):
         if len(node.ops) == 1:
             op = node.ops[0]
+            if op in former.dropped:
+                op.detach()  # every reader computes it (`_recompute_in_views`)
+                op.erase()
+                continue
             op.detach()
             block.insert_op_before(op, terminator)
             continue
