@@ -11,23 +11,32 @@ broadcast ones at the coordinates `f` unravels to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.codegen.group_body import GroupBody, PointEvaluator, load_expr
+from fusec.codegen.kernel_source import int_literal
+from fusec.codegen.pointwise_index import index_type
 from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.shapes import Shape
+from fusec.dialects.shapes import Shape, numel
 
 
-def root_load(body: GroupBody, root: SSAValue, index: str, lit: Callable[[int], str],
-              name: str) -> tuple[list[str], str]:
+def root_load(body: GroupBody, root: SSAValue, index: str, name: str
+              ) -> tuple[list[str], str]:
     """The lines and the expression that read element `index` of `root` (a
-    group input, or an elementwise op's result computed here); `lit` types
-    the literals as `index` is typed, `name` prefixes the variables."""
+    group input, or an elementwise op's result computed here); `name`
+    prefixes the variables. The coordinates are unravelled in uint32 where
+    the root fits (a 64-bit division by a constant costs several times the
+    instructions of a 32-bit one)."""
     if isinstance(root, BlockArgument):
         return [], load_expr(body, root, index)
     shape = tensor_shape(root)
+    itype = index_type(numel(shape))
+
+    def lit(value: int) -> str:
+        return f"{itype}({int_literal(value)})"
+
     flat = f"{name}_f"
     lines: list[str] = []
     coords: list[str] = []
@@ -35,7 +44,7 @@ def root_load(body: GroupBody, root: SSAValue, index: str, lit: Callable[[int], 
         inner = 1
         for m in shape[d + 1:]:
             inner *= m
-        expr = flat if inner == 1 else f"({flat} // {lit(inner)})"
+        expr = f"{itype}({flat})" if inner == 1 else f"({itype}({flat}) // {lit(inner)})"
         expr = expr if d == 0 else f"{expr} % {lit(n)}"
         coords.append(f"{name}_c{d}")
         lines.append(f"{coords[-1]} = {expr}")

@@ -128,7 +128,7 @@ def _reads(plan: _Plan) -> _Reads:
             continue
         root, view = found
         loads.append((op.results[0], LinearAccess.of_view(view, plan.shape),
-                      lambda i, n, r=root: root_load(body, r, i, _u64_lit, n)))
+                      lambda i, n, r=root: root_load(body, r, i, n)))
     inside = set(body.ops)
     for arg in body.args:
         if any(not isinstance(u.operation, FOLDED_VIEWS) and not computed_root(
@@ -208,11 +208,6 @@ def _u64(tl: _Tiling, expr: str) -> str:
     return expr if tl.itype == "uint64" else f"uint64({expr})"
 
 
-def _u64_lit(value: int) -> str:
-    """A literal of the staged and direct loads' index type."""
-    return f"uint64({int_literal(value)})"
-
-
 def _plus(base: str, offset: int) -> str:
     """`base` (a uint64 name) plus a literal offset."""
     return f"{base} + uint64({int_literal(offset)})" if offset else base
@@ -266,7 +261,7 @@ def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]
                 index = _u64(tl, tl.sum([(f"bb_t{j}", 1), ("la", sa), (f"li_{r}", si)]))
             else:
                 index = _plus(f"s{j}", r * rows * si)
-            more, expr = root_load(plan.body, arg, index, _u64_lit, f"x{j}_{r}")
+            more, expr = root_load(plan.body, arg, index, f"x{j}_{r}")
             loads += [*more, f"x{j}_{r} = {expr}"]
             writes.append(f"tile{j}[{_plus('wr', r * rows * (plan.tile + 1))}] = x{j}_{r}")
     return [*lines, *loads, *writes, "cuda.syncthreads()"]

@@ -192,7 +192,7 @@ def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
                             strict=True):
         if n != 1 and stride != 0:  # only the dimensions the view varies in
             terms.append(c if stride == 1 else f"{c} * {lit(stride)}")
-    return root_load(body, root, " + ".join(terms) or lit(0), lit, name)
+    return root_load(body, root, " + ".join(terms) or lit(0), name)
 
 
 def _own_coords(shape: Sequence[int], coords: Sequence[str],
