@@ -73,6 +73,10 @@ LAYOUT_TILE_REGISTERS = 20
 LAYOUT_BASE = 12
 LAYOUT_PER_ELEMENT = 3
 LAYOUT_NO_INDEX = 10
+# An elementwise op recomputed in the copy (a bias add read only through
+# head-split views): its operands per element a thread moves (GPT-2's three
+# copies, ptxas: 24/24/20 -> 32/32/30 with the add, 4 elements per thread).
+LAYOUT_RECOMPUTED_PER_ELEMENT = 2
 GEMM_ADDRESSING = 16  # tile origins, loader offsets, loop counters
 GEMM_HOIST_MAX_THREADS = 64  # blocks up to this size get every K step's fragments hoisted
 REDUCTION_BASE = 9  # lane, row, the tree's indices (32-bit: refit 2026-12-01)
@@ -177,13 +181,16 @@ def layout_estimate(group: GroupOp, target: Target) -> RegisterEstimate:
     tile = schedule.int_field("tile") if isinstance(schedule, PointwiseSchedule) else 0
     per_thread = schedule.int_field("elements_per_thread") \
         if isinstance(schedule, PointwiseSchedule) else 1
-    if tile:
-        return _make(("tiled transpose", LAYOUT_TILE_REGISTERS))
+    computed = sum(op_kind(op) in (OpKind.ELEMENTWISE, OpKind.BROADCAST) for op in _ops(group))
+    recomputed = ("recomputed elementwise ops",
+                  LAYOUT_RECOMPUTED_PER_ELEMENT * (4 if tile else per_thread) * computed)
+    if tile:  # 32 x 8 threads per 32 x 32 tile: 4 elements each
+        return _make(("tiled transpose", LAYOUT_TILE_REGISTERS), recomputed)
     gathers = [op for op in _ops(group) if isinstance(op, nn.GatherOp)]
     if gathers and all(tensor_shape(g.operands[0])[g.axis] == 1 for g in gathers):
-        return _make(("gather from a one-entry axis, no index", LAYOUT_NO_INDEX))
+        return _make(("gather from a one-entry axis, no index", LAYOUT_NO_INDEX), recomputed)
     return _make(("layout copy", LAYOUT_BASE),
-                 ("elements per thread", LAYOUT_PER_ELEMENT * per_thread))
+                 ("elements per thread", LAYOUT_PER_ELEMENT * per_thread), recomputed)
 
 
 def contraction_estimate(group: GroupOp, target: Target,
