@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.codegen.group_body import GroupBody, PointEvaluator, load_expr
-from fusec.codegen.kernel_source import int_literal
+from fusec.codegen.kernel_source import broadcast_index, unravel_into
 from fusec.codegen.pointwise_index import index_type
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, numel
@@ -27,41 +27,23 @@ def root_load(body: GroupBody, root: SSAValue, index: str, name: str
     """The lines and the expression that read element `index` of `root` (a
     group input, or an elementwise op's result computed here); `name`
     prefixes the variables. The coordinates are unravelled in uint32 where
-    the root fits (a 64-bit division by a constant costs several times the
-    instructions of a 32-bit one)."""
+    the root fits (`kernel_source.unravel_into`: a 64-bit division by a
+    constant costs several times the instructions of a 32-bit one)."""
     if isinstance(root, BlockArgument):
         return [], load_expr(body, root, index)
     shape = tensor_shape(root)
     itype = index_type(numel(shape))
-
-    def lit(value: int) -> str:
-        return f"{itype}({int_literal(value)})"
-
     flat = f"{name}_f"
-    lines: list[str] = []
-    coords: list[str] = []
-    for d, n in enumerate(shape):
-        inner = 1
-        for m in shape[d + 1:]:
-            inner *= m
-        expr = f"{itype}({flat})" if inner == 1 else f"({itype}({flat}) // {lit(inner)})"
-        expr = expr if d == 0 else f"{expr} % {lit(n)}"
-        coords.append(f"{name}_c{d}")
-        lines.append(f"{coords[-1]} = {expr}")
+    coords = [f"{name}_c{d}" for d in range(len(shape))]
+    lines = unravel_into(f"{itype}({flat})", shape, coords,
+                         [f"{name}_r{d}" for d in range(len(shape))], itype)
 
     def load(arg: BlockArgument, arg_shape: Shape, at: Sequence[str]) -> str:
         if tuple(arg_shape) == tuple(shape):  # the root's own elements: the index itself
             return load_expr(body, arg, flat)
-        offset, stride, terms = len(shape) - len(arg_shape), 1, []
-        for d in range(len(arg_shape) - 1, -1, -1):  # right-aligned, as broadcasting is
-            if arg_shape[d] != 1:
-                c = at[d + offset]
-                terms.append(c if stride == 1 else f"{c} * {lit(stride)}")
-            stride *= arg_shape[d]
-        return load_expr(body, arg, " + ".join(terms) or lit(0))
+        return load_expr(body, arg, broadcast_index(arg_shape, shape, at, itype))
 
     ev = PointEvaluator(body, shape, coords, loader=load, suffix=f"_{name}")
     value = ev.value(root)
-    body_lines = ev.take_lines()
-    used = [line for line in lines if any(line.split(" = ")[0] in b for b in body_lines)]
-    return [f"{flat} = {index}", *used, *body_lines], value  # only the coordinates it reads
+    # coordinates no operand reads are dead code NVVM drops
+    return [f"{flat} = {index}", *lines, *ev.take_lines()], value

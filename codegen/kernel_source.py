@@ -347,20 +347,25 @@ def unravel_into(flat: str, shape: Sequence[int], names: Sequence[str],
 
 
 def broadcast_index(
-    in_shape: Sequence[int], out_shape: Sequence[int], coords: Sequence[str]
+    in_shape: Sequence[int], out_shape: Sequence[int], coords: Sequence[str],
+    itype: str = "",
 ) -> str:
     """Flat row-major index into an operand of `in_shape` broadcast to
     `out_shape`, given the output coordinates (right-aligned, size-1
-    dimensions contribute nothing)."""
+    dimensions contribute nothing); with `itype`, literals in that integer
+    type (as `unravel_into`)."""
+    def lit(value: int) -> str:
+        return f"{itype}({int_literal(value)})" if itype else int_literal(value)
+
     offset = len(out_shape) - len(in_shape)
     terms: list[str] = []
     stride = 1
     for d in range(len(in_shape) - 1, -1, -1):
         if in_shape[d] != 1:
             c = coords[d + offset]
-            terms.append(c if stride == 1 else f"{c} * {int_literal(stride)}")
+            terms.append(c if stride == 1 else f"{c} * {lit(stride)}")
         stride *= in_shape[d]
-    return " + ".join(reversed(terms)) if terms else "0"
+    return " + ".join(reversed(terms)) if terms else lit(0)
 
 
 # --- launch shapes, types and headers shared by the emitters --------------------
