@@ -27,13 +27,12 @@ import sys
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import BlockArgument
 
 from fusec.analysis.cost_model import GemmChoice, gemm_choice
+from fusec.analysis.library_gemm_cost import library_element
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
-from fusec.codegen.gemm_operands import operand_mode
-from fusec.codegen.kernel_source import UnsupportedTypeError, value_dtype
+from fusec.codegen.kernel_source import value_dtype
 from fusec.dialects import nn
 from fusec.dialects.element_types import ELEMENT_TYPES, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -68,21 +67,12 @@ def _body(group: GroupOp) -> list[object]:
 
 def library_matmul(group: GroupOp) -> nn.MatmulOp | None:
     """The matmul of `group` when cuBLAS can compute it: operands read from
-    group inputs directly or transposed, a float type it supports."""
-    mms = [op for op in group.block.ops if isinstance(op, nn.MatmulOp)]
-    if len(mms) != 1:
+    group inputs directly or transposed, a float type it supports (the rule
+    fusion legality prices by: `analysis/library_gemm_cost.library_element`)."""
+    ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
+    if library_element(ops, frozenset(group.block.args)) is None:
         return None
-    mm = mms[0]
-    try:
-        if not of_device_dtype(value_dtype(mm.result)).library_gemm:
-            return None
-    except UnsupportedTypeError:  # code generation reports it, at the op
-        return None
-    for v in mm.operands:
-        mode, loaded = operand_mode(v)
-        if mode == "computed" or not isinstance(loaded, BlockArgument):
-            return None
-    return mm
+    return next(op for op in ops if isinstance(op, nn.MatmulOp))
 
 
 @dataclass
