@@ -51,7 +51,8 @@ from fusec.passes.dependency_analysis import (
     functions,
     strip_dep_attributes,
 )
-from fusec.scheduling.gemm_choice import GEMM_MODES, library_available
+from fusec.scheduling import gemm_choice
+from fusec.scheduling.gemm_choice import GEMM_MODES
 
 
 @dataclass
@@ -418,7 +419,8 @@ class FormFusionGroupsPass(ModulePass):
             low_intensity=self.low_intensity,
             high_intensity=self.high_intensity,
             max_occupancy_drop=self.max_occupancy_drop,
-            library_gemm=self.gemm == "library" or (self.gemm == "auto" and library_available()),
+            library_gemm=self.gemm == "library"
+            or (self.gemm == "auto" and gemm_choice.library_available()),
         )
         collector = RemarkCollector()
         if note:  # shown with --remarks only, not stored in the IR or the report

@@ -52,8 +52,9 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import fmt, numel
 from fusec.passes.dependency_analysis import value_names
+from fusec.scheduling import gemm_choice
 from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
-from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32, library_available
+from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32
 
 ITEM = 4  # f32 bytes
 # Unfused, the scores are written by the QK kernel, read and written by the
@@ -150,7 +151,8 @@ class _Fuser:
             self.remarks.add("missed", f"{where}: tile {tile.text()} is invalid: {problem}")
             return
         fused = fused_time(tile, shape, self.target)
-        parts = unfused_time(shape, self.target, self.gemm, library_available(), cupy_tf32())
+        parts = unfused_time(shape, self.target, self.gemm, gemm_choice.library_available(),
+                             cupy_tf32())
         times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
         if self.tile is None and fused > parts:
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "

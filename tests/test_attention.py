@@ -294,12 +294,12 @@ def test_half_attention_left_to_library_gemms_when_the_library_runs_them(
     # Measured on the H200 (f16, B8 H12 S512 D64): the fused SIMT kernel 0.317 ms,
     # the unfused program with cuBLAS tensor-core GEMMs 0.212 ms. The gain
     # check prices the three-kernel path's GEMMs as tile-and-promote will run them.
-    import fusec.passes.fuse_attention as fa
+    import fusec.scheduling.gemm_choice as gemm_choice
 
     text = (MODELS / "attention.mlir").read_text().replace("f32>", f"{dtype}>")
     spec = "decompose,fold-constants,fuse-attention{target=\"h200\" gemm=\"%s\"}"
-    monkeypatch.setattr(fa, "library_available", lambda: True)
+    monkeypatch.setattr(gemm_choice, "library_available", lambda: True)
     assert _fused_groups(text, spec % "auto") == 0
     assert _fused_groups(text, spec % "fused") == 1  # SIMT GEMMs: the fused kernel is faster
-    monkeypatch.setattr(fa, "library_available", lambda: False)
+    monkeypatch.setattr(gemm_choice, "library_available", lambda: False)
     assert _fused_groups(text, spec % "auto") == 1

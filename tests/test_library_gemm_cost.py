@@ -36,16 +36,16 @@ def _groups(text: str, gemm: str, first: str = "") -> list[list[str]]:
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_views_stay_out_of_a_matmul_the_library_runs(dtype: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import fusec.passes.form_fusion_groups as ffg
+    import fusec.scheduling.gemm_choice as gemm_choice
 
     text = HEADS.replace("xT>", f"x{dtype}>")
-    monkeypatch.setattr(ffg, "library_available", lambda: True)
+    monkeypatch.setattr(gemm_choice, "library_available", lambda: True)
     matmul_groups = [g for g in _groups(text, "auto") if "nn.matmul" in g]
     assert matmul_groups == [["nn.matmul"]]
     # the SIMT GEMM asked for (or no library): the views fold into its loads
     (folded,) = [g for g in _groups(text, "fused") if "nn.matmul" in g]
     assert "nn.slice" in folded and "nn.transpose" in folded
-    monkeypatch.setattr(ffg, "library_available", lambda: False)
+    monkeypatch.setattr(gemm_choice, "library_available", lambda: False)
     (folded,) = [g for g in _groups(text, "auto") if "nn.matmul" in g]
     assert "nn.slice" in folded
 
@@ -85,14 +85,14 @@ def test_an_epilogue_the_library_would_split_off_joins_its_reduction(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # cuBLAS runs a matmul's elementwise ops as a second kernel: in the
     # matmul's group they save nothing, in the softmax's a round trip of C.
-    import fusec.passes.form_fusion_groups as ffg
+    import fusec.scheduling.gemm_choice as gemm_choice
 
     text = SCORES.replace("T>", "f16>")
-    monkeypatch.setattr(ffg, "library_available", lambda: True)
+    monkeypatch.setattr(gemm_choice, "library_available", lambda: True)
     groups = _groups(text, "auto", "decompose,")
     assert ["nn.transpose", "nn.matmul"] in groups
     (softmax,) = [g for g in groups if "nn.reduce_max" in g]
     assert softmax[:2] == ["nn.mul", "nn.add"]
-    monkeypatch.setattr(ffg, "library_available", lambda: False)
+    monkeypatch.setattr(gemm_choice, "library_available", lambda: False)
     (mm,) = [g for g in _groups(text, "auto", "decompose,") if "nn.matmul" in g]
     assert "nn.add" in mm  # the SIMT GEMM keeps its epilogue in registers
