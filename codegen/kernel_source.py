@@ -95,20 +95,11 @@ else:
         return libdevice.exp2f(float32(x) * float32(1.4426950408889634))
 
     # bf16 lives in device memory as its uint16 bits: widened in registers by
-    # a shift, rounded to nearest even on store (NaN stays a quiet NaN).
+    # a shift, rounded to nearest even on store (`f32_to_bf16`, with the
+    # other intrinsics in the wide-access prelude).
     @cuda.jit(device=True, inline=True)
     def bf16_to_f32(bits):
         return libdevice.int_as_float(int32(uint32(bits) << uint32(16)))
-
-    # Branch-free (a branch per element cost bf16 chain16 a third of its
-    # bandwidth): the quiet NaN is chosen arithmetically.
-    @cuda.jit(device=True, inline=True)
-    def f32_to_bf16(x):
-        b = uint32(libdevice.float_as_int(float32(x)))
-        rounded = (b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16)
-        quiet = (b >> uint32(16)) | uint32(0x40)
-        nan = uint32((b & uint32(0x7FFFFFFF)) > uint32(0x7F800000))
-        return uint16(rounded + nan * (quiet - rounded))
 """ + WIDE_ACCESS_PRELUDE
 
 

@@ -74,10 +74,8 @@ from fusec.codegen.schedule_input import group_schedule
 from fusec.codegen.wide_access import (
     HALF_ACCESS_BYTES,
     WORD_TYPES,
-    lane_bits,
     lane_value,
-    pack,
-    value_bits,
+    pack_values,
     wide_load,
     wide_store,
 )
@@ -375,7 +373,7 @@ def _access_loads(
             word_type = WORD_TYPES[lanes]
             element = of_device_dtype(access.dtype).name
             loads.append(f"v{i}_{a} = {wide_load(word_type, access.name, index)}")
-            loads += [f"a{i}_{a}_{j} = {lane_value(element, lane_bits(word_type, f'v{i}_{a}', j))}"
+            loads += [f"a{i}_{a}_{j} = {lane_value(element, word_type, f'v{i}_{a}', j)}"
                       for j in range(lanes)]
         else:
             loads += [f"a{i}_{a}_{j} = {_load(access, _lane(index, j, at.itype))}"
@@ -398,8 +396,8 @@ def _access_stores(
         if plan.is_full(access) and wide and _is_wide(plan, access):
             word_type = WORD_TYPES[plan.vector]
             element = of_device_dtype(access.dtype).name
-            bits = [value_bits(element, f"float32({n[value]})") for n in names]
-            lines.append(wide_store(word_type, access.name, index, pack(word_type, bits)))
+            word = pack_values(element, word_type, [n[value] for n in names])
+            lines.append(wide_store(word_type, access.name, index, word))
             continue
         per_lane = _along_inner(plan, access)
         stores = [f"{access.name}[{_lane(index, j, at.itype)}] = {r}"

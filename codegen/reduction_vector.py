@@ -30,7 +30,7 @@ from xdsl.ir import BlockArgument, SSAValue
 from fusec.codegen.group_body import dtype_name, fits_domain
 from fusec.codegen.reduction_index import plan_index
 from fusec.codegen.reduction_plan import RowAnalysis
-from fusec.codegen.wide_access import lane_bits, lane_value, pack, value_bits, wide_load, wide_store
+from fusec.codegen.wide_access import lane_value, pack_values, wide_load, wide_store
 from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.nn_base import tensor_shape
 
@@ -93,7 +93,7 @@ def load_quad(v: SSAValue, name: str, array: str, index: str) -> tuple[str, list
     if element == "f32":
         return f"{name} = ld_vec4_f32({array}, {index})", [f"{name}[{k}]" for k in range(4)]
     return (f"{name} = {wide_load(_WORD, array, index)}",
-            [lane_value(element, lane_bits(_WORD, name, k)) for k in range(4)])
+            [lane_value(element, _WORD, name, k) for k in range(4)])
 
 
 def store_quad(v: SSAValue, array: str, index: str, values: list[str]) -> str:
@@ -102,5 +102,4 @@ def store_quad(v: SSAValue, array: str, index: str, values: list[str]) -> str:
     element = _element(v)
     if element == "f32":
         return f"st_vec4_f32({array}, {index}, {', '.join(values)})"
-    bits = [value_bits(element, f"float32({x})") for x in values]
-    return wide_store(_WORD, array, index, pack(_WORD, bits))
+    return wide_store(_WORD, array, index, pack_values(element, _WORD, values))

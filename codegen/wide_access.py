@@ -14,6 +14,14 @@ alignment it assumes), so the kernel prelude gets small intrinsics instead:
 | `st_vec4_f32(a, i, x0, x1, x2, x3)` | its store (`st.global.v4.f32`) |
 | `is_aligned(a, n)` | whether `a`'s data pointer is a multiple of `n` bytes |
 | `f16_from_bits(b)`, `f16_to_bits(x)` | f16 bits to f32 and back (round to nearest even) |
+| `bf16_lo(w)`, `bf16_hi(w)` | the low or high bf16 of 32-bit `w` as f32 (one shift or mask) |
+| `bf16x2_bits(lo, hi)`, `f16x2_bits(lo, hi)` | two f32 rounded into a word (`cvt.rn.bf16x2.f32`) |
+
+Words are taken apart and put together 32 bits at a time: a 64-bit word is
+two 32-bit registers to the GPU, and 64-bit shifts and masks are two
+instructions each (bf16 chain16 spent more instructions packing than
+computing). Two values round into one word in one instruction (sm_80 and
+later), and a bf16 is widened by one shift or mask.
 
 A wide access must be aligned to its width: kernels test every array they
 access wide with `is_aligned` once and take a per-element path when one is
@@ -72,6 +80,18 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
 
     def f16_to_bits(x):
         return np.uint32(np.array([x], np.float32).astype(np.float16).view(np.uint16)[0])
+
+    def bf16_lo(w):
+        return bf16_to_f32(int(w) & 0xFFFF)
+
+    def bf16_hi(w):
+        return bf16_to_f32(int(w) >> 16)
+
+    def bf16x2_bits(lo, hi):
+        return np.uint32(int(f32_to_bf16(lo)) | (int(f32_to_bf16(hi)) << 16))
+
+    def f16x2_bits(lo, hi):
+        return np.uint32(int(f16_to_bits(lo)) | (int(f16_to_bits(hi)) << 16))
 else:
 
     def _word_pointer(context, builder, arrty, arr, i, bits):
@@ -153,6 +173,49 @@ else:
             half = builder.fptrunc(args[0], _ir.HalfType())
             return builder.zext(builder.bitcast(half, _ir.IntType(16)), _ir.IntType(32))
         return _t.uint32(_t.float32), codegen
+
+    _I32 = _ir.IntType(32)
+
+    # Rounded to nearest even by the hardware (sm_80 and later; a NaN becomes
+    # the canonical quiet NaN 0x7FFF): the integer rounding it replaces took
+    # six instructions per element.
+    @intrinsic
+    def f32_to_bf16(typingctx, x):
+        def codegen(context, builder, sig, args):
+            f = context.cast(builder, args[0], sig.args[0], _t.float32)
+            fnty = _ir.FunctionType(_ir.IntType(16), [_ir.FloatType()])
+            return builder.asm(fnty, "cvt.rn.bf16.f32 $0, $1;", "=h,f", [f], False)
+        return _t.uint16(x), codegen
+
+    @intrinsic
+    def bf16_lo(typingctx, w):
+        def codegen(context, builder, sig, args):
+            word = context.cast(builder, args[0], sig.args[0], _t.uint32)
+            return builder.bitcast(builder.shl(word, _ir.Constant(_I32, 16)), _ir.FloatType())
+        return _t.float32(w), codegen
+
+    @intrinsic
+    def bf16_hi(typingctx, w):
+        def codegen(context, builder, sig, args):
+            word = context.cast(builder, args[0], sig.args[0], _t.uint32)
+            high = builder.and_(word, _ir.Constant(_I32, 0xFFFF0000))
+            return builder.bitcast(high, _ir.FloatType())
+        return _t.float32(w), codegen
+
+    # `cvt.rn.{bf16x2,f16x2}.f32 d, a, b` puts a in the upper half of d.
+    def _pair_bits(op):
+        @intrinsic
+        def pair(typingctx, lo, hi):
+            def codegen(context, builder, sig, args):
+                lo_, hi_ = (context.cast(builder, a, t, _t.float32)
+                            for a, t in zip(args, sig.args))
+                fnty = _ir.FunctionType(_I32, [_ir.FloatType(), _ir.FloatType()])
+                return builder.asm(fnty, f"cvt.rn.{op}.f32 $0, $1, $2;", "=r,f,f",
+                                   [hi_, lo_], False)
+            return _t.uint32(lo, hi), codegen
+        return pair
+
+    bf16x2_bits, f16x2_bits = _pair_bits("bf16x2"), _pair_bits("f16x2")
 """
 """Prelude text defining the helpers above (after the kernel prelude's
 imports), in the simulator and on the GPU."""
@@ -171,24 +234,27 @@ def wide_store(word_type: str, array: str, index: str, word: str) -> str:
     return f"st_wide{word_type[4:]}({array}, {index}, {word})"
 
 
-def lane_bits(word_type: str, word: str, lane: int) -> str:
-    """The 16 bits of half number `lane` in `word` (little-endian), as uint32."""
-    shifted = word if lane == 0 else f"({word} >> {word_type}({16 * lane}))"
-    return f"uint32({shifted} & {word_type}(65535))"
+def _half_word(word_type: str, word: str, lane: int) -> str:
+    """The 32-bit word of `word` holding half number `lane`."""
+    if word_type == "uint32":
+        return word
+    return f"uint32({word})" if lane < 2 else f"uint32({word} >> uint64(32))"
 
 
-def lane_value(element: str, bits: str) -> str:
-    """The f32 value of half bits `bits` of element type `element`."""
-    return f"f16_from_bits({bits})" if element == "f16" else f"bf16_to_f32({bits})"
+def lane_value(element: str, word_type: str, word: str, lane: int) -> str:
+    """The f32 value of half number `lane` (little-endian) of `word`, a word
+    of element type `element`."""
+    w = _half_word(word_type, word, lane)
+    if element == "bf16":
+        return f"bf16_hi({w})" if lane % 2 else f"bf16_lo({w})"
+    return f"f16_from_bits({w} >> uint32(16))" if lane % 2 else f"f16_from_bits({w})"
 
 
-def value_bits(element: str, value: str) -> str:
-    """An f32 `value` rounded to element type `element`, as uint32 bits."""
-    return f"f16_to_bits({value})" if element == "f16" else f"uint32(f32_to_bf16({value}))"
-
-
-def pack(word_type: str, bits: list[str]) -> str:
-    """The word holding `bits` (lane 0 lowest)."""
-    parts = [f"{word_type}({b})" if k == 0 else f"({word_type}({b}) << {word_type}({16 * k}))"
-             for k, b in enumerate(bits)]
-    return " | ".join(parts)
+def pack_values(element: str, word_type: str, values: list[str]) -> str:
+    """The word of element type `element` holding the f32 `values` rounded
+    (lane 0 lowest), two per conversion."""
+    pair = "bf16x2_bits" if element == "bf16" else "f16x2_bits"
+    words = [f"{pair}({lo}, {hi})" for lo, hi in zip(values[::2], values[1::2], strict=True)]
+    if word_type == "uint32":
+        return words[0]
+    return f"uint64({words[0]}) | (uint64({words[1]}) << uint64(32))"

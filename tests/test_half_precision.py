@@ -331,3 +331,54 @@ def test_wide_bf16_kernel_on_the_gpu() -> None:
     program = check(SCALE_SHIFT.replace("T>", "bf16>"), "bf16", launches=1, pipeline=FUSED,
                     device="gpu")
     assert "ld_wide64(" in program.kernels_source
+
+
+def _ptx_instructions(ptx: str) -> int:
+    """Instructions in a kernel's PTX (lines ending in ';' that are not
+    declarations), moves aside: the assembler drops a `mov` between integer
+    and float registers, which is all that widening a bf16 needs beside its
+    shift."""
+    return sum(1 for line in ptx.splitlines()
+               if line.strip().endswith(";") and not line.strip().startswith((".", "//", "mov.")))
+
+
+def test_bf16_words_cost_what_f16_words_cost() -> None:
+    """A wide bf16 kernel packs and unpacks its words 32 bits at a time and
+    rounds two values per conversion, as f16 does: its PTX is no longer than
+    the f16 kernel's by more than a few instructions (the integer rounding
+    and 64-bit lane shifts it replaced made it half as long again, and bf16
+    chain16 ran at two thirds of the copy floor)."""
+    text = SCALE_SHIFT.replace("2x6x5x8", "64x6x5x8")
+    counts = {}
+    for d in HALVES:
+        program = compile_text(text.replace("T>", f"{d}>"), FUSED)
+        assert "ld_wide64(" in program.kernels_source
+        (kernel,) = compile_program_ptx(program).values()
+        ptx = str(kernel["ptx"])
+        pair = "cvt.rn.bf16x2.f32" if d == "bf16" else "cvt.rn.f16x2.f32"
+        assert pair in ptx, d
+        counts[d] = _ptx_instructions(ptx)
+    assert counts["bf16"] <= counts["f16"] * 1.05, counts
+
+
+@pytest.mark.gpu
+def test_bf16_rounding_on_the_gpu_is_round_to_nearest_even() -> None:
+    """The product of two bf16 values is exact in f32 and often halfway
+    between two bf16 values: the device's rounding (`cvt.rn.bf16x2.f32`,
+    `cvt.rn.bf16.f32`) must give the reference's bits on every element, wide
+    path and per-element path alike."""
+    t = "tensor<2x6x5x8xbf16>"
+    text = (f"func.func @f(%x: {t}, %y: {t}) -> {t} {{\n"
+            f"  %m = nn.mul %x, %y : ({t}, {t}) -> {t}\n  func.return %m : {t}\n}}\n")
+    program = compile_text(text, FUSED)
+    assert "ld_wide64(" in program.kernels_source
+    rng = np.random.default_rng(11)
+    x, y = (round_to_bf16(rng.standard_normal((2, 6, 5, 8)).astype(np.float32))
+            for _ in range(2))
+    x.flat[:3] = [np.inf, np.nan, 3e38]  # inf * y, NaN, overflow to inf
+    got = run_program(program, "f", [x, y], device="gpu")[0]
+    got = got.copy_to_host() if hasattr(got, "copy_to_host") else np.asarray(got)
+    expected = round_to_bf16(x * y)
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    finite = ~np.isnan(expected)
+    np.testing.assert_array_equal(bf16_bits(got[finite]), bf16_bits(expected[finite]))
