@@ -44,6 +44,7 @@ from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.scheduled_cost import ScheduleCache
 from fusec.analysis.targets import Target, resolve_target, unknown_target
+from fusec.analysis.view_operands import CHAINED_VIEWS
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.dependency_analysis import (
     DependencyAnalysis,
@@ -144,10 +145,11 @@ class GroupFormer:
         if op_kind(p) is not OpKind.ELEMENTWISE or _contract(p) == "never" or any(
                 self.dep.is_output(r) for r in p.results):
             return
-        hosts = list(dict.fromkeys(self.graph.node_of[u] for u in self.dep.consumers(
-            p.results[0])))
-        if not hosts or any(self.info[h].kind != "view" or self.info[h].size < 2
-                            for h in hosts):
+        readers = self.dep.consumers(p.results[0])
+        hosts = list(dict.fromkeys(self.graph.node_of[u] for u in readers))
+        if not hosts or not all(isinstance(u, CHAINED_VIEWS) for u in readers) or any(
+                self.info[h].kind not in ("view", "pointwise") or self.info[h].size < 2
+                for h in hosts):
             return  # a single layout op is no chain: it stays a copy of the buffer
         infos = [self.info[h] for h in hosts]
         verdict = recompute_in_view_ok(self.dep, p, infos, self.target, self.options)

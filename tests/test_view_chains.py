@@ -114,3 +114,46 @@ def test_recomputed_op_broadcasts_along_a_middle_axis() -> None:
                     f"  %h = nn.transpose %r {{perm = [0, 2, 1, 3]}} : ({tr}) -> {th}\n"
                     f"  func.return %h : {th}\n}}\n", 1, seed=16)
     assert "nn.mul, nn.slice, nn.reshape, nn.transpose" in program.kernels_source
+
+
+def glu(rows: int, cols: int, bias: tuple[int, ...], split_axis: int = 1) -> str:
+    """A gated unit written with slices: `h = x + bias`, its two halves along
+    `split_axis`, `a * silu(g)`; nothing but the slices reads `h`."""
+    half = [rows, cols]
+    half[split_axis] //= 2
+    tx, tb, th = t((rows, cols)), t(bias), t(tuple(half))
+    starts = [[0, 0], [0, 0]]
+    starts[1][split_axis] = half[split_axis]
+    limits = [[half[0], half[1]], [rows, cols]]
+    lines = [f"func.func @f(%x: {tx}, %b: {tb}) -> {th} {{",
+             f"  %h = nn.add %x, %b : ({tx}, {tb}) -> {tx}"]
+    for name, lo, hi in zip("ag", starts, limits, strict=True):
+        lines.append(f"  %{name} = nn.slice %h {{starts = {lo}, limits = {hi}}} : ({tx}) -> {th}")
+    lines += [f"  %s = nn.silu %g : {th}", f"  %y = nn.mul %a, %s : ({th}, {th}) -> {th}",
+              f"  func.return %y : {th}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_gated_unit_of_slices_is_one_kernel() -> None:
+    # the bias add is evaluated where each slice reads it, in the pointwise
+    # kernel of silu and mul (was: the add's kernel writing h, then that one)
+    program = check(glu(6, 16, (16,)), 1, seed=21)
+    assert "nn.add, nn.slice, nn.slice, nn.silu, nn.mul" in program.kernels_source
+
+
+def test_gated_unit_split_along_rows_with_a_column_bias() -> None:
+    # the halves are row blocks; the bias broadcasts along the rows
+    check(glu(8, 12, (8, 1), split_axis=0), 1, seed=22)
+
+
+def test_op_read_by_a_slice_and_directly_is_still_written() -> None:
+    # %h is read whole by the second multiply: recomputing it in the slices'
+    # kernel would not save writing it (2 kernels, as before)
+    tx, tb, th = t((6, 16)), t((16,)), t((6, 8))
+    check(f"func.func @f(%x: {tx}, %b: {tb}) -> ({th}, {tx}) {{\n"
+          f"  %h = nn.add %x, %b : ({tx}, {tb}) -> {tx}\n"
+          f"  %a = nn.slice %h {{starts = [0, 0], limits = [6, 8]}} : ({tx}) -> {th}\n"
+          f"  %g = nn.slice %h {{starts = [0, 8], limits = [6, 16]}} : ({tx}) -> {th}\n"
+          f"  %y = nn.mul %a, %g : ({th}, {th}) -> {th}\n"
+          f"  %z = nn.mul %h, %x : ({tx}, {tx}) -> {tx}\n"
+          f"  func.return %y, %z : {th}, {tx}\n}}\n", 2, seed=23)

@@ -53,3 +53,26 @@ func.func @not_strided(%x: tensor<6x4xf32>) -> tensor<24xf32> {
   %r = nn.reshape %t : (tensor<4x6xf32>) -> tensor<24xf32>
   func.return %r : tensor<24xf32>
 }
+
+// -----
+
+// A gated unit written with slices: the bias add, read only by the two
+// slices of the pointwise group, is computed in that group at the elements
+// each slice reads (one kernel; no kernel writes %h).
+// REMARK: remark: recomputed nn.add (%h) in group g0 instead of writing it: saves 192 B and 1 launch
+// CHECK-LABEL: func.func @gated_halves
+// CHECK-NOT: nn.add
+// CHECK: %[[Y:.*]] = fusion.group (%x, %b) {name = "g0", kind = "pointwise"}
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<4x16xf32>, %[[B:.*]]: tensor<16xf32>):
+// CHECK-NEXT: %[[H:.*]] = nn.add %[[X]], %[[B]]
+// CHECK-NEXT: nn.slice %[[H]] {starts = [0, 0], limits = [4, 8]}
+// CHECK-NEXT: nn.slice %[[H]] {starts = [0, 8], limits = [4, 16]}
+// CHECK: func.return %[[Y]]
+func.func @gated_halves(%x: tensor<4x16xf32>, %b: tensor<16xf32>) -> tensor<4x8xf32> {
+  %h = nn.add %x, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %a = nn.slice %h {starts = [0, 0], limits = [4, 8]} : (tensor<4x16xf32>) -> tensor<4x8xf32>
+  %g = nn.slice %h {starts = [0, 8], limits = [4, 16]} : (tensor<4x16xf32>) -> tensor<4x8xf32>
+  %s = nn.silu %g : tensor<4x8xf32>
+  %y = nn.mul %a, %s : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
