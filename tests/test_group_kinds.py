@@ -22,7 +22,8 @@ from fusec.scheduling.kinds.pointwise import PointwiseKind
 
 BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")
 METHODS = ("merge", "summary_registers", "summary_shared", "kernel_path", "choose",
-           "candidates", "registers", "emit", "priced_by_schedule", "scheduled_kernel")
+           "candidates", "registers", "emit", "priced_by_schedule", "scheduled_kernel",
+           "leaner", "leanest", "may_cross_split")
 
 
 def program(kind: str) -> str:
@@ -49,6 +50,7 @@ def test_every_builtin_kind_implements_the_protocol() -> None:
     for name, kind in kinds.items():
         assert kind.name == name
         assert isinstance(kind, GroupKind)
+        assert isinstance(kind.sized_for_budget, bool), name
         for method in METHODS:
             ours = inspect.signature(getattr(GroupKind, method))
             theirs = inspect.signature(getattr(type(kind), method))
