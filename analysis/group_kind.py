@@ -5,9 +5,11 @@ layout), behind one protocol and one registry.
 A kind says how two groups merge (or why they cannot), the resources a
 merged summary and a scheduled kernel need, the candidate schedules for a
 target, the schedule the model chooses, the emitter, and the kernel path
-that prices it. Legality (`fusion_legality.py`), the scheduler
-(`scheduling/choose.py`), the autotuner's candidates, the register model and
-code generation ask the registry instead of switching on kind strings.
+that prices it, and what `register-budget` may do with a group over the
+budget (a leaner schedule, a split). Legality (`fusion_legality.py`), the
+scheduler (`scheduling/choose.py`), the autotuner's candidates, the register
+model, `register-budget` and code generation ask the registry instead of
+switching on kind strings.
 
 The protocol and the registry live here, in the low layer, so that legality
 can use them; the built-in kinds are implemented and registered by
@@ -63,6 +65,18 @@ Choice = tuple["ScheduleAttr | None", str, int]
 shared bytes per block it uses."""
 
 
+@dataclass(frozen=True)
+class Leaner:
+    """Another schedule of the same group that needs fewer registers per
+    thread: what `register-budget` records on the group (`schedule` under
+    `SCHEDULE_KEY`, `estimate` as its `est_registers`) and says in its
+    remark (`text`, e.g. "tile 64x64x8, 4x4 per thread")."""
+
+    schedule: ScheduleAttr
+    estimate: RegisterEstimate
+    text: str
+
+
 @runtime_checkable
 class GroupKind(Protocol):
     """One kind of `fusion.group`. Implementations are stateless singletons
@@ -72,6 +86,12 @@ class GroupKind(Protocol):
     name: str
     """The `kind` attribute of the groups it handles (and the legality
     summary's `GroupInfo.kind`)."""
+
+    sized_for_budget: bool
+    """Whether the pass that forms a group of this kind already sized its
+    schedule for the register budget (attention: `fuse-attention`): over
+    the budget, `register-budget` then neither splits nor caps it, it only
+    says that ptxas may spill."""
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """Legality's kind algebra: `mine` (of this kind) and `other` as one
@@ -130,6 +150,26 @@ class GroupKind(Protocol):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """Registers per thread of `group`'s kernel under its schedule on
         `target` (`tile`: a GEMM tile to try instead)."""
+        ...
+
+    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
+        """`register-budget`: `group`'s kernel is over `budget` registers per
+        thread on `target`; a schedule of the same group whose estimate
+        fits (the kind's first, in its own order of preference), or None
+        when it has none (the group is then split, capped or kept)."""
+        ...
+
+    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
+        """`register-budget`: nothing fits the budget and `group` has no
+        legal split point; the schedule with the fewest registers when it
+        needs fewer than the group's own, else None (kept as it is)."""
+        ...
+
+    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
+        """Whether `register-budget` may split `group` into two stages whose
+        crossing values `cross` (results of the first stage read by the
+        second) go through memory; legality of the two stages themselves
+        is checked by the pass."""
         ...
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:

@@ -11,17 +11,19 @@ state. The budget is what keeps `occupancy` of the SM's threads resident:
 capped by the target's per-thread limit and `max_registers`. A group over
 budget is, in order:
 
-1. re-scheduled: a contraction takes the largest smaller GEMM tile that fits
-   (recorded as the group's `#fusion.contraction` schedule, which
-   `tile-and-promote` starts from); a lone window op the first thread tile
-   with fewer outputs per thread that fits (fewer output channels, then
-   fewer pixels; recorded as its `#fusion.window` schedule);
+1. re-scheduled (its kind's `GroupKind.leaner`): a contraction takes the
+   largest smaller GEMM tile that fits (recorded as the group's
+   `#fusion.contraction` schedule, which `tile-and-promote` starts from); a
+   lone window op the first thread tile with fewer outputs per thread that
+   fits (fewer output channels, then fewer pixels; recorded as its
+   `#fusion.window` schedule); an attention group (`sized_for_budget`) is
+   only remarked;
 2. split into stages at a legal point: two groups in program order whose
    crossing values go through memory (a pointwise group anywhere, a
    contraction or window group after its anchor, a reduction group where
    only full-row values cross), recursively until every stage fits;
-3. left as it is (a lone window op with its leanest thread tile), with a
-   `missed:` remark saying ptxas may spill.
+3. left as it is (a lone window op with its leanest thread tile,
+   `GroupKind.leanest`), with a `missed:` remark saying ptxas may spill.
 
 Every group gets `est_registers`; each decision a remark. The budget follows
 the GPU, so `target` matters; `occupancy` defaults to 0.25 (16 warps per SM:
@@ -39,18 +41,12 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
+from fusec.analysis.group_kind import GroupKind, Leaner, group_kind
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.codegen.kernel_source import MAX_REGISTERS_ATTR
-from fusec.codegen.register_model import (
-    RegisterEstimate,
-    current_tile,
-    estimate_registers,
-    window_estimate,
-)
-from fusec.codegen.window_plan import TiledWindow, record_plan
-from fusec.codegen.window_schedule import group_window, thread_tiles_below
+from fusec.codegen.register_model import RegisterEstimate, estimate_registers
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -58,7 +54,6 @@ from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import ShapeError, broadcast_shapes
 from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
 from fusec.passes.register_prices import crossing_values, spill_seconds, split_seconds, us
-from fusec.scheduling.contraction import FALLBACK_TILES, GemmTile, tile_attr
 from fusec.scheduling.kernel_probe import KernelCount, KernelProbe
 
 EST_ATTR = "est_registers"
@@ -92,43 +87,16 @@ def recorded_estimate(group: GroupOp) -> int:
     return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 
-# --- re-scheduling ----------------------------------------------------------------------------
+def kind_of(group: GroupOp) -> GroupKind:
+    """The group's kind (a group without one is pointwise, as for
+    `estimate_registers`)."""
+    return group_kind(getattr(group.attributes.get("kind"), "data", "pointwise"), group)
 
 
-def smaller_tile(group: GroupOp, budget: int,
-                 target: Target) -> tuple[GemmTile, RegisterEstimate] | None:
-    """The first fallback tile, no bigger than the current one, whose
-    estimate fits `budget` (a bigger tile would idle threads on the edges)."""
-    now = current_tile(group, target)
-    for tile in (t for t in FALLBACK_TILES if t.bm * t.bn <= now.bm * now.bn and t != now):
-        est = estimate_registers(group, target, tile)
-        if est.registers <= budget:
-            return tile, est
-    return None
-
-
-def smaller_window(group: GroupOp, budget: int) -> tuple[TiledWindow, RegisterEstimate] | None:
-    """The first window plan with fewer outputs per thread (smaller `ot`,
-    then `pt`; `window_schedule.THREAD_TILES`) whose estimate fits `budget`."""
-    tiled = group_window(group)
-    if tiled is None:  # conv + pool: one schedule
-        return None
-    for cand in thread_tiles_below(tiled):
-        est = window_estimate(group, cand)
-        if est.registers <= budget:
-            return cand, est
-    return None
-
-
-def leanest_window(group: GroupOp) -> tuple[TiledWindow, RegisterEstimate] | None:
-    """The window plan with the fewest registers, when it has fewer than now."""
-    tiled = group_window(group)
-    if tiled is None:
-        return None
-    now = window_estimate(group, tiled)
-    options = [(cand, window_estimate(group, cand)) for cand in thread_tiles_below(tiled)]
-    best = min(options, key=lambda o: o[1].registers, default=None)
-    return best if best is not None and best[1].registers < now.registers else None
+def apply_leaner(group: GroupOp, leaner: Leaner) -> None:
+    """Record `leaner`'s schedule and estimate on the group."""
+    group.attributes[SCHEDULE_KEY] = leaner.schedule
+    record(group, leaner.estimate)
 
 
 # --- splitting -----------------------------------------------------------------------------------
@@ -155,10 +123,10 @@ def _kind_of(ops: list[Operation]) -> str | None:
 
 def legal_splits(group: GroupOp) -> list[int]:
     """Indices k where ops[:k] and ops[k:] are both stages an emitter
-    schedules; for a reduction group only full-shaped values may cross."""
+    schedules and the group's kind lets the values between them cross
+    (`GroupKind.may_cross_split`)."""
     ops = _body_ops(group)
-    kind = group.attributes.get("kind")
-    full = max((tensor_shape(r) for op in ops for r in op.results), key=len, default=())
+    kind = kind_of(group)
     out: list[int] = []
     for k in range(1, len(ops)):
         first, rest = ops[:k], ops[k:]
@@ -167,8 +135,7 @@ def legal_splits(group: GroupOp) -> list[int]:
         if all(isinstance(op, nn.ConstantOp) for op in first):
             continue
         cross = crossing_values(first, rest)
-        if getattr(kind, "data", "") == "reduction" and any(
-                tensor_shape(v) != full for v in cross):
+        if not kind.may_cross_split(group, cross):
             continue
         yielded = set(_yielded(group))
         first_out = [*cross, *(r for op in first for r in op.results if r in yielded)]
@@ -331,12 +298,10 @@ class _Budgeter:
         if real is not None and regs <= self.budget and self.keep_capped(group, real, k):
             return
         if k is None:
-            kind = getattr(group.attributes.get("kind"), "data", "")
-            if kind == "window" and (leanest := leanest_window(group)) is not None:
-                # nothing fits: the fewest outputs per thread at least
-                tiled, est = leanest
-                record_plan(group, tiled.plan, tiled.mode)
-                record(group, est)
+            if (leanest := kind_of(group).leanest(group, self.target)) is not None:
+                # nothing fits: the fewest registers at least
+                apply_leaner(group, leanest)
+                est = leanest.estimate
             self.remarks.add("missed", f"group {name} needs {est.summary()}, over the budget of "
                              f"{self.budget}, and has no legal split point: ptxas may spill")
             return
@@ -368,27 +333,18 @@ class _Budgeter:
         return True
 
     def reschedule(self, group: GroupOp, est: RegisterEstimate, seen: str) -> bool:
-        """A contraction's smaller GEMM tile or a window's smaller thread
-        tile that fits; an attention group stays as it is. True when done."""
+        """A leaner schedule of the same group that fits (`GroupKind.leaner`:
+        a contraction's smaller GEMM tile, a window's smaller thread tile);
+        a kind `sized_for_budget` stays as it is. True when done."""
         name = group_name(group)
-        kind = getattr(group.attributes.get("kind"), "data", "")
-        if kind == "contraction" and (found := smaller_tile(group, self.budget, self.target)):
-            tile, est2 = found
-            group.attributes[SCHEDULE_KEY] = tile_attr(tile)
-            record(group, est2)
+        kind = kind_of(group)
+        if (leaner := kind.leaner(group, self.budget, self.target)) is not None:
+            apply_leaner(group, leaner)
             self.remarks.add("remark", f"re-scheduled group {name}: {seen} is over "
-                             f"the budget of {self.budget}; tile {tile.bm}x{tile.bn}x{tile.bk}, "
-                             f"{tile.tm}x{tile.tn} per thread needs {est2.summary()}")
+                             f"the budget of {self.budget}; {leaner.text} needs "
+                             f"{leaner.estimate.summary()}")
             return True
-        if kind == "window" and (window := smaller_window(group, self.budget)):
-            tiled, est2 = window
-            record_plan(group, tiled.plan, tiled.mode)
-            record(group, est2)
-            self.remarks.add("remark", f"re-scheduled group {name}: {seen} is over "
-                             f"the budget of {self.budget}; window tile {tiled.plan.text()} "
-                             f"needs {est2.summary()}")
-            return True
-        if kind == "attention":  # its tile was sized for the budget by fuse-attention
+        if kind.sized_for_budget:
             self.remarks.add("missed", f"group {name} needs {seen}, over the budget of "
                              f"{self.budget}: ptxas may spill")
             return True

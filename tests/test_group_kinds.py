@@ -17,12 +17,14 @@ from fusec.codegen.generate import generate_program
 from fusec.codegen.register_model import estimate_registers
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
+from fusec.passes.register_budget import legal_splits
 from fusec.scheduling.choose import proposed_schedule
 from fusec.scheduling.kinds.pointwise import PointwiseKind
 
 BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")
 METHODS = ("merge", "summary_registers", "summary_shared", "kernel_path", "choose",
-           "candidates", "registers", "emit", "priced_by_schedule", "scheduled_kernel")
+           "candidates", "registers", "emit", "priced_by_schedule", "scheduled_kernel",
+           "leaner", "leanest", "may_cross_split")
 
 
 def program(kind: str) -> str:
@@ -49,6 +51,7 @@ def test_every_builtin_kind_implements_the_protocol() -> None:
     for name, kind in kinds.items():
         assert kind.name == name
         assert isinstance(kind, GroupKind)
+        assert isinstance(kind.sized_for_budget, bool), name
         for method in METHODS:
             ours = inspect.signature(getattr(GroupKind, method))
             theirs = inspect.signature(getattr(type(kind), method))
@@ -72,7 +75,8 @@ def test_register_kind_refuses_what_is_not_a_kind() -> None:
 
 
 class ToyKind(PointwiseKind):
-    """A kind of its own name that schedules and emits as pointwise does."""
+    """A kind of its own name that schedules, emits and fits the register
+    budget as pointwise does."""
 
     name = "toy"
 
@@ -91,6 +95,9 @@ def test_a_registered_kind_is_scheduled_priced_and_emitted(
               for m in (toy_module, pointwise_module)]
     assert proposed_schedule(groups[0], h200) == proposed_schedule(groups[1], h200)
     assert estimate_registers(groups[0], h200) == estimate_registers(groups[1], h200)
+    # register-budget asks the kind: no leaner schedule, split where pointwise is
+    assert toy.leaner(groups[0], 8, h200) is None and toy.leanest(groups[0], h200) is None
+    assert legal_splits(groups[0]) == legal_splits(groups[1]) == [1]
     toy_source = generate_program(toy_module).kernels_source
     pointwise_source = generate_program(pointwise_module).kernels_source
     # the same kernel; only its header comment names the kind

@@ -7,7 +7,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
-from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import attention as emitter
@@ -35,6 +35,8 @@ class AttentionKind:
     block of work that merges with nothing."""
 
     name = "attention"
+    sized_for_budget = True
+    """`fuse-attention` chose its tile within the register budget."""
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """Nothing merges into an attention group: `fuse-attention` forms it whole."""
@@ -99,6 +101,19 @@ class AttentionKind:
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`codegen/attention.group_registers`."""
         return group_registers(group)
+
+    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
+        """None: its tile was sized for the budget by fuse-attention."""
+        return None
+
+    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
+        """None: the group keeps its tile."""
+        return None
+
+    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
+        """Any value (`register-budget` never splits an attention group:
+        `sized_for_budget`)."""
+        return True
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/attention.py`."""

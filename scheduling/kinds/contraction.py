@@ -4,6 +4,8 @@ no kernel of fusec's)."""
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -12,7 +14,7 @@ from fusec.analysis.fusion_legality import (
     fold_view,
     indexed_read,
 )
-from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import contraction as emitter
@@ -20,7 +22,7 @@ from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import GroupBody, compute_type
 from fusec.codegen.kernel_source import KernelSource
-from fusec.codegen.register_model import RegisterEstimate, contraction_estimate
+from fusec.codegen.register_model import RegisterEstimate, contraction_estimate, current_tile
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr
 from fusec.dialects.shapes import numel
@@ -50,6 +52,7 @@ class ContractionKind(SummaryResources):
     """`kind = "contraction"`."""
 
     name = "contraction"
+    sized_for_budget = False
     base_registers = BASE_REGISTERS
     shared_bytes = SHARED_BYTES
 
@@ -124,6 +127,26 @@ class ContractionKind(SummaryResources):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`register_model.contraction_estimate` (`tile` instead of its own)."""
         return contraction_estimate(group, target, tile)
+
+    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
+        """The first fallback tile, no bigger than the current one, whose
+        estimate fits `budget` (a bigger tile would idle threads on the
+        edges); `tile-and-promote` starts from it."""
+        now = current_tile(group, target)
+        for tile in (t for t in FALLBACK_TILES if t.bm * t.bn <= now.bm * now.bn and t != now):
+            est = self.registers(group, target, tile)
+            if est.registers <= budget:
+                return Leaner(tile_attr(tile), est, f"tile {tile.bm}x{tile.bn}x{tile.bk}, "
+                              f"{tile.tm}x{tile.tn} per thread")
+        return None
+
+    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
+        """None: a GEMM over the budget with no split keeps its tile."""
+        return None
+
+    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
+        """Any value: the epilogue after the matmul reads it from memory."""
+        return True
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/contraction.py` under its recorded tile."""

@@ -4,13 +4,15 @@ schedule of its collapsed copy (`codegen/layout_collapse.py`)."""
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
     Merged,
     indexed_read,
 )
-from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import layout as emitter
@@ -28,6 +30,7 @@ class LayoutKind(SummaryResources):
     """`kind = "layout"`."""
 
     name = "layout"
+    sized_for_budget = False
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """Only as a concat or gather its reader reads in place."""
@@ -61,6 +64,18 @@ class LayoutKind(SummaryResources):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`register_model.layout_estimate`, under its schedule."""
         return layout_estimate(group, target)
+
+    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
+        """None: a copy has nothing leaner: over the budget it is split."""
+        return None
+
+    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
+        """None: kept as it is."""
+        return None
+
+    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
+        """Any value: each stage iterates over its own outputs."""
+        return True
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/layout.py`."""

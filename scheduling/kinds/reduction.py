@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 
+from xdsl.ir import SSAValue
+
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -13,7 +15,7 @@ from fusec.analysis.fusion_legality import (
     indexed_read,
     merge_reduction,
 )
-from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import reduction as emitter
@@ -23,10 +25,11 @@ from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.reduction_plan import analyze as analyze_rows
 from fusec.codegen.register_model import RegisterEstimate, reduction_estimate
 from fusec.dialects.fusion import GroupOp
+from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule, ScheduleAttr
 from fusec.scheduling import reduction
 from fusec.scheduling.contraction import GemmTile
-from fusec.scheduling.kinds.common import group_name
+from fusec.scheduling.kinds.common import body_ops, group_name
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import reduction_kernel
 
@@ -50,6 +53,7 @@ class ReductionKind(SummaryResources):
     """`kind = "reduction"`."""
 
     name = "reduction"
+    sized_for_budget = False
     base_registers = BASE_REGISTERS
     shared_bytes = SHARED_BYTES
     shared_per_part = True  # each merged reduction keeps its scratch
@@ -137,6 +141,22 @@ class ReductionKind(SummaryResources):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`register_model.reduction_estimate`."""
         return reduction_estimate(group, target)
+
+    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
+        """None: over the budget a reduction group is split (its schedule
+        is chosen later, by `tile-and-promote`)."""
+        return None
+
+    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
+        """None: kept as it is."""
+        return None
+
+    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
+        """Only full-row values: those of the group's full shape (the
+        shape of its widest result), never a reduced one."""
+        ops = body_ops(group)
+        full = max((tensor_shape(r) for op in ops for r in op.results), key=len, default=())
+        return all(tensor_shape(v) == full for v in cross)
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/reduction.py`."""

@@ -4,6 +4,8 @@ reading it in one kernel (`codegen/conv_pool.py`)."""
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -12,14 +14,24 @@ from fusec.analysis.fusion_legality import (
     epilogue,
     indexed_read,
 )
-from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import window as emitter
 from fusec.codegen.conv_pool import POOL_TILE, shared_tile
 from fusec.codegen.kernel_source import KernelSource
-from fusec.codegen.register_model import RegisterEstimate, window_group_estimate
-from fusec.codegen.window_plan import STATIC_SHARED_LIMIT, WindowPlan, check_plan, plan_attr
+from fusec.codegen.register_model import (
+    RegisterEstimate,
+    window_estimate,
+    window_group_estimate,
+)
+from fusec.codegen.window_plan import (
+    STATIC_SHARED_LIMIT,
+    TiledWindow,
+    WindowPlan,
+    check_plan,
+    plan_attr,
+)
 from fusec.codegen.window_schedule import (
     fit_shared,
     group_window,
@@ -47,6 +59,7 @@ class WindowKind(SummaryResources):
     """`kind = "window"`."""
 
     name = "window"
+    sized_for_budget = False
     base_registers = BASE_REGISTERS
     shared_bytes = SHARED_BYTES
 
@@ -123,6 +136,40 @@ class WindowKind(SummaryResources):
         """`register_model.window_group_estimate`."""
         return window_group_estimate(group)
 
+    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
+        """A lone conv or pool: the first plan with fewer outputs per thread
+        (smaller `ot`, then `pt`; `window_schedule.THREAD_TILES`) whose
+        estimate fits `budget`; conv + pool has one schedule."""
+        tiled = group_window(group)
+        if tiled is None:
+            return None
+        for cand in thread_tiles_below(tiled):
+            est = window_estimate(group, cand)
+            if est.registers <= budget:
+                return _leaner(cand, est)
+        return None
+
+    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
+        """A lone conv or pool: the plan with the fewest registers (the
+        fewest outputs per thread, at least), when it has fewer than now."""
+        tiled = group_window(group)
+        if tiled is None:
+            return None
+        now = window_estimate(group, tiled)
+        options = [(cand, window_estimate(group, cand)) for cand in thread_tiles_below(tiled)]
+        best = min(options, key=lambda o: o[1].registers, default=None)
+        return _leaner(*best) if best is not None and best[1].registers < now.registers \
+            else None
+
+    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
+        """Any value: the epilogue after the conv or pool reads it from memory."""
+        return True
+
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/window.py` (tiled, direct or conv + pool)."""
         return emitter.emit(group, kernel_name)
+
+
+def _leaner(tiled: TiledWindow, est: RegisterEstimate) -> Leaner:
+    """`tiled` as the group's window schedule."""
+    return Leaner(plan_attr(tiled.plan, tiled.mode), est, f"window tile {tiled.plan.text()}")
