@@ -1,9 +1,12 @@
 """The compile job's default pass pipeline, as a spec the user can see and change.
 
 ```
-fold-empty,decompose,cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
+fold-empty,decompose,sink-transposes,cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
 ```
 
+- `sink-transposes` moves a transpose of an elementwise result onto that op's
+  operands, so a pointwise group reads them transposed instead of a copy
+  transposing its result (`--no-fusion` drops it, keeping one kernel per op).
 - `cse` and `dce` (xDSL's own passes) run before fusion so that an op written
   twice is computed once and an op nobody reads gets no kernel; a dead reader
   no longer forces its live producer to write its result out, which used to
@@ -33,6 +36,8 @@ CHECK_PRECISION_PASS = "check-precision"
 # Before fusion: identical pure ops computed once, then what nothing reads dropped
 # (cse leaves the producers of the duplicates it erased, dce takes them).
 CLEANUP_PASSES = ("cse", "dce")
+# Before cse, which merges the transposes of a value read twice.
+SINK_PASS = "sink-transposes"
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,8 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     # fold-empty always, and first: no kernel can compute a tensor with a
     # zero-size dimension, and a softmax over an empty axis is empty while
     # its decomposition would take the maximum of nothing.
-    passes = ["fold-empty", "decompose", *CLEANUP_PASSES]
+    passes = ["fold-empty", "decompose", *([SINK_PASS] if options.fusion else []),
+              *CLEANUP_PASSES]
     if options.fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(FOLD_PASS)
     if options.fusion and ATTENTION_PASS in registry.factories:  # before grouping: it makes groups

@@ -43,6 +43,7 @@ BUILTIN_PASSES: dict[str, str] = {
     "group-each-op": "fusec.passes.group_each_op:GroupEachOpPass",
     "lower-to-numba": "fusec.passes.lower_to_numba:LowerToNumbaPass",
     "register-budget": "fusec.passes.register_budget:RegisterBudgetPass",
+    "sink-transposes": "fusec.passes.sink_transposes:SinkTransposesPass",
     "tile-and-promote": "fusec.passes.tile_and_promote:TileAndPromotePass",
 }
 
