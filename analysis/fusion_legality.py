@@ -786,7 +786,8 @@ def recompute_ok(dep: DependencyAnalysis, producer: Operation, host: GroupInfo,
 def recompute_in_view_ok(dep: DependencyAnalysis, producer: Operation, hosts: list[GroupInfo],
                          target: Target, options: FusionOptions) -> Verdict:
     """Recompute the elementwise `producer` in `hosts`, its only readers,
-    each a chain of layout ops (`analysis/view_chains.py`), at the elements
+    each reading it through chains of layout ops (a layout copy,
+    `analysis/view_chains.py`, or a pointwise group's views), at the elements
     their views read? `recompute_ok`'s rule over all of them: the result is
     no longer written, each host reads the producer's operands where it
     read the result (a broadcast operand whole), and the flops are redone."""

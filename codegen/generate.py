@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
@@ -55,7 +55,7 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.launch_grid import fit_grid, launch_register_cap
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import dense_to_numpy, tensor_shape
+from fusec.dialects.nn_base import dense_to_numpy, int_list, tensor_shape
 
 Emitter = Callable[[GroupOp, str], KernelSource]
 
@@ -93,15 +93,11 @@ def group_attr(group: GroupOp, key: str, default: str) -> str:
     return attr.data if isinstance(attr, StringAttr) else default
 
 
-def _int_array(values: tuple[int, ...]) -> ArrayAttr[IntegerAttr[IntegerType]]:
-    return ArrayAttr([IntegerAttr(v, IntegerType(64)) for v in values])
-
-
 def annotate(group: GroupOp, kernel: KernelSource) -> None:
     """Record the generated kernel and its launch shape on the group."""
     group.attributes["kernel"] = StringAttr(kernel.name)
-    group.attributes["grid"] = _int_array(kernel.grid)
-    group.attributes["block"] = _int_array(kernel.block)
+    group.attributes["grid"] = int_list(kernel.grid)
+    group.attributes["block"] = int_list(kernel.block)
     group.attributes["shared_bytes"] = IntegerAttr(kernel.shared_bytes, IntegerType(64))
 
 

@@ -23,19 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType, TensorType
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import element_type, tensor_shape
+from fusec.dialects.nn_base import element_type, int_list, tensor_shape
 
 Shapes = tuple[list[list[int]], list[int], dict[str, Attribute]]
 """Collapsed operand shapes (in operand order), result shape, attributes."""
-
-
-def _ints(values: Sequence[int]) -> ArrayAttr[IntegerAttr[IntegerType]]:
-    return ArrayAttr([IntegerAttr(v, IntegerType(64)) for v in values])
 
 
 def _axis(axis: int) -> dict[str, Attribute]:
@@ -65,7 +61,7 @@ def collapse_transpose(
 
 def _transpose(op: nn.TransposeOp) -> Shapes:
     in_shape, perm = collapse_transpose(op.operand_shape(), op.perm)
-    return [in_shape], [in_shape[p] for p in perm], {"perm": _ints(perm)}
+    return [in_shape], [in_shape[p] for p in perm], {"perm": int_list(perm)}
 
 
 def _concat(op: nn.ConcatOp) -> Shapes:
@@ -96,8 +92,9 @@ def _slice(op: nn.SliceOp) -> Shapes:
             dims.append([n, start, step, m])
     dims = dims or [[1, 0, 1, 1]]
     limits = [start + (m - 1) * step + 1 if m else start for _, start, step, m in dims]
-    attrs: dict[str, Attribute] = {"starts": _ints([d[1] for d in dims]),
-                                   "limits": _ints(limits), "strides": _ints([d[2] for d in dims])}
+    attrs: dict[str, Attribute] = {"starts": int_list([d[1] for d in dims]),
+                                   "limits": int_list(limits),
+                                   "strides": int_list([d[2] for d in dims])}
     return [[d[0] for d in dims]], [d[3] for d in dims], attrs
 
 

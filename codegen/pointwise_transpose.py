@@ -223,9 +223,10 @@ def _element(plan: _Plan, coords: list[str], suffix: str, ints: Ints
             lines, expr = _view_load(body, op, coords, lit, name)
             loads += [*lines, f"{name} = {expr}"]
         bound[op.results[0]] = name
+    inside = set(body.ops)
     for arg in body.args:
         if any(not isinstance(u.operation, READ_IN_PLACE) and not computed_root(
-                u.operation, set(body.ops)) for u in arg.uses):
+                u.operation, inside) for u in arg.uses):
             name = f"a{arg.index}{suffix}"
             index = broadcast_index(tensor_shape(arg), plan.shape, coords)
             loads.append(f"{name} = {load_expr(body, arg, index)}")

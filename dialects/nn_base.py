@@ -190,6 +190,11 @@ def _is_bool(attr: IntegerAttr) -> bool:  # pyright: ignore[reportMissingTypeArg
     return isinstance(attr.type, IntegerType) and attr.type.width.data == 1
 
 
+def int_list(values: Sequence[int]) -> ArrayAttr[IntegerAttr[IntegerType]]:
+    """An integer list attribute, `[1, 2]` (what `int_list_attr` reads)."""
+    return ArrayAttr([IntegerAttr(v, IntegerType(64)) for v in values])
+
+
 def tensor_shape(value: SSAValue) -> Shape:
     """The static shape of a tensor-typed value."""
     t = value.type

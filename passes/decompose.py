@@ -13,10 +13,8 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     DenseIntOrFPElementsAttr,
     IntegerAttr,
-    IntegerType,
     ModuleOp,
     TensorType,
 )
@@ -31,7 +29,7 @@ from xdsl.pattern_rewriter import (
 
 from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn, shapes
-from fusec.dialects.nn_base import NNOp, element_type, tensor_shape
+from fusec.dialects.nn_base import NNOp, element_type, int_list, tensor_shape
 from fusec.passes.split_concat import SplitConcatPattern
 
 # --- building the expansion ---------------------------------------------------------
@@ -78,7 +76,7 @@ class Expansion:
         broadcasts back against `x` without a reshape."""
         shape = shapes.reduced_shape(tensor_shape(x), axes, keepdims=True)
         attrs: dict[str, Attribute] = {
-            "axes": ArrayAttr([IntegerAttr(a, IntegerType(64)) for a in axes]),
+            "axes": int_list(axes),
             "keepdims": IntegerAttr.from_bool(True),
         }
         op = cls.create(operands=[x], result_types=[self._type(shape)], attributes=attrs)

@@ -139,9 +139,10 @@ class GroupFormer:
 
     def _recompute_in_views(self, p: Operation) -> None:
         """Recompute the elementwise op `p`, a kernel of its own, in the
-        chains of layout ops that are all its readers (each then reads `p`'s
-        operands at the elements its view maps to), so that no kernel writes
-        its result for copies to read back."""
+        groups that read it only through chains of layout ops (layout copies,
+        or pointwise groups reading views; each then reads `p`'s operands at
+        the elements its views map to), so that no kernel writes its result
+        for them to read back."""
         if op_kind(p) is not OpKind.ELEMENTWISE or _contract(p) == "never" or any(
                 self.dep.is_output(r) for r in p.results):
             return

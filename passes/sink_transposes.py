@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, IntegerType, ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -45,17 +45,13 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn
-from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.nn_base import int_list, tensor_shape
 
 
 def _tensor(like: SSAValue, shape: tuple[int, ...]) -> TensorType[Attribute]:
     t = like.type
     assert isinstance(t, TensorType)
     return TensorType(t.element_type, shape)
-
-
-def _perm_attr(perm: list[int]) -> ArrayAttr[IntegerAttr[IntegerType]]:
-    return ArrayAttr([IntegerAttr(p, IntegerType(64)) for p in perm])
 
 
 def _movable(op: Operation, transpose: nn.TransposeOp) -> bool:
@@ -86,19 +82,20 @@ def _transposed(rewriter: Rewriter, value: SSAValue, rank: int, perm: list[int],
             value = new[-1].results[0]
         new.append(nn.TransposeOp.create(
             operands=[value], result_types=[_tensor(value, permuted)],
-            attributes={"perm": _perm_attr(perm)}))
+            attributes={"perm": int_list(perm)}))
     copy_location(at, *new)
     rewriter.insert_op(new, InsertPoint.before(at))
     return new[-1].results[0]
 
 
-def sink_one(rewriter: Rewriter, transpose: nn.TransposeOp) -> bool:
+def sink_one(rewriter: Rewriter, transpose: nn.TransposeOp) -> list[nn.TransposeOp]:
     """Rewrite `transpose(op(...))` as `op(transpose(...))` when `op` is
-    movable (one transpose per operand, before `op`); whether it moved."""
+    movable (one transpose or reshape per operand, before `op`); the new
+    transposes, which may move further up (none when nothing moved)."""
     src = transpose.operands[0]
     op = src.op if isinstance(src, OpResult) else None
     if op is None or not _movable(op, transpose):
-        return False
+        return []
     perm, rank = transpose.perm, len(tensor_shape(src))
     operands = [_transposed(rewriter, v, rank, perm, op) for v in op.operands]
     result = transpose.results[0]
@@ -108,7 +105,7 @@ def sink_one(rewriter: Rewriter, transpose: nn.TransposeOp) -> bool:
     copy_location(op, moved)
     rewriter.replace_op(transpose, moved)
     rewriter.erase_op(op)
-    return True
+    return [o for o in (v.owner for v in operands) if isinstance(o, nn.TransposeOp)]
 
 
 def keeps_order(shape: tuple[int, ...], perm: list[int]) -> bool:
@@ -146,9 +143,8 @@ class SinkTransposesPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rewriter = Rewriter()
-        changed = True
-        while changed:  # each round moves every transpose one op further up
-            changed = False
-            for transpose in [o for o in op.walk() if isinstance(o, nn.TransposeOp)]:
-                changed = as_reshape(rewriter, transpose) or sink_one(
-                    rewriter, transpose) or changed
+        work = [o for o in op.walk() if isinstance(o, nn.TransposeOp)]
+        while work:  # a transpose that moved up leaves new ones to try further up
+            transpose = work.pop()
+            if not as_reshape(rewriter, transpose):
+                work += sink_one(rewriter, transpose)

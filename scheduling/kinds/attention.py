@@ -7,7 +7,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
-from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
+from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import attention as emitter
@@ -23,13 +23,14 @@ from fusec.scheduling.attention import attention_candidates
 from fusec.scheduling.attention import choose_tile as choose_attention_tile
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import group_name
+from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.schedule_cost import pointwise_kernel
 
 ATTENTION_CANDIDATES = 12
 """Attention tiles offered at most (the cost model's ranking, legal ones only)."""
 
 
-class AttentionKind:
+class AttentionKind(SplitOverBudget):
     """`kind = "attention"`. Legality never summarizes one (no single op
     has this kind), so its summary methods describe the group as a whole
     block of work that merges with nothing."""
@@ -101,19 +102,6 @@ class AttentionKind:
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`codegen/attention.group_registers`."""
         return group_registers(group)
-
-    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
-        """None: its tile was sized for the budget by fuse-attention."""
-        return None
-
-    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
-        """None: the group keeps its tile."""
-        return None
-
-    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
-        """Any value (`register-budget` never splits an attention group:
-        `sized_for_budget`)."""
-        return True
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/attention.py`."""

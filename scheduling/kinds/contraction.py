@@ -4,8 +4,6 @@ no kernel of fusec's)."""
 
 from __future__ import annotations
 
-from xdsl.ir import SSAValue
-
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -35,6 +33,7 @@ from fusec.scheduling.contraction import (
     tile_attr,
 )
 from fusec.scheduling.kinds.common import group_name, tile_text
+from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import contraction_kernel
 
@@ -48,11 +47,10 @@ LIBRARY_SCHEDULE = {"impl": "library", "bm": 0, "bn": 0, "bk": 0, "tm": 0, "tn":
 """The schedule of a library GEMM: no tile of fusec's."""
 
 
-class ContractionKind(SummaryResources):
+class ContractionKind(SplitOverBudget, SummaryResources):
     """`kind = "contraction"`."""
 
     name = "contraction"
-    sized_for_budget = False
     base_registers = BASE_REGISTERS
     shared_bytes = SHARED_BYTES
 
@@ -139,14 +137,6 @@ class ContractionKind(SummaryResources):
                 return Leaner(tile_attr(tile), est, f"tile {tile.bm}x{tile.bn}x{tile.bk}, "
                               f"{tile.tm}x{tile.tn} per thread")
         return None
-
-    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
-        """None: a GEMM over the budget with no split keeps its tile."""
-        return None
-
-    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
-        """Any value: the epilogue after the matmul reads it from memory."""
-        return True
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/contraction.py` under its recorded tile."""

@@ -4,15 +4,13 @@ schedule of its collapsed copy (`codegen/layout_collapse.py`)."""
 
 from __future__ import annotations
 
-from xdsl.ir import SSAValue
-
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
     Merged,
     indexed_read,
 )
-from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
+from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import layout as emitter
@@ -21,16 +19,16 @@ from fusec.codegen.register_model import RegisterEstimate, layout_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr
 from fusec.scheduling.contraction import GemmTile
+from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.pointwise import PointwiseKind
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import pointwise_kernel
 
 
-class LayoutKind(SummaryResources):
+class LayoutKind(SplitOverBudget, SummaryResources):
     """`kind = "layout"`."""
 
     name = "layout"
-    sized_for_budget = False
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """Only as a concat or gather its reader reads in place."""
@@ -64,18 +62,6 @@ class LayoutKind(SummaryResources):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`register_model.layout_estimate`, under its schedule."""
         return layout_estimate(group, target)
-
-    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
-        """None: a copy has nothing leaner: over the budget it is split."""
-        return None
-
-    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
-        """None: kept as it is."""
-        return None
-
-    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
-        """Any value: each stage iterates over its own outputs."""
-        return True
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/layout.py`."""

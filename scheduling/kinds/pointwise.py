@@ -15,7 +15,7 @@ from fusec.analysis.fusion_legality import (
     merge_pointwise,
     view_operand,
 )
-from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
+from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.pointwise_registers import pointwise_registers_of
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
@@ -32,6 +32,7 @@ from fusec.dialects.schedule import PointwiseSchedule, ScheduleAttr
 from fusec.dialects.shapes import broadcast_shapes
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import body_ops, body_results
+from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.pointwise import TRANSPOSE_TILE, pointwise_schedule, transpose_tile
 from fusec.scheduling.schedule_cost import pointwise_kernel
 
@@ -41,11 +42,10 @@ POINTWISE_BLOCKS = (128, 256, 512)
 """Threads per block a pointwise candidate takes."""
 
 
-class PointwiseKind:
+class PointwiseKind(SplitOverBudget):
     """`kind = "pointwise"`."""
 
     name = "pointwise"
-    sized_for_budget = False
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """A concat or gather read in place first; then another pointwise
@@ -116,19 +116,6 @@ class PointwiseKind:
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`register_model.pointwise_estimate`."""
         return pointwise_estimate(group, target)
-
-    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
-        """None: a few elements per thread have nothing leaner; over the
-        budget the group is split."""
-        return None
-
-    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
-        """None: kept as it is."""
-        return None
-
-    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
-        """Any value: each stage iterates over its own outputs."""
-        return True
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/pointwise.py` (its transposed tile included)."""

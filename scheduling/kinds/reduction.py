@@ -15,7 +15,7 @@ from fusec.analysis.fusion_legality import (
     indexed_read,
     merge_reduction,
 )
-from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
+from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import reduction as emitter
@@ -30,6 +30,7 @@ from fusec.dialects.schedule import ReductionSchedule, ScheduleAttr
 from fusec.scheduling import reduction
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
+from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import reduction_kernel
 
@@ -49,11 +50,10 @@ REDUCTION_GRID: dict[str, tuple[int | bool, ...]] = {
 """The `ReductionOptions` fields a reduction candidate varies, and their values."""
 
 
-class ReductionKind(SummaryResources):
+class ReductionKind(SplitOverBudget, SummaryResources):
     """`kind = "reduction"`."""
 
     name = "reduction"
-    sized_for_budget = False
     base_registers = BASE_REGISTERS
     shared_bytes = SHARED_BYTES
     shared_per_part = True  # each merged reduction keeps its scratch
@@ -141,15 +141,6 @@ class ReductionKind(SummaryResources):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`register_model.reduction_estimate`."""
         return reduction_estimate(group, target)
-
-    def leaner(self, group: GroupOp, budget: int, target: Target) -> Leaner | None:
-        """None: over the budget a reduction group is split (its schedule
-        is chosen later, by `tile-and-promote`)."""
-        return None
-
-    def leanest(self, group: GroupOp, target: Target) -> Leaner | None:
-        """None: kept as it is."""
-        return None
 
     def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
         """Only full-row values: those of the group's full shape (the

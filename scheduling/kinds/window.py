@@ -4,8 +4,6 @@ reading it in one kernel (`codegen/conv_pool.py`)."""
 
 from __future__ import annotations
 
-from xdsl.ir import SSAValue
-
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -44,6 +42,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
 from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
+from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.schedule_cost import window_kernel
 
@@ -55,11 +54,10 @@ channels at a time."""
 POOLS = (nn.MaxPool2dOp, nn.AvgPool2dOp)
 
 
-class WindowKind(SummaryResources):
+class WindowKind(SplitOverBudget, SummaryResources):
     """`kind = "window"`."""
 
     name = "window"
-    sized_for_budget = False
     base_registers = BASE_REGISTERS
     shared_bytes = SHARED_BYTES
 
@@ -160,10 +158,6 @@ class WindowKind(SummaryResources):
         best = min(options, key=lambda o: o[1].registers, default=None)
         return _leaner(*best) if best is not None and best[1].registers < now.registers \
             else None
-
-    def may_cross_split(self, group: GroupOp, cross: list[SSAValue]) -> bool:
-        """Any value: the epilogue after the conv or pool reads it from memory."""
-        return True
 
     def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
         """`codegen/window.py` (tiled, direct or conv + pool)."""
