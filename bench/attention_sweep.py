@@ -1,7 +1,8 @@
 """Time every candidate tile of the fused attention kernel on a GPU, beside
-torch.compile and `F.scaled_dot_product_attention` (fp32).
+torch.compile and `F.scaled_dot_product_attention`.
 
-    python bench/attention_sweep.py [--reps 20] [--limit 12]
+    python bench/attention_sweep.py [--reps 20] [--limit 12] [--dtype f32|f16|bf16]
+        [--engine all|simt|mma]
 
 Shape: bench/models/attention.mlir (B8 H12 S512 D64, scale + additive
 mask), also gpt2_block's sizes; the peers are timed with that additive
@@ -12,8 +13,9 @@ is compiled with `fuse-attention{block_q=.. block_k=.. rows=.. cols=..
 stages=..}` and timed with CUDA events (median of `--reps` after a warm-up);
 the cost model's estimate and the tile's shared memory (over 48 KiB: dynamic)
 are printed beside it. The tiles are the model's ranking with the fastest of
-each kind first (static or dynamic shared memory, one or two stages:
-`scheduling/attention.candidate_order`). Stays under about a minute.
+each kind first (SIMT or tensor-core engine, static or dynamic shared
+memory, one or two stages: `scheduling/attention.candidate_order`); the
+peers and fusec run in the `--dtype` precision. Stays under about a minute.
 """
 
 from __future__ import annotations
@@ -46,14 +48,16 @@ def _time(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
     return statistics.median(times)
 
 
-def _peers(causal: bool, reps: int) -> dict[str, float]:
+def _peers(causal: bool, reps: int, dtype: str) -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
+    tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     b, h, s, d = SHAPE
-    q, k, v = (torch.randn(b, h, s, d, device="cuda") for _ in range(3))
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=tdtype) for _ in range(3))
     mask = torch.triu(torch.full((s, s), -1e9, device="cuda"), 1) if causal else \
         torch.randn(s, s, device="cuda")
+    mask = mask.to(tdtype)
     scale = 1.0 / d ** 0.5
 
     def math(q, k, v, mask):  # type: ignore[no-untyped-def]
@@ -89,6 +93,8 @@ def _fusec(text: str, tile: str, reps: int) -> float:
 
     # On the device already: the timed call reads them in place (no copy in).
     inputs = [torch.as_tensor(np.asarray(x), device="cuda") for x in random_inputs(func, seed=0)]
+    if "bf16" in text:  # the reference's stand-in for bf16 is f32: the device holds bf16
+        inputs = [x.to(torch.bfloat16) for x in inputs]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "attention.mlir"
         path.write_text(_grouped(text, tile))
@@ -101,7 +107,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--limit", type=int, default=16)
+    parser.add_argument("--dtype", choices=("f32", "f16", "bf16"), default="f32")
+    parser.add_argument("--engine", choices=("all", "simt", "mma"), default="all")
     args = parser.parse_args()
+    from half_precision import retype  # beside this script
+
     from fusec.analysis.targets import H200
     from fusec.codegen.attention_schedule import shared_bytes
     from fusec.scheduling.attention import (
@@ -112,17 +122,21 @@ def main() -> None:
     )
 
     b, h, s, d = SHAPE
-    shape = AttentionShape(b * h, s, s, d, d)
-    tiles = candidate_order(ranked_tiles(shape, H200), shape, H200)[:args.limit]
-    text = (MODELS / "attention.mlir").read_text()  # gpt2's sizes too; its mask is an input
-    print(f"\nattention.mlir: B{b} H{h} S{s} D{d} fp32")
+    item = 4 if args.dtype == "f32" else 2
+    shape = AttentionShape(b * h, s, s, d, d, item=item, element=args.dtype)
+    tiles = [t for t in candidate_order(ranked_tiles(shape, H200), shape, H200)
+             if args.engine in ("all", t.engine)][:args.limit]
+    # gpt2's sizes too; its mask is an input
+    text = retype((MODELS / "attention.mlir").read_text(), args.dtype)
+    print(f"\nattention.mlir: B{b} H{h} S{s} D{d} {args.dtype}")
     print(f"{'tile':58} {'ms':>8} {'model ms':>9} {'shared B':>9}")
     for causal in (False, True):
-        for peer, ms in _peers(causal, args.reps).items():
+        for peer, ms in _peers(causal, args.reps, args.dtype).items():
             print(f"{peer + (' (causal)' if causal else ''):58} {ms:8.3f}")
     for t in tiles:
-        spec = (f"block_q={t.block_q} block_k={t.block_k} rows={t.rows} cols={t.cols} "
-                f"stages={t.stages}")
+        spec = (f"block_q={t.block_q} block_k={t.block_k} stages={t.stages} engine=mma"
+                if t.engine == "mma" else f"block_q={t.block_q} block_k={t.block_k} "
+                f"rows={t.rows} cols={t.cols} stages={t.stages}")
         try:
             ms = _fusec(text, spec, args.reps)
             print(f"{t.text():58} {ms:8.3f} {fused_time(t, shape, H200) * 1e3:9.3f} "

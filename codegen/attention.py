@@ -105,7 +105,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         pattern = find_pattern(body)
-        shape = _Shape.of(pattern)
+        shape = AttentionSizes.of(pattern)
         tile = _tile(group)
         name = sanitize_identifier(kernel_name)
         qtiles = -(-shape.s // tile.block_q)
@@ -119,10 +119,20 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
             f"tile: {tile.text()}; {'dynamic' if dynamic else 'static'} shared memory "
             f"{smem} bytes",
         ]
-        per_thread = (f"{tile.rows}x{tile.cols} scores and {tile.rows}x{tile.dims(shape.dv)} "
-                      "outputs per thread")
+        if tile.engine == "mma":
+            from fusec.codegen.attention_mma import MmaWriter  # it extends _Writer
+            from fusec.codegen.attention_mma_schedule import mma_problem
+
+            if (problem := mma_problem(shape.d, shape.dv, shape.element)) is not None:
+                raise op_error(group, f"attention tile {tile.text()} cannot take {problem}")
+            per_thread = f"{tile.block_k // 2} scores and {shape.dv // 2} outputs per thread"
+            writer: _Writer = MmaWriter(body, pattern, shape, tile, qtiles, dynamic)
+        else:
+            per_thread = (f"{tile.rows}x{tile.cols} scores and {tile.rows}x"
+                          f"{tile.dims(shape.dv)} outputs per thread")
+            writer = _Writer(body, pattern, shape, tile, qtiles, dynamic)
         head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
-        lines = _Writer(body, pattern, shape, tile, qtiles, dynamic).lines()
+        lines = writer.lines()
         text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                           *indent(lines, 1)])
         # A static kernel requests nothing at launch; a dynamic one, its tiles.
@@ -142,12 +152,12 @@ def _tile(group: GroupOp) -> AttentionTile:
     return tile
 
 
-def group_tile(group: GroupOp) -> tuple[AttentionTile, _Shape, int]:
+def group_tile(group: GroupOp) -> tuple[AttentionTile, AttentionSizes, int]:
     """The tile of an attention group (recorded, else chosen for h200), its
     sizes and its kernel's parameter count."""
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
-        shape = _Shape.of(find_pattern(body))
+        shape = AttentionSizes.of(find_pattern(body))
     return _tile(group), shape, len(body.args) + 1
 
 
@@ -155,18 +165,18 @@ def group_shape(group: GroupOp) -> AttentionShape:
     """The sizes of an attention group (what its schedule is chosen for)."""
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
-        shape = _Shape.of(find_pattern(body))
+        shape = AttentionSizes.of(find_pattern(body))
     return shape.sizes(len(body.args) + 1)
 
 
 def group_registers(group: GroupOp) -> RegisterEstimate:
     """The register estimate of an attention group's kernel."""
     tile, shape, params = group_tile(group)
-    return attention_registers(tile, shape.d, shape.dv, params)
+    return attention_registers(tile, shape.d, shape.dv, params, shape.element)
 
 
 @dataclass(frozen=True)
-class _Shape:
+class AttentionSizes:
     """Sizes of one attention: batch (x heads), queries, keys, head dims,
     and the operands' element type."""
 
@@ -186,15 +196,15 @@ class _Shape:
                               params, element(self.element).width, self.element)
 
     @staticmethod
-    def of(p: AttentionPattern) -> _Shape:
+    def of(p: AttentionPattern) -> AttentionSizes:
         scores = tensor_shape(p.qk.result)
-        return _Shape(scores[:-2], scores[-2], scores[-1], tensor_shape(p.qk.lhs)[-1],
+        return AttentionSizes(scores[:-2], scores[-2], scores[-1], tensor_shape(p.qk.lhs)[-1],
                       tensor_shape(p.pv.rhs)[-1], element_type_name(element_type(p.qk.lhs)))
 
 
 def attention_shape(p: AttentionPattern, params: int) -> AttentionShape:
     """The sizes of a matched attention whose kernel has `params` parameters."""
-    return _Shape.of(p).sizes(params)
+    return AttentionSizes.of(p).sizes(params)
 
 
 def _u(n: int | str) -> str:
@@ -226,7 +236,7 @@ class _Writer:
     score and accumulator is a scalar variable (`o2_5`), as numba keeps
     indexed local arrays in local memory."""
 
-    def __init__(self, body: GroupBody, p: AttentionPattern, shape: _Shape,
+    def __init__(self, body: GroupBody, p: AttentionPattern, shape: AttentionSizes,
                  tile: AttentionTile, qtiles: int, dynamic: bool = False) -> None:
         self.body, self.p, self.sh, self.t, self.qtiles = body, p, shape, tile, qtiles
         self.dynamic = dynamic

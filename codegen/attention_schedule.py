@@ -26,10 +26,18 @@ from dataclasses import dataclass
 from xdsl.ir import Operation
 
 from fusec.analysis.targets import Target
+from fusec.codegen.attention_mma_schedule import (
+    mma_prefetch_values,
+    mma_registers,
+    mma_shared_words,
+    mma_step_clocks,
+)
 from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects.schedule import SCHEDULE_KEY, AttentionSchedule
 
 WARP = 32
+MMA_ROWS = 16  # queries per warp of an mma tile (the m of mma.m16n8k8)
+MMA_K = 8  # keys (and head dims) per product of an mma tile (its n and k)
 VECTOR = 4  # f32 words per 16-byte shared-memory access
 ITEM = 4  # shared tiles hold f32 (half-precision operands are widened when staged)
 STATIC_SHARED_LIMIT = 48 * 1024  # what a numba kernel may declare statically: past it
@@ -81,6 +89,13 @@ class AttentionTile:
     rows: int
     cols: int
     stages: int = 1
+    engine: str = "simt"  # or "mma": warp tiles of 16 queries on tensor cores
+
+    @staticmethod
+    def mma(block_q: int, block_k: int, stages: int = 1) -> AttentionTile:
+        """The tensor-core tile: a warp per 16 queries, each holding all
+        `block_k` keys of its scores."""
+        return AttentionTile(block_q, block_k, MMA_ROWS, block_k, stages, "mma")
 
     @property
     def lanes(self) -> int:
@@ -93,6 +108,8 @@ class AttentionTile:
 
     @property
     def threads(self) -> int:
+        if self.engine == "mma":
+            return self.block_q // MMA_ROWS * WARP
         return self.row_groups * self.lanes
 
     def dims(self, dv: int) -> int:
@@ -101,6 +118,13 @@ class AttentionTile:
 
     def problem(self) -> str | None:
         """Why the tile cannot be emitted, or None."""
+        if self.engine == "mma":
+            if self.rows != MMA_ROWS or self.cols != self.block_k or self.block_q % MMA_ROWS \
+                    or self.block_k % MMA_K or self.block_k < MMA_K:
+                return "an mma tile has 16 rows, cols = block_k, and block_k a multiple of 8"
+            if self.threads > 1024 or self.stages not in (1, 2):
+                return "at most 1024 threads, stages 1 or 2"
+            return None
         lanes = self.lanes
         if min(self.block_q, self.block_k, self.rows, self.cols) < 1 or \
                 self.block_q % self.rows or self.block_k % self.cols:
@@ -112,6 +136,10 @@ class AttentionTile:
         return None
 
     def text(self) -> str:
+        if self.engine == "mma":
+            return (f"{self.block_q} queries x {self.block_k} keys per block on tensor cores, "
+                    f"16 queries per warp ({self.threads} threads), {self.stages} stage"
+                    + ("s" if self.stages > 1 else ""))
         return (f"{self.block_q} queries x {self.block_k} keys per block, {self.rows}x{self.cols} "
                 f"scores per thread ({self.threads} threads), {self.stages} stage"
                 + ("s" if self.stages > 1 else ""))
@@ -120,12 +148,13 @@ class AttentionTile:
         """The `#fusion.attention` schedule attribute recording this tile."""
         return AttentionSchedule.make(block_q=self.block_q, block_k=self.block_k,
                                       threads=self.threads, rows=self.rows, cols=self.cols,
-                                      stages=self.stages)
+                                      stages=self.stages, engine=self.engine)
 
     @staticmethod
     def of(attr: AttentionSchedule) -> AttentionTile:
         return AttentionTile(*(attr.int_field(k) for k in
-                               ("block_q", "block_k", "rows", "cols", "stages")))
+                               ("block_q", "block_k", "rows", "cols", "stages")),
+                             engine=attr.str_field("engine"))
 
 
 @dataclass(frozen=True)
@@ -168,6 +197,8 @@ def p_width(tile: AttentionTile) -> int:
 def shared_words(tile: AttentionTile, d: int, dv: int) -> dict[str, int]:
     """Words of each shared tile on the GPU: Qᵀ, Kᵀ and V (`stages` buffers
     each) and P (the simulator's row exchange is not counted)."""
+    if tile.engine == "mma":
+        return mma_shared_words(tile, d, dv)
     kv = padded(tile.block_k) * d + tile.block_k * vwidth(tile, dv)
     return {"q": padded(tile.block_q) * d, "kv": kv * tile.stages,
             "p": tile.block_k * p_width(tile)}
@@ -180,6 +211,8 @@ def shared_bytes(tile: AttentionTile, d: int, dv: int) -> int:
 
 def prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
     """Registers a thread holds the next K/V tile in (`stages = 2`)."""
+    if tile.engine == "mma":
+        return mma_prefetch_values(tile, d, dv)
     if tile.stages < 2:
         return 0
     k = -(-tile.block_k * d // tile.threads)
@@ -187,9 +220,12 @@ def prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
     return k + v
 
 
-def attention_registers(tile: AttentionTile, d: int, dv: int, params: int) -> RegisterEstimate:
+def attention_registers(tile: AttentionTile, d: int, dv: int, params: int,
+                        element: str = "f32") -> RegisterEstimate:
     """Registers per thread, by the fit above (`params`: the kernel's
     parameters, side inputs past Q, K, V and the output)."""
+    if tile.engine == "mma":
+        return mma_registers(tile, d, dv, params, element)
     dims = tile.dims(dv)
     k = -(-tile.block_k * d // tile.threads)
     v = -(-tile.block_k * vwidth(tile, dv) // tile.threads)
@@ -222,7 +258,8 @@ def _vectors(n: int) -> int:
     return -(-n // VECTOR)
 
 
-def step_clocks(tile: AttentionTile, target: Target, d: int, dv: int) -> float:
+def step_clocks(tile: AttentionTile, target: Target, d: int, dv: int,
+                element: str = "f32") -> float:
     """Clocks one SM spends per block per K/V step: the largest of FMA
     issue, shared-memory wavefronts (a warp's 16-byte fragment loads:
     distinct words / 32 banks), exponentials and instruction issue (FMAs,
@@ -231,7 +268,10 @@ def step_clocks(tile: AttentionTile, target: Target, d: int, dv: int) -> float:
     bank-exact wavefronts ranked one sweep's 9 tiles better, but put first
     tiles that ran slowest (64x64 and 32x64 with 8x4 scores per thread: 0.455
     and 0.772 ms against 0.322 for the best): over the 17 tiles measured on
-    the H200 it ordered 81 of 136 pairs as they ran, this largest-of 87."""
+    the H200 it ordered 81 of 136 pairs as they ran, this largest-of 87.
+    An mma tile: `codegen/attention_mma_schedule.mma_step_clocks`."""
+    if tile.engine == "mma":
+        return mma_step_clocks(tile, target, d, dv, element)
     warps = -(-tile.threads // WARP)
     dims = tile.dims(dv)
     groups = max(1, WARP // tile.lanes)  # row groups per warp (they read distinct Q/P rows)

@@ -31,6 +31,7 @@ from typing import Literal
 from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 
+from fusec.codegen.mma import MMA_NAMES, MMA_PRELUDE
 from fusec.codegen.wide_access import WIDE_ACCESS_PRELUDE
 from fusec.dialects import nn
 from fusec.dialects.element_types import BY_NAME, of_device_dtype
@@ -100,7 +101,7 @@ else:
     @cuda.jit(device=True, inline=True)
     def bf16_to_f32(bits):
         return libdevice.int_as_float(int32(uint32(bits) << uint32(16)))
-""" + WIDE_ACCESS_PRELUDE
+""" + WIDE_ACCESS_PRELUDE + MMA_PRELUDE
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def sanitize_identifier(name: str, prefix: str = "k") -> str:
 PRELUDE_NAMES = frozenset(
     {"math", "np", "numba", "cuda", "boolean", "float16", "float32", "float64", "int32",
      "int64", "ieee_exp", "fast_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
-     "_ieee", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice"}
+     "_ieee", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice", *MMA_NAMES}
 )
 
 

@@ -209,23 +209,39 @@ class WindowSchedule(ScheduleAttr):
 @irdl_attr_definition
 class AttentionSchedule(ScheduleAttr):
     """An attention group (`codegen/attention.py`): `block_q` queries per
-    block, K/V tiles of `block_k` keys, `threads` per block; each thread
-    holds a `rows x cols` tile of the scores (`rows` consecutive queries,
-    `cols` consecutive keys) and the matching `rows` output rows; `stages`
-    1 (K/V staged then computed) or 2 (the next tile prefetched into
-    registers while this one is computed, two shared buffers)."""
+    block, K/V tiles of `block_k` keys, `threads` per block; `stages` 1
+    (K/V staged then computed) or 2 (the next tile prefetched into
+    registers while this one is computed, two shared buffers). `engine`
+    simt (the default): each thread holds a `rows x cols` tile of the
+    scores (`rows` consecutive queries, `cols` consecutive keys) and the
+    matching `rows` output rows, in f32 FMAs; mma (`codegen/attention_mma.
+    py`): each warp holds `rows = 16` queries and all `cols = block_k` keys
+    of the scores, multiplied on tensor cores (`mma.sync`)."""
 
     name = "fusion.attention"
+    DEFAULTS: ClassVar[dict[str, int | str]] = {"engine": "simt"}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"engine": ("simt", "mma")}
     block_q: IntAttr
     block_k: IntAttr
     threads: IntAttr
     rows: IntAttr
     cols: IntAttr
     stages: IntAttr
+    engine: StringAttr
 
     def verify(self) -> None:
         super().verify()
         bq, bk, rows, cols = (self.int_field(k) for k in ("block_q", "block_k", "rows", "cols"))
+        if self.int_field("stages") not in (1, 2):
+            raise VerifyException(f"{self.name}: stages must be 1 or 2")
+        if self.str_field("engine") == "mma":
+            if rows != 16 or cols != bk or bq % 16 or bk % 8 or bk < 8:
+                raise VerifyException(f"{self.name}: an mma tile has rows = 16, cols = block_k, "
+                                      "block_q a multiple of 16 and block_k of 8")
+            if self.int_field("threads") != bq * 2:
+                raise VerifyException(f"{self.name}: threads must be 32 per 16 queries "
+                                      f"= {bq * 2}")
+            return
         if min(bq, bk, rows, cols) < 1 or bq % rows or bk % cols:
             raise VerifyException(f"{self.name}: rows must divide block_q and cols block_k")
         lanes = bk // cols
@@ -235,8 +251,6 @@ class AttentionSchedule(ScheduleAttr):
         if self.int_field("threads") != bq // rows * lanes:
             raise VerifyException(f"{self.name}: threads must be (block_q / rows) * "
                                   f"(block_k / cols) = {bq // rows * lanes}")
-        if self.int_field("stages") not in (1, 2):
-            raise VerifyException(f"{self.name}: stages must be 1 or 2")
 
 
 SCHEDULE_ATTRS: tuple[type[ScheduleAttr], ...] = (

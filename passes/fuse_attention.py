@@ -176,7 +176,9 @@ class FuseAttentionPass(ModulePass):
     Options: `target` (profile of analysis/targets.py, or `auto`), `block_q`,
     `block_k`, `rows`, `cols`, `stages` (a fixed tile: block_q, block_k,
     rows and cols all or none, stages 1 or 2; 0: chosen per attention for
-    the target, and fused only when estimated faster), `gemm` (`auto`,
+    the target, and fused only when estimated faster), `engine` (`simt`,
+    or `mma` for a fixed tensor-core tile: block_q and block_k only, rows
+    and cols follow), `gemm` (`auto`,
     `library`, `fused`: how `tile-and-promote` will run the three-kernel
     path's GEMMs, whose time the fused kernel must beat), `remarks`.
     """
@@ -189,6 +191,7 @@ class FuseAttentionPass(ModulePass):
     rows: int = 0
     cols: int = 0
     stages: int = 1
+    engine: str = "simt"
     gemm: str = "auto"
     remarks: bool = True
 
@@ -197,13 +200,20 @@ class FuseAttentionPass(ModulePass):
             raise ValueError(problem)
         if self.gemm not in GEMM_MODES:
             raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
-        fixed = (self.block_q, self.block_k, self.rows, self.cols)
+        if self.engine not in ("simt", "mma"):
+            raise ValueError("engine must be simt or mma")
+        fixed = (self.block_q, self.block_k) if self.engine == "mma" else \
+            (self.block_q, self.block_k, self.rows, self.cols)
         if any(fixed) and not all(v > 0 for v in fixed):
-            raise ValueError("block_q, block_k, rows and cols must be given together")
+            raise ValueError("block_q, block_k, rows and cols must be given together"
+                             if self.engine == "simt" else
+                             "block_q and block_k must be given together")
         if any(fixed) and (problem := self._fixed().problem()) is not None:
             raise ValueError(f"tile {self._fixed().text()} is invalid: {problem}")
 
     def _fixed(self) -> AttentionTile:
+        if self.engine == "mma":
+            return AttentionTile.mma(self.block_q, self.block_k, self.stages)
         return AttentionTile(self.block_q, self.block_k, self.rows, self.cols, self.stages)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

@@ -26,6 +26,7 @@ import itertools
 
 from fusec.analysis.cost_model import gemm_choice
 from fusec.analysis.targets import Target
+from fusec.codegen.attention_mma_schedule import mma_problem
 from fusec.codegen.attention_schedule import (
     AttentionShape,
     AttentionTile,
@@ -42,6 +43,10 @@ ROWS = (2, 4, 8)
 COLS = (2, 4, 8)
 STAGES = (1, 2)  # 2: the next K/V tile prefetched into registers (the register model
 # counts them, so the tiles that would spill are not legal)
+MMA_BLOCK_Q = (32, 64, 128)  # tensor-core tiles: 16 queries per warp
+MMA_BLOCK_K = (32, 64)
+MMA_CAPABILITY = (8, 0)  # TF32 and bf16 mma.sync
+MMA_MAX_REGISTERS = 255  # what a thread may have: an mma tile is not held to the budget
 MIN_THREADS = 64  # two warps: fewer leaves the SM's schedulers idle
 MAX_THREADS = 512
 REGISTER_GRANULE = 8  # registers are allocated per thread in units of 8
@@ -59,16 +64,24 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
     queries."""
     smem = min(limit or target.shared_memory_per_block, target.shared_memory_per_block)
     tiles = []
-    for bq, bk, rows, cols, stages in itertools.product(BLOCK_Q, BLOCK_K, ROWS, COLS, STAGES):
-        t = AttentionTile(bq, bk, rows, cols, stages)
+    simt = [AttentionTile(*t) for t in itertools.product(BLOCK_Q, BLOCK_K, ROWS, COLS, STAGES)]
+    mma = [AttentionTile.mma(bq, bk, st) for bq, bk, st in
+           itertools.product(MMA_BLOCK_Q, MMA_BLOCK_K, STAGES)]
+    if target.compute_capability < MMA_CAPABILITY or \
+            mma_problem(shape.d, shape.dv, shape.element) is not None:
+        mma = []
+    for t in simt + mma:
+        bq, bk = t.block_q, t.block_k
         if t.problem() is not None or not MIN_THREADS <= t.threads <= MAX_THREADS:
             continue
         if bq > max(BLOCK_Q[0], shape.s) or bk > max(BLOCK_K[0], shape.skv):
             continue
         if shared_bytes(t, shape.d, shape.dv) > smem:
             continue
-        regs = attention_registers(t, shape.d, shape.dv, shape.params).registers
-        if regs > target.register_budget:
+        regs = attention_registers(t, shape.d, shape.dv, shape.params, shape.element).registers
+        # an mma tile holds its scores and outputs in registers, as
+        # FlashAttention does, at the occupancy `resident_blocks` prices
+        if regs > (MMA_MAX_REGISTERS if t.engine == "mma" else target.register_budget):
             continue
         tiles.append(t)
     return tiles
@@ -76,7 +89,7 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
 
 def resident_blocks(tile: AttentionTile, shape: AttentionShape, target: Target) -> int:
     """Blocks of this tile one SM holds at once."""
-    regs = attention_registers(tile, shape.d, shape.dv, shape.params).registers
+    regs = attention_registers(tile, shape.d, shape.dv, shape.params, shape.element).registers
     regs = -(-regs // REGISTER_GRANULE) * REGISTER_GRANULE
     by_regs = target.registers_per_sm // (regs * tile.threads)
     by_smem = target.shared_memory_per_sm // max(1, shared_bytes(tile, shape.d, shape.dv))
@@ -94,10 +107,13 @@ def fused_time(tile: AttentionTile, shape: AttentionShape, target: Target) -> fl
     blocks = shape.heads * -(-shape.s // tile.block_q)
     resident = resident_blocks(tile, shape, target)
     waves = -(-blocks // (target.sms * resident))
-    per_block = -(-shape.skv // tile.block_k) * step_clocks(tile, target, shape.d, shape.dv)
+    per_block = -(-shape.skv // tile.block_k) * step_clocks(tile, target, shape.d, shape.dv,
+                                                            shape.element)
     # a wave's `resident` blocks share the SM's pipes
     busy = waves * min(resident, -(-blocks // target.sms)) * per_block
-    compute = busy / clock_hz(target) / target.attention_efficiency
+    efficiency = target.attention_mma_efficiency if tile.engine == "mma" else \
+        target.attention_efficiency
+    compute = busy / clock_hz(target) / efficiency
     io = shape.heads * (shape.s * (shape.d + shape.dv) + shape.skv * (shape.d + shape.dv))
     return max(compute, io * shape.item / target.memory_bandwidth) + target.launch_overhead
 
@@ -146,9 +162,11 @@ def choose_tile(shape: AttentionShape, target: Target) -> AttentionTile | str:
             f"(budget {target.register_budget})")
 
 
-def tile_kind(tile: AttentionTile, shape: AttentionShape, target: Target) -> tuple[int, bool]:
-    """(stages, whether the tile needs dynamic shared memory)."""
-    return tile.stages, shared_bytes(tile, shape.d, shape.dv) > target.static_shared_limit
+def tile_kind(tile: AttentionTile, shape: AttentionShape, target: Target
+              ) -> tuple[str, int, bool]:
+    """(engine, stages, whether the tile needs dynamic shared memory)."""
+    return (tile.engine, tile.stages,
+            shared_bytes(tile, shape.d, shape.dv) > target.static_shared_limit)
 
 
 def candidate_order(tiles: list[AttentionTile], shape: AttentionShape, target: Target
@@ -156,7 +174,7 @@ def candidate_order(tiles: list[AttentionTile], shape: AttentionShape, target: T
     """`tiles` (fastest first) with the first of each `tile_kind` moved to
     the front, in their order: the model does not know how much the
     prefetch of `stages = 2` or the larger dynamic tiles gain, a GPU does."""
-    seen: set[tuple[int, bool]] = set()
+    seen: set[tuple[str, int, bool]] = set()
     heads: list[AttentionTile] = []
     rest: list[AttentionTile] = []
     for t in tiles:

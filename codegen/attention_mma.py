@@ -1,0 +1,241 @@
+"""The tensor-core engine of `kind = "attention"` kernels (a schedule with
+`engine = "mma"`): `softmax(f(Q @ Kᵀ)) @ V` as one kernel whose two products
+run as warp-level `mma.sync` (`codegen/mma.py`: f32 as TF32x3, f16 and bf16
+natively, f32 accumulation), FlashAttention-2 style.
+
+One block per (batch x head, tile of `block_q` queries), a warp per 16 of
+its queries (`codegen/attention_mma_schedule.py` has the geometry):
+
+1. Q is staged in shared memory once and each warp keeps its fragments in
+   registers; each key step stages K (`[key][dim]`) and Vᵀ (`[dim][key]`)
+   (with `stages = 2` the next step's tile is loaded into registers before
+   this step's math and stored into the other buffer after it);
+2. the scores of a warp are `block_k / 8` accumulator fragments of
+   `Q @ Kᵀ`, a product per 8 head dims; the score ops (scale, masks) are
+   applied to each element at its (query, key);
+3. online softmax: each lane holds two query rows; their maxima and sums
+   combine across the 4 lanes of a row (`xor_lanes`), the accumulators are
+   rescaled by `exp(m_old - m_new)`;
+4. the probabilities' fragments are the A operands of `P @ V` as they are
+   (the fragment layout of `codegen/mma.py`), so P never leaves the
+   registers; in f16/bf16 they are rounded to the operands' type there, as
+   FlashAttention rounds them.
+
+After the last step each output is divided by its row sum once and rounded
+once to its stored type. Operands are read through their strided views, as
+the SIMT engine (`codegen/attention.py`) reads them, whose staging code
+this engine shares.
+"""
+
+from __future__ import annotations
+
+from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.codegen.attention import AttentionSizes, _Tile, _Writer
+from fusec.codegen.attention_mma_schedule import mma_shared_words, mma_widths
+from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, WARP, AttentionTile
+from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, store_expr
+from fusec.codegen.kernel_source import float_literal, unravel
+from fusec.codegen.mma import mma_helpers
+from fusec.codegen.reduction_tree import SIMULATED
+from fusec.dialects.nn_base import tensor_shape
+
+F32 = "float32"
+NEG_INF = float_literal(float("-inf"))
+ZERO = float_literal(0.0)
+ALIGN = 16  # bytes: shared tiles aligned for the 8-byte fragment loads
+
+
+class MmaWriter(_Writer):
+    """Writes the body of an mma tile's kernel: the SIMT writer's staging
+    (its `_stage_loop`, `_prefetch` and key-step skeleton) with mma tiles
+    (Q and K `[row][dim]`, Vᵀ `[dim][key]`, rows padded for 8-byte
+    fragment loads) and warp fragments. Every fragment value is a scalar
+    variable (`s3_2`: element 2 of the scores of keys 24..31), as numba
+    keeps indexed local arrays in local memory."""
+
+    def __init__(self, body: GroupBody, p: AttentionPattern, shape: AttentionSizes,
+                 tile: AttentionTile, qtiles: int, dynamic: bool = False) -> None:
+        self.body, self.p, self.sh, self.t, self.qtiles = body, p, shape, tile, qtiles
+        self.dynamic = dynamic
+        self.batch_lines, self.bcoords = unravel("bz", shape.batch, prefix="b")
+        wq, wk, wv = mma_widths(tile, shape.d)
+        self.q = _Tile("q", tile.block_q, shape.d, shape.d, False, wq)
+        self.k = _Tile("k", tile.block_k, shape.d, shape.d, False, wk)
+        self.v = _Tile("v", tile.block_k, shape.dv, shape.dv, True, wv)
+        self.v_offset = tile.block_k * wk  # Vᵀ follows K in each K/V buffer
+        words = mma_shared_words(tile, shape.d, shape.dv)
+        self.kv_words = words["kv"] // tile.stages
+        self.kv_base = 0
+        self.q_base = words["kv"] if dynamic else 0
+        self.steps = -(-shape.skv // tile.block_k)
+        self.frag_a, self.frag_b, self.mma = mma_helpers(shape.element)
+        self.n_keys = tile.block_k // MMA_K  # score fragments per warp
+        self.n_out = shape.dv // MMA_K  # output fragments per warp
+        self.n_dims = shape.d // MMA_K  # Q fragments per warp
+
+    def lines(self) -> list[str]:
+        w, t, sh = self, self.t, self.sh
+        out = [
+            "tid = cuda.threadIdx.x",
+            f"lane = tid % {WARP}",
+            f"wp = tid // {WARP}",
+            "g = lane // 4",
+            "t2 = (lane % 4) * 2",
+            f"q0 = (cuda.blockIdx.x % {w.qtiles}) * {t.block_q}",
+            f"bz = cuda.blockIdx.x // {w.qtiles}",
+            *w.batch_lines,
+            *(f"{b}base = {self._base(b)}" for b in ("q", "k", "v", "o")),
+            *self._declare(),
+            "# Q, once",
+            *self._stage_loop(w.q, "Qt", str(w.q_base), "q0", sh.s),
+        ]
+        if t.stages == 2:
+            out += ["# the first K/V tile", *self._stage_kv_loop(str(w.kv_base), "0")]
+        out += ["cuda.syncthreads()", *self._q_fragments()]
+        for r in range(2):
+            out += [f"qr{r} = q0 + wp * {MMA_ROWS} + g + {8 * r}",
+                    f"qc{r} = min(qr{r}, {sh.s - 1})",  # side inputs of rows past S
+                    f"m{r} = {NEG_INF}", f"l{r} = {ZERO}"]
+        out += [f"o{n}_{e} = {ZERO}" for n in range(self.n_out) for e in range(4)]
+        out += [f"for kt in range({w.steps}):", *indent(self._key_step(), 1), *self._finish()]
+        return out
+
+    def _declare(self) -> list[str]:
+        """Q and the K/V buffers (one dynamic array past 48 KiB, as in the
+        SIMT engine) and the simulator's lane exchange `X`."""
+        words = mma_shared_words(self.t, self.sh.d, self.sh.dv)
+        warps = self.t.block_q // MMA_ROWS
+        sim_x = f"X = cuda.shared.array(({warps}, {WARP}, 8), {F32})"
+        gpu_x = f"X = cuda.shared.array((1, 1, 8), {F32})  # unused: lanes shuffle"
+        if self.dynamic:
+            arrays = ["Qt = SM", "KV = SM"]
+            sim = [f"SM = cuda.shared.array(0, {F32})", *arrays, sim_x]
+            gpu = [f"SM = cuda.shared.array(0, {F32}, alignment={ALIGN})", *arrays, gpu_x]
+        else:
+            decl = [("Qt", words["q"]), ("KV", words["kv"])]
+            sim = [*(f"{n} = cuda.shared.array({k}, {F32})" for n, k in decl), sim_x]
+            gpu = [*(f"{n} = cuda.shared.array({k}, {F32}, alignment={ALIGN})" for n, k in decl),
+                   gpu_x]
+        return [f"if {SIMULATED}:", *indent(sim, 1), "else:", *indent(gpu, 1)]
+
+    def _q_fragments(self) -> list[str]:
+        """`qa<kk>_<e>`: this lane's Q values of dims `8 kk + t2 (+1)`, rows
+        g and g + 8 of its warp."""
+        lines = [f"qf = {self.q_base} + (wp * {MMA_ROWS} + g) * {self.q.width} + t2"]
+        for kk in range(self.n_dims):
+            lines += [f"qa{kk}_0, qa{kk}_1 = ld_pair(Qt, qf + {kk * MMA_K})",
+                      f"qa{kk}_2, qa{kk}_3 = ld_pair(Qt, qf + {8 * self.q.width + kk * MMA_K})"]
+        return lines
+
+    def _product(self, target: str, a: str, b: str) -> str:
+        acc = ", ".join(f"{target}_{e}" for e in range(4))
+        return f"{acc} = {self.mma}(X, wp, lane, {a}, {b}, {acc})"
+
+    def _frag_a(self, name: str) -> str:
+        return f"{name} = {self.frag_a}({', '.join(f'{name}_{e}' for e in range(4))})"
+
+    def _qk(self) -> list[str]:
+        """`s<j>_<e>`: the scores of keys `8 j ..`, a product per 8 head dims."""
+        lines = [f"kf = cbi + g * {self.k.width} + t2"]
+        lines += [f"s{j}_{e} = {ZERO}" for j in range(self.n_keys) for e in range(4)]
+        for kk in range(self.n_dims):
+            lines.append(self._frag_a(f"qa{kk}"))
+            for j in range(self.n_keys):
+                lines += [f"kb0, kb1 = ld_pair(KV, kf + {j * MMA_K * self.k.width + kk * MMA_K})",
+                          f"kb = {self.frag_b}(kb0, kb1)",
+                          self._product(f"s{j}", f"qa{kk}", "kb")]
+        return lines
+
+    def _scores(self) -> list[str]:
+        """`x<j>_<e>`: the score ops applied at each element's (query, key);
+        keys past the end score -inf."""
+        w, sh = self, self.sh
+        ragged = sh.skv % self.t.block_k != 0
+        domain = tensor_shape(w.p.qk.result)
+        lines: list[str] = []
+        for j in range(self.n_keys):
+            for c in range(2):
+                lines.append(f"kc{j}_{c} = k0 + {j * MMA_K + c} + t2")
+                if ragged:
+                    lines.append(f"kk{j}_{c} = min(kc{j}_{c}, {sh.skv - 1})")
+            for e in range(4):
+                key = f"kk{j}_{e % 2}" if ragged else f"kc{j}_{e % 2}"
+                coords = [*w.bcoords, f"qc{e // 2}", key]
+                ev = PointEvaluator(w.body, domain, coords, {w.p.qk.result: f"s{j}_{e}"},
+                                    suffix=f"_{j}_{e}")
+                value = ev.value(w.p.scores)
+                lines += ev.take_lines()
+                keep = f" if kc{j}_{e % 2} < {sh.skv} else {NEG_INF}" if ragged else ""
+                lines.append(f"x{j}_{e} = {F32}({value}){keep}")
+        return lines
+
+    def _online_softmax(self) -> list[str]:
+        lines: list[str] = []
+        for r in range(2):
+            row = [f"x{j}_{2 * r + c}" for j in range(self.n_keys) for c in range(2)]
+            lines.append(f"t{r} = {_fold_max(row)}")
+        lines += self._across_quad("max")
+        for r in range(2):
+            lines += [
+                f"n{r} = max(m{r}, t{r})",
+                f"b{r} = n{r} if n{r} > {NEG_INF} else {ZERO}  # rows masked so far: no NaN",
+                f"a{r} = fast_exp(m{r} - b{r})",
+                f"m{r} = n{r}",
+            ]
+        lines += [f"s{j}_{e} = fast_exp(x{j}_{e} - b{e // 2})"
+                  for j in range(self.n_keys) for e in range(4)]
+        for r in range(2):
+            terms = " + ".join(f"s{j}_{2 * r + c}" for j in range(self.n_keys) for c in range(2))
+            lines.append(f"l{r} = l{r} * a{r} + ({terms})")
+        lines += [f"o{n}_{e} = o{n}_{e} * a{e // 2}" for n in range(self.n_out) for e in range(4)]
+        return lines
+
+    def _pv(self) -> list[str]:
+        """The accumulators += P @ V: the probabilities of keys `8 j ..` are
+        the A fragment of the product over those keys."""
+        lines = [f"vf = cbi + {self.v_offset} + g * {self.v.width} + t2"]
+        for j in range(self.n_keys):
+            lines.append(self._frag_a(f"s{j}"))
+            for n in range(self.n_out):
+                lines += [f"vb0, vb1 = ld_pair(KV, vf + {n * MMA_K * self.v.width + j * MMA_K})",
+                          f"vb = {self.frag_b}(vb0, vb1)",
+                          self._product(f"o{n}", f"s{j}", "vb")]
+        return lines
+
+    def _across_quad(self, how: str) -> list[str]:
+        """`t0`, `t1` of the 4 lanes of a row combined (max or sum)."""
+        lines = []
+        for m in (1, 2):
+            for r in range(2):
+                other = f"xor_lanes(X, wp, lane, t{r}, {m})"
+                lines.append(f"t{r} = max(t{r}, {other})" if how == "max"
+                             else f"t{r} = t{r} + {other}")
+        return lines
+
+    def _finish(self) -> list[str]:
+        """Row sums across the quad, then each output divided once, rounded
+        to its stored type and stored."""
+        w, sh = self, self.sh
+        view = self._view("o")
+        rs, ds = view.strides[-2], view.strides[-1]
+        lines = ["# each lane summed its own keys: combine them", "t0 = l0", "t1 = l1",
+                 *self._across_quad("sum")]
+        for r in range(2):
+            stores = [f"inv = {float_literal(1.0)} / t{r}"]
+            for n in range(self.n_out):
+                for c in range(2):
+                    value = store_expr(w.p.output, f"o{n}_{2 * r + c} * inv")
+                    col = f"({n * MMA_K + c} + t2)"
+                    stores.append(f"out0[obase + qr{r} * {rs} + {col} * {ds}] = {value}")
+            lines += [f"if qr{r} < {sh.s}:", *indent(stores, 1)] if sh.s % self.t.block_q \
+                else stores
+        return lines
+
+
+def _fold_max(names: list[str]) -> str:
+    text = names[-1]
+    for n in reversed(names[:-1]):
+        text = f"max({n}, {text})"
+    return text
+
+

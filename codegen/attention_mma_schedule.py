@@ -1,0 +1,121 @@
+"""What an mma attention tile (`codegen/attention_mma.py`) costs the SM:
+its shared tiles, registers and the clocks of one key step. The SIMT
+engine's counterparts are in `codegen/attention_schedule.py`, which calls
+these for a tile whose `engine` is `mma`.
+
+A block is `block_q / 16` warps; warp `w` holds queries `16 w .. 16 w + 15`
+of the block and, per K/V tile, all `block_k` keys of their scores: a
+thread holds `block_k / 2` scores, `dv / 2` output accumulators and its Q
+fragments (`d / 2` values) for the whole kernel. The shared tiles are Q
+(`[query][dim]`), K (`[key][dim]`) and Vᵀ (`[dim][key]`), f32, each row
+padded to 8 (mod 16) words: a warp's 8-byte fragment loads (`ld_pair`, lanes
+`g = lane // 4` on rows and `2 (lane % 4)` on words) then hit distinct banks
+in each half-warp.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from fusec.analysis.targets import Target
+from fusec.codegen.mma import MMA_ELEMENTS
+from fusec.codegen.register_model import RegisterEstimate
+
+if TYPE_CHECKING:
+    from fusec.codegen.attention_schedule import AttentionTile
+
+WARP = 32
+PRODUCT_FLOPS = 2 * 16 * 8 * 8  # one mma.m16n8k8
+TF32_PASSES = 3  # an f32 product is three TF32 products (`codegen/mma.py`)
+PAIR_ROW = 16  # rows are 8 (mod PAIR_ROW) words: conflict-free 8-byte fragment loads
+# Issue model: warp instructions per score besides the products (score ops,
+# row max, subtract, exp (2), row sum), per TF32 operand split (two
+# conversions and a subtract), and per staged element (index math, global
+# load, shared store).
+SCORE_INSTRS = 8
+SPLIT_INSTRS = 3
+STAGE_INSTRS = 6
+# Register model: what a thread holds across the key loop (scores, output
+# accumulators, Q fragments; in f32 also their TF32 big and small parts,
+# which the compiler hoists out of the loop; prefetched K/V values with
+# their addresses) plus a base, fitted to `ptxas -arch=sm_90 -v` (2026-12-01,
+# B8 H12 S512 D64): f32 32x32 one stage 254 (model 252), 64x64 and 128x64
+# 255 with 16 bytes spilled (270: over the limit), 64x64 two stages 255 with
+# 6.5 KB spilled (430); bf16 and f16 64x64 one stage 174 (174), bf16 64x32
+# two stages 255 with 800 bytes spilled (270). tests/test_attention_mma.py
+# checks one against ptxas.
+MMA_BASE_REGISTERS = 64
+MMA_PER_LOG2_THREADS = 2
+MMA_F32_SPLIT_PER_DIM = 1.5  # Q's TF32 parts and the split temporaries, per head dim
+MMA_PER_PREFETCHED = 2.5  # a prefetched value and its share of the addresses
+
+
+def mma_problem(d: int, dv: int, element: str) -> str | None:
+    """Why an attention with head dims `d`, `dv` on `element` operands
+    cannot run on the mma engine, or None."""
+    if element not in MMA_ELEMENTS:
+        return f"operands of type {element} (the mma engine takes {', '.join(MMA_ELEMENTS)})"
+    if d % 8 or dv % 8:
+        return f"head dims {d} and {dv} must be multiples of 8"
+    return None
+
+
+def pair_padded(width: int) -> int:
+    """A row of `width` words padded to 8 (mod 16)."""
+    return width + (8 - width) % PAIR_ROW
+
+
+def mma_widths(tile: AttentionTile, d: int) -> tuple[int, int, int]:
+    """Row lengths of the Q, K and Vᵀ tiles."""
+    return pair_padded(d), pair_padded(d), pair_padded(tile.block_k)
+
+
+def mma_shared_words(tile: AttentionTile, d: int, dv: int) -> dict[str, int]:
+    """Words of the Q tile and of the K/V buffers (`stages` of them)."""
+    wq, wk, wv = mma_widths(tile, d)
+    kv = tile.block_k * wk + dv * wv
+    return {"q": tile.block_q * wq, "kv": kv * tile.stages, "p": 0}
+
+
+def mma_prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
+    """Registers a thread holds the next K/V tile in (`stages = 2`)."""
+    if tile.stages < 2:
+        return 0
+    return -(-tile.block_k * d // tile.threads) + -(-tile.block_k * dv // tile.threads)
+
+
+def mma_registers(tile: AttentionTile, d: int, dv: int, params: int,
+                  element: str = "f32") -> RegisterEstimate:
+    """Registers per thread: what it holds across the key loop, plus its
+    addressing (see above)."""
+    split = MMA_F32_SPLIT_PER_DIM * d if element == "f32" else 0.0
+    parts = [("base", MMA_BASE_REGISTERS + MMA_PER_LOG2_THREADS * math.log2(tile.threads)),
+             ("scores", tile.block_k / 2), ("accumulators", dv / 2), ("Q fragments", d / 2),
+             ("TF32 parts", split),
+             ("prefetch", MMA_PER_PREFETCHED * mma_prefetch_values(tile, d, dv)),
+             ("side inputs", 2 * max(0, params - 4))]
+    total = sum(v for _, v in parts)
+    return RegisterEstimate(round(total), tuple((k, round(v)) for k, v in parts))
+
+
+def mma_step_clocks(tile: AttentionTile, target: Target, d: int, dv: int,
+                    element: str) -> float:
+    """Clocks one SM spends per block per K/V step: the larger of the
+    tensor-core products (at `warp_mma_fraction` of the element type's
+    library rate) and instruction issue (fragment loads, TF32 splits, the
+    softmax of each score, the accumulators' rescale, the staging)."""
+    warps = tile.block_q // 16
+    products = (d // 8) * (tile.block_k // 8) + (tile.block_k // 8) * (dv // 8)
+    passes = TF32_PASSES if element == "f32" else 1
+    rate = target.library_gemm_rate(element, tf32=True) * target.warp_mma_fraction
+    clock = target.fp32_flops / (2 * target.sms * target.fma_lanes_per_sm)
+    per_sm_clock = rate / target.sms / clock
+    mma_clocks = warps * products * passes * PRODUCT_FLOPS / per_sm_clock
+    splits = products * 6 * SPLIT_INSTRS if element == "f32" else products * 3
+    loads = products  # one 8-byte B fragment per product
+    scores = tile.block_k // 2 * SCORE_INSTRS + dv // 2
+    staged = -(-tile.block_k * (d + dv) // tile.threads) * STAGE_INSTRS
+    issue = warps * (products * passes + splits + loads + scores + staged)
+    exps = tile.threads * (tile.block_k // 2 + 2)
+    return max(mma_clocks, issue / target.warp_issue_per_sm, exps / target.sfu_lanes_per_sm)

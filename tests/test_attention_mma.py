@@ -1,0 +1,206 @@
+"""The tensor-core attention engine (`engine = "mma"`, codegen/attention_mma.py)
+and its warp products (codegen/mma.py): the fragment layout in the
+simulator and on a GPU, the fused kernel against the reference interpreter
+(masks, causal, ragged tiles, cross attention, multi-head views, f16, bf16,
+one and two stages, dynamic shared memory), and its PTX."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from codegen_harness import check_program, compile_text, tensor
+from test_attention import GPT2_HEADS, MODELS, attention_text
+
+from fusec.codegen.attention_schedule import AttentionTile
+from fusec.compiler.driver import make_registry
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+
+TAIL = "form-fusion-groups,group-each-op"
+
+
+def _pipeline(block_q: int = 32, block_k: int = 16, stages: int = 1) -> str:
+    return (f"decompose,fold-constants,fuse-attention{{block_q={block_q} block_k={block_k} "
+            f"stages={stages} engine=mma}},{TAIL}")
+
+
+HALF_TOLERANCE = {"float16": 1e-2, "bfloat16": 4e-2, "float32": 4e-2}  # bf16 comes back widened
+
+
+def test_masked_ragged_one_kernel_on_the_mma_engine() -> None:
+    # S = 20: the last query and key tiles are partial; 2 x 2 heads
+    program = check_program(attention_text((2, 2), 20, 8, mask=tensor((20, 20))), 1,
+                            _pipeline())
+    assert "mma_f32(" in program.kernels_source
+
+
+def test_two_stages_and_more_keys_than_queries() -> None:
+    check_program(attention_text((1, 2), 9, 16, mask=tensor((1, 1, 9, 37)), skv=37), 1,
+                  _pipeline(32, 16, 2))
+
+
+def test_causal_select_hand_written_softmax() -> None:
+    text = attention_text((2,), 18, 8, softmax="hand")
+    check_program(text, 1, _pipeline(32, 32))
+
+
+def test_multi_head_views_of_a_packed_projection() -> None:
+    program = check_program(GPT2_HEADS, 2, _pipeline())
+    assert "mma_f32(" in program.kernels_source
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_operands_on_tensor_cores(dtype: str) -> None:
+    text = attention_text((1, 2), 19, 16, mask=tensor((19, 19))).replace("f32>", f"{dtype}>")
+    program = check_program(text, 1, _pipeline(), tolerance=HALF_TOLERANCE)
+    assert f"mma_{dtype}(" in program.kernels_source
+
+
+def test_dynamic_shared_memory_tile() -> None:
+    # head dim 128, 128 queries x 64 keys: 3 x 34 KiB of tiles, past 48 KiB
+    program = check_program(attention_text((1,), 20, 128), 1, _pipeline(128, 64))
+    (launch,) = program.functions["f"].launches
+    assert launch.shared_bytes > 48 * 1024
+
+
+def test_head_dims_not_a_multiple_of_8_are_refused_with_an_error() -> None:
+    from fusec.analysis.diagnostics import FusecError
+
+    with pytest.raises(FusecError, match="multiples of 8"):
+        compile_text(attention_text((1,), 12, 4), _pipeline())
+
+
+def test_schedule_attribute_round_trips_with_its_engine() -> None:
+    tile = AttentionTile.mma(64, 32, 2)
+    assert tile.problem() is None and tile.threads == 128
+    text = str(tile.attr())
+    assert 'engine = "mma"' in text and AttentionTile.of(tile.attr()) == tile
+    assert 'engine' not in str(AttentionTile(64, 32, 4, 2).attr())  # the default is left out
+
+
+FRAGMENT_KERNEL = """
+@cuda.jit
+def fragment_kernel(a, b, c):
+    lane = cuda.threadIdx.x
+    x = cuda.shared.array((1, 32, 8), float32)
+    g = lane // 4
+    t2 = (lane % 4) * 2
+    fra = FA(a[g, t2], a[g, t2 + 1], a[g + 8, t2], a[g + 8, t2 + 1])
+    frb = FB(b[t2, g], b[t2 + 1, g])
+    c0, c1, c2, c3 = MMA(x, 0, lane, fra, frb, c[g, t2], c[g, t2 + 1], c[g + 8, t2],
+                         c[g + 8, t2 + 1])
+    c[g, t2], c[g, t2 + 1], c[g + 8, t2], c[g + 8, t2 + 1] = c0, c1, c2, c3
+    c[16 + g, t2] = xor_lanes(x, 0, lane, float32(lane), 1)
+"""
+"""A one-warp kernel multiplying a 16x8 A by an 8x8 B through the prelude's
+helpers `FA`, `FB` and `MMA`, plus a lane exchange (written in the prelude's
+namespace, as kernels.py is)."""
+
+
+def _fragment_kernel(helpers: tuple[str, str, str]):  # type: ignore[no-untyped-def]
+    from fusec.codegen.kernel_source import KERNEL_PRELUDE
+
+    text = FRAGMENT_KERNEL
+    for name, helper in zip(("FA", "FB", "MMA"), helpers, strict=True):
+        text = text.replace(name, helper)
+    space: dict[str, object] = {}
+    exec(compile(KERNEL_PRELUDE + text, "fragment_kernel", "exec"), space)
+    return space["fragment_kernel"], space["cuda"]
+
+
+def _check_fragments(element: str, device: str) -> None:
+    from fusec.codegen.mma import mma_helpers
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 8)).astype(np.float32)
+    c = np.zeros((24, 8), np.float32)
+    c[:16] = rng.standard_normal((16, 8))
+    if element != "f32":  # values the half type holds exactly
+        dtype = np.float16 if element == "f16" else np.float32
+        a, b = (x.astype(dtype).astype(np.float32) for x in (a, b))
+        if element == "bf16":
+            a, b = ((x.view(np.uint32) & 0xFFFF0000).view(np.float32) for x in (a, b))
+    want = a.astype(np.float64) @ b + c[:16]
+    kernel, cuda = _fragment_kernel(mma_helpers(element))
+    if device == "gpu":
+        dc = cuda.to_device(c)
+        kernel[1, 32](cuda.to_device(a), cuda.to_device(b), dc)
+        c = dc.copy_to_host()
+    else:
+        kernel[1, 32](a, b, c)
+    np.testing.assert_allclose(c[:16], want, rtol=1e-5, atol=1e-5)
+    assert list(c[16, 0:8:2]) == [1, 0, 3, 2]  # lane 4g + t reads lane (4g + t) ^ 1
+
+
+@pytest.mark.parametrize("element", ["f32", "f16", "bf16"])
+def test_fragment_layout_in_the_simulator(element: str) -> None:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("the simulator check runs where numba simulates the GPU")
+    _check_fragments(element, "sim")
+
+
+@pytest.mark.gpu
+@pytest.mark.filterwarnings("ignore:.*Grid size 1")  # one warp is the point
+@pytest.mark.parametrize("element", ["f32", "f16", "bf16"])
+def test_fragment_layout_on_the_gpu(element: str) -> None:
+    _check_fragments(element, "gpu")
+
+
+def _forced(text: str, tile: str) -> str:
+    ctx = make_context()
+    module = parse_module(ctx, text, "attention.mlir")
+    spec = f"decompose,fold-constants,fuse-attention{{{tile}}}"
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
+    return str(module)
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+@pytest.mark.slow
+def test_full_size_ptx_splits_each_fragment_once() -> None:
+    from fusec.codegen.ptx import compile_program_ptx
+
+    text = _forced((MODELS / "attention.mlir").read_text(),
+                   "block_q=32 block_k=32 stages=1 engine=mma")
+    program = compile_text(text, f"{TAIL},register-budget,tile-and-promote")
+    (launch,) = program.functions["attention"].launches
+    info = compile_program_ptx(program)[launch.kernel]
+    ptx = info["ptx"]
+    assert info["spill_bytes"] == 0
+    assert abs(info["registers"] - launch.est_registers) <= 0.25 * info["registers"]
+    # per key step of 32 keys: QK 8 x 4 products, PV 4 x 8, three TF32 each
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 3 * 64
+    # split once each: Q 8 x 4 values, K 32 x 2, P 4 x 4, V 32 x 2 (x2: big and small)
+    assert ptx.count("cvt.rna.tf32.f32") == 2 * (32 + 64 + 16 + 64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_full_size_attention_on_tensor_cores(dtype: str) -> None:
+    import sys
+
+    import fusec
+    from fusec.compiler.run_command import compare
+    from fusec.reference.interpreter import find_function, random_inputs, run_function
+
+    sys.path.insert(0, str(MODELS.parent))
+    from half_precision import retype
+
+    text = retype((MODELS / "attention.mlir").read_text(), dtype)
+    func = find_function(parse_module(make_context(), text, "attention.mlir"), None)
+    inputs = random_inputs(func, seed=3)
+    expected = run_function(func, inputs)
+    with tempfile.TemporaryDirectory() as tmp:
+        forced = Path(tmp) / "attention.mlir"
+        forced.write_text(_forced(text, "block_q=64 block_k=64 stages=2 engine=mma"))
+        model = fusec.compile(forced, fusion=True, device="gpu")
+    assert model.launches == 1
+    # bf16 comes back as f32 values: compared at bf16's tolerance
+    ok, message = compare(np.asarray(model(*inputs)), expected[0],
+                          "bfloat16" if dtype == "bf16" else None)
+    assert ok, message
