@@ -29,17 +29,20 @@ this engine shares.
 
 from __future__ import annotations
 
+from xdsl.ir import BlockArgument
+
 from fusec.analysis.attention_pattern import AttentionPattern
-from fusec.codegen.attention import AttentionSizes, _Tile, _Writer
+from fusec.codegen.attention import AttentionSizes, _Tile, _u, _Writer
 from fusec.codegen.attention_mma_schedule import mma_shared_words, mma_widths
 from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, WARP, AttentionTile
-from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, store_expr
+from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import float_literal, unravel
 from fusec.codegen.mma import mma_helpers
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.dialects.nn_base import tensor_shape
 
 F32 = "float32"
+VEC = 4  # head dims a thread stages per step
 NEG_INF = float_literal(float("-inf"))
 ZERO = float_literal(0.0)
 ALIGN = 16  # bytes: shared tiles aligned for the 8-byte fragment loads
@@ -66,7 +69,11 @@ class MmaWriter(_Writer):
         words = mma_shared_words(tile, shape.d, shape.dv)
         self.kv_words = words["kv"] // tile.stages
         self.kv_base = 0
-        self.q_base = words["kv"] if dynamic else 0
+        # Q follows the K/V buffers in one array, static or dynamic: its
+        # fragments are read each key step and, in the array the staging
+        # stores to, stay loads there (hoisted out of the loop they would
+        # hold d / 2 registers, d * 1.5 with f32's TF32 parts, all kernel long)
+        self.q_base = words["kv"]
         self.steps = -(-shape.skv // tile.block_k)
         self.frag_a, self.frag_b, self.mma = mma_helpers(shape.element)
         self.n_keys = tile.block_k // MMA_K  # score fragments per warp
@@ -91,7 +98,7 @@ class MmaWriter(_Writer):
         ]
         if t.stages == 2:
             out += ["# the first K/V tile", *self._stage_kv_loop(str(w.kv_base), "0")]
-        out += ["cuda.syncthreads()", *self._q_fragments()]
+        out += [f"qf = {self.q_base} + (wp * {MMA_ROWS} + g) * {self.q.width} + t2"]
         for r in range(2):
             out += [f"qr{r} = q0 + wp * {MMA_ROWS} + g + {8 * r}",
                     f"qc{r} = min(qr{r}, {sh.s - 1})",  # side inputs of rows past S
@@ -101,31 +108,61 @@ class MmaWriter(_Writer):
         return out
 
     def _declare(self) -> list[str]:
-        """Q and the K/V buffers (one dynamic array past 48 KiB, as in the
-        SIMT engine) and the simulator's lane exchange `X`."""
-        words = mma_shared_words(self.t, self.sh.d, self.sh.dv)
+        """The K/V buffers and Q in one array (dynamic past 48 KiB, as in
+        the SIMT engine) and the simulator's lane exchange `X`."""
+        words = sum(mma_shared_words(self.t, self.sh.d, self.sh.dv).values())
         warps = self.t.block_q // MMA_ROWS
-        sim_x = f"X = cuda.shared.array(({warps}, {WARP}, 8), {F32})"
-        gpu_x = f"X = cuda.shared.array((1, 1, 8), {F32})  # unused: lanes shuffle"
-        if self.dynamic:
-            arrays = ["Qt = SM", "KV = SM"]
-            sim = [f"SM = cuda.shared.array(0, {F32})", *arrays, sim_x]
-            gpu = [f"SM = cuda.shared.array(0, {F32}, alignment={ALIGN})", *arrays, gpu_x]
-        else:
-            decl = [("Qt", words["q"]), ("KV", words["kv"])]
-            sim = [*(f"{n} = cuda.shared.array({k}, {F32})" for n, k in decl), sim_x]
-            gpu = [*(f"{n} = cuda.shared.array({k}, {F32}, alignment={ALIGN})" for n, k in decl),
-                   gpu_x]
+        size = 0 if self.dynamic else words
+        alias = ["Qt = SM", "KV = SM"]
+        sim = [f"SM = cuda.shared.array({size}, {F32})", *alias,
+               f"X = cuda.shared.array(({warps}, {WARP}, 8), {F32})"]
+        gpu = [f"SM = cuda.shared.array({size}, {F32}, alignment={ALIGN})", *alias,
+               f"X = cuda.shared.array((1, 1, 8), {F32})  # unused: lanes shuffle"]
         return [f"if {SIMULATED}:", *indent(sim, 1), "else:", *indent(gpu, 1)]
 
-    def _q_fragments(self) -> list[str]:
-        """`qa<kk>_<e>`: this lane's Q values of dims `8 kk + t2 (+1)`, rows
-        g and g + 8 of its warp."""
-        lines = [f"qf = {self.q_base} + (wp * {MMA_ROWS} + g) * {self.q.width} + t2"]
-        for kk in range(self.n_dims):
-            lines += [f"qa{kk}_0, qa{kk}_1 = ld_pair(Qt, qf + {kk * MMA_K})",
-                      f"qa{kk}_2, qa{kk}_3 = ld_pair(Qt, qf + {8 * self.q.width + kk * MMA_K})"]
-        return lines
+    def _stage_loop(self, tile: _Tile, array: str, offset: str, origin: str,
+                    limit: int) -> list[str]:
+        """Global -> shared, 4 consecutive head dims per thread and step in
+        unsigned index math (no negative-index wrap-around, shifts for the
+        powers of two): a tile whose head dims are contiguous in its source;
+        any other, the SIMT engine's element walk."""
+        r_stride, c_stride = self._strides(tile.which)
+        if c_stride != 1 or tile.cols % VEC:
+            return super()._stage_loop(tile, array, offset, origin, limit)
+        per_row = tile.cols // VEC
+        count = tile.rows * per_row
+        threads = self.t.threads
+        src = self.p.source(tile.which)
+        assert isinstance(src, BlockArgument)
+        lines = [f"u = {_u('tid')} + {_u(f'e * {threads}')}",
+                 f"r = u // {_u(per_row)}",
+                 f"c = (u % {_u(per_row)}) * {_u(VEC)}",
+                 f"gr = {_u(origin)} + r",
+                 f"at = {_u(f'{tile.which}base')} + gr * {_u(r_stride)} + c"]
+        valid = [f"gr < {_u(limit)}"] if limit % tile.rows else []
+        for i in range(VEC):
+            value = load_expr(self.body, src, f"at + {_u(i)}" if i else "at")
+            lines.append(f"v{i} = {value} if {valid[0]} else {ZERO}" if valid
+                         else f"v{i} = {value}")
+        base = _u(offset)
+        if tile.transposed:
+            stores = [f"{array}[{base} + (c + {_u(i)}) * {_u(tile.width)} + r] = v{i}"
+                      for i in range(VEC)]
+        else:
+            stores = [f"{array}[{base} + r * {_u(tile.width)} + c + {_u(i)}] = v{i}"
+                      for i in range(VEC)]
+        if count % threads:
+            lines += [f"if u < {_u(count)}:", *indent(stores, 1)]
+        else:
+            lines += stores
+        return [f"for e in range({-(-count // threads)}):", *indent(lines, 1)]
+
+    def _q_fragments(self, kk: int) -> list[str]:
+        """`qa<kk>`: this lane's Q fragment of dims `8 kk + t2 (+1)`, rows g
+        and g + 8 of its warp."""
+        return [f"qa{kk}_0, qa{kk}_1 = ld_pair(Qt, qf + {kk * MMA_K})",
+                f"qa{kk}_2, qa{kk}_3 = ld_pair(Qt, qf + {8 * self.q.width + kk * MMA_K})",
+                self._frag_a(f"qa{kk}")]
 
     def _product(self, target: str, a: str, b: str) -> str:
         acc = ", ".join(f"{target}_{e}" for e in range(4))
@@ -139,7 +176,7 @@ class MmaWriter(_Writer):
         lines = [f"kf = cbi + g * {self.k.width} + t2"]
         lines += [f"s{j}_{e} = {ZERO}" for j in range(self.n_keys) for e in range(4)]
         for kk in range(self.n_dims):
-            lines.append(self._frag_a(f"qa{kk}"))
+            lines += self._q_fragments(kk)
             for j in range(self.n_keys):
                 lines += [f"kb0, kb1 = ld_pair(KV, kf + {j * MMA_K * self.k.width + kk * MMA_K})",
                           f"kb = {self.frag_b}(kb0, kb1)",

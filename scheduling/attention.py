@@ -44,7 +44,7 @@ COLS = (2, 4, 8)
 STAGES = (1, 2)  # 2: the next K/V tile prefetched into registers (the register model
 # counts them, so the tiles that would spill are not legal)
 MMA_BLOCK_Q = (32, 64, 128)  # tensor-core tiles: 16 queries per warp
-MMA_BLOCK_K = (32, 64)
+MMA_BLOCK_K = (32, 64)  # one stage: a register prefetch spilled at every size measured
 MMA_CAPABILITY = (8, 0)  # TF32 and bf16 mma.sync
 MMA_MAX_REGISTERS = 255  # what a thread may have: an mma tile is not held to the budget
 MIN_THREADS = 64  # two warps: fewer leaves the SM's schedulers idle
@@ -65,8 +65,7 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
     smem = min(limit or target.shared_memory_per_block, target.shared_memory_per_block)
     tiles = []
     simt = [AttentionTile(*t) for t in itertools.product(BLOCK_Q, BLOCK_K, ROWS, COLS, STAGES)]
-    mma = [AttentionTile.mma(bq, bk, st) for bq, bk, st in
-           itertools.product(MMA_BLOCK_Q, MMA_BLOCK_K, STAGES)]
+    mma = [AttentionTile.mma(bq, bk) for bq, bk in itertools.product(MMA_BLOCK_Q, MMA_BLOCK_K)]
     if target.compute_capability < MMA_CAPABILITY or \
             mma_problem(shape.d, shape.dv, shape.element) is not None:
         mma = []
