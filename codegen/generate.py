@@ -43,13 +43,13 @@ from fusec.analysis.program import (
 )
 from fusec.analysis.targets import DEFAULT_TARGET, Target, get_target
 from fusec.codegen.kernel_source import (
-    KERNEL_PRELUDE,
     MAX_REGISTERS_ATTR,
     KernelParam,
     KernelSource,
     NameTable,
     UnsupportedTypeError,
     capped,
+    kernel_prelude,
     value_dtype,
 )
 from fusec.codegen.launch_grid import fit_grid, launch_register_cap
@@ -284,7 +284,8 @@ def check_unique_names(kernels: list[KernelSource]) -> None:
     """Every top-level name of kernels.py bound once, and each kernel defining
     its own name. A name bound twice would silently make the later definition
     run for both launches (wrong numbers), so a clash is an internal error."""
-    seen = dict.fromkeys(top_level_names(KERNEL_PRELUDE), "the prelude")
+    seen = dict.fromkeys(top_level_names(kernel_prelude([k.text for k in kernels])),
+                         "the prelude")
     for k in kernels:
         defined = top_level_names(k.text)
         if k.name not in defined:
@@ -301,7 +302,8 @@ def kernels_text(kernels: list[KernelSource]) -> str:
     """The text of `kernels.py`: the prelude, then each kernel (checked by
     `check_unique_names`)."""
     check_unique_names(kernels)
-    parts = [KERNEL_PRELUDE.rstrip("\n"), *(k.text.strip("\n") for k in kernels)]
+    prelude = kernel_prelude([k.text for k in kernels])
+    parts = [prelude.rstrip("\n"), *(k.text.strip("\n") for k in kernels)]
     return "\n\n\n".join(parts) + "\n"
 
 

@@ -33,9 +33,9 @@ from xdsl.ir import SSAValue
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.targets import Target
 from fusec.codegen.kernel_source import (
-    KERNEL_PRELUDE,
     KernelParam,
     KernelSource,
+    kernel_prelude,
     numba_type,
     value_dtype,
 )
@@ -108,7 +108,7 @@ class KernelProbe:
         begin = time.perf_counter()
         try:
             kernel, signature = _generate(group, target)
-            source = f"{KERNEL_PRELUDE}\n\n{kernel.text}\n"
+            source = f"{kernel_prelude([kernel.text])}\n\n{kernel.text}\n"
             cc = target.compute_capability
             key = json.dumps([_without_comments(kernel.text), signature, cc, cap])
             threads = _threads(kernel)

@@ -104,12 +104,13 @@ namespace, as kernels.py is)."""
 
 def _fragment_kernel(helpers: tuple[str, str, str]):  # type: ignore[no-untyped-def]
     from fusec.codegen.kernel_source import KERNEL_PRELUDE
+    from fusec.codegen.mma import MMA_PRELUDE
 
     text = FRAGMENT_KERNEL
     for name, helper in zip(("FA", "FB", "MMA"), helpers, strict=True):
         text = text.replace(name, helper)
     space: dict[str, object] = {}
-    exec(compile(KERNEL_PRELUDE + text, "fragment_kernel", "exec"), space)
+    exec(compile(KERNEL_PRELUDE + MMA_PRELUDE + text, "fragment_kernel", "exec"), space)
     return space["fragment_kernel"], space["cuda"]
 
 

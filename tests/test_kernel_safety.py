@@ -13,6 +13,8 @@ import ast
 import re
 
 from fusec.analysis.program import Program
+from fusec.codegen.fast_erf import fast_erf_prelude
+from fusec.codegen.mma import MMA_PRELUDE
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KERNEL_PRELUDE, PRELUDE_NAMES, NameTable
 from fusec.compiler.driver import make_registry
@@ -27,7 +29,8 @@ SAFE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ALLOWED_IMPORTS = {"math", "numpy", "numba", "numba.types", "numba.cuda", "llvmlite",
                    "numba.core", "numba.cuda.extending", "sys"}
 # The prelude's statements other than imports (the simulator's IEEE helpers).
-PRELUDE_BLOCKS = {ast.dump(n) for n in ast.parse(KERNEL_PRELUDE).body
+PRELUDE_BLOCKS = {ast.dump(n) for n in
+                  ast.parse(KERNEL_PRELUDE + fast_erf_prelude() + MMA_PRELUDE).body
                   if not isinstance(n, ast.Import | ast.ImportFrom)}
 
 # The parser does not accept quoted SSA names (`%"__import__('os')"`), so the
