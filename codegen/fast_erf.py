@@ -2,7 +2,7 @@
 
 libdevice's `erff` is correct to 1 ulp of float32: two polynomials whose
 coefficients a GPU picks per element (9 `selp`, 9 `fma`, an `ex2` behind a
-branch, about 26 instructions with gelu's arithmetic). A value whose type is
+branch: 29 PTX instructions per gelu element). A value whose type is
 f16 or bf16 is rounded to 2^-11 (f16) or 2^-8 (bf16) relative by the program
 itself, so that accuracy cannot be seen there. For such values kernels call
 the prelude's `half_erf(z)` and `half_gelu(x)` instead:
