@@ -45,6 +45,7 @@ from fusec.analysis.reduction_passes import (
     reduction_threads,
     row_passes,
 )
+from fusec.analysis.reduction_views import folded_views, reduction_view_refusal
 from fusec.analysis.scheduled_cost import ScheduleCache, ScheduledKernel, scheduled_kernel
 from fusec.analysis.targets import Target, get_target
 from fusec.analysis.transposed_operands import transpose_refusal
@@ -310,7 +311,11 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
         merged = _kind_refusal(c)
     if isinstance(merged, str):
         return merged
-    if merged[0] != "pointwise":
+    if merged[0] == "reduction" and c.options.fold_views:
+        refusal = _reduction_views(c, merged)
+        if refusal is not None:
+            return refusal
+    elif merged[0] != "pointwise":
         ops = set((*a.ops, *b.ops))
         for g in (a, b):
             held = [op for op in view_ops(g.ops) if not feeds_indexed_reads(op, ops)] if (
@@ -324,6 +329,21 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
                         f"({c.dep.describe(held[0])}); only a pointwise kernel folds one "
                         "into its loads")
     return _with_totals(c, *merged)
+
+
+def _reduction_views(c: Candidate, merged: Merged) -> str | None:
+    """Why the merged reduction group cannot read its slices, reshapes and
+    transposes in place (`analysis/reduction_views.py`), or None."""
+    ops = tuple(sorted((*c.a.ops, *c.b.ops), key=c.dep.index.__getitem__))
+    views = folded_views(ops)
+    if not views:
+        return None
+    inputs = [v for v in c.a.inputs | c.b.inputs if c.owner(v) not in (c.a.nid, c.b.nid)]
+    refusal = reduction_view_refusal(ops, inputs, c.outputs, merged[1], merged[2])
+    if refusal is None:
+        return None
+    return (f"a reduction kernel would read an operand through "
+            f"{c.dep.describe(views[0])}, but {refusal}")
 
 
 def _kind_refusal(c: Candidate) -> str:

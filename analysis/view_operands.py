@@ -187,8 +187,16 @@ def _chain_refusal(op: Operation, inside: set[Operation]) -> str | None:
 def view_reads(ops: Sequence[Operation], value: SSAValue) -> list[StridedView] | None:
     """The views through which a group of `ops` reads its input `value`
     (the outermost link of each chain), or None when some op reads it whole."""
+    views, whole = input_reads(ops, value)
+    return None if whole else views
+
+
+def input_reads(ops: Sequence[Operation], value: SSAValue) -> tuple[list[StridedView], bool]:
+    """The views through which a group of `ops` reads its input `value`
+    (the outermost link of each chain), and whether some op reads it whole."""
     inside = set(ops)
     views: list[StridedView] = []
+    whole = False
     for use in value.uses:
         op = use.operation
         if op not in inside:
@@ -202,9 +210,10 @@ def view_reads(ops: Sequence[Operation], value: SSAValue) -> list[StridedView] |
             views += [w for u in op.results[0].uses for w in _chain_ends(u.operation, inside)]
             continue
         if not isinstance(op, FOLDED_VIEWS):
-            return None
+            whole = True
+            continue
         views += _chain_ends(op, inside)
-    return views
+    return views, whole
 
 
 def _chain_ends(op: Operation, inside: set[Operation]) -> list[StridedView]:

@@ -48,6 +48,10 @@ from fusec.dialects.shapes import Shape, numel
 # Op kinds a point evaluator computes: elementwise ops and nn.broadcast_to.
 POINT_KINDS = (OpKind.ELEMENTWISE, OpKind.BROADCAST)
 
+_VIEWS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
+"""Layout ops a point evaluator reads in place, through their chain's
+strided view (`codegen/indexed_read.py`)."""
+
 Loader = Callable[[BlockArgument, Shape, Sequence[str]], str]
 
 
@@ -200,7 +204,7 @@ class PointEvaluator:
                 # domain point is the broadcast value there.
                 self.bound[v] = self.value(op.operands[0])
                 return self.bound[v]
-            if isinstance(op, (nn.ConcatOp, nn.GatherOp)):
+            if isinstance(op, (nn.ConcatOp, nn.GatherOp, *_VIEWS)):
                 self.lines.append(f"{name} = {self._indexed(op, v, name)}")
                 self.bound[v] = name
                 return name
@@ -230,7 +234,7 @@ class PointEvaluator:
                 f" else ({a} / {b})"]
 
     def _indexed(self, op: Operation, v: SSAValue, name: str) -> str:
-        """A concat or gather read in place (`codegen/indexed_read.py`) at
+        """A concat, gather or view read in place (`codegen/indexed_read.py`) at
         the point: its coordinates are the domain's, one per dimension (or
         one per dimension longer than 1, those of an uncollapsed kernel)."""
         from fusec.codegen.indexed_read import Ints, read_element  # it reads this module

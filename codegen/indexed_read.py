@@ -33,6 +33,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.view_operands import CHAINED_VIEWS, INDEXED_READS, operand_view
+from fusec.codegen.computed_root import root_load
 from fusec.codegen.group_body import GroupBody, load_expr
 from fusec.codegen.kernel_source import int_literal
 from fusec.dialects import nn
@@ -76,10 +77,17 @@ def _read(body: GroupBody, v: SSAValue, cs: tuple[str, ...], ints: Ints, name: s
     assert isinstance(op, Operation)
     if isinstance(op, CHAINED_VIEWS):
         found = operand_view(op, set(body.ops))
-        if isinstance(found, str) or not isinstance(found[0], BlockArgument):
-            raise op_error(op, f"cannot read {op.name} in place: "
-                           f"{found if isinstance(found, str) else 'not a group input'}")
-        return load_expr(body, found[0], _index(found[1], cs, ints))
+        if isinstance(found, str):
+            raise op_error(op, f"cannot read {op.name} in place: {found}")
+        root, view = found
+        if isinstance(root, BlockArgument):
+            return load_expr(body, root, _index(view, cs, ints))
+        if not name:  # a concat's operand is one load
+            raise op_error(op, f"cannot read {op.name} in place: not a group input")
+        # an elementwise op of group inputs, evaluated at the element the view reads
+        more, expr = root_load(body, root, _index(view, cs, ints), f"{name}_r")
+        lines += more
+        return expr
     if isinstance(op, nn.ConcatOp):
         return _concat(body, op, cs, ints)
     if isinstance(op, nn.GatherOp):

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fusec.analysis.view_operands import INDEXED_READS
+from fusec.analysis.view_operands import READ_IN_PLACE
 from fusec.codegen.group_body import fits_domain
 from fusec.codegen.kernel_source import int_literal, unravel_into
 from fusec.codegen.pointwise import dim_groups
@@ -166,7 +166,7 @@ def plan_index(ra: RowAnalysis) -> RowIndex:
     for v in body.outputs:
         padded.append(probe.padded(tensor_shape(v), ra.frame.get(v, "X")))
     groups = tuple(tuple(g) for g in dim_groups(ra.shape, padded))
-    if any(isinstance(op, INDEXED_READS) for op in body.ops):
-        # a concat or gather is read at every coordinate of its own shape
+    if any(isinstance(op, READ_IN_PLACE) for op in body.ops):
+        # a concat, gather or view is read at every coordinate of its own shape
         groups = tuple((d,) for d in range(rank) if ra.shape[d] != 1)
     return RowIndex(ra.shape, ra.axes, groups, index_type(numel(ra.shape)))

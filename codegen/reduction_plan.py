@@ -37,8 +37,12 @@ from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
     INDEXED_READS,
+    READ_IN_PLACE,
+    computed_root,
     feeds_indexed_reads,
     indexed_refusal,
+    is_chain_end,
+    operand_view,
 )
 from fusec.codegen.group_body import POINT_KINDS, GroupBody, fits_domain
 from fusec.dialects import nn
@@ -121,7 +125,7 @@ class RowAnalysis:
     def varying_args(self, roots: list[SSAValue]) -> list[SSAValue]:
         """The row-varying group inputs that evaluating `roots` per element
         reads (values constant along the row are hoisted and not followed);
-        a concat or gather read in place counts as an input."""
+        a concat, gather or view read in place counts as an input."""
         seen: set[SSAValue] = set()
         found: list[SSAValue] = []
         stack = list(reversed(roots))
@@ -130,7 +134,7 @@ class RowAnalysis:
             if v in seen or not self.value_varies(v):
                 continue
             seen.add(v)
-            if isinstance(v, BlockArgument) or isinstance(v.owner, INDEXED_READS):
+            if isinstance(v, BlockArgument) or isinstance(v.owner, READ_IN_PLACE):
                 found.append(v)
             else:
                 assert isinstance(v.owner, Operation)
@@ -159,16 +163,22 @@ def analyze(body: GroupBody) -> RowAnalysis:
     group this code generator cannot run as one row-wise kernel."""
     reductions = _check_reductions(body)
     ra = RowAnalysis(body, reductions, reductions[0].operand_shape(), reductions[0].axes)
+    inside = set(body.ops)
     for op in body.ops:
         if isinstance(op, nn.ReduceOp):
             _classify_reduction(ra, op)
         elif isinstance(op, nn.ConstantOp):
             ra.stage[op.results[0]] = 0
+        elif computed_root(op, inside):
+            continue  # evaluated where its views read it (`codegen/computed_root.py`)
         elif op_kind(op) in POINT_KINDS:
             _classify_elementwise(ra, op)
         elif isinstance(op, INDEXED_READS):
             _classify_indexed(ra, op)
-        elif not (isinstance(op, CHAINED_VIEWS) and feeds_indexed_reads(op, set(body.ops))):
+        elif isinstance(op, CHAINED_VIEWS) and is_chain_end(op, inside) and not (
+                feeds_indexed_reads(op, inside)):
+            _classify_view(ra, op)
+        elif not isinstance(op, CHAINED_VIEWS):
             raise op_error(op, f"{op.name} cannot be fused into a reduction kernel")
     for v in body.outputs:
         if isinstance(v, BlockArgument) and not fits_domain(tensor_shape(v), ra.shape):
@@ -195,6 +205,22 @@ def _classify_indexed(ra: RowAnalysis, op: Operation) -> None:
     reason = indexed_refusal(op, set(ra.body.ops))
     if reason is not None:
         raise op_error(op, f"cannot read {op.name} in a reduction kernel: {reason}")
+    result = op.results[0]
+    if not fits_domain(tensor_shape(result), ra.shape):
+        raise op_error(op, f"{op.name} has shape {fmt(tensor_shape(result))}, which does not "
+                       f"broadcast into the reduction's input shape {fmt(ra.shape)}")
+    ra.frame[result] = "X"
+    ra.stage[result] = 0
+    ra.varying[result] = ra.spans_row(result)
+
+
+def _classify_view(ra: RowAnalysis, op: Operation) -> None:
+    """A chain of slices, reshapes and transposes ending at `op` is read in
+    place through its strided view (`analysis/reduction_views.py`): a leaf of
+    the row's values, like an input."""
+    found = operand_view(op, set(ra.body.ops))
+    if isinstance(found, str):
+        raise op_error(op, f"cannot read {op.name} in a reduction kernel: {found}")
     result = op.results[0]
     if not fits_domain(tensor_shape(result), ra.shape):
         raise op_error(op, f"{op.name} has shape {fmt(tensor_shape(result))}, which does not "

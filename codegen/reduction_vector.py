@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.reduction_views import folded_views
 from fusec.codegen.group_body import dtype_name, fits_domain
 from fusec.codegen.reduction_index import plan_index
 from fusec.codegen.reduction_plan import RowAnalysis
@@ -67,8 +68,9 @@ def vector_width(ra: RowAnalysis) -> int:
     """`VECTOR` where a row schedule of `ra` may access its rows by quads
     (see the module docstring), else 1."""
     ix = plan_index(ra)
-    if ix.reduce_dims != (len(ix.shape) - 1,) or ra.row_length % VECTOR:
-        return 1
+    if ix.reduce_dims != (len(ix.shape) - 1,) or ra.row_length % VECTOR or folded_views(
+            ra.body.ops):
+        return 1  # a view read in place is read one element per access
     args = row_args(ra)
     values = [*args, *(ra.body.outputs[k] for k in row_outputs(ra))]
     if not args or any(_quad_bytes(v) is None for v in values):

@@ -140,7 +140,7 @@ class GroupFormer:
     def _recompute_in_views(self, p: Operation) -> None:
         """Recompute the elementwise op `p`, a kernel of its own, in the
         groups that read it only through chains of layout ops (layout copies,
-        or pointwise groups reading views; each then reads `p`'s operands at
+        or pointwise or reduction groups reading views; each then reads `p`'s operands at
         the elements its views map to), so that no kernel writes its result
         for them to read back."""
         if op_kind(p) is not OpKind.ELEMENTWISE or _contract(p) == "never" or any(
@@ -149,7 +149,8 @@ class GroupFormer:
         readers = self.dep.consumers(p.results[0])
         hosts = list(dict.fromkeys(self.graph.node_of[u] for u in readers))
         if not hosts or not all(isinstance(u, CHAINED_VIEWS) for u in readers) or any(
-                self.info[h].kind not in ("view", "pointwise") or self.info[h].size < 2
+                self.info[h].kind not in ("view", "pointwise", "reduction")
+                or self.info[h].size < 2
                 for h in hosts):
             return  # a single layout op is no chain: it stays a copy of the buffer
         infos = [self.info[h] for h in hosts]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.reduction_views import Layout, folded_views, natural_layout, read_layout
 from fusec.analysis.targets import Target
 from fusec.codegen.group_body import compute_type
 from fusec.codegen.reduction_online import online_pair
@@ -176,7 +177,7 @@ def _bytes(v: SSAValue) -> int:
 
 def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
     """Lanes and rows per block, and the row caches that fit the budget."""
-    column = not ra.trailing and (len(ra.shape) - 1) not in ra.axes
+    column = row_layout(ra) == "column"
     vec = vector_width(ra) if opts.vector >= 4 and not column else 1
     if not column and opts.registers and (regs := _register_schedule(ra, opts, vec)) is not None:
         # Rows in registers, unless they are too few to fill the GPU and
@@ -207,6 +208,18 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
     if sched.splits == 1:
         _widen(ra, sched, opts)
     return sched
+
+
+def row_layout(ra: RowAnalysis) -> Layout:
+    """Row-major operands: column when the last axis is kept and the
+    reduced axes are not trailing. Operands read through views: the layout
+    that keeps every row-varying access coalesced (`analysis/reduction_views.py`;
+    fusion forms no group that has none, the natural one stands for it)."""
+    body = ra.body
+    if not folded_views(body.ops):
+        return natural_layout(ra.shape, ra.axes)
+    found = read_layout(body.ops, body.args, body.outputs, ra.shape, ra.axes)
+    return found or natural_layout(ra.shape, ra.axes)
 
 
 def _widen(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:

@@ -12,12 +12,14 @@ from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
     Merged,
+    describe_group,
     indexed_read,
     merge_reduction,
 )
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
+from fusec.analysis.view_operands import FOLDED_VIEWS
 from fusec.codegen import reduction as emitter
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import GroupBody
@@ -60,10 +62,19 @@ class ReductionKind(SplitOverBudget, SummaryResources):
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """A concat or gather read in place first; then a pointwise group
-        or a reduction of the same iteration space."""
+        or a reduction of the same iteration space, or a transpose, slice or
+        reshape (or a chain of them) read in place (`analysis/reduction_views.py`,
+        checked with the merged group by `fuse_infos`)."""
         if (indexed := indexed_read(c)) is not None:
             return indexed
         if other.kind in ("pointwise", "reduction"):
+            return merge_reduction(c)
+        if other.kind == "view" and c.options.fold_views and all(
+                isinstance(op, FOLDED_VIEWS) for op in other.ops):
+            if not c.edges(other, mine) or c.edges(mine, other):
+                return (f"{describe_group(c.dep, other)} reads the result of "
+                        f"{describe_group(c.dep, mine)}; a reduction kernel reads a layout "
+                        "op in place only over operands it reads from memory")
             return merge_reduction(c)
         return None
 

@@ -175,9 +175,10 @@ func.func @no_recompute(%a: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>) -> (tens
 
 // -----
 
-// A group holding a transposed operand stays pointwise: a reduction does not
-// read through the tile.
-// CHECK: missed: nn.reduce_sum (%s) not fused into group g0: the group of nn.transpose (%t) (2 ops) reads a transposed operand (nn.transpose (%t)); only a pointwise kernel stages one through its tile
+// A group holding a transposed operand stays pointwise: a reduction kernel
+// would read the transposed %x coalesced only in the column layout and %y
+// only in the row layout (it has no tile).
+// CHECK: missed: nn.reduce_sum (%s) not fused into group g0: a reduction kernel would read an operand through nn.transpose (%t), but the view is contiguous along another axis than the row-shaped values the kernel reads or writes, so neither reduction layout coalesces both
 func.func @transpose_then_sum(%x: tensor<8x16xf32>, %y: tensor<16x8xf32>) -> tensor<16x1xf32> {
   %t = nn.transpose %x {perm = [1, 0]} : (tensor<8x16xf32>) -> tensor<16x8xf32>
   %a = nn.add %t, %y : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
