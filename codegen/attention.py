@@ -172,7 +172,7 @@ def group_shape(group: GroupOp) -> AttentionShape:
 def group_registers(group: GroupOp) -> RegisterEstimate:
     """The register estimate of an attention group's kernel."""
     tile, shape, params = group_tile(group)
-    return attention_registers(tile, shape.d, shape.dv, params, shape.element)
+    return attention_registers(tile, shape.d, shape.dv, params)
 
 
 @dataclass(frozen=True)

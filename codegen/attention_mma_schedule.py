@@ -37,17 +37,14 @@ SCORE_INSTRS = 8
 SPLIT_INSTRS = 3
 STAGE_INSTRS = 6
 # Register model: what a thread holds across the key loop (scores, output
-# accumulators, Q fragments; in f32 also their TF32 big and small parts,
-# which the compiler hoists out of the loop; prefetched K/V values with
-# their addresses) plus a base, fitted to `ptxas -arch=sm_90 -v` (2026-12-01,
-# B8 H12 S512 D64): f32 32x32 one stage 254 (model 252), 64x64 and 128x64
-# 255 with 16 bytes spilled (270: over the limit), 64x64 two stages 255 with
-# 6.5 KB spilled (430); bf16 and f16 64x64 one stage 174 (174), bf16 64x32
-# two stages 255 with 800 bytes spilled (270). tests/test_attention_mma.py
-# checks one against ptxas.
+# accumulators, the Q fragment of a step, prefetched K/V values with their
+# addresses) plus a base, fitted to `ptxas -arch=sm_90 -v` (2026-12-01, B8
+# H12 S512 D64, one stage): f32 32x32 128 registers (model 156), 128x64
+# 168 (176); bf16 128x64 172 (176). tests/test_attention_mma.py checks one
+# against ptxas. A two-stage tile (register prefetch) spilled at every size
+# (f32 64x64: 6.5 KB; bf16 64x32: 800 bytes), so none is offered.
 MMA_BASE_REGISTERS = 64
 MMA_PER_LOG2_THREADS = 2
-MMA_F32_SPLIT_PER_DIM = 1.5  # Q's TF32 parts and the split temporaries, per head dim
 MMA_PER_PREFETCHED = 2.5  # a prefetched value and its share of the addresses
 
 
@@ -85,14 +82,11 @@ def mma_prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
     return -(-tile.block_k * d // tile.threads) + -(-tile.block_k * dv // tile.threads)
 
 
-def mma_registers(tile: AttentionTile, d: int, dv: int, params: int,
-                  element: str = "f32") -> RegisterEstimate:
+def mma_registers(tile: AttentionTile, d: int, dv: int, params: int) -> RegisterEstimate:
     """Registers per thread: what it holds across the key loop, plus its
     addressing (see above)."""
-    split = MMA_F32_SPLIT_PER_DIM * d if element == "f32" else 0.0
     parts = [("base", MMA_BASE_REGISTERS + MMA_PER_LOG2_THREADS * math.log2(tile.threads)),
              ("scores", tile.block_k / 2), ("accumulators", dv / 2), ("Q fragments", d / 2),
-             ("TF32 parts", split),
              ("prefetch", MMA_PER_PREFETCHED * mma_prefetch_values(tile, d, dv)),
              ("side inputs", 2 * max(0, params - 4))]
     total = sum(v for _, v in parts)

@@ -220,12 +220,11 @@ def prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
     return k + v
 
 
-def attention_registers(tile: AttentionTile, d: int, dv: int, params: int,
-                        element: str = "f32") -> RegisterEstimate:
+def attention_registers(tile: AttentionTile, d: int, dv: int, params: int) -> RegisterEstimate:
     """Registers per thread, by the fit above (`params`: the kernel's
     parameters, side inputs past Q, K, V and the output)."""
     if tile.engine == "mma":
-        return mma_registers(tile, d, dv, params, element)
+        return mma_registers(tile, d, dv, params)
     dims = tile.dims(dv)
     k = -(-tile.block_k * d // tile.threads)
     v = -(-tile.block_k * vwidth(tile, dv) // tile.threads)

@@ -77,7 +77,7 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
             continue
         if shared_bytes(t, shape.d, shape.dv) > smem:
             continue
-        regs = attention_registers(t, shape.d, shape.dv, shape.params, shape.element).registers
+        regs = attention_registers(t, shape.d, shape.dv, shape.params).registers
         # an mma tile holds its scores and outputs in registers, as
         # FlashAttention does, at the occupancy `resident_blocks` prices
         if regs > (MMA_MAX_REGISTERS if t.engine == "mma" else target.register_budget):
@@ -88,7 +88,7 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
 
 def resident_blocks(tile: AttentionTile, shape: AttentionShape, target: Target) -> int:
     """Blocks of this tile one SM holds at once."""
-    regs = attention_registers(tile, shape.d, shape.dv, shape.params, shape.element).registers
+    regs = attention_registers(tile, shape.d, shape.dv, shape.params).registers
     regs = -(-regs // REGISTER_GRANULE) * REGISTER_GRANULE
     by_regs = target.registers_per_sm // (regs * tile.threads)
     by_smem = target.shared_memory_per_sm // max(1, shared_bytes(tile, shape.d, shape.dv))
