@@ -123,19 +123,21 @@ class Target:
     the softmax at the modelled rates) that the three kernels reach.
     Measured on the H200 (2026-12-01, bench attention row, fp32 B8 H12 S512
     D64): 0.583 ms where the rates give 0.297 ms."""
-    warp_mma_fraction: float = 0.5
+    warp_mma_fraction: float = 1.0
     """Fraction of the library GEMM's tensor-core rate (`library_gemm_rate`)
-    that warp-level `mma.sync` products reach in fusec's kernels (Hopper
-    runs them below its warpgroup instructions' peak)."""
-    attention_mma_efficiency: float = 0.16
+    that warp-level `mma.sync` products reach in fusec's kernels. With 0.5
+    the mma attention model put f32 tiles (TF32x3: three products each)
+    2.3x further from their measured times than bf16 tiles; with 1.0, 1.7x
+    (12 tiles, H200, 2026-12-01): the kernels are issue-bound before the
+    tensor cores are."""
+    attention_mma_efficiency: float = 0.22
     """Fraction of the modelled clocks of an mma attention tile
-    (`codegen/attention_mma_schedule.py`) that the kernel reaches. Measured
-    on the H200 (2026-12-01, bench/attention_sweep.py, B8 H12 S512 D64, the
-    model's first tile, 128 queries x 64 keys, one stage): f32 0.416 ms,
-    f16 0.227, bf16 0.241 where the clocks at this fraction give 0.66, 0.23
-    and 0.23 ms (Nsight Compute, bf16: 12.5% occupancy, one block of 8 warps
-    per SM held by its 174 registers and 72 KiB of tiles, 4.5 cycles per
-    issued instruction: issue- and latency-bound, not tensor-bound)."""
+    (`codegen/attention_mma_schedule.py`) that the kernel reaches: the
+    geometric mean over the 12 tiles measured on the H200 (2026-12-01,
+    bench/attention_sweep.py, B8 H12 S512 D64, f32 and bf16, 0.17 to 0.28
+    each; best f32 128 x 32 keys 0.261 ms, bf16 128 x 64 0.150). Nsight
+    Compute on the bf16 tile: one block of 8 warps per SM (registers), 4.5
+    cycles per issued instruction."""
     static_shared_memory_per_block: int = 48 * 1024
     """Bytes of `cuda.shared.array` a block may declare statically (every
     CUDA GPU): the limit of every kernel whose tiles are static arrays;

@@ -52,7 +52,9 @@ def _peers(causal: bool, reps: int, dtype: str) -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
-    tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    from fusec.dialects.element_types import element
+
+    tdtype = getattr(torch, element(dtype).torch_name)
     b, h, s, d = SHAPE
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=tdtype) for _ in range(3))
     mask = torch.triu(torch.full((s, s), -1e9, device="cuda"), 1) if causal else \

@@ -106,7 +106,12 @@ def mma_step_clocks(tile: AttentionTile, target: Target, d: int, dv: int,
     clock = target.fp32_flops / (2 * target.sms * target.fma_lanes_per_sm)
     per_sm_clock = rate / target.sms / clock
     mma_clocks = warps * products * passes * PRODUCT_FLOPS / per_sm_clock
-    splits = products * 6 * SPLIT_INSTRS if element == "f32" else products * 3
+    # fragments prepared: a B fragment per product, an A fragment per 8 head
+    # dims (Q) and per 8 keys (P); f32 splits each value (2 per B, 4 per A),
+    # half packs each pair (1 per B, 2 per A)
+    a_frags = d // 8 + tile.block_k // 8
+    splits = (products * 2 + a_frags * 4) * SPLIT_INSTRS if element == "f32" \
+        else products + a_frags * 2
     loads = products  # one 8-byte B fragment per product
     scores = tile.block_k // 2 * SCORE_INSTRS + dv // 2
     staged = -(-tile.block_k * (d + dv) // tile.threads) * STAGE_INSTRS

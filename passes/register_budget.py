@@ -345,8 +345,14 @@ class _Budgeter:
                              f"{leaner.estimate.summary()}")
             return True
         if kind.sized_for_budget:
-            self.remarks.add("missed", f"group {name} needs {seen}, over the budget of "
-                             f"{self.budget}: ptxas may spill")
+            if est.registers <= self.target.max_registers_per_thread:
+                # chosen for the occupancy it leaves (an mma attention tile)
+                self.remarks.add("remark", f"kept group {name} at {seen}, over the budget "
+                                 f"of {self.budget}: its schedule was priced at the "
+                                 "occupancy that leaves")
+            else:
+                self.remarks.add("missed", f"group {name} needs {seen}, over the budget of "
+                                 f"{self.budget}: ptxas may spill")
             return True
         return False
 
