@@ -202,16 +202,7 @@ def _classify_reduction(ra: RowAnalysis, op: nn.ReduceOp) -> None:
 def _classify_indexed(ra: RowAnalysis, op: Operation) -> None:
     """A concat or gather is read in place at the row element's coordinates
     (`codegen/indexed_read.py`): a leaf of the row's values, like an input."""
-    reason = indexed_refusal(op, set(ra.body.ops))
-    if reason is not None:
-        raise op_error(op, f"cannot read {op.name} in a reduction kernel: {reason}")
-    result = op.results[0]
-    if not fits_domain(tensor_shape(result), ra.shape):
-        raise op_error(op, f"{op.name} has shape {fmt(tensor_shape(result))}, which does not "
-                       f"broadcast into the reduction's input shape {fmt(ra.shape)}")
-    ra.frame[result] = "X"
-    ra.stage[result] = 0
-    ra.varying[result] = ra.spans_row(result)
+    _in_place_leaf(ra, op, indexed_refusal(op, set(ra.body.ops)))
 
 
 def _classify_view(ra: RowAnalysis, op: Operation) -> None:
@@ -219,8 +210,14 @@ def _classify_view(ra: RowAnalysis, op: Operation) -> None:
     place through its strided view (`analysis/reduction_views.py`): a leaf of
     the row's values, like an input."""
     found = operand_view(op, set(ra.body.ops))
-    if isinstance(found, str):
-        raise op_error(op, f"cannot read {op.name} in a reduction kernel: {found}")
+    _in_place_leaf(ra, op, found if isinstance(found, str) else None)
+
+
+def _in_place_leaf(ra: RowAnalysis, op: Operation, refusal: str | None) -> None:
+    """`op`'s result, read in place, as a leaf of the row's values (or the
+    reason it cannot be, as an error)."""
+    if refusal is not None:
+        raise op_error(op, f"cannot read {op.name} in a reduction kernel: {refusal}")
     result = op.results[0]
     if not fits_domain(tensor_shape(result), ra.shape):
         raise op_error(op, f"{op.name} has shape {fmt(tensor_shape(result))}, which does not "

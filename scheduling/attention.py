@@ -46,6 +46,8 @@ STAGES = (1, 2)  # 2: the next K/V tile prefetched into registers (the register 
 MMA_BLOCK_Q = (32, 64, 128)  # tensor-core tiles: 16 queries per warp
 MMA_BLOCK_K = (32, 64)  # one stage: a register prefetch spilled at every size measured
 MMA_CAPABILITY = (8, 0)  # TF32 and bf16 mma.sync
+MMA_REGISTER_MARGIN = 16  # below the thread's limit: ptxas spilled 128 bytes at 255
+# registers where the model said 240 (`codegen/attention_mma_schedule.py`)
 MIN_THREADS = 64  # two warps: fewer leaves the SM's schedulers idle
 MAX_THREADS = 512
 REGISTER_GRANULE = 8  # registers are allocated per thread in units of 8
@@ -79,7 +81,7 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
         regs = attention_registers(t, shape.d, shape.dv, shape.params).registers
         # an mma tile holds its scores and outputs in registers, as
         # FlashAttention does, at the occupancy `resident_blocks` prices
-        if regs > (target.max_registers_per_thread if t.engine == "mma"
+        if regs > (target.max_registers_per_thread - MMA_REGISTER_MARGIN if t.engine == "mma"
                    else target.register_budget):
             continue
         tiles.append(t)
