@@ -68,6 +68,26 @@ def test_dynamic_shared_memory_tile() -> None:
     assert launch.shared_bytes > 48 * 1024
 
 
+VALUE_DIMS_DIFFER = """\
+func.func @f(%q: tensor<2x13x16xf32>, %k: tensor<2x21x16xf32>, %v: tensor<2x21x8xf32>)
+    -> tensor<2x13x8xf32> {
+  %kt = nn.transpose %k {perm = [0, 2, 1]} : (tensor<2x21x16xf32>) -> tensor<2x16x21xf32>
+  %s = nn.matmul %q, %kt : (tensor<2x13x16xf32>, tensor<2x16x21xf32>) -> tensor<2x13x21xf32>
+  %c = nn.constant dense<0.25> : tensor<f32>
+  %x = nn.mul %s, %c : (tensor<2x13x21xf32>, tensor<f32>) -> tensor<2x13x21xf32>
+  %p = nn.softmax %x {axis = -1} : tensor<2x13x21xf32>
+  %o = nn.matmul %p, %v : (tensor<2x13x21xf32>, tensor<2x21x8xf32>) -> tensor<2x13x8xf32>
+  func.return %o : tensor<2x13x8xf32>
+}
+"""
+
+
+def test_value_head_dim_differs_from_the_key_head_dim() -> None:
+    # Dv = 8 < D = 16; 13 queries and 21 keys: both tiles partial
+    program = check_program(VALUE_DIMS_DIFFER, 1, _pipeline(32, 16))
+    assert "mma_f32(" in program.kernels_source
+
+
 def test_head_dims_not_a_multiple_of_8_are_refused_with_an_error() -> None:
     from fusec.analysis.diagnostics import FusecError
 
