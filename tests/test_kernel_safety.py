@@ -14,9 +14,9 @@ import re
 
 from fusec.analysis.program import Program
 from fusec.codegen.fast_erf import fast_erf_prelude
-from fusec.codegen.mma import MMA_PRELUDE
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KERNEL_PRELUDE, PRELUDE_NAMES, NameTable
+from fusec.codegen.mma import MMA_PRELUDE
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
