@@ -494,10 +494,10 @@ class _Writer:
         for i in range(t.rows):
             lines += [
                 f"n{i} = max(m{i}, t{i})",
-                f"b{i} = n{i} if n{i} > {NEG_INF} else {ZERO}  # rows masked so far: no NaN",
-                f"a{i} = fast_exp(m{i} - b{i})",
+                f"mb{i} = n{i} if n{i} > {NEG_INF} else {ZERO}  # rows masked so far: no NaN",
+                f"a{i} = fast_exp(m{i} - mb{i})",
                 f"m{i} = n{i}",
-                *(f"p{i}_{j} = fast_exp(x{i}_{j} - b{i})" for j in keys),
+                *(f"p{i}_{j} = fast_exp(x{i}_{j} - mb{i})" for j in keys),
                 f"l{i} = l{i} * a{i} + {_fold('+', [f'p{i}_{j}' for j in keys])}",
                 *(f"o{i}_{d} = o{i}_{d} * a{i}" for d in range(self.dims)),
                 *(f"Ps[{_plus('pw', j * p_width(t) + i)}] = p{i}_{j}" for j in keys),

@@ -215,11 +215,11 @@ class MmaWriter(_Writer):
         for r in range(2):
             lines += [
                 f"n{r} = max(m{r}, t{r})",
-                f"b{r} = n{r} if n{r} > {NEG_INF} else {ZERO}  # rows masked so far: no NaN",
-                f"a{r} = fast_exp(m{r} - b{r})",
+                f"mb{r} = n{r} if n{r} > {NEG_INF} else {ZERO}  # rows masked so far: no NaN",
+                f"a{r} = fast_exp(m{r} - mb{r})",
                 f"m{r} = n{r}",
             ]
-        lines += [f"s{j}_{e} = fast_exp(x{j}_{e} - b{e // 2})"
+        lines += [f"s{j}_{e} = fast_exp(x{j}_{e} - mb{e // 2})"
                   for j in range(self.n_keys) for e in range(4)]
         for r in range(2):
             terms = " + ".join(f"s{j}_{2 * r + c}" for j in range(self.n_keys) for c in range(2))

@@ -88,6 +88,31 @@ def test_value_head_dim_differs_from_the_key_head_dim() -> None:
     assert "mma_f32(" in program.kernels_source
 
 
+HEAD_BIAS = """\
+func.func @f(%q: tensor<1x2x40x8xf32>, %k: tensor<1x2x40x8xf32>, %v: tensor<1x2x40x8xf32>,
+             %hb: tensor<2x1x1xf32>) -> tensor<1x2x40x8xf32> {
+  %kt = nn.transpose %k {perm = [0, 1, 3, 2]} : (tensor<1x2x40x8xf32>) -> tensor<1x2x8x40xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x40x8xf32>, tensor<1x2x8x40xf32>) -> tensor<1x2x40x40xf32>
+  %x = nn.add %s, %hb : (tensor<1x2x40x40xf32>, tensor<2x1x1xf32>) -> tensor<1x2x40x40xf32>
+  %p = nn.softmax %x {axis = -1} : tensor<1x2x40x40xf32>
+  %o = nn.matmul %p, %v : (tensor<1x2x40x40xf32>, tensor<1x2x40x8xf32>) -> tensor<1x2x40x8xf32>
+  func.return %o : tensor<1x2x40x8xf32>
+}
+"""
+"""A per-head bias (ALiBi slopes, a T5 bias) is read at the block's head
+coordinate in every key step."""
+
+
+@pytest.mark.parametrize("tile", ["block_q=32 block_k=16 engine=mma",
+                                  "block_q=32 block_k=16 rows=4 cols=2"])
+def test_per_head_bias_over_several_key_steps(tile: str) -> None:
+    # the head coordinate `b1` was reused for a row's maximum guard, which made
+    # it a float from the second key step on (an IndexError in the simulator,
+    # a typing error on the GPU)
+    pipeline = f"decompose,fold-constants,fuse-attention{{{tile}}},{TAIL}"
+    check_program(HEAD_BIAS, 1, pipeline)
+
+
 def test_head_dims_not_a_multiple_of_8_are_refused_with_an_error() -> None:
     from fusec.analysis.diagnostics import FusecError
 
