@@ -144,8 +144,9 @@ class _FunctionBuilder:
         if isinstance(op, nn.ConstantOp):
             # A splat left outside every group (read by a matmul, say) is a
             # broadcast view: the runtime needs its elements.
-            self.program.constants[self.value_id(op.result)] = np.ascontiguousarray(
-                dense_to_numpy(op.value))
+            # np.array, not np.ascontiguousarray: that makes a 0-d array 1-d
+            self.program.constants[self.value_id(op.result)] = np.array(
+                dense_to_numpy(op.value), order="C")
         elif isinstance(op, nn.ReshapeOp):
             source = self.value_id(op.x)
             self.program.views.append(View(self.value_id(op.result), source))

@@ -76,6 +76,34 @@ def test_out_directory_with_inputs_and_outputs(
                                    rtol=1e-5, atol=1e-6)
 
 
+SCALAR_CONSTANT = """
+func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %a = nn.constant dense<0.5> : tensor<f32>
+  %b = nn.constant dense<3.0> : tensor<f32>
+  %c = nn.mul %a, %b : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %y = nn.mul %x, %c : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  func.return %y : tensor<8xf32>
+}
+"""
+
+
+def test_out_directory_with_a_rank_0_constant_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # fold-constants leaves a tensor<f32> constant; it was saved with shape
+    # [1] (np.ascontiguousarray makes 0-d arrays 1-d), so the OUT just
+    # written was refused as damaged
+    model = tmp_path / "scalar.mlir"
+    model.write_text(SCALAR_CONSTANT)
+    out = tmp_path / "scalar_out"
+    assert main([str(model), "-o", str(out)]) == 0
+    code, stdout, err = run(capsys, str(out), "--check", "--device", "sim")
+    assert code == 0, err
+    assert "check passed" in stdout
+    with np.load(out / "constants.npz") as npz:
+        assert all(npz[k].shape == () for k in npz.files)
+
+
 def test_check_fails_over_tolerance(model: Path, capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run_command, "tolerance_of", lambda _dtype: -1.0)
