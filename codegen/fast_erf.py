@@ -51,6 +51,19 @@ ERF_Q = (1.0, 0.6812665462493896, 0.19487696886062622, 0.030671682208776474,
 ERF_ERROR_BOUND = 2.0 ** -19
 """Relative error bound of `half_erf`; `half_gelu`'s error is below it times |x|."""
 
+RCP_APPROX_DEVICE = """\
+    @intrinsic
+    def _rcp_approx(typingctx, x):
+        def codegen(context, builder, sig, args):
+            f = context.cast(builder, args[0], sig.args[0], _t.float32)
+            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
+            return builder.asm(fnty, "rcp.approx.ftz.f32 $0, $1;", "=f,f", [f], False)
+        return _t.float32(x), codegen
+"""
+"""The device's `_rcp_approx(x)`: 1 / x within 1 ulp (`rcp.approx.ftz`, one
+instruction), as a block of the prelude's GPU branch; shared with
+`codegen/fast_tanh.py`, whose prelude leaves it out where this one has it."""
+
 FAST_ERF_NAMES = ("half_erf", "half_gelu", "_f32_value", "_rcp_approx", "_fma_sat")
 """Top-level names `fast_erf_prelude` binds in kernels.py."""
 
@@ -64,18 +77,18 @@ def gelu_coefficients() -> tuple[tuple[float, ...], tuple[float, ...]]:
     return p, q
 
 
-def _f32(value: float) -> str:
+def f32_lit(value: float) -> str:
     """`float32(<the float32 nearest value>)`: the literal the kernels use."""
     return f"float32({float(np.float32(value))!r})"
 
 
-def _horner(coefficients: tuple[float, ...], w: str, fma: str = "") -> str:
+def horner(coefficients: tuple[float, ...], w: str, fma: str = "") -> str:
     """`(((c5 * w + c4) * w + ...) * w + c0)` with float32 literals; with
     `fma`, each step a call of that function (on the GPU libdevice's fmaf:
     LLVM rewrites `w * -c + d` as `d - w * c`, a multiply and a subtract)."""
-    expr = _f32(coefficients[-1])
+    expr = f32_lit(coefficients[-1])
     for c in coefficients[-2::-1]:
-        expr = f"{fma}({expr}, {w}, {_f32(c)})" if fma else f"({expr} * {w} + {_f32(c)})"
+        expr = f"{fma}({expr}, {w}, {f32_lit(c)})" if fma else f"({expr} * {w} + {f32_lit(c)})"
     return expr
 
 
@@ -85,7 +98,7 @@ def fast_erf_prelude() -> str:
     of programs without half erf or gelu are unchanged)."""
     gp, gq = gelu_coefficients()
     fma = "libdevice.fmaf"
-    z_clamp, x_clamp = _f32(ERF_CLAMP), _f32(ERF_CLAMP * math.sqrt(2.0))
+    z_clamp, x_clamp = f32_lit(ERF_CLAMP), f32_lit(ERF_CLAMP * math.sqrt(2.0))
     return f"""
 
 # erf for values rounded to f16/bf16: a rational fit within 2^-19 relative,
@@ -99,25 +112,18 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
         z = np.asarray(z, np.float32)
         zc = np.where(np.abs(z) > {z_clamp}, np.copysign({z_clamp}, z), z)
         w = zc * zc
-        return _f32_value(zc * {_horner(ERF_P, "w")} / {_horner(ERF_Q, "w")})
+        return _f32_value(zc * {horner(ERF_P, "w")} / {horner(ERF_Q, "w")})
 
     def half_gelu(x):
         x = np.asarray(x, np.float32)
         xc = np.clip(x, -{x_clamp}, {x_clamp})
         v = xc * xc
-        t = xc * {_horner(gp, "v")} / {_horner(gq, "v")} + float32(0.5)
+        t = xc * {horner(gp, "v")} / {horner(gq, "v")} + float32(0.5)
         with np.errstate(invalid="ignore"):  # -inf * 0: NaN, as on the GPU
             return _f32_value(x * np.clip(t, float32(0.0), float32(1.0)))
 else:
 
-    @intrinsic
-    def _rcp_approx(typingctx, x):
-        def codegen(context, builder, sig, args):
-            f = context.cast(builder, args[0], sig.args[0], _t.float32)
-            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
-            return builder.asm(fnty, "rcp.approx.ftz.f32 $0, $1;", "=f,f", [f], False)
-        return _t.float32(x), codegen
-
+{RCP_APPROX_DEVICE}
     # a * b + c clamped to [0, 1] (NaN to 0): one fma with the .sat modifier.
     @intrinsic
     def _fma_sat(typingctx, a, b, c):
@@ -131,12 +137,12 @@ else:
     def half_erf(z):
         zc = math.copysign({z_clamp}, z) if abs(z) > {z_clamp} else float32(z)
         w = zc * zc
-        return zc * {_horner(ERF_P, "w", fma)} * _rcp_approx({_horner(ERF_Q, "w", fma)})
+        return zc * {horner(ERF_P, "w", fma)} * _rcp_approx({horner(ERF_Q, "w", fma)})
 
     @cuda.jit(device=True, inline=True)
     def half_gelu(x):
         xc = libdevice.fminf(libdevice.fmaxf(x, -{x_clamp}), {x_clamp})
         v = xc * xc
-        return x * _fma_sat(xc * {_horner(gp, "v", fma)}, _rcp_approx({_horner(gq, "v", fma)}),
+        return x * _fma_sat(xc * {horner(gp, "v", fma)}, _rcp_approx({horner(gq, "v", fma)}),
                             float32(0.5))
 """
