@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from fusec.codegen.fast_erf import FAST_ERF_NAMES, fast_erf_prelude
+from fusec.codegen.fast_tanh import FAST_TANH_NAMES, fast_tanh_prelude
 from fusec.codegen.mma import MMA_NAMES, MMA_PRELUDE
 from fusec.codegen.wide_access import WIDE_ACCESS_PRELUDE
 from fusec.dialects import nn
@@ -170,21 +171,24 @@ PRELUDE_NAMES = frozenset(
     {"math", "np", "numba", "cuda", "boolean", "float16", "float32", "float64", "int32",
      "int64", "ieee_exp", "fast_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
      "_ieee", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice", *FAST_ERF_NAMES,
-     *MMA_NAMES}
+     *FAST_TANH_NAMES, *MMA_NAMES}
 )
 
 
 def kernel_prelude(kernel_texts: Sequence[str]) -> str:
     """The prelude of a kernels.py holding `kernel_texts`: `KERNEL_PRELUDE`,
-    plus the half-precision erf (`codegen/fast_erf.py`) and the warp
-    products (`codegen/mma.py`) when some kernel calls them, so that no
-    other program's kernels.py changes."""
+    plus the half-precision erf (`codegen/fast_erf.py`), tanh
+    (`codegen/fast_tanh.py`) and the warp products (`codegen/mma.py`) when
+    some kernel calls them, so that no other program's kernels.py changes."""
     def calls(names: Sequence[str]) -> bool:
         return any(f"{name}(" in text for text in kernel_texts for name in names)
 
     prelude = KERNEL_PRELUDE
-    if calls(("half_erf", "half_gelu")):
+    erf = calls(("half_erf", "half_gelu"))
+    if erf:
         prelude += fast_erf_prelude()
+    if calls(("half_tanh", "half_gelu_tanh")):
+        prelude += fast_tanh_prelude(rcp=not erf)  # one `_rcp_approx`
     if calls(MMA_NAMES):
         prelude += MMA_PRELUDE
     return prelude
@@ -243,8 +247,9 @@ def min_expr(a: str, b: str, ctype: str) -> str:
 def rounded_to_half(op: Operation) -> bool:
     """Whether `op`'s result is of type f16 or bf16: the program rounds it to
     2^-11 relative or coarser, so every use of it, fused or not, was promised
-    no more, and an erf within 2^-19 (`half_erf`) cannot be told from the
-    exact one there (docs/nn-dialect.md, "Half precision")."""
+    no more, and an erf within 2^-19 (`half_erf`) or a tanh within 2^-18
+    (`half_tanh`) cannot be told from the exact one there (docs/nn-dialect.md,
+    "Half precision")."""
     t = op.results[0].type if op.results else None
     return isinstance(t, TensorType) and element_type_name(t.element_type) in HALF_NAMES
 
@@ -253,6 +258,8 @@ def _gelu(op: nn.GeluOp, a: str, t: str) -> str:
     half, one = float_literal(0.5, t), float_literal(1.0, t)
     if op.approximate != "tanh" and t == "float32" and rounded_to_half(op):
         return f"half_gelu({a})"
+    if op.approximate == "tanh" and t == "float32" and rounded_to_half(op):
+        return f"half_gelu_tanh({a})"
     if op.approximate == "tanh":
         c, k = float_literal(math.sqrt(2.0 / math.pi), t), float_literal(0.044715, t)
         return f"({half} * {a} * ({one} + ieee_tanh({c} * ({a} + {k} * {a} * {a} * {a}))))"
@@ -312,6 +319,8 @@ def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
     one, zero = float_literal(1.0, ctype), float_literal(0.0, ctype)
     if isinstance(op, nn.ErfOp) and ctype == "float32" and rounded_to_half(op):
         return f"half_erf({args[0]})"
+    if isinstance(op, nn.TanhOp) and ctype == "float32" and rounded_to_half(op):
+        return f"half_tanh({args[0]})"
     if type(op) in _UNARY:
         return _UNARY[type(op)].format(a=args[0], one=one, zero=zero, exp=exp_function(ctype))
     if type(op) in _BINARY:
