@@ -51,15 +51,21 @@ ERF_Q = (1.0, 0.6812665462493896, 0.19487696886062622, 0.030671682208776474,
 ERF_ERROR_BOUND = 2.0 ** -19
 """Relative error bound of `half_erf`; `half_gelu`'s error is below it times |x|."""
 
-RCP_APPROX_DEVICE = """\
+def one_instruction_device(name: str, instruction: str) -> str:
+    """A block of the prelude's GPU branch defining `name(x)`, an f32
+    intrinsic of one PTX `instruction` (`rcp.approx.ftz.f32`, ...)."""
+    return f"""\
     @intrinsic
-    def _rcp_approx(typingctx, x):
+    def {name}(typingctx, x):
         def codegen(context, builder, sig, args):
             f = context.cast(builder, args[0], sig.args[0], _t.float32)
             fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
-            return builder.asm(fnty, "rcp.approx.ftz.f32 $0, $1;", "=f,f", [f], False)
+            return builder.asm(fnty, "{instruction} $0, $1;", "=f,f", [f], False)
         return _t.float32(x), codegen
 """
+
+
+RCP_APPROX_DEVICE = one_instruction_device("_rcp_approx", "rcp.approx.ftz.f32")
 """The device's `_rcp_approx(x)`: 1 / x within 1 ulp (`rcp.approx.ftz`, one
 instruction), as a block of the prelude's GPU branch; shared with
 `codegen/fast_tanh.py`, whose prelude leaves it out where this one has it."""

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 
-from fusec.codegen.fast_erf import RCP_APPROX_DEVICE, f32_lit, horner
+from fusec.codegen.fast_erf import RCP_APPROX_DEVICE, f32_lit, horner, one_instruction_device
 
 TANH_SMALL = 0.4
 """|x| below which the odd polynomial gives tanh(x) (tanh(0.4) = 0.38: the
@@ -66,6 +66,9 @@ TANH_ERROR_BOUND = 2.0 ** -18
 
 GELU_TANH_ERROR_BOUND = 2.0 ** -20
 """`half_gelu_tanh(x)` is within this times |x| of the tanh-form gelu."""
+
+EX2_APPROX_DEVICE = one_instruction_device("_ex2_approx", "ex2.approx.ftz.f32")
+"""The device's `_ex2_approx(x)`: 2^x (`ex2.approx.ftz`, one instruction)."""
 
 FAST_TANH_NAMES = ("half_tanh", "half_gelu_tanh", "_ex2_approx", "_rcp_approx")
 """Top-level names `fast_tanh_prelude` binds in kernels.py."""
@@ -109,14 +112,7 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
             return np.asarray(x * ({one} / (e + {one})), np.float32)[()]
 else:
 {RCP_APPROX_DEVICE if rcp else ""}
-    @intrinsic
-    def _ex2_approx(typingctx, x):
-        def codegen(context, builder, sig, args):
-            f = context.cast(builder, args[0], sig.args[0], _t.float32)
-            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
-            return builder.asm(fnty, "ex2.approx.ftz.f32 $0, $1;", "=f,f", [f], False)
-        return _t.float32(x), codegen
-
+{EX2_APPROX_DEVICE}
     # Both forms computed, then picked: a select, not a branch.
     @cuda.jit(device=True, inline=True)
     def half_tanh(x):
