@@ -135,6 +135,7 @@ def _kernel_ptx(text: str) -> tuple[str, str]:
     return program.kernels_source, str(kernel["ptx"])
 
 
+@pytest.mark.slow  # compiles kernels to PTX in a subprocess
 def test_half_gelu_costs_about_half_the_instructions_of_libdevice_erf() -> None:
     """The f16 add + layer norm + gelu kernel against the same kernel with a
     negation for the gelu: libdevice's erf form cost 29 PTX instructions and

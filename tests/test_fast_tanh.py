@@ -180,6 +180,7 @@ def _per_element(op: str) -> tuple[float, str]:
     return (_ptx_instructions(ptx) - _ptx_instructions(with_neg)) / elements, ptx
 
 
+@pytest.mark.slow  # compiles kernels to PTX in a subprocess
 def test_half_tanh_costs_fewer_instructions_than_libdevice() -> None:
     """libdevice's tanhf took 16 PTX instructions per element (2 `selp`),
     its tanh-form gelu 23; the cheap ones take 13 (1 `selp`) and 6."""

@@ -172,6 +172,7 @@ func.func @f(%x: tensor<3202x4xf32>) -> tensor<3200x4xf32> {
 """
 
 
+@pytest.mark.slow  # 3200 rows, to be split over blocks
 def test_column_softmax_of_a_slice_split_in_two_kernels(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The column schedule split over blocks in two kernels (partial
