@@ -134,8 +134,8 @@ class MmaWriter(_Writer):
         threads = self.t.threads
         src = self.p.source(tile.which)
         assert isinstance(src, BlockArgument)
-        lines = [f"u = {_u('tid')} + {_u(f'e * {threads}')}",
-                 f"r = u // {_u(per_row)}",
+        head = [f"u = {_u('tid')} + {_u(f'e * {threads}')}"]
+        lines = [f"r = u // {_u(per_row)}",
                  f"c = (u % {_u(per_row)}) * {_u(VEC)}",
                  f"gr = {_u(origin)} + r",
                  f"at = {_u(f'{tile.which}base')} + gr * {_u(r_stride)} + c"]
@@ -146,15 +146,14 @@ class MmaWriter(_Writer):
                          else f"v{i} = {value}")
         base = _u(offset)
         if tile.transposed:
-            stores = [f"{array}[{base} + (c + {_u(i)}) * {_u(tile.width)} + r] = v{i}"
+            lines += [f"{array}[{base} + (c + {_u(i)}) * {_u(tile.width)} + r] = v{i}"
                       for i in range(VEC)]
         else:
-            stores = [f"{array}[{base} + r * {_u(tile.width)} + c + {_u(i)}] = v{i}"
+            lines += [f"{array}[{base} + r * {_u(tile.width)} + c + {_u(i)}] = v{i}"
                       for i in range(VEC)]
-        if count % threads:
-            lines += [f"if u < {_u(count)}:", *indent(stores, 1)]
-        else:
-            lines += stores
+        if count % threads:  # the last step's spare threads neither load nor store
+            lines = [f"if u < {_u(count)}:", *indent(lines, 1)]
+        lines = head + lines
         return [f"for e in range({-(-count // threads)}):", *indent(lines, 1)]
 
     def _q_fragments(self, kk: int) -> list[str]:

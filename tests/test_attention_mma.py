@@ -113,6 +113,27 @@ def test_per_head_bias_over_several_key_steps(tile: str) -> None:
     check_program(HEAD_BIAS, 1, pipeline)
 
 
+SPARE_STAGING_THREADS = """\
+func.func @f(%q: tensor<2x2x21x16xf32>, %k: tensor<2x2x64x16xf32>, %v: tensor<2x2x64x8xf32>,
+             %m: tensor<1x64xf32>) -> tensor<2x2x21x8xf32> {
+  %kt = nn.transpose %k {perm = [0, 1, 3, 2]} : (tensor<2x2x64x16xf32>) -> tensor<2x2x16x64xf32>
+  %s = nn.matmul %q, %kt : (tensor<2x2x21x16xf32>, tensor<2x2x16x64xf32>) -> tensor<2x2x21x64xf32>
+  %c = nn.constant dense<0.35> : tensor<f32>
+  %x = nn.mul %s, %c : (tensor<2x2x21x64xf32>, tensor<f32>) -> tensor<2x2x21x64xf32>
+  %y = nn.add %x, %m : (tensor<2x2x21x64xf32>, tensor<1x64xf32>) -> tensor<2x2x21x64xf32>
+  %p = nn.softmax %y {axis = -1} : tensor<2x2x21x64xf32>
+  %o = nn.matmul %p, %v : (tensor<2x2x21x64xf32>, tensor<2x2x64x8xf32>) -> tensor<2x2x21x8xf32>
+  func.return %o : tensor<2x2x21x8xf32>
+}
+"""
+
+
+def test_spare_staging_threads_read_nothing() -> None:
+    # 32 keys x 8 value dims are 64 vectors for 128 threads: the spare ones
+    # loaded rows past the last K/V tile (past the end of V in the last head)
+    check_program(SPARE_STAGING_THREADS, 1, _pipeline(64, 32))
+
+
 def test_head_dims_not_a_multiple_of_8_are_refused_with_an_error() -> None:
     from fusec.analysis.diagnostics import FusecError
 
