@@ -32,7 +32,17 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern
-from fusec.codegen.attention import AttentionSizes, _Tile, _u, _Writer
+from fusec.codegen.attention import (
+    ALIGN,
+    F32,
+    NEG_INF,
+    ZERO,
+    AttentionSizes,
+    _fold,
+    _Tile,
+    _u,
+    _Writer,
+)
 from fusec.codegen.attention_mma_schedule import mma_shared_words, mma_widths
 from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, WARP, AttentionTile
 from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, load_expr, store_expr
@@ -41,11 +51,7 @@ from fusec.codegen.mma import mma_helpers
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.dialects.nn_base import tensor_shape
 
-F32 = "float32"
 VEC = 4  # head dims a thread stages per step
-NEG_INF = float_literal(float("-inf"))
-ZERO = float_literal(0.0)
-ALIGN = 16  # bytes: shared tiles aligned for the 8-byte fragment loads
 
 
 class MmaWriter(_Writer):
@@ -209,7 +215,7 @@ class MmaWriter(_Writer):
         lines: list[str] = []
         for r in range(2):
             row = [f"x{j}_{2 * r + c}" for j in range(self.n_keys) for c in range(2)]
-            lines.append(f"t{r} = {_fold_max(row)}")
+            lines.append(f"t{r} = {_fold('max', row)}")
         lines += self._across_quad("max")
         for r in range(2):
             lines += [
@@ -266,12 +272,3 @@ class MmaWriter(_Writer):
             lines += [f"if qr{r} < {sh.s}:", *indent(stores, 1)] if sh.s % self.t.block_q \
                 else stores
         return lines
-
-
-def _fold_max(names: list[str]) -> str:
-    text = names[-1]
-    for n in reversed(names[:-1]):
-        text = f"max({n}, {text})"
-    return text
-
-
