@@ -142,7 +142,7 @@ def main() -> None:
         try:
             ms = _fusec(text, spec, args.reps)
             print(f"{t.text():58} {ms:8.3f} {fused_time(t, shape, H200) * 1e3:9.3f} "
-                  f"{shared_bytes(t, d, d):9d}")
+                  f"{shared_bytes(t, d, d, args.dtype):9d}")
         except Exception as err:  # one bad tile must not stop the sweep
             print(f"{t.text():58} failed: {re.sub(chr(10), ' ', str(err))[:80]}")
 

@@ -111,7 +111,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         qtiles = -(-shape.s // tile.block_q)
         grid = (max(1, numel(shape.batch)) * qtiles, 1, 1)
         block = (tile.threads, 1, 1)
-        smem = shared_bytes(tile, shape.d, shape.dv)
+        smem = shared_bytes(tile, shape.d, shape.dv, shape.element)
         dynamic = smem > STATIC_SHARED_LIMIT
         notes = [
             f"O[{fmt(shape.out)}] = softmax(f(Q[{fmt(tensor_shape(pattern.qk.lhs))}] @ K^T)) @ "
@@ -372,6 +372,10 @@ class _Writer:
         return f"{offset} + " + at.format(w=tile.width) if offset != "0" else at.format(
             w=tile.width)
 
+    def _stores(self, array: str, dest: str, value: str) -> list[str]:
+        """The lines storing a staged `value` at `array[dest]`."""
+        return [f"{array}[{dest}] = {value}"]
+
     def _count(self, tile: _Tile) -> int:
         return -(-self._mapping(tile)[2] // self.t.threads)
 
@@ -379,8 +383,8 @@ class _Writer:
                     limit: int) -> list[str]:
         """Global -> shared, a loop over the elements of each thread."""
         lines, value, guard = self._element(tile, origin, limit)
-        store = f"{array}[{self._dest(tile, offset)}] = {value}"
-        inner = [*lines, *([f"if {guard}:", f"    {store}"] if guard else [store])]
+        stores = self._stores(array, self._dest(tile, offset), value)
+        inner = [*lines, *([f"if {guard}:", *indent(stores, 1)] if guard else stores)]
         return [f"for e in range({self._count(tile)}):",
                 f"    idx = tid + e * {self.t.threads}", *indent(inner, 1)]
 
@@ -402,9 +406,9 @@ class _Writer:
                 if guard:
                     value = f"({value}) if {guard} else {ZERO}"
                 loads += [*idx, *lines, f"pf{n} = {value}"]
-                store = f"KV[{self._dest(tile, offset)}] = pf{n}"
-                stores += [*idx, *lines[:2], *([f"if {guard}:", f"    {store}"] if guard
-                                               else [store])]
+                store = self._stores("KV", self._dest(tile, offset), f"pf{n}")
+                stores += [*idx, *lines[:2], *([f"if {guard}:", *indent(store, 1)] if guard
+                                               else store)]
                 n += 1
         return loads, stores
 

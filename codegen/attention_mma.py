@@ -43,7 +43,12 @@ from fusec.codegen.attention import (
     _u,
     _Writer,
 )
-from fusec.codegen.attention_mma_schedule import mma_shared_words, mma_widths
+from fusec.codegen.attention_mma_schedule import (
+    mma_shared_words,
+    mma_widths,
+    split_offsets,
+    staged_parts,
+)
 from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, WARP, AttentionTile
 from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import float_literal, unravel
@@ -72,8 +77,12 @@ class MmaWriter(_Writer):
         self.k = _Tile("k", tile.block_k, shape.d, shape.d, False, wk)
         self.v = _Tile("v", tile.block_k, shape.dv, shape.dv, True, wv)
         self.v_offset = tile.block_k * wk  # Vᵀ follows K in each K/V buffer
-        words = mma_shared_words(tile, shape.d, shape.dv)
+        words = mma_shared_words(tile, shape.d, shape.dv, shape.element)
         self.kv_words = words["kv"] // tile.stages
+        # f32 operands are staged as TF32 big and small parts, the small
+        # ones these many words after the big ones (`tf32_split`)
+        self.split = staged_parts(shape.element) == 2
+        self.q_small, self.kv_small = split_offsets(tile, shape.d, shape.dv)
         self.kv_base = 0
         # Q follows the K/V buffers in one array, static or dynamic: its
         # fragments are read each key step and, in the array the staging
@@ -116,7 +125,7 @@ class MmaWriter(_Writer):
     def _declare(self) -> list[str]:
         """The K/V buffers and Q in one array (dynamic past 48 KiB, as in
         the SIMT engine) and the simulator's lane exchange `X`."""
-        words = sum(mma_shared_words(self.t, self.sh.d, self.sh.dv).values())
+        words = sum(mma_shared_words(self.t, self.sh.d, self.sh.dv, self.sh.element).values())
         warps = self.t.block_q // MMA_ROWS
         size = 0 if self.dynamic else words
         alias = ["Qt = SM", "KV = SM"]
@@ -151,23 +160,49 @@ class MmaWriter(_Writer):
             lines.append(f"v{i} = {value} if {valid[0]} else {ZERO}" if valid
                          else f"v{i} = {value}")
         base = _u(offset)
-        if tile.transposed:
-            lines += [f"{array}[{base} + (c + {_u(i)}) * {_u(tile.width)} + r] = v{i}"
-                      for i in range(VEC)]
-        else:
-            lines += [f"{array}[{base} + r * {_u(tile.width)} + c + {_u(i)}] = v{i}"
-                      for i in range(VEC)]
+        for i in range(VEC):
+            dest = (f"{base} + (c + {_u(i)}) * {_u(tile.width)} + r" if tile.transposed
+                    else f"{base} + r * {_u(tile.width)} + c + {_u(i)}")
+            lines += self._stores(array, dest, f"v{i}")
         if count % threads:  # the last step's spare threads neither load nor store
             lines = [f"if u < {_u(count)}:", *indent(lines, 1)]
         lines = head + lines
         return [f"for e in range({-(-count // threads)}):", *indent(lines, 1)]
 
+    def _stores(self, array: str, dest: str, value: str) -> list[str]:
+        """A staged value, or for f32 its TF32 big and small parts."""
+        if not self.split:
+            return super()._stores(array, dest, value)
+        small = self.q_small if array == "Qt" else self.kv_small
+        plus = f"{_u(small)}" if "numba.uint64" in dest else str(small)
+        return [f"tfh, tfl = tf32_split({value})", f"{array}[{dest}] = tfh",
+                f"{array}[{dest} + {plus}] = tfl"]
+
+    def _pairs(self, name: str, array: str, at: str, small: int) -> list[str]:
+        """`<name>0, <name>1` loaded from `array[at]` (and their small parts
+        `<name>s0, <name>s1` `small` words on, for split operands)."""
+        lines = [f"{name}0, {name}1 = ld_pair({array}, {at})"]
+        if self.split:
+            lines.append(f"{name}s0, {name}s1 = ld_pair({array}, {at} + {small})")
+        return lines
+
+    def _frag_b(self, name: str) -> str:
+        if self.split:
+            return f"{name} = mma_b_f32s({name}0, {name}1, {name}s0, {name}s1)"
+        return f"{name} = {self.frag_b}({name}0, {name}1)"
+
     def _q_fragments(self, kk: int) -> list[str]:
         """`qa<kk>`: this lane's Q fragment of dims `8 kk + t2 (+1)`, rows g
         and g + 8 of its warp."""
-        return [f"qa{kk}_0, qa{kk}_1 = ld_pair(Qt, qf + {kk * MMA_K})",
-                f"qa{kk}_2, qa{kk}_3 = ld_pair(Qt, qf + {8 * self.q.width + kk * MMA_K})",
-                self._frag_a(f"qa{kk}")]
+        name, rows = f"qa{kk}", (kk * MMA_K, 8 * self.q.width + kk * MMA_K)
+        lines = [f"{name}_{2 * r}, {name}_{2 * r + 1} = ld_pair(Qt, qf + {at})"
+                 for r, at in enumerate(rows)]
+        if not self.split:
+            return [*lines, self._frag_a(name)]
+        lines += [f"qs{kk}_{2 * r}, qs{kk}_{2 * r + 1} = ld_pair(Qt, qf + {at + self.q_small})"
+                  for r, at in enumerate(rows)]
+        args = ", ".join([*(f"{name}_{e}" for e in range(4)), *(f"qs{kk}_{e}" for e in range(4))])
+        return [*lines, f"{name} = mma_a_f32s({args})"]
 
     def _product(self, target: str, a: str, b: str) -> str:
         acc = ", ".join(f"{target}_{e}" for e in range(4))
@@ -183,8 +218,8 @@ class MmaWriter(_Writer):
         for kk in range(self.n_dims):
             lines += self._q_fragments(kk)
             for j in range(self.n_keys):
-                lines += [f"kb0, kb1 = ld_pair(KV, kf + {j * MMA_K * self.k.width + kk * MMA_K})",
-                          f"kb = {self.frag_b}(kb0, kb1)",
+                at = f"kf + {j * MMA_K * self.k.width + kk * MMA_K}"
+                lines += [*self._pairs("kb", "KV", at, self.kv_small), self._frag_b("kb"),
                           self._product(f"s{j}", f"qa{kk}", "kb")]
         return lines
 
@@ -239,8 +274,8 @@ class MmaWriter(_Writer):
         for j in range(self.n_keys):
             lines.append(self._frag_a(f"s{j}"))
             for n in range(self.n_out):
-                lines += [f"vb0, vb1 = ld_pair(KV, vf + {n * MMA_K * self.v.width + j * MMA_K})",
-                          f"vb = {self.frag_b}(vb0, vb1)",
+                at = f"vf + {n * MMA_K * self.v.width + j * MMA_K}"
+                lines += [*self._pairs("vb", "KV", at, self.kv_small), self._frag_b("vb"),
                           self._product(f"o{n}", f"s{j}", "vb")]
         return lines
 

@@ -11,6 +11,11 @@ fragments (`d / 2` values) for the whole kernel. The shared tiles are Q
 padded to 8 (mod 16) words: a warp's 8-byte fragment loads (`ld_pair`, lanes
 `g = lane // 4` on rows and `2 (lane % 4)` on words) then hit distinct banks
 in each half-warp.
+
+f32 operands are split into their TF32 parts where they are staged (once per
+block, not in each warp that reads them): Q, K and Vᵀ then have a second
+tile of the same layout holding the small parts, `split_offsets` words
+after the big ones.
 """
 
 from __future__ import annotations
@@ -73,11 +78,25 @@ def mma_widths(tile: AttentionTile, d: int) -> tuple[int, int, int]:
     return pair_padded(d), pair_padded(d), pair_padded(tile.block_k)
 
 
-def mma_shared_words(tile: AttentionTile, d: int, dv: int) -> dict[str, int]:
-    """Words of the Q tile and of the K/V buffers (`stages` of them)."""
+def staged_parts(element: str) -> int:
+    """Tiles each staged operand takes: 2 for f32 (TF32 big and small
+    parts), else 1."""
+    return 2 if element == "f32" else 1
+
+
+def split_offsets(tile: AttentionTile, d: int, dv: int) -> tuple[int, int]:
+    """Words from a big part to its small part: in Q's tile and in a K/V
+    buffer (K, Vᵀ, then their small parts)."""
     wq, wk, wv = mma_widths(tile, d)
-    kv = tile.block_k * wk + dv * wv
-    return {"q": tile.block_q * wq, "kv": kv * tile.stages, "p": 0}
+    return tile.block_q * wq, tile.block_k * wk + dv * wv
+
+
+def mma_shared_words(tile: AttentionTile, d: int, dv: int,
+                     element: str = "f32") -> dict[str, int]:
+    """Words of the Q tile and of the K/V buffers (`stages` of them)."""
+    q, kv = split_offsets(tile, d, dv)
+    parts = staged_parts(element)
+    return {"q": q * parts, "kv": kv * parts * tile.stages, "p": 0}
 
 
 def mma_prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
@@ -115,14 +134,16 @@ def mma_step_clocks(tile: AttentionTile, target: Target, d: int, dv: int,
     per_sm_clock = rate / target.sms / clock
     mma_clocks = warps * products * passes * PRODUCT_FLOPS / per_sm_clock
     # fragments prepared: a B fragment per product, an A fragment per 8 head
-    # dims (Q) and per 8 keys (P); f32 splits each value (2 per B, 4 per A),
-    # half packs each pair (1 per B, 2 per A)
+    # dims (Q) and per 8 keys (P); f32 splits P's values (4 per A; Q, K and V
+    # were split when staged), half packs each pair (1 per B, 2 per A)
     a_frags = d // 8 + tile.block_k // 8
-    splits = (products * 2 + a_frags * 4) * SPLIT_INSTRS if element == "f32" \
+    splits = tile.block_k // 8 * 4 * SPLIT_INSTRS if element == "f32" \
         else products + a_frags * 2
-    loads = products  # one 8-byte B fragment per product
+    parts = staged_parts(element)
+    loads = (products + d // 8) * parts  # 8-byte B fragments, Q's A fragments
     scores = tile.block_k // 2 * SCORE_INSTRS + dv // 2
-    staged = -(-tile.block_k * (d + dv) // tile.threads) * STAGE_INSTRS
+    staged = -(-tile.block_k * (d + dv) // tile.threads) * (
+        STAGE_INSTRS + (parts - 1) * (SPLIT_INSTRS + 1))
     issue = warps * (products * passes + splits + loads + scores + staged)
     exps = tile.threads * (tile.block_k // 2 + 2)
     return max(mma_clocks, issue / target.warp_issue_per_sm, exps / target.sfu_lanes_per_sm)

@@ -194,19 +194,21 @@ def p_width(tile: AttentionTile) -> int:
     return tile.block_q + VECTOR
 
 
-def shared_words(tile: AttentionTile, d: int, dv: int) -> dict[str, int]:
+def shared_words(tile: AttentionTile, d: int, dv: int,
+                 element: str = "f32") -> dict[str, int]:
     """Words of each shared tile on the GPU: Qᵀ, Kᵀ and V (`stages` buffers
-    each) and P (the simulator's row exchange is not counted)."""
+    each) and P (the simulator's row exchange is not counted); an mma
+    tile's depend on the operands' `element` type."""
     if tile.engine == "mma":
-        return mma_shared_words(tile, d, dv)
+        return mma_shared_words(tile, d, dv, element)
     kv = padded(tile.block_k) * d + tile.block_k * vwidth(tile, dv)
     return {"q": padded(tile.block_q) * d, "kv": kv * tile.stages,
             "p": tile.block_k * p_width(tile)}
 
 
-def shared_bytes(tile: AttentionTile, d: int, dv: int) -> int:
+def shared_bytes(tile: AttentionTile, d: int, dv: int, element: str = "f32") -> int:
     """Static shared memory of the kernel (see `shared_words`)."""
-    return sum(shared_words(tile, d, dv).values()) * ITEM
+    return sum(shared_words(tile, d, dv, element).values()) * ITEM
 
 
 def prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:

@@ -11,6 +11,12 @@ built from inline PTX (llvmlite's `builder.asm`, as the half conversions of
 - `mma_<e>(X, w, lane, A, B, c0, c1, c2, c3)`: `C + A @ B` of a 16x8x8
   product: one `mma.sync.m16n8k8` on f16/bf16 with f32 accumulation; three
   on TF32 for f32 (small x big, big x small, big x big: about f32 accuracy);
+- `tf32_split(x)`: `x`'s TF32 big part and the TF32 rounding of the rest,
+  as f32 values (the split `mma_a_f32`/`mma_b_f32` make of each value);
+- `mma_a_f32s(a00, a01, a10, a11, s00, s01, s10, s11)`,
+  `mma_b_f32s(b0, b1, s0, s1)`: the f32 fragments of values split before
+  (big parts, then small parts, both from `tf32_split`): no conversion, so
+  an operand that many warps read is split once, where it is staged;
 - `ld_pair(a, i)`: `a[i]` and `a[i + 1]` as one 8-byte load (`i` even, `a`
   8-byte aligned);
 - `xor_lanes(X, w, lane, v, m)`: `v` of lane `lane ^ m` of the warp
@@ -54,7 +60,11 @@ def mma_helpers(element: str) -> tuple[str, str, str]:
     return f"mma_a_{element}", f"mma_b_{element}", f"mma_{element}"
 
 
-MMA_NAMES = (*(name for e in MMA_ELEMENTS for name in mma_helpers(e)), "ld_pair", "xor_lanes")
+PRESPLIT_HELPERS = ("tf32_split", "mma_a_f32s", "mma_b_f32s")
+"""The split of f32 operands and the fragments of split operands."""
+
+MMA_NAMES = (*(name for e in MMA_ELEMENTS for name in mma_helpers(e)), *PRESPLIT_HELPERS,
+             "ld_pair", "xor_lanes")
 """Every name the prelude below binds for kernels."""
 
 
@@ -88,6 +98,23 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
     mma_a_f32, mma_b_f32, mma_f32 = _sim(np.float32)
     mma_a_f16, mma_b_f16, mma_f16 = _sim(lambda v: np.float32(np.float16(v)))
     mma_a_bf16, mma_b_bf16, mma_bf16 = _sim(lambda v: bf16_to_f32(f32_to_bf16(v)))
+
+    # TF32x3 is modelled as an f32 product: a split operand's fragment is the
+    # sum of its parts, which is the value (the small part is exact in f32)
+    def tf32_split(x):
+        # the GPU's split (`cvt.rna`: 10 mantissa bits, ties away from zero)
+        x = np.float32(x)
+        if not np.isfinite(x):
+            return x, np.float32(x - x)
+        bits = (int(x.view(np.uint32)) + 0x1000) & 0xFFFFE000
+        big = np.uint32(bits).view(np.float32)
+        return big, np.float32(x - big)
+
+    def mma_a_f32s(a00, a01, a10, a11, s00, s01, s10, s11):
+        return mma_a_f32(a00 + s00, a01 + s01, a10 + s10, a11 + s11)
+
+    def mma_b_f32s(b0, b1, s0, s1):
+        return mma_b_f32(b0 + s0, b1 + s1)
 
     def ld_pair(a, i):
         return a[i], a[i + 1]
@@ -146,6 +173,29 @@ else:
     def mma_b_f32(typingctx, b0, b1):
         rtype, codegen = _words(4, _split)
         return rtype(b0, b1), codegen
+
+    @intrinsic
+    def tf32_split(typingctx, x):
+        def codegen(context, builder, sig, args):
+            x = context.cast(builder, args[0], sig.args[0], _t.float32)
+            parts = [builder.bitcast(w, _F32) for w in _split(builder, [x])]
+            return context.make_tuple(builder, _PAIR, parts)
+        return _PAIR(x), codegen
+
+    def _bits(builder, xs):
+        return [builder.bitcast(x, _I32) for x in xs]
+
+    # the split values in `_split`'s order: big parts, then small parts
+    @intrinsic
+    def mma_a_f32s(typingctx, a00, a01, a10, a11, s00, s01, s10, s11):
+        rtype, codegen = _words(8, lambda b, xs: _bits(b, [xs[k] for k in (0, 2, 1, 3,
+                                                                             4, 6, 5, 7)]))
+        return rtype(a00, a01, a10, a11, s00, s01, s10, s11), codegen
+
+    @intrinsic
+    def mma_b_f32s(typingctx, b0, b1, s0, s1):
+        rtype, codegen = _words(4, _bits)
+        return rtype(b0, b1, s0, s1), codegen
 
     def _half_intrinsics(shape):
         pack = _pack(shape)

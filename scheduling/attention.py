@@ -76,7 +76,7 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
             continue
         if bq > max(BLOCK_Q[0], shape.s) or bk > max(BLOCK_K[0], shape.skv):
             continue
-        if shared_bytes(t, shape.d, shape.dv) > smem:
+        if shared_bytes(t, shape.d, shape.dv, shape.element) > smem:
             continue
         regs = attention_registers(t, shape.d, shape.dv, shape.params).registers
         # an mma tile holds its scores and outputs in registers, as
@@ -93,7 +93,8 @@ def resident_blocks(tile: AttentionTile, shape: AttentionShape, target: Target) 
     regs = attention_registers(tile, shape.d, shape.dv, shape.params).registers
     regs = -(-regs // REGISTER_GRANULE) * REGISTER_GRANULE
     by_regs = target.registers_per_sm // (regs * tile.threads)
-    by_smem = target.shared_memory_per_sm // max(1, shared_bytes(tile, shape.d, shape.dv))
+    smem = shared_bytes(tile, shape.d, shape.dv, shape.element)
+    by_smem = target.shared_memory_per_sm // max(1, smem)
     by_threads = target.max_threads_per_sm // tile.threads
     return max(1, min(by_regs, by_smem, by_threads, MAX_BLOCKS_PER_SM))
 
@@ -155,7 +156,7 @@ def choose_tile(shape: AttentionShape, target: Target) -> AttentionTile | str:
     if tiles:
         return tiles[0]
     small = AttentionTile(BLOCK_Q[0], BLOCK_K[0], ROWS[0], COLS[0])
-    need = shared_bytes(small, shape.d, shape.dv)
+    need = shared_bytes(small, shape.d, shape.dv, shape.element)
     regs = attention_registers(small, shape.d, shape.dv, shape.params).registers
     limit = target.shared_memory_per_block
     return (f"head dim {shape.d} (values {shape.dv}) is too large: the smallest tile needs "
@@ -167,7 +168,7 @@ def tile_kind(tile: AttentionTile, shape: AttentionShape, target: Target
               ) -> tuple[str, int, bool]:
     """(engine, stages, whether the tile needs dynamic shared memory)."""
     return (tile.engine, tile.stages,
-            shared_bytes(tile, shape.d, shape.dv) > target.static_shared_limit)
+            shared_bytes(tile, shape.d, shape.dv, shape.element) > target.static_shared_limit)
 
 
 def candidate_order(tiles: list[AttentionTile], shape: AttentionShape, target: Target

@@ -229,7 +229,7 @@ def _forced(text: str, tile: str) -> str:
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 @pytest.mark.slow
-def test_full_size_ptx_splits_each_fragment_once() -> None:
+def test_full_size_ptx_splits_staged_operands_once_per_block() -> None:
     from fusec.codegen.ptx import compile_program_ptx
 
     text = _forced((MODELS / "attention.mlir").read_text(),
@@ -242,8 +242,15 @@ def test_full_size_ptx_splits_each_fragment_once() -> None:
     assert abs(info["registers"] - launch.est_registers) <= 0.25 * info["registers"]
     # per key step of 32 keys: QK 8 x 4 products, PV 4 x 8, three TF32 each
     assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 3 * 64
-    # split once each: Q 8 x 4 values, K 32 x 2, P 4 x 4, V 32 x 2 (x2: big and small)
-    assert ptx.count("cvt.rna.tf32.f32") == 2 * (32 + 64 + 16 + 64)
+    # Q, K and V are split where they are staged, once per block: the
+    # products' fragments of them take no conversion; only P's values are
+    # split in the warps (4 x 4 per step). Splitting every fragment in each
+    # warp took 2 * (32 + 64 + 16 + 64) conversions per step (Q 8 x 4 values,
+    # K 32 x 2, P, V 32 x 2; x2: big and small)
+    source = program.kernels_source
+    assert source.count("mma_a_f32(") == 4 and "mma_b_f32(" not in source
+    assert source.count("mma_b_f32s(") == 64 and source.count("mma_a_f32s(") == 8
+    assert ptx.count("cvt.rna.tf32.f32") < (32 + 64 + 16 + 64)
 
 
 @pytest.mark.gpu
