@@ -1,12 +1,15 @@
 """The compile job's default pass pipeline, as a spec the user can see and change.
 
 ```
-fold-empty,decompose,sink-transposes,cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
+fold-empty,decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
 ```
 
 - `sink-transposes` moves a transpose of an elementwise result onto that op's
   operands, so a pointwise group reads them transposed instead of a copy
   transposing its result (`--no-fusion` drops it, keeping one kernel per op).
+- `unmerge-broadcasts` lets the readers of a reshape that merges a broadcast
+  axis (grouped-query attention's `repeat_kv`) broadcast instead, so no kernel
+  copies the repeated heads (`--no-fusion` drops it too).
 - `cse` and `dce` (xDSL's own passes) run before fusion so that an op written
   twice is computed once and an op nobody reads gets no kernel; a dead reader
   no longer forces its live producer to write its result out, which used to
@@ -38,6 +41,9 @@ CHECK_PRECISION_PASS = "check-precision"
 CLEANUP_PASSES = ("cse", "dce")
 # Before cse, which merges the transposes of a value read twice.
 SINK_PASS = "sink-transposes"
+# After decompose (it works on the softmax's parts), before cse/dce, which
+# drop the broadcast copies its readers no longer read.
+UNMERGE_PASS = "unmerge-broadcasts"
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     # fold-empty always, and first: no kernel can compute a tensor with a
     # zero-size dimension, and a softmax over an empty axis is empty while
     # its decomposition would take the maximum of nothing.
-    passes = ["fold-empty", "decompose", *([SINK_PASS] if options.fusion else []),
+    passes = ["fold-empty", "decompose", *([SINK_PASS, UNMERGE_PASS] if options.fusion else []),
               *CLEANUP_PASSES]
     if options.fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(FOLD_PASS)

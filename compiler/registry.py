@@ -45,6 +45,7 @@ BUILTIN_PASSES: dict[str, str] = {
     "register-budget": "fusec.passes.register_budget:RegisterBudgetPass",
     "sink-transposes": "fusec.passes.sink_transposes:SinkTransposesPass",
     "tile-and-promote": "fusec.passes.tile_and_promote:TileAndPromotePass",
+    "unmerge-broadcasts": "fusec.passes.unmerge_broadcasts:UnmergeBroadcastsPass",
 }
 
 # xDSL's generic passes that apply to `nn` programs (every `nn` op is Pure):

@@ -1,0 +1,406 @@
+"""The `unmerge-broadcasts` pass: a reshape that merges a broadcast axis into
+its neighbour (`repeat_kv` of grouped-query attention) is undone at its
+readers, which broadcast instead.
+
+Grouped-query attention repeats each of `Hkv` key/value heads over `G`
+query heads: `reshape(broadcast_to(reshape(k)))`, `[B, Hkv, S, D]` to
+`[B, Hkv, 1, S, D]` to `[B, Hkv, G, S, D]` to `[B, Hkv*G, S, D]`. The last
+reshape merges an axis of stride 0 into the head axis, which no strided view
+expresses, so it costs a copy kernel per operand. Every reader that
+broadcasts on its own (elementwise ops, matmul batch axes) can instead work
+on the split shape `[B, Hkv, G, S, D]` and read the unbroadcast
+`[B, Hkv, 1, S, D]` in place; its other operands are reshaped to the split
+shape (splitting an axis is always a strided view) and its result is
+reshaped back (a merge of a fresh contiguous result, also a view):
+
+```mlir
+// before
+%k1 = nn.reshape %k : (tensor<2x2x8x4xf32>) -> tensor<2x2x1x8x4xf32>
+%k2 = nn.broadcast_to %k1 : (tensor<2x2x1x8x4xf32>) -> tensor<2x2x3x8x4xf32>
+%k3 = nn.reshape %k2 : (tensor<2x2x3x8x4xf32>) -> tensor<2x6x8x4xf32>
+%y = nn.add %x, %k3 : (tensor<2x6x8x4xf32>, tensor<2x6x8x4xf32>) -> tensor<2x6x8x4xf32>
+// after `fusec -p unmerge-broadcasts,dce`
+%k1 = nn.reshape %k : (tensor<2x2x8x4xf32>) -> tensor<2x2x1x8x4xf32>
+%x_s = nn.reshape %x : (tensor<2x6x8x4xf32>) -> tensor<2x2x3x8x4xf32>
+%y_s = nn.add %x_s, %k1 : (tensor<2x2x3x8x4xf32>, tensor<2x2x1x8x4xf32>) -> tensor<2x2x3x8x4xf32>
+%y = nn.reshape %y_s : (tensor<2x2x3x8x4xf32>) -> tensor<2x6x8x4xf32>
+```
+
+The split form travels on: a reader of `%y` that can work split (an
+elementwise op, a reduction with `keepdims` over an unmerged axis, a
+softmax, a transpose, which moves the merged axes together, a matmul whose
+merged axes are batch axes) is rewritten the same way, reading `%y_s`. So a
+whole attention, `softmax(Q Kᵀ) V`, runs on `[B, Hkv, G, ...]` with K and V
+broadcast along the batch axis `G`, which `fuse-attention` fuses into one
+kernel reading K and V in place (head `h` reads K head `h // G`). A reader
+that cannot work split keeps the merged value as it was. A `broadcast_to`
+that expands nothing (a group of one) is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.rewriting import copy_location
+from fusec.dialects import nn
+from fusec.dialects.nn_base import int_list, tensor_shape
+from fusec.dialects.shapes import Shape
+
+Groups = tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class Split:
+    """A merged value's split form: `value` (broadcasting, by NumPy rules, to
+    `extents`) reshaped to the merged shape is the merged value; merged axis
+    `i` is the split axes `groups[i]`."""
+
+    value: SSAValue
+    extents: Shape
+    groups: Groups
+
+    def merged(self) -> bool:
+        """Whether some merged axis covers more than one split axis."""
+        return any(len(g) > 1 for g in self.groups)
+
+
+def merge_groups(split: Shape, merged: Shape) -> Groups | None:
+    """For a reshape of `split` to `merged` that only merges runs of adjacent
+    axes, the run of split axes each merged axis covers (None otherwise)."""
+    groups: list[tuple[int, ...]] = []
+    i = 0
+    for m in merged:
+        if i == len(split):
+            return None
+        run, prod = [i], split[i]
+        i += 1
+        while prod < m and i < len(split):
+            run.append(i)
+            prod *= split[i]
+            i += 1
+        if prod != m:
+            return None
+        groups.append(tuple(run))
+    if not groups or any(split[k] != 1 for k in range(i, len(split))):
+        return None
+    groups[-1] += tuple(range(i, len(split)))
+    return tuple(groups)
+
+
+def _tensor(like: SSAValue, shape: Shape) -> TensorType[Attribute]:
+    t = like.type
+    assert isinstance(t, TensorType)
+    return TensorType(t.element_type, shape)
+
+
+def _lift(groups: Groups, rank: int) -> Groups:
+    """`groups` of a value aligned (leading ones) to `rank` merged axes."""
+    lead = rank - len(groups)
+    return (*((k,) for k in range(lead)), *(tuple(a + lead for a in g) for g in groups))
+
+
+@dataclass
+class _Unmerger:
+    rewriter: Rewriter = field(default_factory=Rewriter)
+    splits: dict[SSAValue, Split] = field(default_factory=dict[SSAValue, Split])
+    merges: list[Operation] = field(default_factory=list[Operation])
+
+    def run(self, block: Block) -> None:
+        for op in list(block.ops):
+            if isinstance(op, nn.BroadcastToOp) and op.results[0].type == op.operands[0].type:
+                # expands nothing (a group of one head): no copy either
+                op.results[0].replace_all_uses_with(op.operands[0])
+                self.rewriter.erase_op(op)
+            elif isinstance(op, nn.ReshapeOp) and (seed := _seed(op)) is not None \
+                    and all(_splittable(u.operation, seed) for u in op.results[0].uses):
+                self.splits[op.results[0]] = seed
+                self.merges.append(op)
+            elif any(v in self.splits for v in op.operands):
+                self._rewrite(op)
+        for merge in self.merges:  # what only the rewritten readers read
+            _erase_dead(merge)
+
+    def _rewrite(self, op: Operation) -> None:
+        made = self._split_form(op)
+        if made is None:
+            return
+        new, extents, groups = made
+        result = op.results[0]
+        value = new.results[0]
+        new.results[0].name_hint = f"{result.name_hint}_s" if result.name_hint else None
+        back: list[Operation] = []
+        if tensor_shape(value) != extents:  # broadcast only for readers that stay merged
+            back.append(nn.BroadcastToOp.create(operands=[value],
+                                                result_types=[_tensor(value, extents)]))
+        back.append(nn.ReshapeOp.create(operands=[back[-1].results[0] if back else value],
+                                        result_types=[result.type]))
+        back[-1].results[0].name_hint = result.name_hint
+        copy_location(op, new, *back)
+        self.rewriter.insert_op([new, *back], InsertPoint.before(op))
+        result.replace_all_uses_with(back[-1].results[0])
+        self.rewriter.erase_op(op)
+        self.splits[back[-1].results[0]] = Split(value, extents, groups)
+        self.merges.append(back[-1])
+
+    def _split_form(self, op: Operation) -> tuple[Operation, Shape, Groups] | None:
+        """`op` on split operands: (the new op, its result's split extents and
+        merged axes), or None when `op` cannot work split."""
+        if isinstance(op, nn.TransposeOp):
+            return self._transpose(op)
+        if isinstance(op, nn.MatmulOp):
+            return self._matmul(op)
+        if isinstance(op, nn.ReduceOp | nn.SoftmaxOp | nn.LogSoftmaxOp):
+            return self._along_axes(op)
+        if op_kind(op) is OpKind.ELEMENTWISE and not isinstance(op, nn.BatchNormOp) \
+                and len(op.results) == 1:
+            return self._elementwise(op)
+        return None
+
+    def _reshape(self, value: SSAValue, shape: Shape, at: Operation) -> SSAValue:
+        if tensor_shape(value) == shape:
+            return value
+        op = nn.ReshapeOp.create(operands=[value], result_types=[_tensor(value, shape)])
+        op.results[0].name_hint = f"{value.name_hint}_s" if value.name_hint else None
+        copy_location(at, op)
+        self.rewriter.insert_op(op, InsertPoint.before(at))
+        return op.results[0]
+
+    def _aligned(self, s: Split, at: Operation) -> SSAValue:
+        """`s.value` with as many axes as `s.extents` (leading ones added)."""
+        shape = tensor_shape(s.value)
+        return self._reshape(s.value, (1,) * (len(s.extents) - len(shape)) + shape, at)
+
+    def _operand(self, v: SSAValue, groups: Groups, extents: Shape,
+                 at: Operation) -> SSAValue | None:
+        """`v` (aligned to the merged axes of `groups`) in the split form of
+        `extents`, or None when it differs along a merged axis."""
+        rank = len(groups)
+        s = self.splits.get(v)
+        if s is not None and _same_split(s, groups, extents):
+            return s.value
+        shape = tensor_shape(v)
+        if len(shape) > rank:
+            return None
+        aligned = (1,) * (rank - len(shape)) + shape
+        split: list[int] = []
+        for g, n in zip(groups, aligned, strict=True):
+            whole = [extents[a] for a in g]
+            if len(g) > 1 and n not in (1, _prod(whole)):
+                return None
+            split += [1] * len(g) if n == 1 else whole
+        if all(len(g) == 1 for g in groups[rank - len(shape):]):
+            return v  # broadcasting aligns it as it is
+        return self._reshape(v, tuple(split), at)
+
+    def _common(self, values: list[SSAValue], out: Shape,
+                drop: int = 0) -> tuple[Groups, Shape] | None:
+        """The split axes of a result of shape `out` (all but its last `drop`
+        axes) from its operands' splits (None when two disagree or none is
+        split)."""
+        found: tuple[Groups, Shape] | None = None
+        rank = len(out) - drop
+        for v in values:
+            s = self.splits.get(v)
+            if s is None or not s.merged():
+                continue
+            own = s.groups[:len(s.groups) - drop]
+            if len(own) > rank or any(len(g) > 1 for g in s.groups[len(own):]):
+                return None
+            groups = _lift(own, rank)
+            # a merged axis splits as in `s`; the others have the result's extent
+            extents = tuple(e for i, g in enumerate(groups) for e in (
+                [s.extents[a - groups[rank - len(own)][0]] for a in g] if len(g) > 1
+                else [out[i]]))
+            if found is not None and found != (groups, extents):
+                return None
+            found = (groups, extents)
+        if found is None or _merge(found[1], found[0]) != out[:rank]:
+            return None
+        return found
+
+    def _create(self, op: Operation, operands: list[SSAValue], shape: Shape,
+                attrs: dict[str, Attribute] | None = None) -> Operation:
+        return type(op).create(operands=operands,
+                               result_types=[_tensor(op.results[0], shape)],
+                               attributes={**op.attributes, **(attrs or {})},
+                               properties=dict(op.properties))
+
+    def _elementwise(self, op: Operation) -> tuple[Operation, Shape, Groups] | None:
+        common = self._common(list(op.operands), tensor_shape(op.results[0]))
+        if common is None:
+            return None
+        groups, extents = common
+        got = [self._operand(v, groups, extents, op) for v in op.operands]
+        operands = [v for v in got if v is not None]
+        if len(operands) != len(got):
+            return None
+        shape = _broadcast([tensor_shape(v) for v in operands])
+        return self._create(op, operands, shape), extents, groups
+
+    def _along_axes(self, op: Operation) -> tuple[Operation, Shape, Groups] | None:
+        """A reduction with `keepdims`, or a softmax, over unmerged axes that
+        the split value holds whole (not broadcast)."""
+        s = self.splits.get(op.operands[0])
+        if s is None or not s.merged():
+            return None
+        if isinstance(op, nn.ReduceOp):
+            if not op.keepdims:
+                return None
+            axes = op.axes
+        else:
+            assert isinstance(op, nn.SoftmaxOp | nn.LogSoftmaxOp)
+            axes = (op.axis,)
+        if any(len(s.groups[a]) > 1 for a in axes):
+            return None
+        value = self._aligned(s, op)
+        small = tensor_shape(value)
+        split_axes = [s.groups[a][0] for a in axes]
+        if any(small[a] != s.extents[a] for a in split_axes):
+            return None  # along a broadcast axis: the copies count
+        if isinstance(op, nn.ReduceOp):
+            shape = tuple(1 if k in split_axes else n for k, n in enumerate(small))
+            extents = tuple(1 if k in split_axes else n for k, n in enumerate(s.extents))
+            new = self._create(op, [value], shape, {"axes": int_list(split_axes)})
+            return new, extents, s.groups
+        axis = IntegerAttr(split_axes[0], IntegerType(64))
+        return self._create(op, [value], small, {"axis": axis}), s.extents, s.groups
+
+    def _transpose(self, op: nn.TransposeOp) -> tuple[Operation, Shape, Groups] | None:
+        """The merged axes move together: each becomes its run of split axes."""
+        s = self.splits[op.operands[0]]
+        if not s.merged():
+            return None
+        perm = [a for p in op.perm for a in s.groups[p]]
+        groups: list[tuple[int, ...]] = []
+        for p in op.perm:
+            start = sum(len(g) for g in groups)
+            groups.append(tuple(range(start, start + len(s.groups[p]))))
+        value = self._aligned(s, op)
+        small = tensor_shape(value)
+        new = self._create(op, [value], tuple(small[a] for a in perm), {"perm": int_list(perm)})
+        return new, tuple(s.extents[a] for a in perm), tuple(groups)
+
+    def _matmul(self, op: nn.MatmulOp) -> tuple[Operation, Shape, Groups] | None:
+        """A matmul whose merged axes are batch axes, which broadcast."""
+        out = tensor_shape(op.results[0])
+        common = self._common(list(op.operands), out, drop=2)
+        if common is None:
+            return None
+        groups, batch = common
+        rows = len(batch)
+        operands: list[SSAValue] = []
+        for v in op.operands:
+            shape = tensor_shape(v)
+            full = (*groups, (rows,), (rows + 1,))
+            got = self._operand(v, full, (*batch, *shape[-2:]), op)
+            if got is None:
+                return None
+            operands.append(got)
+        shape = (*_broadcast([tensor_shape(v)[:-2] for v in operands]), *out[-2:])
+        return (self._create(op, operands, shape), (*batch, *out[-2:]),
+                (*groups, (rows,), (rows + 1,)))
+
+
+def _same_split(s: Split, groups: Groups, extents: Shape) -> bool:
+    """Whether `s` is split as the trailing axes of `groups`/`extents` are
+    (its unmerged axes broadcast as the merged value's do)."""
+    own = len(s.groups)
+    if own > len(groups):
+        return False
+    tail = groups[len(groups) - own:]
+    first = tail[0][0]
+    shifted = tuple(tuple(a - first for a in g) for g in tail)
+    return shifted == s.groups and all(
+        extents[a] == s.extents[a - first] for g in tail if len(g) > 1 for a in g)
+
+
+def _merge(extents: Shape, groups: Groups) -> Shape:
+    return tuple(_prod([extents[a] for a in g]) for g in groups)
+
+
+def _broadcast(shapes: list[Shape]) -> Shape:
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for k, n in enumerate(s):
+            at = rank - len(s) + k
+            out[at] = max(out[at], n)
+    return tuple(out)
+
+
+def _prod(values: Sequence[int]) -> int:
+    n = 1
+    for v in values:
+        n *= v
+    return n
+
+
+def _seed(op: nn.ReshapeOp) -> Split | None:
+    """The split form of a reshape that merges an axis `broadcast_to`
+    expanded with another one."""
+    src = op.operands[0]
+    bcast = src.op if isinstance(src, OpResult) else None
+    if not isinstance(bcast, nn.BroadcastToOp):
+        return None
+    extents = tensor_shape(src)
+    groups = merge_groups(extents, tensor_shape(op.results[0]))
+    if groups is None:
+        return None
+    small = tensor_shape(bcast.operands[0])
+    aligned = (1,) * (len(extents) - len(small)) + small
+    expanded = {k for k, (a, b) in enumerate(zip(aligned, extents, strict=True)) if a != b}
+    if not any(len(g) > 1 and expanded & set(g) for g in groups):
+        return None
+    return Split(bcast.operands[0], extents, groups)
+
+
+def _splittable(reader: Operation, s: Split) -> bool:
+    """Whether `reader` of the merged value of `s` can read its split form
+    (by its kind and axes; its other operands are checked as it is
+    rewritten). A seed with another reader stays merged: that reader and the
+    split ones would share the unbroadcast value, which no group can then
+    hold as a view."""
+    if isinstance(reader, nn.TransposeOp):
+        return True
+    if isinstance(reader, nn.MatmulOp):
+        return all(len(g) == 1 for g in s.groups[-2:])
+    if isinstance(reader, nn.ReduceOp | nn.SoftmaxOp | nn.LogSoftmaxOp):
+        axes = reader.axes if isinstance(reader, nn.ReduceOp) else (reader.axis,)
+        return (not isinstance(reader, nn.ReduceOp) or reader.keepdims) and \
+            all(len(s.groups[a]) == 1 for a in axes)
+    return op_kind(reader) is OpKind.ELEMENTWISE and not isinstance(reader, nn.BatchNormOp) \
+        and len(reader.results) == 1
+
+
+def _erase_dead(op: Operation) -> None:
+    """Erase `op` when nothing reads it, and then its producers the same way
+    (layout ops only: pure)."""
+    while isinstance(op, nn.ReshapeOp | nn.BroadcastToOp) and op.parent is not None \
+            and not any(r.uses for r in op.results):
+        src = op.operands[0]
+        Rewriter.erase_op(op)
+        if not isinstance(src, OpResult):
+            return
+        op = src.op
+
+
+@dataclass(frozen=True)
+class UnmergeBroadcastsPass(ModulePass):
+    """Undo reshapes that merge a broadcast axis at the readers that can
+    broadcast instead (module docstring)."""
+
+    name = "unmerge-broadcasts"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
+            if func.body.blocks:
+                _Unmerger().run(func.body.block)

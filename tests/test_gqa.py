@@ -1,0 +1,150 @@
+"""Grouped-query and multi-query attention (`repeat_kv`): `unmerge-broadcasts`
+lets the attention (and pointwise readers) read each K/V head in place for
+its `G` query heads instead of a copy kernel repeating them; one kernel on
+both attention engines, numbers against the reference interpreter in the
+simulator, and the default pipeline on the realistic bench program."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from codegen_harness import check_program, compile_text, tensor
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "programs"
+HEAD = "decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants"
+TAIL = "form-fusion-groups,group-each-op"
+SIMT = f"{HEAD},fuse-attention{{block_q=16 block_k=16 rows=2 cols=2}},{TAIL}"
+MMA = f"{HEAD},fuse-attention{{block_q=32 block_k=16 engine=mma}},{TAIL}"
+HALF_TOLERANCE = {"float16": 1e-2, "bfloat16": 4e-2, "float32": 4e-2}
+
+
+def _repeat(name: str, b: int, hkv: int, g: int, s: int, d: int, dtype: str,
+            heads_last: bool = False) -> tuple[list[str], str]:
+    """Lines repeating `%name` ([b, hkv, s, d], or [b, s, hkv, d] with
+    `heads_last`, then transposed after the merge) over `g` query heads."""
+    t = lambda *shape: tensor(shape, dtype)  # noqa: E731
+    if heads_last:
+        lines = [
+            f"  %{name}1 = nn.reshape %{name} : ({t(b, s, hkv, d)}) -> {t(b, s, hkv, 1, d)}",
+            f"  %{name}2 = nn.broadcast_to %{name}1 : ({t(b, s, hkv, 1, d)}) -> "
+            f"{t(b, s, hkv, g, d)}",
+            f"  %{name}3 = nn.reshape %{name}2 : ({t(b, s, hkv, g, d)}) -> {t(b, s, hkv * g, d)}",
+            f"  %{name}4 = nn.transpose %{name}3 {{perm = [0, 2, 1, 3]}} : "
+            f"({t(b, s, hkv * g, d)}) -> {t(b, hkv * g, s, d)}",
+        ]
+        return lines, f"%{name}4"
+    lines = [
+        f"  %{name}1 = nn.reshape %{name} : ({t(b, hkv, s, d)}) -> {t(b, hkv, 1, s, d)}",
+        f"  %{name}2 = nn.broadcast_to %{name}1 : ({t(b, hkv, 1, s, d)}) -> {t(b, hkv, g, s, d)}",
+        f"  %{name}3 = nn.reshape %{name}2 : ({t(b, hkv, g, s, d)}) -> {t(b, hkv * g, s, d)}",
+    ]
+    return lines, f"%{name}3"
+
+
+def gqa_text(b: int, hkv: int, g: int, s: int, d: int, dtype: str = "f32",
+             causal: bool = False, heads_last: bool = False) -> str:
+    """`@f(q, k, v)`: attention of `hkv * g` query heads over `hkv` K/V heads."""
+    t = lambda *shape: tensor(shape, dtype)  # noqa: E731
+    h = hkv * g
+    q, sc, kt = t(b, h, s, d), t(b, h, s, s), t(b, h, d, s)
+    kv = t(b, s, hkv, d) if heads_last else t(b, hkv, s, d)
+    klines, k = _repeat("k", b, hkv, g, s, d, dtype, heads_last)
+    vlines, v = _repeat("v", b, hkv, g, s, d, dtype, heads_last)
+    lines = [f"func.func @f(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{", *klines, *vlines,
+             f"  %kt = nn.transpose {k} {{perm = [0, 1, 3, 2]}} : ({q}) -> {kt}",
+             f"  %s = nn.matmul %q, %kt : ({q}, {kt}) -> {sc}",
+             f"  %c = nn.constant dense<0.5> : {t()}",
+             f"  %x = nn.mul %s, %c : ({sc}, {t()}) -> {sc}"]
+    x = "%x"
+    if causal:
+        rows = ", ".join(f"[{float(i)}]" for i in range(s))
+        cols = ", ".join(str(float(j)) for j in range(s))
+        lines += [
+            f"  %ri = nn.constant dense<[{rows}]> : {tensor((s, 1))}",
+            f"  %ci = nn.constant dense<[{cols}]> : {tensor((s,))}",
+            f"  %keep = nn.cmp %ri, %ci {{predicate = \"ge\"}} : ({tensor((s, 1))}, "
+            f"{tensor((s,))}) -> {tensor((s, s), 'i1')}",
+            f"  %ninf = nn.constant dense<-1.0e+04> : {t()}",
+            f"  %xm = nn.select %keep, %x, %ninf : ({tensor((s, s), 'i1')}, {sc}, {t()}) -> {sc}",
+        ]
+        x = "%xm"
+    lines += [f"  %p = nn.softmax {x} {{axis = -1}} : {sc}",
+              f"  %o = nn.matmul %p, {v} : ({sc}, {q}) -> {q}",
+              f"  func.return %o : {q}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+@pytest.mark.parametrize(("hkv", "g"), [(2, 2), (1, 4)], ids=["gqa-g2", "mqa"])
+def test_gqa_one_kernel(pipeline: str, hkv: int, g: int) -> None:
+    program = check_program(gqa_text(2, hkv, g, 10, 8), 1, pipeline)  # no copy kernels
+    assert ("mma_f32(" in program.kernels_source) == (pipeline == MMA)
+
+
+@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+def test_causal_gqa_four_groups(pipeline: str) -> None:
+    check_program(gqa_text(1, 2, 4, 9, 8, causal=True), 1, pipeline)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+def test_half_gqa(pipeline: str, dtype: str) -> None:
+    check_program(gqa_text(1, 2, 2, 11, 16, dtype), 1, pipeline, tolerance=HALF_TOLERANCE)
+
+
+def test_heads_last_transposed_after_the_merge() -> None:
+    # K/V as [B, S, Hkv, D]: the merge happens before the head transpose
+    check_program(gqa_text(2, 2, 3, 7, 8, heads_last=True), 1, SIMT)
+
+
+def test_one_group_is_plain_attention() -> None:
+    # G = 1: the broadcast expands nothing; it is dropped, not copied
+    check_program(gqa_text(1, 2, 1, 8, 8), 1, SIMT)
+
+
+def test_without_the_pass_the_heads_are_copied() -> None:
+    # the regression this pass removes: two copy kernels before the attention
+    program = compile_text(gqa_text(1, 2, 2, 8, 8), SIMT.replace("unmerge-broadcasts,", ""))
+    assert len(program.functions["f"].launches) == 3
+
+
+POINTWISE = """\
+func.func @f(%x: tensor<2x6x5x4xf32>, %y: tensor<2x2x5x4xf32>, %b: tensor<4xf32>)
+    -> tensor<2x6x5x4xf32> {
+  %y1 = nn.reshape %y : (tensor<2x2x5x4xf32>) -> tensor<2x2x1x5x4xf32>
+  %y2 = nn.broadcast_to %y1 : (tensor<2x2x1x5x4xf32>) -> tensor<2x2x3x5x4xf32>
+  %y3 = nn.reshape %y2 : (tensor<2x2x3x5x4xf32>) -> tensor<2x6x5x4xf32>
+  %a = nn.add %x, %y3 : (tensor<2x6x5x4xf32>, tensor<2x6x5x4xf32>) -> tensor<2x6x5x4xf32>
+  %e = nn.exp %a : tensor<2x6x5x4xf32>
+  %r = nn.mul %e, %b : (tensor<2x6x5x4xf32>, tensor<4xf32>) -> tensor<2x6x5x4xf32>
+  func.return %r : tensor<2x6x5x4xf32>
+}
+"""
+
+
+def test_pointwise_reader_of_a_merged_broadcast() -> None:
+    pipeline = f"{HEAD},{TAIL}"
+    check_program(POINTWISE, 1, pipeline)
+    before = compile_text(POINTWISE, pipeline.replace("unmerge-broadcasts,", ""))
+    assert len(before.functions["f"].launches) == 2
+
+
+def test_reduction_over_the_merged_heads_stays_merged() -> None:
+    # a sum over the merged axis counts each repeated head: the seed stays
+    # merged for all its readers (2 kernels, as without the pass), and the
+    # numbers are right
+    text = POINTWISE.replace(
+        "  %r = nn.mul %e, %b : (tensor<2x6x5x4xf32>, tensor<4xf32>) -> tensor<2x6x5x4xf32>\n"
+        "  func.return %r : tensor<2x6x5x4xf32>",
+        "  %r = nn.reduce_sum %y3 {axes = [1], keepdims = true} : (tensor<2x6x5x4xf32>) -> "
+        "tensor<2x1x5x4xf32>\n  %z = nn.add %e, %r : (tensor<2x6x5x4xf32>, tensor<2x1x5x4xf32>)"
+        " -> tensor<2x6x5x4xf32>\n  func.return %z : tensor<2x6x5x4xf32>")
+    assert "%z" in text
+    check_program(text, 2, f"{HEAD},{TAIL}")
+
+
+def test_bench_program_is_one_kernel() -> None:
+    text = (BENCH / "gqa_attention.mlir").read_text()
+    program = compile_text(text, f"{HEAD},fuse-attention{{target=h200}},{TAIL}")
+    assert len(program.functions["gqa_attention"].launches) == 1
