@@ -49,6 +49,12 @@ class FusecError(Exception):
         return head + ("\n" + context if context else "")
 
 
+class InternalError(Exception):
+    """A bug in fusec found where it shows (a generated kernel numba cannot
+    compile), with a message that says so: the driver prints
+    `fusec: internal error: <message>` and exits 1, without a traceback."""
+
+
 # Bidirectional overrides and isolates: they reorder what a terminal shows.
 _BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
 

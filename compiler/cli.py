@@ -29,7 +29,7 @@ import sys
 from typing import NoReturn
 
 import fusec
-from fusec.analysis.diagnostics import FusecError, escape_controls
+from fusec.analysis.diagnostics import FusecError, InternalError, escape_controls
 from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.pipeline import InternalPassError
@@ -159,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         # A path the system refuses (too long, no permission, disk full) is the
         # user's to fix, wherever it is first touched.
         print(f"fusec: error: cannot use '{err.filename}': {err.strerror}", file=sys.stderr)
+        return 1
+    except InternalError as err:
+        if traceback:
+            raise
+        print(f"fusec: internal error: {escape_controls(str(err))}", file=sys.stderr)
         return 1
     except (InternalPassError, Exception) as err:
         if traceback:

@@ -18,7 +18,7 @@ from xdsl.utils.arg_spec import (  # pyright: ignore[reportPrivateUsage]
 )
 from xdsl.utils.exceptions import ArgSpecParseError
 
-from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.verify import verify_module
@@ -171,7 +171,7 @@ class PipelineRunner:
     def _apply(self, p: ModulePass, module: ModuleOp) -> None:
         try:
             p.apply(self.ctx, module)
-        except FusecError:
+        except (FusecError, InternalError):
             raise
         except Exception as err:
             raise InternalPassError(p.name, err) from err

@@ -15,6 +15,10 @@ probe = KernelProbe()
 count = probe.count(group, target, cap=32)   # None: no ptxas or no NVVM (probe.note says so)
 count.registers, count.spill_bytes, count.threads
 ```
+
+A kernel numba itself rejects (it cannot type or lower it) is a bug in code
+generation, not a missing tool: `count` raises an `InternalError` naming the
+kernel, its group and numba's first error line, and fusec stops.
 """
 
 from __future__ import annotations
@@ -22,15 +26,17 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
+from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 
-from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.analysis.targets import Target
 from fusec.codegen.kernel_source import (
     KernelParam,
@@ -59,8 +65,29 @@ for line in sys.stdin:
                                   cc=tuple(req["cc"]))
         out = {"ptx": ptx}
     except Exception as err:
-        out = {"error": f"{type(err).__name__}: {err}"[:400]}
+        out = {"error": f"{type(err).__name__}: {err}"[:2000],
+               "environment": environmental(err)}
     print(json.dumps(out), flush=True)
+"""
+
+# Whether an exception from compiling a kernel to PTX is this machine's (no
+# CUDA toolkit, libNVVM or NVRTC, a compute capability the toolkit does not
+# know), not the kernel's. numba raises those as ImportError subclasses
+# (CudaSupportError, NvvmSupportError, NvrtcSupportError), CCSupportError and
+# OSError (a library that will not load); a kernel it cannot type, lower or
+# hand to NVVM raises NumbaError subclasses, NvvmError, or, from the source
+# itself, SyntaxError, NameError and the like.
+_ENVIRONMENT = r"""
+ENVIRONMENT_ERRORS = {"CudaSupportError", "NvvmSupportError", "NvrtcSupportError",
+                      "CCSupportError"}
+def environmental(err):
+    if isinstance(err, (ImportError, OSError)):
+        return True
+    if any(c.__name__ in ENVIRONMENT_ERRORS for c in type(err).__mro__):
+        return True
+    text = str(err)
+    return type(err).__name__ == "NvvmError" and (
+        "libNVVM cannot be found" in text or "is not available" in text)
 """
 
 
@@ -122,6 +149,12 @@ class KernelProbe:
         except ProbeUnavailable as err:
             self.note, self.unavailable = str(err), True
             return None
+        except KernelDoesNotCompile as err:
+            from fusec.codegen.generate import group_attr
+
+            raise InternalError(f"kernel {kernel_name(group)} (group "
+                                f"{group_attr(group, 'name', '?')}) does not compile: {err}") \
+                from None
         finally:
             self.seconds += time.perf_counter() - begin
 
@@ -139,6 +172,38 @@ _COUNTS: dict[str, tuple[int, int]] = {}
 
 class ProbeUnavailable(Exception):
     """ptxas or numba's PTX compiler (libNVVM) is missing or failed."""
+
+
+class KernelDoesNotCompile(Exception):
+    """numba rejected a generated kernel itself (a code-generation bug); the
+    message is numba's first error line."""
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def first_error_line(error: str) -> str:
+    """The line of numba's error (`Kind: message`) that says what is wrong:
+    numba's messages open with the pipeline stage that failed (`Failed in
+    cuda mode pipeline (step: nopython frontend)`) and may be coloured."""
+    text = _ANSI.sub("", error)
+    kind, sep, rest = text.partition(": ")
+    if not (sep and kind.isidentifier()):
+        kind, rest = "", text
+    lines = [line.strip() for line in rest.splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith(("Failed in ", "During: "))]
+    line = (useful or lines or ["(no message)"])[0]
+    return f"{kind}: {line}" if kind else line
+
+
+def kernel_name(group: GroupOp) -> str:
+    """The name the program's kernel for `group` gets (codegen/generate.py)."""
+    from fusec.codegen.generate import KERNEL_NAME_FUNC_CHARS, group_attr, main_op
+
+    func = group.parent_op()
+    prefix = func.sym_name.data[:KERNEL_NAME_FUNC_CHARS] if isinstance(func, FuncOp) else "f"
+    main = op.name.removeprefix("nn.") if (op := main_op(group)) else "copy"
+    return f"{prefix}_{group_attr(group, 'name', '?')}_{main}"
 
 
 def _without_comments(text: str) -> str:
@@ -180,7 +245,8 @@ def _start_worker() -> subprocess.Popen[str]:
     global _worker
     if _worker is None or _worker.poll() is not None:
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-        _worker = subprocess.Popen([sys.executable, "-c", _WORKER], env=env, text=True,
+        _worker = subprocess.Popen([sys.executable, "-c", _ENVIRONMENT + _WORKER], env=env,
+                                   text=True,
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
         atexit.register(_stop_worker)
@@ -196,6 +262,10 @@ def _stop_worker() -> None:
             _worker.wait(timeout=5)
         except subprocess.TimeoutExpired:
             _worker.kill()
+    if _worker is not None:  # its pipes too: an open one warns when collected
+        for pipe in (_worker.stdout, _worker.stderr):
+            if pipe is not None:
+                pipe.close()
     _worker = None
 
 
@@ -215,6 +285,8 @@ def _ptx_of(source: str, signature: list[tuple[int, str]], cc: tuple[int, int]) 
         raise ProbeUnavailable(f"numba could not start compiling PTX ({' '.join(tail)})")
     reply = json.loads(line)
     if "error" in reply:
+        if not reply.get("environment", True):
+            raise KernelDoesNotCompile(first_error_line(reply["error"]))
         raise ProbeUnavailable(f"numba could not compile the kernel to PTX ({reply['error']})")
     return str(reply["ptx"])
 
