@@ -30,6 +30,7 @@ from functools import cached_property
 
 from xdsl.ir import Operation, OpResult, SSAValue
 
+from fusec.analysis.concat_operands import computes_pieces, concat_pieces
 from fusec.analysis.cost_model import (
     FusionGain,
     KernelCost,
@@ -412,6 +413,11 @@ def _indexed_read(c: Candidate) -> Merged | str | None:
     for op in indexed:
         if (reason := indexed_refusal(op, ops)) is not None:
             return reason
+    if (anchored := next((g for g in (c.a, c.b) if g.kind in (
+            "reduction", "contraction", "window")), None)) is not None and computes_pieces(ops):
+        return (f"a {anchored.kind} kernel reads a concat in place only over operands it "
+                "reads from memory; operands the kernel computes are evaluated under the "
+                "concat's select by a pointwise kernel only")
     for src, dst in ((c.a, c.b), (c.b, c.a)):
         lone = src.size == 1 and isinstance(src.lead, INDEXED_READS)
         if lone and dst.kind in ("pointwise", "reduction") and c.edges(src, dst):
@@ -430,6 +436,31 @@ def _indexed_read(c: Candidate) -> Merged | str | None:
             if dst.kind == "reduction":
                 return merge_reduction(c)
             return merge_pointwise(src, dst, dst.shape)
+    return computed_concat(c, ops)
+
+
+def computed_concat(c: Candidate, ops: set[Operation]) -> Merged | str | None:
+    """A group holding a concat (the lone op, or a pointwise group) and a
+    pointwise group (or slices) computing some of its operands: one
+    pointwise kernel over the concat's result that evaluates them under the
+    concat's select (`analysis/concat_operands.py`). None when the pair is
+    not that pattern; the reason when the producer also computes values of
+    another iteration shape."""
+    pieces = concat_pieces(ops)
+    for holder, producer in ((c.a, c.b), (c.b, c.a)):
+        concats = [op for op in holder.ops if isinstance(op, nn.ConcatOp)]
+        slices = producer.kind == "view" and all(
+            isinstance(op, (nn.SliceOp, nn.ReshapeOp)) for op in producer.ops)
+        if not concats or holder.kind not in ("layout", "pointwise") or not (
+                producer.kind == "pointwise" or slices) or c.edges(holder, producer) or not any(
+                u.operation in concats for v in c.edges(producer, holder) for u in v.uses):
+            continue
+        if (stray := next((op for op in producer.ops if op not in pieces), None)) is not None:
+            return (f"{c.dep.describe(stray)} is also read outside the operands of "
+                    f"{c.dep.describe(concats[0])}; a kernel evaluates a concat's computed "
+                    f"operands only under its select, at their own shape, not at "
+                    f"{fmt(holder.shape)}")
+        return merge_pointwise(holder, producer, holder.shape)
     return None
 
 
@@ -530,19 +561,24 @@ def _with_totals(c: Candidate, kind: str, shape: tuple[int, ...], axes: tuple[in
     ops = tuple(sorted((*a.ops, *b.ops), key=c.dep.index.__getitem__))
     regs, shared = summary_resources(kind, ops, inputs, list(outputs), shape, c.target,
                                      sum(g.kind == kind for g in (a, b)))
+    pieces = concat_pieces(ops) if kind == "pointwise" else set[Operation]()
     return GroupInfo(
         nid=a.nid, kind=kind, lead=lead, size=a.size + b.size, shape=shape, axes=axes,
-        anchor=anchor, outputs=outputs, inputs=inputs, flops=_fused_flops(a, b, kind, shape),
+        anchor=anchor, outputs=outputs, inputs=inputs,
+        flops=_fused_flops(a, b, kind, shape, pieces),
         registers=regs, shared=shared, drift=drift, ops=ops,
     )
 
 
-def _fused_flops(a: GroupInfo, b: GroupInfo, kind: str, shape: tuple[int, ...]) -> float:
+def _fused_flops(a: GroupInfo, b: GroupInfo, kind: str, shape: tuple[int, ...],
+                 pieces: set[Operation]) -> float:
     """Pointwise ops of a smaller shape fused into a larger iteration space
-    are recomputed at every point: scale their flops up."""
+    are recomputed at every point: scale their flops up (not those of a
+    concat's operands, `pieces`: each is evaluated on its own elements)."""
     total = 0.0
     for g in (a, b):
-        if g.kind == "pointwise" and kind == "pointwise" and g.shape != shape:
+        if g.kind == "pointwise" and kind == "pointwise" and g.shape != shape and not (
+                pieces.issuperset(g.ops)):
             total += g.flops * numel(shape) / max(1, numel(g.shape))
         else:
             total += g.flops

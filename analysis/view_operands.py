@@ -23,8 +23,10 @@ innermost axis is staged through a tile (`analysis/transposed_operands.py`).
 `nn.concat` and `nn.gather` are indexed reads (`INDEXED_READS`): an element
 of a concat is read from the operand whose range along `axis` holds its
 coordinate, an element of a gather from the table row its index names
-(`codegen/indexed_read.py`). Their operands must be read from memory: group
-inputs, or chains of slices and reshapes of them.
+(`codegen/indexed_read.py`). A gather's operands must be read from memory:
+group inputs, or chains of slices and reshapes of them; a concat's may also
+be values the kernel computes only for it, evaluated under its select
+(`analysis/concat_operands.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Iterable, Sequence
 
 from xdsl.ir import Operation, OpResult, SSAValue
 
+from fusec.analysis.concat_operands import concat_pieces, piece_refusal
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.strided_view import StridedView, forward
 from fusec.dialects import nn
@@ -87,8 +90,13 @@ def indexed_refusal(op: Operation, inside: set[Operation]) -> str | None:
     """Why the kernel of the ops in `inside` cannot read concat or gather
     `op` in place, or None: every operand must be read from memory (a group
     input, or a chain of slices and reshapes of one)."""
+    pieces = concat_pieces(inside) if isinstance(op, nn.ConcatOp) else set[Operation]()
     for v in op.operands:
         if not isinstance(v, OpResult) or v.op not in inside:
+            continue
+        if isinstance(op, nn.ConcatOp) and not isinstance(v.op, CHAINED_VIEWS):
+            if v.op not in pieces:  # evaluated under the select (`analysis/concat_operands.py`)
+                return piece_refusal(op, v.op)
             continue
         if not all(isinstance(link, INDEXED_CHAINS) for link in chain_links(v.op, inside)):
             return (f"{op.name} would read {v.op.name}, a value the same kernel computes; "
@@ -161,6 +169,7 @@ def view_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
     """Why a pointwise kernel over `shape` holding `ops` cannot read its
     slices and reshapes in place, or None when it can."""
     inside = set(ops)
+    pieces = concat_pieces(ops)
     for op in ops:
         if not isinstance(op, _LINKS):
             continue
@@ -169,8 +178,8 @@ def view_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
         if reason is not None:
             return reason
         readers = [u.operation for u in op.results[0].uses if u.operation in inside]
-        if readers and all(isinstance(u, _LINKS) for u in readers):
-            continue  # an inner link of a chain: never read at the iteration shape
+        if (readers and all(isinstance(u, _LINKS) for u in readers)) or op in pieces:
+            continue  # an inner link of a chain, or read at its concat piece's shape
         result = tensor_shape(op.results[0])
         offset = len(shape) - len(result)
         if offset < 0 or any(n not in (1, shape[offset + d]) for d, n in enumerate(result)):

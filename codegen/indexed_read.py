@@ -89,6 +89,8 @@ def _read(body: GroupBody, v: SSAValue, cs: tuple[str, ...], ints: Ints, name: s
         lines += more
         return expr
     if isinstance(op, nn.ConcatOp):
+        if any(_computed(body, v) for v in op.inputs):
+            return _select(body, op, cs, ints, name, lines)
         return _concat(body, op, cs, ints)
     if isinstance(op, nn.GatherOp):
         return _gather(body, op, cs, ints, name, lines)
@@ -127,6 +129,46 @@ def _concat(body: GroupBody, op: nn.ConcatOp, cs: tuple[str, ...], ints: Ints) -
     for read, end in reversed(reads[:-1]):
         expr = f"({read} if {c} < {ints.lit(end)} else {expr})"
     return expr
+
+
+def _computed(body: GroupBody, v: SSAValue) -> bool:
+    """Whether concat operand `v` is computed by the kernel (not one load
+    of a group input through a chain of slices, reshapes and transposes)."""
+    if isinstance(v, BlockArgument):
+        return False
+    op = v.owner
+    assert isinstance(op, Operation)
+    found = operand_view(op, set(body.ops)) if isinstance(op, CHAINED_VIEWS) else "computed"
+    return isinstance(found, str) or not isinstance(found[0], BlockArgument)
+
+
+def _select(body: GroupBody, op: nn.ConcatOp, cs: tuple[str, ...], ints: Ints, name: str,
+            lines: list[str]) -> str:
+    """A concat with operands the kernel computes: a branch per element on
+    the coordinate along the axis, each arm evaluating its operand's
+    expression at the coordinates local to the operand (only that arm's
+    loads and arithmetic run), into `<name>_sel`."""
+    from fusec.codegen.group_body import PointEvaluator, indent  # it imports this module
+
+    if not name:
+        raise op_error(op, f"{op.name} with computed operands cannot be read here in place")
+    axis, c, out = op.axis, cs[op.axis], f"{name}_sel"
+    arms: list[tuple[str, list[str]]] = []
+    start = 0
+    for k, v in enumerate(op.inputs):
+        width, first = tensor_shape(v)[axis], start
+        start += width
+        if not width:
+            continue  # an empty operand owns no range
+        local = c if first == 0 else ints.cast(f"{c} - {ints.lit(first)}")
+        at = (*cs[:axis], local, *cs[axis + 1:])
+        ev = PointEvaluator(body, tensor_shape(v), at, suffix=f"_{name}{k}", itype=ints.itype)
+        value = ev.value(v)
+        arms.append((f"{c} < {ints.lit(start)}", [*ev.take_lines(), f"{out} = {value}"]))
+    for k, (cond, arm) in enumerate(arms):
+        head = "else:" if k == len(arms) - 1 else f"{'if' if k == 0 else 'elif'} {cond}:"
+        lines += [head, *indent(arm, 1)] if len(arms) > 1 else arm
+    return out
 
 
 def _plain(op: Operation, lines: list[str]) -> None:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
@@ -210,8 +211,9 @@ def _element(plan: _Plan, coords: list[str], suffix: str, ints: Ints
     coordinates are, so the index stays 32-bit)."""
     body, loads, lit = plan.body, [], ints.lit
     bound: dict[SSAValue, str] = {}
+    pieces = concat_pieces(body.ops)  # evaluated under their concat's select, not here
     for k, op in enumerate(body.ops):
-        if not isinstance(op, READ_IN_PLACE) or not read_directly(body, op):
+        if not isinstance(op, READ_IN_PLACE) or not read_directly(body, op) or op in pieces:
             continue
         name = f"tp{k}{suffix}"
         if isinstance(op, INDEXED_READS):
@@ -226,7 +228,7 @@ def _element(plan: _Plan, coords: list[str], suffix: str, ints: Ints
     inside = set(body.ops)
     for arg in body.args:
         if any(not isinstance(u.operation, READ_IN_PLACE) and not computed_root(
-                u.operation, inside) for u in arg.uses):
+                u.operation, inside) and u.operation not in pieces for u in arg.uses):
             name = f"a{arg.index}{suffix}"
             index = broadcast_index(tensor_shape(arg), plan.shape, coords)
             loads.append(f"{name} = {load_expr(body, arg, index)}")

@@ -45,6 +45,7 @@ from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.scheduled_cost import ScheduleCache
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.analysis.view_operands import CHAINED_VIEWS
+from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.dependency_analysis import (
     DependencyAnalysis,
@@ -208,18 +209,25 @@ class GroupFormer:
         while True:
             g = self.graph.node_of[op]
             kind = self.info[g].kind
-            if kind not in FUSIBLE_KINDS and kind != "view":
+            if kind not in FUSIBLE_KINDS and kind != "view" and not self._concat_host(g):
                 return
             cands = [  # a layout op absorbs only the layout ops it reads (one chain)
                 self.candidate(p, g) for p in self.graph.nodes[g].preds
                 if self.info[p].kind != "constant" and (p, g) not in self.settled
                 and (kind != "view" or self.info[p].kind == "view")
+                and (kind != "layout" or self.info[p].kind == "pointwise")
                 and (p, g, self.info[p].size, self.info[g].size) not in tried
             ]
             for c in cands:
                 tried.add((c.a.nid, c.b.nid, c.a.size, c.b.size))
             if not any(self.try_fuse(c) for c in self.policy.order(cands)):
                 return
+
+    def _concat_host(self, nid: int) -> bool:
+        """Whether node `nid` is a lone concat, which absorbs the pointwise
+        groups computing its operands (`fusion_legality.computed_concat`)."""
+        info = self.info[nid]
+        return self.options.fold_views and info.size == 1 and isinstance(info.lead, nn.ConcatOp)
 
     def _horizontal(self) -> None:
         """Siblings reading the same value become one multi-output group."""

@@ -1,15 +1,17 @@
 // RUN: fusec %s --split-input-file -p decompose,form-fusion-groups --remarks 2>&1 >/dev/null | filecheck %s
 
 // A concat or gather is read in place by the kernel consuming it only over
-// operands read from memory (group inputs, slices and reshapes of them); each
-// refusal is a `missed:` remark saying why.
+// operands read from memory (group inputs, slices and reshapes of them), or,
+// for a concat, values the kernel computes for it alone (concat_fusion.mlir);
+// each refusal is a `missed:` remark saying why.
 
-// CHECK: missed: nn.exp (%e) not fused into group g0: nn.concat would read nn.exp, a value the same kernel computes; a kernel reads an nn.concat in place only over operands it reads from memory (group inputs, and slices and reshapes of them)
-func.func @computed_operand(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>) -> tensor<3x8xf32> {
+// CHECK: missed: nn.concat (%c) not fused into group g0: nn.concat would read nn.exp, a value the same kernel also needs outside the concat's operands (a result, or read by another op); a kernel evaluates a concat's computed operands only under the concat's select, at the shape of their piece
+func.func @computed_operand_read_elsewhere(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>) -> (tensor<3x8xf32>, tensor<3x4xf32>) {
   %e = nn.exp %x : tensor<3x4xf32>
   %c = nn.concat %e, %y {axis = 1} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x8xf32>
   %r = nn.relu %c : tensor<3x8xf32>
-  func.return %r : tensor<3x8xf32>
+  %n = nn.neg %e : tensor<3x4xf32>
+  func.return %r, %n : tensor<3x8xf32>, tensor<3x4xf32>
 }
 
 // -----
