@@ -107,7 +107,15 @@ class GroupFormer:
             g.size, g.kind in ("reduction", "contraction", "window"), -self.dep.index[g.lead]))
         subject = describe_group(self.dep, small)
         if not verdict.ok:
-            self.pending.append(_Pending("missed", subject, big.lead, verdict.reason))
+            view = next((g for g in (c.a, c.b) if g.size == 1 and isinstance(g.lead, nn.ReshapeOp)
+                         and g.kind == "view"), None)
+            other = c.b if view is c.a else c.a
+            if view is not None and c.edges(view, other):
+                # no kernel to miss: the reader takes the reshaped buffer as it is
+                self.pending.append(_Pending("in-place", self.dep.describe(view.lead),
+                                             other.lead, ""))
+            else:
+                self.pending.append(_Pending("missed", subject, big.lead, verdict.reason))
             for op in self.must:
                 if self.graph.node_of[op] in (c.a.nid, c.b.nid):
                     self.refusals[op].append(verdict.reason)
@@ -253,10 +261,20 @@ class GroupFormer:
         return {nid: f"g{i}" for i, nid in enumerate(multi)}
 
     def render_remarks(self, names: dict[int, str], collector: RemarkCollector) -> None:
-        """Turn the pending decisions into remark lines with final names."""
+        """Turn the pending decisions into remark lines with final names,
+        each line once (the same refusal met again through another reader
+        of the same group says nothing new)."""
+        seen: set[tuple[str, str, int, str]] = set()
         for p in self.pending:
             nid = self.graph.node_of[p.other]
-            if p.severity == "remark":
+            if (p.severity, p.subject, nid, p.detail) in seen:
+                continue
+            seen.add((p.severity, p.subject, nid, p.detail))
+            if p.severity == "in-place":
+                reader = f"group {names[nid]}" if nid in names else self.dep.describe(p.other)
+                collector.add("remark", f"{p.subject} stays a view of its operand's buffer, "
+                              f"read in place by {reader} (a reshape moves no data: no kernel)")
+            elif p.severity == "remark":
                 collector.add("remark", f"fused {p.subject} into group {names[nid]}: {p.detail}")
             elif p.severity == "recomputed":
                 collector.add("remark", f"recomputed {p.subject} in group {names[nid]} instead "

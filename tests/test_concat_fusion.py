@@ -11,6 +11,10 @@ from __future__ import annotations
 import codegen_harness as harness
 
 from fusec.analysis.program import Program
+from fusec.analysis.remarks import collect_remarks
+from fusec.compiler.driver import make_registry
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from tests.test_pointwise_views import TOLERANCE, t
 
 PIPELINE = "decompose,form-fusion-groups,group-each-op,tile-and-promote"
@@ -149,6 +153,29 @@ def test_computed_concat_feeds_a_reduction() -> None:
     tail = f"  %r = nn.reduce_sum %c {{axes = [1], keepdims = true}} : (TC) -> {tk}\n"
     text = two_computed((3, 4), (3, 5), 1, tail).replace("-> tensor<3x9xf32> {", f"-> {tk} {{")
     check(text.replace("func.return %r : tensor<3x9xf32>", f"func.return %r : {tk}"), 2)
+
+
+def rope_remarks() -> list[str]:
+    """The remarks form-fusion-groups records for `rope` at a tiny shape."""
+    ctx = make_context()
+    module = parse_module(ctx, rope(1, 4, 2, 8), "rope.mlir")
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), "decompose,form-fusion-groups")
+                   ).run(module)
+    return collect_remarks(module)
+
+
+def test_remarks_once_and_reshapes_read_in_place() -> None:
+    """Each decision is one line: the reshapes of cos and sin, read by every
+    multiply of the group, were reported as refused once per reader (20
+    lines), though a reshape outside a group is a view its readers take in
+    place and costs no kernel."""
+    remarks = rope_remarks()
+    assert len(remarks) == len(set(remarks)), "\n".join(remarks)
+    assert not [r for r in remarks if r.startswith("missed:")], "\n".join(remarks)
+    for name in ("%c3", "%s3"):
+        lines = [r for r in remarks if f"nn.reshape ({name})" in r]
+        assert lines == [f"remark: nn.reshape ({name}) stays a view of its operand's buffer, "
+                         "read in place by group g0 (a reshape moves no data: no kernel)"]
 
 
 def test_nested_concat_also_returned() -> None:
