@@ -234,6 +234,9 @@ class FusionOptions:
     library_gemm: bool = False
     """The library GEMM will run a contraction group whose operands it can
     read, when faster (`tile-and-promote`): price such groups that way."""
+    library_epilogue: bool = True
+    """Its call computes the epilogue's leading bias, residual and activation
+    (`tile-and-promote{library-epilogue}`): price those as free."""
 
 
 @dataclass
@@ -780,7 +783,7 @@ def group_cost(c: Candidate, g: GroupInfo, outputs: list[SSAValue] | None = None
     if element is None:
         return cost
     library = library_cost(g.ops, g.inputs, g.outputs if outputs is None else outputs,
-                           c.dep.nbytes, element, c.target)
+                           c.dep.nbytes, element, c.target, c.options.library_epilogue)
     return library if library.busy_time(c.target) < cost.busy_time(c.target) else cost
 
 

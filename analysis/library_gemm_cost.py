@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.cost_model import KernelCost
+from fusec.analysis.library_epilogue import EpilogueFold, fold_epilogue
 from fusec.analysis.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.element_types import BY_NAME
@@ -54,18 +55,27 @@ def library_element(ops: Iterable[Operation], inputs: frozenset[SSAValue]) -> st
 
 def library_cost(ops: Iterable[Operation], inputs: frozenset[SSAValue],
                  outputs: Iterable[SSAValue], nbytes: Callable[[SSAValue], int],
-                 element: str, target: Target) -> KernelCost:
-    """The library GEMM and, when the group holds more than its matmul and
-    operand transposes, the epilogue kernel re-reading C, priced as one
-    roofline over both kernels' bytes at the library's rate for `element`."""
+                 element: str, target: Target, epilogue: bool = True) -> KernelCost:
+    """The library GEMM and, when the group holds more than its matmul, its
+    operand transposes and (with `epilogue`) the leading epilogue ops that
+    cuBLASLt computes in the same call (`analysis/library_epilogue.py`: read
+    by the call, no re-read of C), the epilogue kernel re-reading C, priced
+    as one roofline over both kernels' bytes at the library's rate for
+    `element`."""
     ops = tuple(ops)
+    outputs = tuple(outputs)
     (mm,) = [op for op in ops if isinstance(op, nn.MatmulOp)]
     loaded = [v if v in inputs else v.owner.operands[0] for v in mm.operands]
+    fold = fold_epilogue(mm, ops, inputs, outputs) if epilogue else EpilogueFold()
     c = nbytes(mm.result)
-    moved = sum(map(nbytes, loaded)) + c
+    moved = sum(map(nbytes, loaded)) + c + sum(map(nbytes, fold.inputs()))
     launches = 1
-    if any(not isinstance(op, (nn.MatmulOp, nn.TransposeOp, nn.ConstantOp)) for op in ops):
+    rest = [op for op in ops if op not in fold.ops
+            and not isinstance(op, (nn.MatmulOp, nn.TransposeOp, nn.ConstantOp))]
+    if rest:
         others = [v for v in inputs if v not in loaded]
+        if fold:  # only what the pointwise remainder reads
+            others = [v for v in inputs if any(u.operation in rest for u in v.uses)]
         moved += c + sum(map(nbytes, others)) + sum(map(nbytes, outputs))
         launches = 2
     k = tensor_shape(mm.operands[0])[-1]

@@ -11,6 +11,14 @@ becomes a library call in the plan, not a kernel:
 the flag), `c` its result; `batch` the result's batch dimensions (operands
 broadcast as in NumPy). The runtime runs it with CuPy on the plan's stream
 (`runtime/library_gemm.py`).
+
+A group that also holds the leading ops of the matmul's epilogue that
+cuBLASLt computes (`analysis/library_epilogue.py`) adds, each only when
+present: `"bias"` (the value of the N-element bias vector), `"residual"`
+(the full-shape value added as cuBLASLt's C, beta = 1) and `"activation"`
+(`"relu"` or `"gelu_tanh"`); their values follow C in `args`, bias first.
+`c` is then D, the epilogue's result. The runtime runs such a launch
+through cuBLASLt (`runtime/cublaslt.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Any
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.library_epilogue import EpilogueFold, fold_epilogue
 from fusec.analysis.program import ArgSpec, KernelLaunch
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.kernel_source import value_dtype
@@ -29,7 +38,10 @@ from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 
-LIBRARY_KEYS = ("library", "a", "b", "c", "transpose_a", "transpose_b", "batch", "m", "n", "k")
+LIBRARY_KEYS = ("library", "a", "b", "c", "transpose_a", "transpose_b", "batch", "m", "n", "k",
+                "bias", "residual", "activation")
+EPILOGUE_KEYS = ("bias", "residual", "activation")
+"""The keys of a launch whose library call computes part of the epilogue."""
 
 
 def library_launch(group: GroupOp, value_id: Callable[[SSAValue, Operation | None], str],
@@ -37,8 +49,16 @@ def library_launch(group: GroupOp, value_id: Callable[[SSAValue, Operation | Non
     """The plan launch of a library GEMM group."""
     mm = next((op for op in group.block.ops if isinstance(op, nn.MatmulOp)), None)
     last = group.block.last_op
-    if mm is None or not isinstance(last, YieldOp) or list(last.operands) != [mm.result]:
-        raise op_error(group, 'a gemm = "library" group must be one nn.matmul and yield it')
+    fold = EpilogueFold()
+    if mm is not None and isinstance(last, YieldOp):
+        fold = fold_epilogue(mm, [op for op in group.block.ops if op is not last],
+                             group.block.args, list(last.operands))
+    end = fold.ops[-1].results[0] if fold else mm.result if mm else None
+    rest = [op for op in group.block.ops if not isinstance(
+        op, (YieldOp, nn.MatmulOp, nn.TransposeOp, nn.ConstantOp)) and op not in fold.ops]
+    if mm is None or not isinstance(last, YieldOp) or list(last.operands) != [end] or rest:
+        raise op_error(group, 'a gemm = "library" group must be one nn.matmul and the '
+                       "epilogue cuBLASLt computes, and yield its result")
     outer: list[tuple[str, bool]] = []
     for v in mm.operands:
         mode, loaded = operand_mode(v)
@@ -58,6 +78,14 @@ def library_launch(group: GroupOp, value_id: Callable[[SSAValue, Operation | Non
     shapes = [tensor_shape(group.inputs[a.index]) for a in _loaded(mm)]
     args = [ArgSpec(outer[0][0], shapes[0], False), ArgSpec(outer[1][0], shapes[1], False),
             ArgSpec(c, out, True)]
+    for key, v in (("bias", fold.bias), ("residual", fold.residual)):
+        if v is not None:
+            assert isinstance(v, BlockArgument)
+            outer_value = group.inputs[v.index]
+            spec[key] = value_id(outer_value, group)
+            args.append(ArgSpec(spec[key], tensor_shape(outer_value), False))
+    if fold.activation is not None:
+        spec["activation"] = fold.activation
     return KernelLaunch(kernel=name, grid=(0, 0, 0), block=(0, 0, 0), shared_bytes=0,
                         args=args, ops=[op.name for op in group.block.ops
                                         if not isinstance(op, YieldOp)],

@@ -54,6 +54,7 @@ class ScheduleOptions:
     max_registers: int = 0
     shared_memory_limit: int = 0
     gemm: str = "auto"
+    library_epilogue: bool = True  # False: `library-epilogue=false` (docs/scheduling.md)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,9 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
         cls = registry.get(FUSION_PASS)
         fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) \
             else set()
-        given = {"target": options.target, "gemm": options.schedule.gemm}
+        given: dict[str, str | int] = {"target": options.target, "gemm": options.schedule.gemm}
+        if not options.schedule.library_epilogue:
+            given["library_epilogue"] = False
         passes.append(_with(FUSION_PASS, **{k: v for k, v in given.items() if k in fields}))
         if options.check_precision:
             passes.append(CHECK_PRECISION_PASS)
@@ -91,8 +94,9 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     target = options.target
     sched = options.schedule
     passes.append(_with("register-budget", target=target, max_registers=sched.max_registers))
+    off: dict[str, str | int] = {} if sched.library_epilogue else {"library_epilogue": False}
     passes.append(_with("tile-and-promote", target=target,
-                        shared_memory_limit=sched.shared_memory_limit, gemm=sched.gemm))
+                        shared_memory_limit=sched.shared_memory_limit, gemm=sched.gemm, **off))
     return ",".join(passes)
 
 
@@ -106,4 +110,6 @@ def _with(name: str, **options: str | int) -> str:
 
 
 def _value(v: str | int) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
     return f'"{v}"' if isinstance(v, str) else str(v)

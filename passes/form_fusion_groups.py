@@ -411,7 +411,8 @@ class FormFusionGroupsPass(ModulePass):
     is available, a contraction group the library GEMM can read is priced as
     the library runs it when that is cheaper, so that folding a view into
     its operands, or an epilogue it would run as a second kernel, is
-    weighed against it).
+    weighed against it), `library_epilogue` (`tile-and-promote`'s: the
+    epilogue ops the library call computes are priced as free).
     """
 
     name = "form-fusion-groups"
@@ -426,6 +427,7 @@ class FormFusionGroupsPass(ModulePass):
     high_intensity: float = 10.0
     max_occupancy_drop: float = 0.2
     gemm: str = "auto"
+    library_epilogue: bool = True
 
     def __post_init__(self) -> None:
         # Caught at pipeline parsing, so a typo fails before any work is done.
@@ -451,6 +453,7 @@ class FormFusionGroupsPass(ModulePass):
             max_occupancy_drop=self.max_occupancy_drop,
             library_gemm=self.gemm == "library"
             or (self.gemm == "auto" and gemm_choice.library_available()),
+            library_epilogue=self.library_epilogue,
         )
         collector = RemarkCollector()
         if note:  # shown with --remarks only, not stored in the IR or the report

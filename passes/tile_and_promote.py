@@ -70,7 +70,11 @@ class TileAndPromotePass(ModulePass):
 
     Options: `target`, `shared_memory_limit` (bytes per block; 0: the
     target's), `gemm` (`auto`: the cost model picks library or fused per
-    matmul, `library` where the operands allow it, `fused`), `remarks`.
+    matmul, `library` where the operands allow it, `fused`),
+    `library_epilogue` (`library-epilogue=false`: a library GEMM computes
+    the matmul alone, its whole epilogue a pointwise kernel; default true:
+    cuBLASLt adds the bias and residual and applies relu or tanh GELU in the
+    same call, `analysis/library_epilogue.py`), `remarks`.
     """
 
     name = "tile-and-promote"
@@ -78,6 +82,7 @@ class TileAndPromotePass(ModulePass):
     target: str = "h200"
     shared_memory_limit: int = 0
     gemm: str = "auto"
+    library_epilogue: bool = True
     remarks: bool = True
 
     def __post_init__(self) -> None:
@@ -95,7 +100,8 @@ class TileAndPromotePass(ModulePass):
             limit = min(limit, self.shared_memory_limit)
         collector = RemarkCollector()
         scheduler = Scheduler(target, limit, collector)
-        chooser = GemmChooser(target, self.gemm, gemm_choice.library_available(), collector)
+        chooser = GemmChooser(target, self.gemm, gemm_choice.library_available(), collector,
+                              self.library_epilogue)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if not func.body.blocks:
                 continue

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.library_epilogue import ACTIVATIONS
 from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import SUPPORTED_TYPES
 
@@ -213,6 +214,11 @@ def _check_library(c: _Checker, e: dict[str, Any], path: str,
     c.shape(c.field(e, "batch", path), f"{path}.batch")
     for key in ("m", "n", "k"):
         c.int_(c.field(e, key, path), f"{path}.{key}", 0, MAX_DIM)
+    for key in ("bias", "residual"):  # a cuBLASLt epilogue's reads (optional)
+        if key in e:
+            c.value(e[key], f"{path}.{key}", values)
+    if "activation" in e and c.str_(e["activation"], f"{path}.activation") not in ACTIVATIONS:
+        c.fail(f"{path}.activation", f"expected one of {', '.join(ACTIVATIONS)}")
 
 
 def _nbytes(spec: tuple[tuple[int, ...], str]) -> int:

@@ -27,8 +27,10 @@ import sys
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.cost_model import GemmChoice, gemm_choice
+from fusec.analysis.library_epilogue import EpilogueFold, fold_epilogue
 from fusec.analysis.library_gemm_cost import library_element
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
@@ -83,20 +85,39 @@ class GemmChooser:
     mode: str
     available: bool
     remarks: RemarkCollector
+    epilogue: bool = True  # fold the epilogue's leading ops into the call (cuBLASLt)
 
-    def price(self, group: GroupOp, mm: nn.MatmulOp) -> GemmChoice:
+    def fold(self, group: GroupOp, mm: nn.MatmulOp) -> EpilogueFold:
+        """What of the epilogue the library call computes (nothing when off)."""
+        if not self.epilogue:
+            return EpilogueFold()
+        last = group.block.last_op
+        yielded = list(last.operands) if isinstance(last, YieldOp) else []
+        ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
+        return fold_epilogue(mm, ops, group.block.args, yielded)
+
+    def price(self, group: GroupOp, mm: nn.MatmulOp,
+              fold: EpilogueFold | None = None) -> GemmChoice:
+        """Both estimates for `group`'s matmul; what `fold` puts in the
+        library call is read by it (bias, residual) and needs no kernel."""
+        fold = fold or EpilogueFold()
         row = of_device_dtype(value_dtype(mm.result))
         item = row.width
         out = tensor_shape(mm.result)
         k = tensor_shape(mm.operands[0])[-1]
         operands = sum(numel(tensor_shape(v)) * item for v in mm.operands)
+        operands += sum(_nbytes(v) for v in fold.inputs())
         result = numel(out) * item
         epilogue = 0
-        if len(_body(group)) > 1 + sum(isinstance(o, nn.TransposeOp) for o in _body(group)):
+        body = _body(group)
+        if len(body) > 1 + len(fold.ops) + sum(isinstance(o, nn.TransposeOp) for o in body):
+            rest = [o for o in body if o is not mm and o not in fold.ops]
             others = [a for a in group.block.args if all(u.operation is not mm
                                                          for u in a.uses)]
-            epilogue = result + sum(numel(tensor_shape(a)) * of_device_dtype(value_dtype(a)).width
-                                    for a in others)
+            if fold:  # only what the pointwise remainder reads
+                others = [a for a in group.block.args if any(u.operation in rest
+                                                             for u in a.uses)]
+            epilogue = result + sum(_nbytes(a) for a in others)
         return gemm_choice(self.target, 2.0 * numel(out) * k, operands, result, epilogue,
                            self.mode, self.available, row.name, cupy_tf32())
 
@@ -112,12 +133,17 @@ class GemmChooser:
                                  f"operands read directly (or transposed) in {_LIBRARY_TYPES}; "
                                  "fused")
             return group
-        choice = self.price(group, mm)
+        fold = self.fold(group, mm)
+        choice = self.price(group, mm, fold)
         self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
         if not choice.library:
             return group
+        if fold:
+            self.remarks.add("remark", f"group {group_name(group)}: the library call computes "
+                             f"{fold.describe()} (cuBLASLt epilogue)")
+            _lead(group, mm, fold)
         ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
-        k = ops.index(mm) + 1
+        k = ops.index(mm) + 1 + len(fold.ops)
         if k < len(ops) and any(not isinstance(o, nn.ConstantOp) for o in ops[k:]):
             if k not in legal_splits(group):
                 self.remarks.add("missed", f"group {group_name(group)}: the epilogue cannot "
@@ -126,3 +152,19 @@ class GemmChooser:
             group, _ = split_group(group, k)
         group.attributes[GEMM_ATTR] = StringAttr("library")
         return group
+
+
+def _nbytes(v: SSAValue) -> int:
+    return numel(tensor_shape(v)) * of_device_dtype(value_dtype(v)).width
+
+
+def _lead(group: GroupOp, mm: nn.MatmulOp, fold: EpilogueFold) -> None:
+    """Move the folded ops right after the matmul, so that the split after
+    them leaves the library call its matmul and epilogue. They read only the
+    group's inputs, the matmul and each other, and the ops moved past them
+    none of theirs, so the order stays a valid one."""
+    anchor: Operation = mm
+    for op in fold.ops:
+        op.detach()
+        group.block.insert_op_after(op, anchor)
+        anchor = op
