@@ -138,6 +138,7 @@ class DirectCublas:
         self.cupy = cupy
         self.tensor_ops = int(cupy.cuda.Device().compute_capability) >= 80
         self._stream: int | None = None
+        self._lt: Any = None
 
     def gemm(self, spec: dict[str, Any], a: int, a_shape: Sequence[int], b: int,
              b_shape: Sequence[int], c: int, stream: int) -> None:
@@ -170,7 +171,11 @@ class DirectCublas:
         outside any capture, against CuPy's matmul: cuBLAS's one-time set-up
         for these shapes is done before a capture records them, and a call
         that disagrees raises `UnsupportedGemm` instead of ever giving a
-        wrong result in a graph."""
+        wrong result in a graph. A launch with an epilogue is cuBLASLt's
+        (`runtime/cublaslt.py`)."""
+        if any(k in spec for k in ("bias", "residual", "activation")):
+            self.lt().verify(spec, a_shape, b_shape, stream)
+            return
         cp = self.cupy
         _, np_dtype, _ = _TYPES.get(spec["library"], (0, np.float32, False))
         rng = cp.random.default_rng(0)
@@ -205,21 +210,16 @@ class DirectCublas:
         self._stream = stream
 
     def _compute_type(self, dtype: type[np.generic]) -> int:
-        """The compute type CuPy's matmul uses for `dtype` (CUPY_TF32 and
-        pedantic settings included)."""
-        try:
-            from cupy._core import _routines_linalg
+        return compute_type(dtype)
 
-            setting = int(_routines_linalg.get_compute_type(np.dtype(dtype)))
-        except Exception:
-            setting = 0
-        if dtype is np.float64:
-            return _COMPUTE_64F_PEDANTIC if setting == _CUPY_PEDANTIC else _COMPUTE_64F
-        if setting == _CUPY_PEDANTIC:
-            return _COMPUTE_32F_PEDANTIC
-        if setting == _CUPY_TF32 and dtype is np.float32:
-            return _COMPUTE_32F_FAST_TF32
-        return _COMPUTE_32F
+    def lt(self) -> Any:
+        """This runner's cuBLASLt handle (`runtime/cublaslt.py`), made at
+        the first launch that carries an epilogue."""
+        if self._lt is None:
+            from fusec.runtime.cublaslt import CublasLt
+
+            self._lt = CublasLt(self.cupy)
+        return self._lt
 
     def _check(self, status: int, what: str) -> None:
         if status != 0:
@@ -227,6 +227,24 @@ class DirectCublas:
                 self.lib, "cublasGetStatusString") else None
             raise UnsupportedGemm(f"{what} failed: "
                                   f"{text.decode() if text else f'status {status}'}")
+
+
+def compute_type(dtype: type[np.generic]) -> int:
+    """The compute type CuPy's matmul uses for `dtype` (CUPY_TF32 and
+    pedantic settings included)."""
+    try:
+        from cupy._core import _routines_linalg
+
+        setting = int(_routines_linalg.get_compute_type(np.dtype(dtype)))
+    except Exception:
+        setting = 0
+    if dtype is np.float64:
+        return _COMPUTE_64F_PEDANTIC if setting == _CUPY_PEDANTIC else _COMPUTE_64F
+    if setting == _CUPY_PEDANTIC:
+        return _COMPUTE_32F_PEDANTIC
+    if setting == _CUPY_TF32 and dtype is np.float32:
+        return _COMPUTE_32F_FAST_TF32
+    return _COMPUTE_32F
 
 
 def _bf16_bits(x: Any) -> Any:

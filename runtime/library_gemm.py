@@ -1,7 +1,11 @@
 """Library calls of a plan (`{"library": "cublas_sgemm", ...}` launches):
 cuBLAS through CuPy, on the same stream as the kernels. Inside a CUDA-graph
 capture, where CuPy refuses cuBLAS calls, they go straight to cuBLAS on a
-handle of the graph runner's own (`runtime/cublas_direct.py`).
+handle of the graph runner's own (`runtime/cublas_direct.py`). A launch
+that carries an epilogue (`bias`, `residual`, `activation`) is one cuBLASLt
+matmul on both paths (`runtime/cublaslt.py`); should cuBLASLt refuse it
+outside a capture, the plain GEMM runs and CuPy applies the epilogue (with a
+warning naming cuBLASLt's status).
 
 CuPy is optional: a plan that needs it fails with a clear message when it is
 missing (recompile with `--gemm fused` to get a plan without library calls).
@@ -56,32 +60,97 @@ def _as_cupy(cp: Any, a: Any) -> Any:
 
 def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any,
                      blas: Any = None) -> None:
-    """`C = op(A) @ op(B)` on `stream`, written into the plan's C buffer:
-    with CuPy, or, given `blas` (a `cublas_direct.DirectCublas`), straight
-    through cuBLAS, which a graph capture can record (CuPy refuses)."""
+    """`C = op(A) @ op(B)` (then its epilogue, when the launch carries
+    one) on `stream`, written into the plan's C buffer: with CuPy, or,
+    given `blas` (a `cublas_direct.DirectCublas`), straight through cuBLAS
+    (cuBLASLt for an epilogue), which a graph capture can record (CuPy
+    refuses)."""
     spec = launch.library
     assert spec is not None
     ptr = stream_pointer(stream)
+    epilogue = any(k in spec for k in ("bias", "residual", "activation"))
     if blas is not None:
-        a, b, c = args
-        blas.gemm(spec, _address(a), a.shape, _address(b), b.shape, _address(c), ptr)
+        a, b, c = args[:3]
+        if epilogue:
+            _run_lt(blas.lt(), spec, args, ptr)
+        else:
+            blas.gemm(spec, _address(a), a.shape, _address(b), b.shape, _address(c), ptr)
         return
     cp = _cupy()
     assert cp is not None
+    if epilogue and _lt_or_none(cp, spec, args, ptr):
+        return
     ctx = external_stream(cp, ptr) if ptr else _NullContext()
     with ctx:
-        a, b, c = (_as_cupy(cp, x) for x in args)
-        if spec["library"] == element("bf16").library_gemm:  # uint16 bits: cuBLAS directly
-            run_bf16_gemm(cp, spec, a, b, c)
-            return
-        if spec.get("transpose_a"):
-            a = cp.swapaxes(a, -1, -2)
-        if spec.get("transpose_b"):
-            b = cp.swapaxes(b, -1, -2)
-        if c.flags.c_contiguous and c.shape == _matmul_shape(a.shape, b.shape):
-            cp.matmul(a, b, out=c)  # no temporary: nothing allocated, one kernel fewer
-        else:
-            c[...] = cp.matmul(a, b)
+        a, b, c = (_as_cupy(cp, x) for x in args[:3])
+        _gemm(cp, spec, a, b, c)
+        if epilogue:
+            _apply_epilogue(cp, spec, c, *(_as_cupy(cp, x) for x in args[3:]))
+
+
+def _gemm(cp: Any, spec: dict[str, Any], a: Any, b: Any, c: Any) -> None:
+    """`c = op(a) @ op(b)` with CuPy (bf16 bits through cuBLAS's gemmEx)."""
+    if spec["library"] == element("bf16").library_gemm:  # uint16 bits: cuBLAS directly
+        run_bf16_gemm(cp, spec, a, b, c)
+        return
+    if spec.get("transpose_a"):
+        a = cp.swapaxes(a, -1, -2)
+    if spec.get("transpose_b"):
+        b = cp.swapaxes(b, -1, -2)
+    if c.flags.c_contiguous and c.shape == _matmul_shape(a.shape, b.shape):
+        cp.matmul(a, b, out=c)  # no temporary: nothing allocated, one kernel fewer
+    else:
+        c[...] = cp.matmul(a, b)
+
+
+def _run_lt(lt: Any, spec: dict[str, Any], args: Sequence[Any], ptr: int) -> None:
+    """The launch as one cuBLASLt matmul; its extra args are bias, then residual."""
+    extra = iter(args[3:])
+    bias = _address(next(extra)) if "bias" in spec else 0
+    residual = _address(next(extra)) if "residual" in spec else 0
+    a, b, c = args[:3]
+    lt.matmul(spec, _address(a), a.shape, _address(b), b.shape, _address(c), bias, residual,
+              ptr)
+
+
+_LT: dict[int, Any] = {}  # per device: the cuBLASLt handle of launches outside graphs
+_LT_REFUSED: set[str] = set()  # the refusals already warned of
+
+
+def _lt_or_none(cp: Any, spec: dict[str, Any], args: Sequence[Any], ptr: int) -> bool:
+    """Run the launch through this process's cuBLASLt handle; False (after
+    one warning per kind of refusal) when cuBLASLt refuses it."""
+    from fusec.runtime.cublas_direct import UnsupportedGemm
+    from fusec.runtime.cublaslt import CublasLt
+
+    device = int(cp.cuda.Device().id)
+    try:
+        if device not in _LT:
+            try:
+                _LT[device] = CublasLt(cp)
+            except (ImportError, OSError) as err:  # no libcublasLt to load
+                raise UnsupportedGemm(f"cuBLASLt cannot be loaded: {err}") from err
+        _run_lt(_LT[device], spec, args, ptr)
+        return True
+    except UnsupportedGemm as err:
+        if str(err) not in _LT_REFUSED:
+            _LT_REFUSED.add(str(err))
+            warnings.warn(f"fusec: cuBLASLt refused a library GEMM's epilogue ({err}); "
+                          "the GEMM and its epilogue run as two steps", stacklevel=2)
+        return False
+
+
+def _apply_epilogue(cp: Any, spec: dict[str, Any], c: Any, *extra: Any) -> None:
+    """`c = act(c + residual + bias)` with CuPy, in f32 (cuBLASLt refused)."""
+    from fusec.runtime.cublaslt import epilogue_values, from_stored, to_stored
+
+    rest = iter(extra)
+    bias = next(rest) if "bias" in spec else None
+    residual = next(rest) if "residual" in spec else None
+    values = epilogue_values(cp, spec, from_stored(cp, c),
+                             None if bias is None else from_stored(cp, bias),
+                             None if residual is None else from_stored(cp, residual))
+    c[...] = to_stored(cp, values, c.dtype.type)
 
 
 def _address(a: Any) -> int:
