@@ -176,9 +176,10 @@ def _check_launch(c: _Checker, e: Any, path: str,
         c.fail(f"{path}.kernel", f"{kernel!r} is not a kernel name")
     grid = c.seq(c.field(e, "grid", path), f"{path}.grid", 3)
     block = c.seq(c.field(e, "block", path), f"{path}.block", 3)
+    low = 0 if "library" in e else 1  # a library call launches no kernel: 0 x 0 x 0
     for i in range(3):
-        c.int_(grid[i], f"{path}.grid[{i}]", 1, MAX_GRID[i])
-        c.int_(block[i], f"{path}.block[{i}]", 1, MAX_BLOCK[i])
+        c.int_(grid[i], f"{path}.grid[{i}]", low, MAX_GRID[i])
+        c.int_(block[i], f"{path}.block[{i}]", low, MAX_BLOCK[i])
     if math.prod(block) > MAX_THREADS:
         c.fail(f"{path}.block", f"{math.prod(block)} threads per block (at most {MAX_THREADS})")
     c.int_(c.field(e, "shared_bytes", path), f"{path}.shared_bytes")

@@ -213,3 +213,13 @@ def test_library_gemm_runs_through_a_cupy_stand_in(monkeypatch: pytest.MonkeyPat
     with pytest.warns(UserWarning, match="cuBLASLt refused .* cannot be loaded"):
         (got,) = run_program(art.program, "f", inputs, device="sim")
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_plan_with_library_launches_passes_its_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library call has no grid (0 x 0 x 0): plan.json holding one must
+    load back from OUT (`fusec run OUT` checked it against the schema)."""
+    from fusec.runtime.plan_schema import check_plan
+
+    monkeypatch.setattr(gemm_choice_module, "library_available", lambda: True)
+    art = compile_model(SMALL_MLP, target="h200", schedule=ScheduleOptions(gemm="library"))
+    check_plan(art.plan, "plan.json", lambda name: True)
