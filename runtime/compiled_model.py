@@ -136,6 +136,7 @@ def compile(
     fold_constants: bool = True,
     graphs: bool | None = None,
     autotune: bool = False,
+    library_epilogue: bool = True,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
@@ -145,12 +146,14 @@ def compile(
     launches kernels one by one on every call instead of replaying a CUDA
     graph from the second call on (the default where a GPU and CuPy are
     present; docs/running.md); `autotune=True` is `fusec --autotune`
-    (docs/scheduling.md)."""
+    (docs/scheduling.md); `library_epilogue=False` keeps a library GEMM's
+    whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`)."""
     from fusec.compiler.compile import ScheduleOptions, compile_model
 
     select_device(device)  # before anything could import numba.cuda
     artifacts = compile_model(source, fusion=fusion, target=target,
-                              schedule=ScheduleOptions(gemm=gemm),
+                              schedule=ScheduleOptions(gemm=gemm,
+                                                       library_epilogue=library_epilogue),
                               fold_constants=fold_constants, autotune=autotune or None)
     return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
                          graphs=graphs)
