@@ -134,7 +134,10 @@ def fake_cublas(monkeypatch: pytest.MonkeyPatch) -> FakeCublas:
 def _check(text: str, mode: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Compile `text` with `--gemm mode`, run it in the simulator, compare
     with the reference interpreter within bf16's tolerance."""
-    art = compile_model(text, target="h200", schedule=ScheduleOptions(gemm=mode))
+    # the plain gemmEx path: the epilogue stays out of the call (cuBLASLt is
+    # tests/test_library_epilogue.py's)
+    art = compile_model(text, target="h200",
+                        schedule=ScheduleOptions(gemm=mode, library_epilogue=False))
     reference = parse_module(make_context(), text, "t.mlir")
     func = find_function(reference, "f")
     inputs = [round_to_element_type(x, t) for x, t in
@@ -151,7 +154,7 @@ def test_auto_takes_the_bf16_library_gemm_at_model_sizes(fake_cublas: FakeCublas
     """The cost model (auto) prices cuBLAS's bf16 tensor-core rate: a GPT-2
     sized MLP matmul goes to the library, the plan (plan.json) names it."""
     art = compile_model(_program("512x768", "3072x768", "512x3072", True, "3072"),
-                        target="h200")
+                        target="h200", schedule=ScheduleOptions(library_epilogue=False))
     first, *epilogue = art.plan["functions"]["f"]["launches"]
     assert first["library"] == "cublas_gemm_ex_bf16" and first["ops"][-1] == "nn.matmul"
     assert all("library" not in e for e in epilogue)
