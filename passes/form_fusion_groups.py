@@ -43,6 +43,7 @@ from fusec.analysis.fusion_policy import POLICIES, FusionPolicy, get_policy
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.scheduled_cost import ScheduleCache
+from fusec.analysis.sibling_reductions import sibling_pairs
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.analysis.view_operands import CHAINED_VIEWS
 from fusec.dialects import nn
@@ -86,6 +87,7 @@ class GroupFormer:
         self.dropped: set[Operation] = set()  # recomputed by all their readers: no kernel
         self.must = [op for op in self.dep.ops if _contract(op) == "must"]
         self.refusals: dict[Operation, list[str]] = {op: [] for op in self.must}
+        self.judged: set[tuple[int, int, int, int]] = set()  # horizontal pairs tried
 
     # --- candidates ---------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class GroupFormer:
                 self._vertical(op)
         if self.policy.horizontal:
             self._horizontal()
+            self._sibling_reductions()
         for nid in [n for n, g in self.info.items() if g.size > 1]:
             for v in sorted(self.info[nid].outputs, key=self.dep.position):
                 self._recompute(nid, v)
@@ -251,7 +254,34 @@ class GroupFormer:
                 if a == b or (a, b) in self.settled or not {
                         self.info[a].kind, self.info[b].kind} <= {"pointwise", "reduction"}:
                     continue
+                self.judged.add(self._pair_key(a, b))
                 self.try_fuse(self.candidate(a, b, "horizontal"))
+
+    def _pair_key(self, a: int, b: int) -> tuple[int, int, int, int]:
+        """A pair of groups as they are now (a merge changes a size)."""
+        a, b = sorted((a, b))
+        return (a, b, self.info[a].size, self.info[b].size)
+
+    def _sibling_reductions(self) -> None:
+        """Reduction groups over one shape that are siblings but read no
+        common value (`analysis/sibling_reductions.py`) become one kernel
+        with several reduced outputs when legal and worth it; each pair is
+        judged once as it stands, so a refused one keeps one remark."""
+        while True:
+            order = {nid: self.dep.index[g.lead] for nid, g in self.info.items()}
+            cands = []
+            for a, b in sibling_pairs(self.graph, self.info, order):
+                if self._pair_key(a, b) not in self.judged and (a, b) not in self.settled \
+                        and (b, a) not in self.settled:
+                    cands.append(self.candidate(a, b, "horizontal"))
+            if not cands:
+                return
+            for c in self.policy.order(cands):
+                self.judged.add(self._pair_key(c.a.nid, c.b.nid))
+                if self.try_fuse(c):
+                    break  # the merged group has new pairs: list them again
+            else:
+                return
 
     # --- results --------------------------------------------------------------------
 
