@@ -231,7 +231,10 @@ class GroupFormer:
             ]
             for c in cands:
                 tried.add((c.a.nid, c.b.nid, c.a.size, c.b.size))
-            if not any(self.try_fuse(c) for c in self.policy.order(cands)):
+            ranked = self.policy.order(cands)
+            if kind == "pointwise":
+                ranked.sort(key=lambda c: self._strands_readers(op, c.a))
+            if not any(self.try_fuse(c) for c in ranked):
                 return
 
     def _concat_host(self, nid: int) -> bool:
@@ -239,6 +242,18 @@ class GroupFormer:
         groups computing its operands (`fusion_legality.computed_concat`)."""
         info = self.info[nid]
         return self.options.fold_views and info.size == 1 and isinstance(info.lead, nn.ConcatOp)
+
+    def _strands_readers(self, op: Operation, producer: GroupInfo) -> bool:
+        """`producer` is a reduction group over another iteration space than
+        every reduction reading `op`'s result: joined to it, `op` could not
+        feed those readers in registers (they cannot join that group), so
+        `_vertical` tries such a producer last. Layer-norm backward's
+        `dy * gamma * xhat` joining the column sums instead of its row mean
+        left the row mean a kernel of its own reading it back."""
+        spaces = {(u.operand_shape(), u.axes) for r in op.results
+                  for u in self.dep.consumers(r) if isinstance(u, nn.ReduceOp)}
+        return producer.kind == "reduction" and bool(spaces) and (
+            (producer.shape, producer.axes) not in spaces)
 
     def _horizontal(self) -> None:
         """Siblings reading the same value become one multi-output group."""

@@ -146,3 +146,39 @@ def test_a_cycle_through_another_group_stays_apart_with_a_remark() -> None:
 def test_f16_column_sums_share_a_kernel() -> None:
     text = TWO_COLUMN_MEANS.replace("f32", "f16").replace("reduce_mean", "reduce_sum")
     check(text, launches=1, seed=13, tol=2e-2)
+
+
+# Layer-norm backward: the row means mean(dy * gamma) and mean(dy * gamma *
+# xhat) feed dx; dgamma and dbeta are column sums of the same rows.
+# `dy * gamma * xhat` reads xhat from the column group's chain, but it joins
+# the row group of its reader (a pointwise op joins a reduction group over
+# another iteration space than its reading reductions' last), so both row
+# means, the product and dx are one kernel and the column sums another.
+LN_BACKWARD = """
+func.func @f(%x: tensor<8x16xf32>, %dy: tensor<8x16xf32>, %gamma: tensor<16xf32>,
+             %mean: tensor<8x1xf32>, %rstd: tensor<8x1xf32>)
+    -> (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %xc = nn.sub %x, %mean : (tensor<8x16xf32>, tensor<8x1xf32>) -> tensor<8x16xf32>
+  %xh = nn.mul %xc, %rstd : (tensor<8x16xf32>, tensor<8x1xf32>) -> tensor<8x16xf32>
+  %dyxh = nn.mul %dy, %xh : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %dg = nn.reduce_sum %dyxh {axes = [0]} : (tensor<8x16xf32>) -> tensor<16xf32>
+  %db = nn.reduce_sum %dy {axes = [0]} : (tensor<8x16xf32>) -> tensor<16xf32>
+  %dxh = nn.mul %dy, %gamma : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %m1 = nn.reduce_mean %dxh {axes = [1], keepdims = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
+  %dxhxh = nn.mul %dxh, %xh : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %m2 = nn.reduce_mean %dxhxh {axes = [1], keepdims = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
+  %a = nn.sub %dxh, %m1 : (tensor<8x16xf32>, tensor<8x1xf32>) -> tensor<8x16xf32>
+  %b = nn.mul %xh, %m2 : (tensor<8x16xf32>, tensor<8x1xf32>) -> tensor<8x16xf32>
+  %c = nn.sub %a, %b : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %dx = nn.mul %c, %rstd : (tensor<8x16xf32>, tensor<8x1xf32>) -> tensor<8x16xf32>
+  func.return %dx, %dg, %db : tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+"""
+
+
+def test_layer_norm_backward_row_means_share_the_dx_kernel() -> None:
+    compiled = check(LN_BACKWARD, launches=2, seed=14, tol=1e-4)
+    report = compiled.report_md
+    assert "fused nn.mul (%dxhxh) into group g1" in report, report
+    assert "fused nn.reduce_mean (%m2) into group g1" in report, report
+    assert "fused nn.reduce_sum (%db) into group g0" in report, report
