@@ -233,7 +233,7 @@ def test_full_size_ptx_splits_staged_operands_once_per_block() -> None:
     from fusec.codegen.ptx import compile_program_ptx
 
     text = _forced((MODELS / "attention.mlir").read_text(),
-                   "block_q=32 block_k=32 stages=1 engine=mma")
+                   "block_q=64 block_k=32 stages=1 engine=mma")
     program = compile_text(text, f"{TAIL},register-budget,tile-and-promote")
     (launch,) = program.functions["attention"].launches
     info = compile_program_ptx(program)[launch.kernel]
