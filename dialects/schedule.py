@@ -92,19 +92,28 @@ class ScheduleAttr(ParametrizedAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         values: list[Attribute] = []
+        comma = False  # a comma read before an optional field that was left out
         with parser.in_angle_brackets():
             for i, key in enumerate(cls.field_names()):
-                if key in cls.DEFAULTS and parser.parse_optional_punctuation(",") is None:
-                    values.append(_wrap(cls.DEFAULTS[key]))  # left out: its default
-                    continue
-                if i and key not in cls.DEFAULTS:
-                    parser.parse_punctuation(",")
-                parser.parse_keyword(key, f" (the fields of {cls.name} are "
-                                     f"{', '.join(cls.field_names())}, in that order)")
+                if key in cls.DEFAULTS:
+                    # left out: its default (a later optional field may follow the comma)
+                    comma = comma or parser.parse_optional_punctuation(",") is not None
+                    if not comma or parser.parse_optional_keyword(key) is None:
+                        values.append(_wrap(cls.DEFAULTS[key]))
+                        continue
+                    comma = False
+                else:
+                    if i:
+                        parser.parse_punctuation(",")
+                    parser.parse_keyword(key, f" (the fields of {cls.name} are "
+                                         f"{', '.join(cls.field_names())}, in that order)")
                 parser.parse_punctuation("=")
                 text = parser.parse_optional_str_literal()
                 values.append(StringAttr(text) if text is not None
                               else IntAttr(parser.parse_integer(allow_boolean=False)))
+            if comma:
+                parser.raise_error(f"expected a field of {cls.name} (its fields are "
+                                   f"{', '.join(cls.field_names())}, in that order)")
         return values
 
     def print_parameters(self, printer: Printer) -> None:
@@ -216,10 +225,14 @@ class AttentionSchedule(ScheduleAttr):
     scores (`rows` consecutive queries, `cols` consecutive keys) and the
     matching `rows` output rows, in f32 FMAs; mma (`codegen/attention_mma.
     py`): each warp holds `rows = 16` queries and all `cols = block_k` keys
-    of the scores, multiplied on tensor cores (`mma.sync`)."""
+    of the scores, multiplied on tensor cores (`mma.sync`). `splits` (simt
+    only; 1 by default): the keys are cut into `splits` chunks of whole K/V
+    tiles, a block per chunk writes its partial row max, row sum and
+    unnormalised outputs, and a second kernel combines them (split-KV,
+    for few queries over many keys)."""
 
     name = "fusion.attention"
-    DEFAULTS: ClassVar[dict[str, int | str]] = {"engine": "simt"}
+    DEFAULTS: ClassVar[dict[str, int | str]] = {"engine": "simt", "splits": 1}
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"engine": ("simt", "mma")}
     block_q: IntAttr
     block_k: IntAttr
@@ -228,13 +241,18 @@ class AttentionSchedule(ScheduleAttr):
     cols: IntAttr
     stages: IntAttr
     engine: StringAttr
+    splits: IntAttr
 
     def verify(self) -> None:
         super().verify()
         bq, bk, rows, cols = (self.int_field(k) for k in ("block_q", "block_k", "rows", "cols"))
         if self.int_field("stages") not in (1, 2):
             raise VerifyException(f"{self.name}: stages must be 1 or 2")
+        if self.int_field("splits") < 1:
+            raise VerifyException(f"{self.name}: splits must be >= 1")
         if self.str_field("engine") == "mma":
+            if self.int_field("splits") != 1:
+                raise VerifyException(f"{self.name}: an mma tile takes no splits")
             if rows != 16 or cols != bk or bq % 16 or bk % 8 or bk < 8:
                 raise VerifyException(f"{self.name}: an mma tile has rows = 16, cols = block_k, "
                                       "block_q a multiple of 16 and block_k of 8")
