@@ -127,6 +127,10 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
                 raise op_error(group, f"attention tile {tile.text()} cannot take {problem}")
             per_thread = f"{tile.block_k // 2} scores and {shape.dv // 2} outputs per thread"
             writer: _Writer = MmaWriter(body, pattern, shape, tile, qtiles, dynamic)
+        elif tile.splits > 1:
+            from fusec.codegen.attention_split import emit_split  # it extends _Writer
+
+            return emit_split(flat, body, pattern, shape, tile, name, notes)
         else:
             per_thread = (f"{tile.rows}x{tile.cols} scores and {tile.rows}x"
                           f"{tile.dims(shape.dv)} outputs per thread")
@@ -236,6 +240,10 @@ class _Writer:
     score and accumulator is a scalar variable (`o2_5`), as numba keeps
     indexed local arrays in local memory."""
 
+    # A split-KV block (`codegen/attention_split.py`) starts its keys at `ks`.
+    key_start = ""  # prefix of a step's first key `k0`
+    first_key = "0"  # the first K/V tile's first key
+
     def __init__(self, body: GroupBody, p: AttentionPattern, shape: AttentionSizes,
                  tile: AttentionTile, qtiles: int, dynamic: bool = False) -> None:
         self.body, self.p, self.sh, self.t, self.qtiles = body, p, shape, tile, qtiles
@@ -257,7 +265,7 @@ class _Writer:
         self.kv_base = 0
         self.q_base = words["kv"] if dynamic else 0
         self.p_base = words["kv"] + words["q"] if dynamic else 0
-        self.steps = -(-shape.skv // bk)
+        self.steps: int | str = -(-shape.skv // bk)  # the key loop's trips
         # Words each fragment is aligned to: its length's largest power-of-two
         # divisor up to a vector (every tile row and offset is whole vectors).
         self.aq, self.ak, self.av = (_alignment(n) for n in (tile.rows, tile.cols, self.dims))
@@ -268,8 +276,7 @@ class _Writer:
             "tid = cuda.threadIdx.x",
             f"tx = tid % {t.lanes}",
             f"ty = tid // {t.lanes}",
-            f"q0 = (cuda.blockIdx.x % {self.qtiles}) * {t.block_q}",
-            f"bz = cuda.blockIdx.x // {self.qtiles}",
+            *self._block_lines(),
             *self.batch_lines,
             *(f"{b}base = {self._base(b)}" for b in ("q", "k", "v", "o")),
             *self._declare(),
@@ -289,10 +296,16 @@ class _Writer:
             out += [f"m{i} = {NEG_INF}", f"l{i} = {ZERO}"]
             out += [f"o{i}_{d} = {ZERO}" for d in range(self.dims)]
         if t.stages == 2:
-            out += ["# the first K/V tile", *self._stage_kv_loop(str(self.kv_base), "0")]
+            out += ["# the first K/V tile",
+                    *self._stage_kv_loop(str(self.kv_base), self.first_key)]
         out += [f"for kt in range({self.steps}):", *indent(self._key_step(), 1),
                 *self._finish()]
         return out
+
+    def _block_lines(self) -> list[str]:
+        """The block's first query `q0` and batch entry `bz`."""
+        return [f"q0 = (cuda.blockIdx.x % {self.qtiles}) * {self.t.block_q}",
+                f"bz = cuda.blockIdx.x // {self.qtiles}"]
 
     def _declare(self) -> list[str]:
         """The flat shared tiles: 16-byte aligned on the GPU (the simulator
@@ -414,7 +427,8 @@ class _Writer:
 
     def _key_step(self) -> list[str]:
         t = self.t
-        lines = [f"k0 = kt * {t.block_k}", "cuda.syncthreads()  # the last step's tiles are read"]
+        lines = [f"k0 = {self.key_start}kt * {t.block_k}",
+                 "cuda.syncthreads()  # the last step's tiles are read"]
         stores: list[str] = []
         if t.stages == 2:
             loads, stores = self._prefetch()

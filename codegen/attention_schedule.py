@@ -90,6 +90,7 @@ class AttentionTile:
     cols: int
     stages: int = 1
     engine: str = "simt"  # or "mma": warp tiles of 16 queries on tensor cores
+    splits: int = 1  # > 1: split-KV, a block per chunk of keys plus a combine kernel
 
     @staticmethod
     def mma(block_q: int, block_k: int, stages: int = 1) -> AttentionTile:
@@ -124,7 +125,11 @@ class AttentionTile:
                 return "an mma tile has 16 rows, cols = block_k, and block_k a multiple of 8"
             if self.threads > 1024 or self.stages not in (1, 2):
                 return "at most 1024 threads, stages 1 or 2"
+            if self.splits != 1:
+                return "an mma tile takes no splits (split-KV is a simt schedule)"
             return None
+        if self.splits < 1:
+            return "splits must be >= 1"
         lanes = self.lanes
         if min(self.block_q, self.block_k, self.rows, self.cols) < 1 or \
                 self.block_q % self.rows or self.block_k % self.cols:
@@ -142,19 +147,47 @@ class AttentionTile:
                     + ("s" if self.stages > 1 else ""))
         return (f"{self.block_q} queries x {self.block_k} keys per block, {self.rows}x{self.cols} "
                 f"scores per thread ({self.threads} threads), {self.stages} stage"
-                + ("s" if self.stages > 1 else ""))
+                + ("s" if self.stages > 1 else "")
+                + (f", keys split over {self.splits} blocks" if self.splits > 1 else ""))
 
     def attr(self) -> AttentionSchedule:
         """The `#fusion.attention` schedule attribute recording this tile."""
         return AttentionSchedule.make(block_q=self.block_q, block_k=self.block_k,
                                       threads=self.threads, rows=self.rows, cols=self.cols,
-                                      stages=self.stages, engine=self.engine)
+                                      stages=self.stages, engine=self.engine,
+                                      splits=self.splits)
 
     @staticmethod
     def of(attr: AttentionSchedule) -> AttentionTile:
         return AttentionTile(*(attr.int_field(k) for k in
                                ("block_q", "block_k", "rows", "cols", "stages")),
-                             engine=attr.str_field("engine"))
+                             engine=attr.str_field("engine"), splits=attr.int_field("splits"))
+
+    def split_plan(self, skv: int) -> SplitPlan:
+        """How `skv` keys are cut into this tile's `splits` chunks."""
+        return SplitPlan.of(skv, self.block_k, self.splits)
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """Split-KV: `steps` K/V tiles of `block_k` keys cut into `splits`
+    chunks of `chunk_tiles` tiles (the last may be shorter, none is empty:
+    a schedule's splits past the tiles are fewer chunks)."""
+
+    steps: int
+    chunk_tiles: int
+    splits: int
+    block_k: int
+
+    @property
+    def chunk_keys(self) -> int:
+        return self.chunk_tiles * self.block_k
+
+    @staticmethod
+    def of(skv: int, block_k: int, splits: int) -> SplitPlan:
+        steps = -(-skv // block_k)
+        chunk = -(-steps // max(1, min(splits, steps)))
+        return SplitPlan(steps, chunk, -(-steps // chunk), block_k)
 
 
 @dataclass(frozen=True)
