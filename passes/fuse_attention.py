@@ -53,7 +53,12 @@ from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import fmt, numel
 from fusec.passes.dependency_analysis import value_names
 from fusec.scheduling import gemm_choice
-from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
+from fusec.scheduling.attention import (
+    choose_tile,
+    fused_time,
+    normalized_splits,
+    unfused_time,
+)
 from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32
 
 ITEM = 4  # f32 bytes
@@ -118,6 +123,7 @@ class _Fuser:
     tile: AttentionTile | None
     remarks: RemarkCollector
     gemm: str = "auto"  # how the three-kernel path's GEMMs will run (`--gemm`)
+    splits: int | None = None  # forced split-KV chunks (None: chosen)
     count: int = 0
 
     def run(self, func: FuncOp) -> None:
@@ -142,11 +148,12 @@ class _Fuser:
         inputs = {v for op in ops for v in op.operands
                   if not (isinstance(v, OpResult) and v.op in ops)}
         shape = attention_shape(p, len(inputs) + 1)
-        tile = self.tile or choose_tile(shape, self.target)
+        tile = self.tile or choose_tile(shape, self.target, self.splits)
         where = f"attention at {describe(p.pv)} not fused into one kernel"
         if isinstance(tile, str):
             self.remarks.add("missed", f"{where}: {tile}")
             return
+        tile = normalized_splits(tile, shape)
         if (problem := tile.problem()) is not None:
             self.remarks.add("missed", f"{where}: tile {tile.text()} is invalid: {problem}")
             return
@@ -164,9 +171,15 @@ class _Fuser:
         saved = SCORE_PASSES * numel(scores) * shape.item
         subject = f"{describe(p.qk)} .. {describe(p.pv)}"
         build_group(p, name, {SCHEDULE_KEY: tile.attr()})
-        self.remarks.add("remark", f"fused attention {subject} into one kernel, group {name}: "
+        into, launches = "one kernel", 2
+        if tile.splits > 1:
+            plan = tile.split_plan(shape.skv)
+            into, launches = (f"a split-KV kernel ({plan.splits} chunks of {plan.chunk_keys} "
+                              "keys) plus a combine kernel"), 1
+        self.remarks.add("remark", f"fused attention {subject} into {into}, group {name}: "
                          f"the {fmt(scores)} scores stay on chip (saves {format_bytes(saved)} "
-                         f"and 2 launches; {times}); tile {tile.text()}")
+                         f"and {launches} launch{'es' * (launches > 1)}; {times}); "
+                         f"tile {tile.text()}")
 
 
 @dataclass(frozen=True)
@@ -178,7 +191,9 @@ class FuseAttentionPass(ModulePass):
     rows and cols all or none, stages 1 or 2; 0: chosen per attention for
     the target, and fused only when estimated faster), `engine` (`simt`,
     or `mma` for a fixed tensor-core tile: block_q and block_k only, rows
-    and cols follow), `gemm` (`auto`,
+    and cols follow), `splits` (simt: the keys split over that many blocks
+    plus a combine kernel, with the fixed tile or the fastest tile for it;
+    1: never split; 0: chosen), `gemm` (`auto`,
     `library`, `fused`: how `tile-and-promote` will run the three-kernel
     path's GEMMs, whose time the fused kernel must beat), `remarks`.
     """
@@ -192,6 +207,7 @@ class FuseAttentionPass(ModulePass):
     cols: int = 0
     stages: int = 1
     engine: str = "simt"
+    splits: int = 0
     gemm: str = "auto"
     remarks: bool = True
 
@@ -202,6 +218,8 @@ class FuseAttentionPass(ModulePass):
             raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
         if self.engine not in ("simt", "mma"):
             raise ValueError("engine must be simt or mma")
+        if self.splits < 0 or (self.splits > 1 and self.engine == "mma"):
+            raise ValueError("splits must be >= 0 (0: chosen), and 1 with engine mma")
         fixed = (self.block_q, self.block_k) if self.engine == "mma" else \
             (self.block_q, self.block_k, self.rows, self.cols)
         if any(fixed) and not all(v > 0 for v in fixed):
@@ -214,13 +232,14 @@ class FuseAttentionPass(ModulePass):
     def _fixed(self) -> AttentionTile:
         if self.engine == "mma":
             return AttentionTile.mma(self.block_q, self.block_k, self.stages)
-        return AttentionTile(self.block_q, self.block_k, self.rows, self.cols, self.stages)
+        return AttentionTile(self.block_q, self.block_k, self.rows, self.cols, self.stages,
+                             splits=max(1, self.splits))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target, _ = resolve_target(self.target)
         tile = self._fixed() if self.block_q else None
         collector = RemarkCollector()
-        fuser = _Fuser(target, tile, collector, self.gemm)
+        fuser = _Fuser(target, tile, collector, self.gemm, self.splits or None)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if func.body.blocks:
                 fuser.run(func)

@@ -4,11 +4,15 @@ target, and whether fusing pays at all.
 - `legal_tiles`: every tile of the search space (`BLOCK_Q x BLOCK_K x ROWS x
   COLS x STAGES`) that the emitter accepts and that fits the target's shared
   memory per block (past the static 48 KiB the kernel takes its tiles from
-  dynamic shared memory) and register budget;
+  dynamic shared memory) and register budget; where the grid leaves SMs
+  idle, the split-KV tiles too (`split_tiles`: query tiles down to one
+  query, the threads on keys, and `choose_splits` chunks of the keys);
 - `fused_time`: the modelled time of one tile (`codegen/attention_schedule.
   step_clocks` per key step and block, times the waves the grid needs at the
   occupancy the tile's registers, shared memory and threads allow, over
   `attention_efficiency`), never below the DRAM time of Q, K, V and O;
+  a split tile runs `splits` times the blocks, each over its chunk of the
+  keys, and adds the partials' traffic and the combine kernel;
 - `unfused_time`: the three-kernel path (QK GEMM with its score ops, the
   softmax as a row reduction, PV GEMM; the scores through memory), each
   GEMM priced as the SIMT kernel or the library GEMM, as `tile-and-promote`
@@ -23,11 +27,13 @@ target, and whether fusing pays at all.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from fusec.analysis.cost_model import gemm_choice
 from fusec.analysis.targets import Target
 from fusec.codegen.attention_mma_schedule import mma_problem
 from fusec.codegen.attention_schedule import (
+    ITEM,
     AttentionShape,
     AttentionTile,
     attention_registers,
@@ -55,14 +61,27 @@ MAX_BLOCKS_PER_SM = 32
 # The three-kernel path: the scores are written by the QK kernel, read and
 # written by the softmax, read by the PV kernel.
 SCORE_PASSES = 4
+# Split-KV (`codegen/attention_split.py`): small query tiles for few queries
+# (a block of one query puts its threads on keys), blocks of one warp (the
+# many blocks a split grid has keep the SM's schedulers busy), and chunks of
+# at least MIN_CHUNK_TILES K/V tiles (shorter ones spend more on the
+# partials and the block's set-up than the split gains).
+SPLIT_BLOCK_Q = (1, 2, 4, 8, 16)
+SPLIT_ROWS = (1, 2, 4)
+SPLIT_COLS = (1, 2, 4)
+MIN_SPLIT_THREADS = 32
+MIN_CHUNK_TILES = 4
+MAX_SPLIT_WAVES = 4  # split counts tried besides the powers of two: 1..4 whole waves
+PARTIAL_PASSES = 2  # the partials are written once and read once
 
 
-def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
-                ) -> list[AttentionTile]:
+def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None,
+                splits: int | None = None) -> list[AttentionTile]:
     """Every tile the emitter accepts that fits `limit` bytes of shared
     memory (default: the target's per block, dynamic shared memory included)
     and the target's register budget; block_q no larger than needed for `s`
-    queries."""
+    queries; split-KV tiles where they pay (`splits` None) or only tiles
+    with `splits` chunks (1: none split)."""
     smem = min(limit or target.shared_memory_per_block, target.shared_memory_per_block)
     tiles = []
     simt = [AttentionTile(*t) for t in itertools.product(BLOCK_Q, BLOCK_K, ROWS, COLS, STAGES)]
@@ -70,9 +89,15 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
     if target.compute_capability < MMA_CAPABILITY or \
             mma_problem(shape.d, shape.dv, shape.element) is not None:
         mma = []
+    if splits is not None:  # forced: these splits, simt only (1: the tiles that never split)
+        simt = simt if splits == 1 else split_tiles(shape, target, splits)
+        mma = mma if splits == 1 else []
+    else:
+        simt += split_tiles(shape, target)
     for t in simt + mma:
         bq, bk = t.block_q, t.block_k
-        if t.problem() is not None or not MIN_THREADS <= t.threads <= MAX_THREADS:
+        fewest = MIN_SPLIT_THREADS if t.splits > 1 else MIN_THREADS
+        if t.problem() is not None or not fewest <= t.threads <= MAX_THREADS:
             continue
         if bq > max(BLOCK_Q[0], shape.s) or bk > max(BLOCK_K[0], shape.skv):
             continue
@@ -86,6 +111,49 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None
             continue
         tiles.append(t)
     return tiles
+
+
+def split_tiles(shape: AttentionShape, target: Target, splits: int | None = None
+                ) -> list[AttentionTile]:
+    """The split-KV tiles (one stage: a chunk is few K/V tiles), each with
+    `splits` chunks or its `choose_splits`; none where no tile splits."""
+    # query tiles up to the power of two that holds every query
+    block_q = [b for b in (*SPLIT_BLOCK_Q, *BLOCK_Q) if b == 1 or b < 2 * shape.s]
+    tiles = []
+    for bq, bk, rows, cols in itertools.product(block_q, BLOCK_K, sorted({*SPLIT_ROWS, *ROWS}),
+                                                sorted({*SPLIT_COLS, *COLS})):
+        tile = AttentionTile(bq, bk, rows, cols)
+        if tile.problem() is not None:
+            continue
+        n = splits or choose_splits(tile, shape, target)
+        if n > 1:
+            tiles.append(normalized_splits(replace(tile, splits=n), shape))
+    return list(dict.fromkeys(t for t in tiles if t.splits > 1))
+
+
+def choose_splits(tile: AttentionTile, shape: AttentionShape, target: Target) -> int:
+    """Chunks of the keys for `tile`, each at least MIN_CHUNK_TILES K/V
+    tiles: the fastest (`fused_time`) of the powers of two and of the
+    counts that fill 1 to MAX_SPLIT_WAVES whole waves (the SMs times the
+    blocks of the tile each holds); 1 where the unsplit grid fills a wave
+    or the keys are too few to split.
+    (Whether a split tile beats the unsplit ones is `ranked_tiles`' call.)"""
+    blocks = shape.heads * -(-shape.s // tile.block_q)
+    wave = target.sms * resident_blocks(tile, shape, target)
+    if blocks >= wave:  # the grid already fills the SMs
+        return 1
+    most = -(-shape.skv // tile.block_k) // MIN_CHUNK_TILES
+    counts = {1 << k for k in range(1, most.bit_length())}
+    counts |= {w * wave // blocks for w in range(1, MAX_SPLIT_WAVES + 1)}
+    counts = {n for n in counts if 1 < n <= most}
+    timed = [(fused_time(normalized_splits(replace(tile, splits=n), shape), shape, target), n)
+             for n in sorted(counts)]
+    return min(timed)[1] if timed else 1
+
+
+def normalized_splits(tile: AttentionTile, shape: AttentionShape) -> AttentionTile:
+    """`tile` with the chunks its splits make of the keys (never an empty one)."""
+    return replace(tile, splits=tile.split_plan(shape.skv).splits) if tile.splits > 1 else tile
 
 
 def resident_blocks(tile: AttentionTile, shape: AttentionShape, target: Target) -> int:
@@ -106,18 +174,30 @@ def clock_hz(target: Target) -> float:
 
 def fused_time(tile: AttentionTile, shape: AttentionShape, target: Target) -> float:
     """Seconds of the fused kernel with `tile` (see the module docstring)."""
-    blocks = shape.heads * -(-shape.s // tile.block_q)
+    plan = tile.split_plan(shape.skv)
+    blocks = shape.heads * -(-shape.s // tile.block_q) * plan.splits
     resident = resident_blocks(tile, shape, target)
     waves = -(-blocks // (target.sms * resident))
-    per_block = -(-shape.skv // tile.block_k) * step_clocks(tile, target, shape.d, shape.dv,
-                                                            shape.element)
+    per_block = plan.chunk_tiles * step_clocks(tile, target, shape.d, shape.dv, shape.element)
     # a wave's `resident` blocks share the SM's pipes
     busy = waves * min(resident, -(-blocks // target.sms)) * per_block
     efficiency = target.attention_mma_efficiency if tile.engine == "mma" else \
         target.attention_efficiency
     compute = busy / clock_hz(target) / efficiency
     io = shape.heads * (shape.s * (shape.d + shape.dv) + shape.skv * (shape.d + shape.dv))
-    return max(compute, io * shape.item / target.memory_bandwidth) + target.launch_overhead
+    return max(compute, io * shape.item / target.memory_bandwidth) + target.launch_overhead + \
+        combine_time(tile, shape, target)
+
+
+def combine_time(tile: AttentionTile, shape: AttentionShape, target: Target) -> float:
+    """Seconds a split tile adds: its partials (f32 row max, row sum and
+    outputs per chunk and query) written and read back, and the combine's
+    launch; 0 for a tile that does not split."""
+    splits = tile.split_plan(shape.skv).splits
+    if splits == 1:
+        return 0.0
+    partials = splits * shape.heads * shape.s * (shape.dv + 2) * ITEM
+    return PARTIAL_PASSES * partials / target.memory_bandwidth + target.launch_overhead
 
 
 def unfused_time(shape: AttentionShape, target: Target, gemm: str = "fused",
@@ -142,17 +222,20 @@ def unfused_time(shape: AttentionShape, target: Target, gemm: str = "fused",
     return (qk + softmax + pv) / target.attention_unfused_efficiency
 
 
-def ranked_tiles(shape: AttentionShape, target: Target, limit: int | None = None
-                 ) -> list[AttentionTile]:
-    """The legal tiles, fastest first (ties: larger query tiles, then fewer stages)."""
-    tiles = legal_tiles(shape, target, limit)
+def ranked_tiles(shape: AttentionShape, target: Target, limit: int | None = None,
+                 splits: int | None = None) -> list[AttentionTile]:
+    """The legal tiles, fastest first (ties: larger query tiles, then fewer
+    stages, then fewer splits)."""
+    tiles = legal_tiles(shape, target, limit, splits)
     return sorted(tiles, key=lambda t: (fused_time(t, shape, target), -t.block_q, t.stages,
-                                        -t.block_k, t.rows, t.cols))
+                                        t.splits, -t.block_k, t.rows, t.cols))
 
 
-def choose_tile(shape: AttentionShape, target: Target) -> AttentionTile | str:
-    """The fastest legal tile, or the reason none fits."""
-    tiles = ranked_tiles(shape, target)
+def choose_tile(shape: AttentionShape, target: Target, splits: int | None = None
+                ) -> AttentionTile | str:
+    """The fastest legal tile (with `splits` chunks where given), or the
+    reason none fits."""
+    tiles = ranked_tiles(shape, target, splits=splits)
     if tiles:
         return tiles[0]
     small = AttentionTile(BLOCK_Q[0], BLOCK_K[0], ROWS[0], COLS[0])
@@ -165,10 +248,11 @@ def choose_tile(shape: AttentionShape, target: Target) -> AttentionTile | str:
 
 
 def tile_kind(tile: AttentionTile, shape: AttentionShape, target: Target
-              ) -> tuple[str, int, bool]:
-    """(engine, stages, whether the tile needs dynamic shared memory)."""
+              ) -> tuple[str, int, bool, bool]:
+    """(engine, stages, whether the tile needs dynamic shared memory, whether it splits)."""
     return (tile.engine, tile.stages,
-            shared_bytes(tile, shape.d, shape.dv, shape.element) > target.static_shared_limit)
+            shared_bytes(tile, shape.d, shape.dv, shape.element) > target.static_shared_limit,
+            tile.splits > 1)
 
 
 def candidate_order(tiles: list[AttentionTile], shape: AttentionShape, target: Target
@@ -176,7 +260,7 @@ def candidate_order(tiles: list[AttentionTile], shape: AttentionShape, target: T
     """`tiles` (fastest first) with the first of each `tile_kind` moved to
     the front, in their order: the model does not know how much the
     prefetch of `stages = 2` or the larger dynamic tiles gain, a GPU does."""
-    seen: set[tuple[str, int, bool]] = set()
+    seen: set[tuple[str, int, bool, bool]] = set()
     heads: list[AttentionTile] = []
     rest: list[AttentionTile] = []
     for t in tiles:
