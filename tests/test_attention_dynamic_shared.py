@@ -118,9 +118,9 @@ def test_candidates_offer_each_kind_first() -> None:
     kinds = {tile_kind(t, shape, H200) for t in ranked}
     # SIMT: static / dynamic x one / two stages; mma: one stage, dynamic only
     # in f32 (Q, K and V staged twice, as TF32 big and small parts: even
-    # 32 x 32 is past 48 KiB)
-    assert kinds == {(e, s, d) for e, s in (("simt", 1), ("simt", 2))
-                     for d in (False, True)} | {("mma", 1, True)}
+    # 32 x 32 is past 48 KiB); the grid fills the GPU: no split-KV tile
+    assert kinds == {(e, s, d, False) for e, s in (("simt", 1), ("simt", 2))
+                     for d in (False, True)} | {("mma", 1, True, False)}
     assert {tile_kind(t, shape, H200) for t in ordered[:len(kinds)]} == kinds
 
 
