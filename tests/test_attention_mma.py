@@ -247,7 +247,7 @@ def test_full_size_ptx_splits_staged_operands_once_per_block() -> None:
     # split in the warps (4 x 4 per step). Splitting every fragment in each
     # warp took 2 * (32 + 64 + 16 + 64) conversions per step (Q 8 x 4 values,
     # K 32 x 2, P, V 32 x 2; x2: big and small)
-    source = program.kernels_source
+    source = program.kernels_source.split(f"def {launch.kernel}(")[1]
     assert source.count("mma_a_f32(") == 4 and "mma_b_f32(" not in source
     assert source.count("mma_b_f32s(") == 64 and source.count("mma_a_f32s(") == 8
     assert ptx.count("cvt.rna.tf32.f32") < (32 + 64 + 16 + 64)
