@@ -193,7 +193,11 @@ class FuseAttentionPass(ModulePass):
     or `mma` for a fixed tensor-core tile: block_q and block_k only, rows
     and cols follow), `splits` (simt: the keys split over that many blocks
     plus a combine kernel, with the fixed tile or the fastest tile for it;
-    1: never split; 0: chosen), `gemm` (`auto`,
+    1: never split; 0: chosen, among split tiles only with `split-kv`),
+    `split-kv` (offer the model split-KV tiles; off by default: on the H200
+    the one-warp split kernel of a decode step, B8 H32 Skv 4096 D128, ran
+    2.93 ms where the model said 0.26 and the unfused kernels took 1.30),
+    `gemm` (`auto`,
     `library`, `fused`: how `tile-and-promote` will run the three-kernel
     path's GEMMs, whose time the fused kernel must beat), `remarks`.
     """
@@ -208,6 +212,7 @@ class FuseAttentionPass(ModulePass):
     stages: int = 1
     engine: str = "simt"
     splits: int = 0
+    split_kv: bool = False
     gemm: str = "auto"
     remarks: bool = True
 
@@ -239,7 +244,8 @@ class FuseAttentionPass(ModulePass):
         target, _ = resolve_target(self.target)
         tile = self._fixed() if self.block_q else None
         collector = RemarkCollector()
-        fuser = _Fuser(target, tile, collector, self.gemm, self.splits or None)
+        splits = self.splits or (None if self.split_kv else 1)
+        fuser = _Fuser(target, tile, collector, self.gemm, splits)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if func.body.blocks:
                 fuser.run(func)

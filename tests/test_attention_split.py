@@ -142,7 +142,8 @@ def test_split_plan_never_makes_an_empty_chunk() -> None:
 
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "programs"
-FULL = "decompose,fold-constants,fuse-attention,form-fusion-groups,group-each-op"
+FULL = ("decompose,fold-constants,fuse-attention{split-kv=true},form-fusion-groups,"
+        "group-each-op")
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
@@ -162,6 +163,8 @@ def test_decode_bench_kernels_have_no_spills() -> None:
 @pytest.mark.gpu
 def test_decode_bench_on_gpu_two_launches() -> None:
     import fusec
+    from fusec.compiler.driver import make_registry
+    from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
     from fusec.compiler.run_command import compare
     from fusec.reference.interpreter import find_function, random_inputs, run_function
 
@@ -169,7 +172,11 @@ def test_decode_bench_on_gpu_two_launches() -> None:
     func = find_function(parse_module(make_context(), path.read_text(), str(path)), None)
     inputs = random_inputs(func, seed=5)
     expected = run_function(func, inputs)
-    model = fusec.compile(path, fusion=True, device="gpu")
+    ctx = make_context()  # grouped as a split by the model's choice (not the default)
+    module = parse_module(ctx, path.read_text(), str(path))
+    spec = "decompose,fold-constants,fuse-attention{split-kv=true}"
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
+    model = fusec.compile(str(module), fusion=True, device="gpu")
     assert model.launches == 2
     ok, message = compare(np.asarray(model(*inputs)), expected[0])
     assert ok, message

@@ -94,12 +94,12 @@ func.func @squared(%q: tensor<16x8xf32>, %kt: tensor<8x16xf32>, %v: tensor<16x8x
 
 // -----
 
-// One head, 32 queries, 16384 keys: one block per query tile would leave
-// the GPU idle; split-KV cuts the keys into chunks, a block each, plus a
-// combine kernel (fuse_attention_split.mlir: refused without the split).
-// CHECK: remark: fused attention nn.matmul (%s) .. nn.matmul (%o) into a split-KV kernel ({{[0-9]+}} chunks of {{[0-9]+}} keys) plus a combine kernel, group attn0: {{.*}} (saves 8 MiB and 1 launch; fused {{[0-9.]+}} us vs 3 kernels {{[0-9.]+}} us); tile {{.*}}, keys split over {{[0-9]+}} blocks
+// One head, 32 queries, 16384 keys: the fused kernel has one block, the
+// three-kernel path fills the GPU, so the gain check refuses (split-KV
+// tiles are offered only with split-kv: fuse_attention_split.mlir).
+// CHECK: missed: attention at nn.matmul (%o) not fused into one kernel: the fused kernel is estimated slower than the three-kernel path: fused {{[0-9.]+}} us vs 3 kernels {{[0-9.]+}} us (tile {{.*}})
 // IR-LABEL: func.func @long_keys_one_block
-// IR: kind = "attention", schedule = #fusion.attention<{{.*}}, splits = {{[0-9]+}}>
+// IR-NOT: kind = "attention"
 func.func @long_keys_one_block(%q: tensor<32x64xf32>, %kt: tensor<64x16384xf32>, %v: tensor<16384x64xf32>) -> tensor<32x64xf32> {
   %s = nn.matmul %q, %kt : (tensor<32x64xf32>, tensor<64x16384xf32>) -> tensor<32x16384xf32>
   %p = nn.softmax %s {axis = -1} : tensor<32x16384xf32>

@@ -1,5 +1,5 @@
-// RUN: fusec %s -p decompose,fuse-attention --remarks 2>&1 >/dev/null | filecheck %s
-// RUN: fusec %s -p decompose,fuse-attention | filecheck %s --check-prefix=IR
+// RUN: fusec %s -p "decompose,fuse-attention{split-kv=true}" --remarks 2>&1 >/dev/null | filecheck %s
+// RUN: fusec %s -p "decompose,fuse-attention{split-kv=true}" | filecheck %s --check-prefix=IR
 // RUN: fusec %s -p "decompose,fuse-attention{splits=1}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=NOSPLIT
 // RUN: fusec %s -p "decompose,fuse-attention{block_q=1 block_k=32 rows=1 cols=1 splits=4}" | filecheck %s --check-prefix=FORCED
 // RUN: fusec %s -p "decompose,fuse-attention{splits=4}" | fusec - -p decompose | filecheck %s --check-prefix=AUTO4
