@@ -19,7 +19,8 @@ removed. `fusec run --registers` measures in its own process instead
 (`measure_kernels`): the runtime has compiled the kernels for the GPU already.
 
 ```python
-usage = gpu_kernel_usage(program)   # FusecError when no CUDA GPU is present
+usage = gpu_kernel_usage(program)   # FusecError when no CUDA GPU is present,
+                                    # InternalError for a kernel numba rejects
 usage.source                        # "gpu NVIDIA H200 (cc 9.0)"
 usage.kernels["f_g0_add"]           # KernelUsage(registers=10, local_bytes=0, ...)
 ```
@@ -35,6 +36,7 @@ from typing import Any
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import KernelLaunch, Program
+from fusec.codegen.compile_errors import exit_for_kernel_error
 from fusec.codegen.ptx import (
     Signature,
     kernel_workdir,
@@ -142,16 +144,29 @@ def driver_main(work: str) -> None:
     spec = importlib.util.spec_from_file_location("fusec_gpu_kernels", f"{work}/kernels.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        exit_for_kernel_error(None, err)
     signatures = json.loads(Path(work, "signatures.json").read_text(encoding="utf-8"))
+    # Compiled first, one by one, so that a kernel numba rejects is named
+    # (measure_kernels then reuses the compiled variants).
+    for name, signature in sorted(signatures.items()):
+        dispatcher = getattr(module, name, None)
+        try:
+            if dispatcher is not None:
+                dispatcher.compile(numba_signature(signature))
+        except Exception as err:
+            exit_for_kernel_error(name, err)
     usage = measure_kernels(cuda, module, signatures)
     print(json.dumps(usage.to_json()), flush=True)
 
 
-def _run_driver(source: str, signatures: Mapping[str, Signature]) -> str:
+def _run_driver(source: str, signatures: Mapping[str, Signature],
+                groups: Mapping[str, str]) -> str:
     """The driver's stdout, run in a process without the simulator."""
     with kernel_workdir(source, signatures, "fusec-gpu-registers-") as work:
-        return run_without_simulator(_DRIVER, work, "for the GPU")
+        return run_without_simulator(_DRIVER, work, "for the GPU", groups)
 
 
 def parse_driver_output(stdout: str) -> GpuUsage:
@@ -182,7 +197,8 @@ def gpu_kernel_usage(program: Program) -> GpuUsage:
     signatures = program_signatures(program)
     if not signatures:
         return GpuUsage("", (0, 0))
-    return parse_driver_output(_run_driver(program.kernels_source, signatures))
+    groups = {la.kernel: la.group for fp in program.functions.values() for la in fp.launches}
+    return parse_driver_output(_run_driver(program.kernels_source, signatures, groups))
 
 
 _TABLE_COLUMNS = ("est. registers", "registers", "est. error", "local bytes",

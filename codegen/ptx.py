@@ -31,8 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.analysis.program import KernelLaunch, Program, TensorSpec
+from fusec.codegen.compile_errors import KERNEL_ERROR_EXIT, kernel_error_of
 from fusec.codegen.kernel_source import numba_type
 
 # Hopper (H200, H100): compute capability 9.0, ptxas architecture sm_90.
@@ -51,15 +52,22 @@ _DRIVER = r"""
 import importlib.util, json, sys
 from numba import cuda, types
 work = sys.argv[1]
+from fusec.codegen.compile_errors import exit_for_kernel_error
 spec = importlib.util.spec_from_file_location("fusec_ptx_kernels", work + "/kernels.py")
 module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+try:
+    spec.loader.exec_module(module)
+except Exception as err:
+    exit_for_kernel_error(None, err)
 signatures = json.load(open(work + "/signatures.json"))
 cc = tuple(json.load(open(work + "/cc.json")))
 for k, (name, args) in enumerate(sorted(signatures.items())):
     sig = tuple(types.Array(getattr(types, t), ndim, "C") for ndim, t in args)
     kernel = getattr(module, name)
-    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
+    try:
+        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
+    except Exception as err:
+        exit_for_kernel_error(name, err)
     open(f"{work}/{k}.ptx", "w").write(ptx)
     cap = int(kernel.targetoptions.get("max_registers") or 0)  # a linker option, not in the PTX
     print(json.dumps([name, f"{k}.ptx", cap]), flush=True)
@@ -132,27 +140,40 @@ def kernel_workdir(source: str, signatures: Mapping[str, Signature], prefix: str
         yield work
 
 
-def run_without_simulator(driver: str, work: Path, what: str) -> str:
+def run_without_simulator(driver: str, work: Path, what: str,
+                          groups: Mapping[str, str] | None = None) -> str:
     """Run `driver` (Python source, given `work` as its argument) in a
-    process whose environment has `NUMBA_ENABLE_CUDASIM` removed; its stdout,
-    or a `FusecError` ending with its last lines of stderr."""
+    process whose environment has `NUMBA_ENABLE_CUDASIM` removed; its stdout.
+
+    A kernel numba rejects (the driver's `exit_for_kernel_error`) is a bug in
+    code generation: an `InternalError` naming the kernel, its group (from
+    `groups`, kernel name -> group name) and numba's first error line. Any
+    other failure (no CUDA toolkit, libNVVM or NVRTC) is a `FusecError` ending
+    with the driver's last lines of stderr."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     proc = subprocess.run(
         [sys.executable, "-c", driver, str(work)], env=env, capture_output=True,
         text=True, timeout=COMPILE_TIMEOUT_S, check=False,
     )
+    reported = kernel_error_of(proc.stdout) if proc.returncode == KERNEL_ERROR_EXIT else None
+    if reported is not None:
+        kernel, line = reported
+        if kernel is None:
+            raise InternalError(f"the generated kernels.py does not load: {line}")
+        group = (groups or {}).get(kernel, "?")
+        raise InternalError(f"kernel {kernel} (group {group}) does not compile: {line}")
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
         raise FusecError(f"numba could not compile the generated kernels {what}:", context=tail)
     return proc.stdout
 
 
-def _compile_in_subprocess(source: str,
-                           signatures: dict[str, Signature]) -> dict[str, tuple[str, int]]:
+def _compile_in_subprocess(source: str, signatures: dict[str, Signature],
+                           groups: Mapping[str, str]) -> dict[str, tuple[str, int]]:
     """PTX text per kernel, compiled by numba in a process without the
     simulator, and the `max_registers` the kernel was declared with (0: none)."""
     with kernel_workdir(source, signatures, "fusec-ptx-", cc=list(TARGET_CC)) as work:
-        stdout = run_without_simulator(_DRIVER, work, "to PTX")
+        stdout = run_without_simulator(_DRIVER, work, "to PTX", groups)
         out: dict[str, tuple[str, int]] = {}
         for line in stdout.splitlines():
             name, file, cap = json.loads(line)
@@ -170,15 +191,18 @@ def compile_kernels_ptx(
     ids are per function). Returns, per kernel name, `registers` and
     `spill_bytes` (spill stores + loads) from ptxas, `spill_stores`,
     `spill_loads`, and the `ptx` text; the counts are -1 where ptxas is not
-    installed.
+    installed. A kernel numba rejects is an `InternalError`, a machine
+    without the CUDA toolkit or libNVVM a `FusecError`.
     """
     signatures: dict[str, Signature] = {}
+    groups: dict[str, str] = {}
     for launch, values in launches:
         if launch.library is None:
             signatures.setdefault(launch.kernel, launch_signature(launch, values))
+            groups.setdefault(launch.kernel, launch.group)
     if not signatures:
         return {}
-    ptx = _compile_in_subprocess(kernels_source, signatures)
+    ptx = _compile_in_subprocess(kernels_source, signatures, groups)
     return {name: {**ptxas_usage(text, max_registers=cap), "ptx": text}
             for name, (text, cap) in ptx.items()}
 

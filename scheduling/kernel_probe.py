@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from xdsl.ir import SSAValue
 
 from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.analysis.targets import Target
+from fusec.codegen.compile_errors import first_error_line
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -71,24 +71,9 @@ for line in sys.stdin:
 """
 
 # Whether an exception from compiling a kernel to PTX is this machine's (no
-# CUDA toolkit, libNVVM or NVRTC, a compute capability the toolkit does not
-# know), not the kernel's. numba raises those as ImportError subclasses
-# (CudaSupportError, NvvmSupportError, NvrtcSupportError), CCSupportError and
-# OSError (a library that will not load); a kernel it cannot type, lower or
-# hand to NVVM raises NumbaError subclasses, NvvmError, or, from the source
-# itself, SyntaxError, NameError and the like.
-_ENVIRONMENT = r"""
-ENVIRONMENT_ERRORS = {"CudaSupportError", "NvvmSupportError", "NvrtcSupportError",
-                      "CCSupportError"}
-def environmental(err):
-    if isinstance(err, (ImportError, OSError)):
-        return True
-    if any(c.__name__ in ENVIRONMENT_ERRORS for c in type(err).__mro__):
-        return True
-    text = str(err)
-    return type(err).__name__ == "NvvmError" and (
-        "libNVVM cannot be found" in text or "is not available" in text)
-"""
+# CUDA toolkit, libNVVM or NVRTC), not the kernel's: one classifier, shared
+# with the other compiling subprocesses (`codegen/ptx.py`).
+_ENVIRONMENT = "from fusec.codegen.compile_errors import environmental\n"
 
 
 @dataclass(frozen=True)
@@ -177,23 +162,6 @@ class ProbeUnavailable(Exception):
 class KernelDoesNotCompile(Exception):
     """numba rejected a generated kernel itself (a code-generation bug); the
     message is numba's first error line."""
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def first_error_line(error: str) -> str:
-    """The line of numba's error (`Kind: message`) that says what is wrong:
-    numba's messages open with the pipeline stage that failed (`Failed in
-    cuda mode pipeline (step: nopython frontend)`) and may be coloured."""
-    text = _ANSI.sub("", error)
-    kind, sep, rest = text.partition(": ")
-    if not (sep and kind.isidentifier()):
-        kind, rest = "", text
-    lines = [line.strip() for line in rest.splitlines() if line.strip()]
-    useful = [line for line in lines if not line.startswith(("Failed in ", "During: "))]
-    line = (useful or lines or ["(no message)"])[0]
-    return f"{kind}: {line}" if kind else line
 
 
 def kernel_name(group: GroupOp) -> str:

@@ -68,7 +68,8 @@ class FakeDriver:
         self.local = dict(local or {})
         self.calls: list[tuple[str, dict[str, Signature]]] = []
 
-    def __call__(self, source: str, signatures: Mapping[str, Signature]) -> str:
+    def __call__(self, source: str, signatures: Mapping[str, Signature],
+                 groups: Mapping[str, str]) -> str:
         self.calls.append((source, dict(signatures)))
         kernels = {name: KernelUsage(20 + 2 * k, self.local.get(name, 0), 0, 1024)
                    for k, name in enumerate(sorted(signatures))}
@@ -90,7 +91,8 @@ def without_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpu_registers, "no_gpu_reason",
                         lambda: "the CUDA driver reports no devices")
 
-    def no_driver(source: str, signatures: Mapping[str, Signature]) -> str:
+    def no_driver(source: str, signatures: Mapping[str, Signature],
+                  groups: Mapping[str, str]) -> str:
         raise AssertionError("the GPU driver must not run without a GPU")
 
     monkeypatch.setattr(gpu_registers, "_run_driver", no_driver)

@@ -1,8 +1,10 @@
 """A generated kernel numba cannot compile is a bug in fusec: the CLI stops
 with `fusec: internal error: kernel <name> (group <g>) does not compile:
-<numba's first error line>`, exit 1, no traceback and no OUT. A machine
-without libNVVM (or the CUDA toolkit) only loses the register counts: a note,
-and the compile goes on."""
+<numba's first error line>`, exit 1, no traceback and no OUT, whether
+register-budget's probe or `--ptx-info` (either register source) compiled it.
+A machine without libNVVM (or the CUDA toolkit) only loses the probe's
+register counts: a note, and the compile goes on; `--register-source ptxas`
+there stays an error about the machine."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from fusec.codegen import generate
+from fusec.codegen import generate, ptx
 from fusec.codegen.kernel_source import KernelSource
 from fusec.compiler.cli import main
 from fusec.scheduling import kernel_probe
@@ -137,3 +139,55 @@ def test_environment_errors_are_told_from_kernel_errors() -> None:
     for err in (TypingError("Unknown attribute"), LoweringError("bad"), NameError("x"),
                 SyntaxError("bad"), e.NvvmError("Failed to compile\n<unnamed>: error: ...")):
         assert not environmental(err), err
+
+
+@pytest.fixture
+def no_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """register-budget counts nothing: only `--register-source ptxas` compiles."""
+    monkeypatch.setattr(kernel_probe.KernelProbe, "count", lambda *_args, **_kw: None)
+
+
+def test_ptx_info_on_a_kernel_that_does_not_compile_is_an_internal_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        no_probe: None) -> None:
+    _untypable(monkeypatch)
+    src, out = tmp_path / "m.mlir", tmp_path / "OUT"
+    src.write_text(PROGRAM)
+    assert main([str(src), "-o", str(out), "--register-source", "ptxas"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fusec: internal error: kernel f_g0_add (group g0) does not "
+                          "compile: TypingError: "), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_ptx_info_without_libnvvm_is_still_an_error_about_the_machine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        no_probe: None) -> None:
+    driver = ptx._DRIVER.replace(  # pyright: ignore[reportPrivateUsage]
+        "        ptx, _ = cuda.compile_ptx(",
+        "        from numba.cuda.cudadrv.error import NvvmSupportError\n"
+        "        raise NvvmSupportError('libNVVM cannot be found.')\n"
+        "        ptx, _ = cuda.compile_ptx(")
+    monkeypatch.setattr(ptx, "_DRIVER", driver)
+    src, out = tmp_path / "m.mlir", tmp_path / "OUT"
+    src.write_text(PROGRAM)
+    assert main([str(src), "-o", str(out), "--register-source", "ptxas"]) == 1
+    err = capsys.readouterr().err
+    assert "error: numba could not compile the generated kernels to PTX" in err, err
+    assert "NvvmSupportError: libNVVM cannot be found." in err
+    assert "internal error" not in err
+
+
+@pytest.mark.gpu
+def test_gpu_register_source_on_a_kernel_that_does_not_compile_is_an_internal_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        no_probe: None) -> None:
+    _untypable(monkeypatch)
+    src, out = tmp_path / "m.mlir", tmp_path / "OUT"
+    src.write_text(PROGRAM)
+    assert main([str(src), "-o", str(out), "--register-source", "gpu"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fusec: internal error: kernel f_g0_add (group g0) does not "
+                          "compile: TypingError: "), err
+    assert not out.exists()
