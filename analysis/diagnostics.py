@@ -55,6 +55,12 @@ class InternalError(Exception):
     `fusec: internal error: <message>` and exits 1, without a traceback."""
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """`1 launch`, `2 launches`: `n` and `noun`, plural (`plural`, else
+    `noun` + "s") unless `n` is 1; for counts in reports and summary lines."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 # Bidirectional overrides and isolates: they reorder what a terminal shows.
 _BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
 

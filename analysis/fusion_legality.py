@@ -39,6 +39,7 @@ from fusec.analysis.cost_model import (
     parallel_threads,
     schedule_times,
 )
+from fusec.analysis.diagnostics import counted
 from fusec.analysis.group_kind import find_kind
 from fusec.analysis.library_gemm_cost import LIBRARY_PATHS, library_cost, library_element
 from fusec.analysis.op_kinds import OpKind, op_kind
@@ -290,7 +291,7 @@ def describe_group(dep: DependencyAnalysis, g: GroupInfo) -> str:
     """`nn.exp (%2)` or `the group of nn.exp (%2) (3 ops)`."""
     if g.size == 1:
         return dep.describe(g.lead)
-    return f"the group of {dep.describe(g.lead)} ({g.size} ops)"
+    return f"the group of {dep.describe(g.lead)} ({counted(g.size, 'op')})"
 
 
 # --- merging two summaries (the kind algebra) ------------------------------------------------

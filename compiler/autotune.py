@@ -40,7 +40,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError, counted
 from fusec.analysis.program import FunctionProgram
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
@@ -188,8 +188,8 @@ class TuningResult:
             kept = "the tuned program" if w.kept == "tuned" else "the model's program"
             whole = (f"{kept} kept (model's {w.model_us:.1f} us, tuned {w.tuned_us:.1f} us"
                      f"{', from the tuning cache' if w.from_cache else ''})")
-        return (f"{self.cached} groups from the tuning cache, {self.timed} timed; "
-                f"whole call: {whole}; {self.timings} timings on the device")
+        return (f"{counted(self.cached, 'group')} from the tuning cache, {self.timed} timed; "
+                f"whole call: {whole}; {counted(self.timings, 'timing')} on the device")
 
 
 def make_timer(options: AutotuneOptions, target: Target) -> tuple[GroupTimer, str] | None:

@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Operation
 
+from fusec.analysis.diagnostics import counted
 from fusec.analysis.program import FunctionProgram, KernelLaunch, Program
 from fusec.analysis.remarks import collect_remarks
 from fusec.compiler.register_source import MeasuredRegisters
@@ -199,7 +200,8 @@ def _function_section(fp: FunctionProgram, registers: MeasuredRegisters,
     else:
         total_bytes = sum(launch_bytes(fp, launch) for launch in fp.launches)
         total_us = sum(launch.est_time_us for launch in fp.launches)
-        lines.append(f"| | **total** ({len(fp.launches)} launches) | | | | | | | | | "
+        lines.append(f"| | **total** ({counted(len(fp.launches), 'launch', 'launches')}) "
+                     "| | | | | | | | | "
                      f"{total_bytes:,} | {_time(total_us)} |")
     reasons = spill_reasons(fp, registers, notes)
     if reasons:

@@ -39,7 +39,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 
-from fusec.analysis.diagnostics import FusecError, escape_controls
+from fusec.analysis.diagnostics import FusecError, counted, escape_controls
 from fusec.compiler.arg_types import non_negative_int
 from fusec.dialects.element_types import tolerance_of, unit_roundoff_of
 from fusec.dialects.nn_base import element_type_name
@@ -120,7 +120,8 @@ def main(argv: list[str]) -> int:
     inputs = _inputs(args, model, func)
     result = model(*inputs)
     outputs = list(result) if isinstance(result, tuple) else [result]
-    print(f"ran @{escape_controls(model.name)}: {model.launches} kernel launch(es) on {device}")
+    print(f"ran @{escape_controls(model.name)}: "
+          f"{counted(model.launches, 'kernel launch', 'kernel launches')} on {device}")
     for i, out in enumerate(outputs):
         print(f"output_{i}: {out.dtype} {tuple(out.shape)}")
     if args.output:
@@ -253,6 +254,11 @@ def check_outputs(func: FuncOp, inputs: list[np.ndarray], outputs: list[np.ndarr
     return ok
 
 
+def _differ(n: int, noun: str) -> str:
+    """`1 element differs`, `0 elements differ`."""
+    return f"{counted(n, noun)} {'differs' if n == 1 else 'differ'}"
+
+
 def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None) -> tuple[bool, str]:
     """(within tolerance, a sentence with the errors) for one output, at the
     tolerance of NumPy dtype name `dtype` (default: `out`'s)."""
@@ -260,7 +266,7 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None) -> tuple
         return False, f"shape {out.shape} but the reference has {ref.shape} FAIL"
     if out.dtype.kind not in "fc":
         bad = int(np.count_nonzero(out != ref.astype(out.dtype)))
-        return bad == 0, f"{bad} element(s) differ (exact match required) " + (
+        return bad == 0, f"{_differ(bad, 'element')} (exact match required) " + (
             "ok" if bad == 0 else "FAIL")
     o, r = out.astype(np.float64), ref.astype(np.float64)
     special = ~np.isfinite(r) | ~np.isfinite(o)
@@ -273,5 +279,5 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None) -> tuple
     passed = err <= max(tol * scale, floor) and mismatched == 0
     line = f"max abs err {err:.3g}, max rel err {err / scale:.3g} (tolerance {tol:g})"
     if mismatched:
-        line += f", {mismatched} NaN/inf element(s) differ"
+        line += f", {_differ(mismatched, 'NaN/inf element')}"
     return passed, line + (" ok" if passed else " FAIL")

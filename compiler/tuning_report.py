@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fusec.analysis.diagnostics import counted
 from fusec.analysis.program import Program
 from fusec.compiler.autotune import GroupTuning, Tuned, TuningResult
 from fusec.compiler.tuning_trials import schedule_text
@@ -112,5 +113,6 @@ def report_section(tuning: TuningResult, margin: float) -> str:
             if r.split and reverted:
                 verdict += ", given up for the whole call"
             lines.append(f"- {r.group} ({r.contest}): fused {r.fused_us:.1f} us, "
-                         f"split {r.split_us:.1f} us ({len(r.parts)} kernels): {verdict}")
+                         f"split {r.split_us:.1f} us ({counted(len(r.parts), 'kernel')}): "
+                         f"{verdict}")
     return "\n".join(lines) + "\n"

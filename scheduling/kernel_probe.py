@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 
-from fusec.analysis.diagnostics import FusecError, InternalError
+from fusec.analysis.diagnostics import FusecError, InternalError, counted
 from fusec.analysis.targets import Target
 from fusec.codegen.compile_errors import first_error_line
 from fusec.codegen.kernel_source import (
@@ -114,7 +114,7 @@ class KernelProbe:
         if not cap and self.seconds >= self.budget_s:
             self.note = self.note or (
                 f"the compile's {self.budget_s:g} s for ptxas is spent "
-                f"({self.compiled} kernel(s) counted); later groups are decided by the "
+                f"({counted(self.compiled, 'kernel')} counted); later groups are decided by the "
                 "estimate")
             return None
         begin = time.perf_counter()
@@ -144,8 +144,9 @@ class KernelProbe:
             self.seconds += time.perf_counter() - begin
 
     def summary(self) -> str:
-        """`ptxas sm_90 counted 5 kernels (2 more from the cache) in 3.1 s`."""
-        return (f"ptxas counted {self.compiled} kernel(s) ({self.cached} more from the cache) "
+        """`ptxas counted 5 kernels (2 more from the cache) in 3.1 s`."""
+        return (f"ptxas counted {counted(self.compiled, 'kernel')} ({self.cached} more from "
+                "the cache) "
                 f"in {self.seconds:.1f} s")
 
 
