@@ -39,7 +39,7 @@ class TensorSpec:
 @dataclass(frozen=True)
 class ArgSpec:
     """One kernel argument: a value, the view it is passed as, and whether the
-    kernel writes it."""
+    kernel writes it (a workspace a split's second kernel only reads: false)."""
 
     value: str
     view_shape: tuple[int, ...]

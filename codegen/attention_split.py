@@ -25,6 +25,8 @@ one-kernel schedule. The workspaces are overwritten before they are read.
 
 from __future__ import annotations
 
+import dataclasses
+
 from fusec.analysis.attention_pattern import AttentionPattern
 from fusec.codegen.attention import (
     F32,
@@ -98,7 +100,8 @@ def emit_split(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,
     out = [p for p in body.params() if p.role == "output"]
     ctext = "\n".join([*chead, "@cuda.jit", f"def {name}(out0, {', '.join(PARTIALS)}):",
                        *indent(writer.combine_lines(elements), 1)])
-    return KernelSource(name, ctext, cgrid, (COMBINE_THREADS, 1, 1), out + held, notes=notes,
+    read = [dataclasses.replace(p, read_only=True) for p in held]  # the combine only reads them
+    return KernelSource(name, ctext, cgrid, (COMBINE_THREADS, 1, 1), out + read, notes=notes,
                         workspaces=spaces, before=[partials])
 
 

@@ -222,7 +222,8 @@ class _FunctionBuilder:
                    workspaces: list[str]) -> KernelLaunch:
         """The launch of `kernel`, one of `group`'s kernels."""
         args = [
-            ArgSpec(workspaces[p.index], p.view_shape, True) if p.role == "workspace" else
+            ArgSpec(workspaces[p.index], p.view_shape, not p.read_only)
+            if p.role == "workspace" else
             ArgSpec(self.value_id(self.param_value(group, p)), p.view_shape, p.role == "output")
             for p in kernel.params
         ]

@@ -115,6 +115,9 @@ class KernelParam:
     role: Literal["input", "output", "workspace"]
     index: int
     view_shape: tuple[int, ...]
+    read_only: bool = False
+    """A workspace this kernel only reads (the second kernel of a split reads
+    the partials the first wrote): plan.json's `writes` is false for it."""
 
 
 @dataclass(frozen=True)

@@ -153,11 +153,13 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
                 for k, w in enumerate(spaces)]
         before: list[KernelSource] = []
         if split_passes(ra, sched):
+            # the second kernel only reads the partials the first one writes
+            held, written = [replace(p, read_only=True) for p in held], held
             first = f"{name}_partials"  # never a NameTable name: no op is named `*_partials`
             before.append(KernelSource(
                 name=first, text=_RowKernelWriter(ra, sched, "partials").write(first),
                 grid=sched.grid(ra.rows), block=sched.block,
-                params=[p for p in body.params() if p.role == "input"] + held,
+                params=[p for p in body.params() if p.role == "input"] + written,
                 notes=_notes(ra, sched), workspaces=spaces))
         return KernelSource(
             name=name,
