@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation
 
+from fusec.analysis.half_math_cost import half_form_scale
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.targets import Target
 from fusec.dialects import nn
@@ -242,7 +243,8 @@ def op_flops(op: Operation, iteration_elements: int | None = None) -> float:
     if kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST) and op.results:
         elements = numel(tensor_shape(op.results[0]))
         points = max(elements, iteration_elements or 0)
-        return float(points * ELEMENTWISE_FLOPS.get(type(op), 1))
+        # f16/bf16 erf, tanh and gelu get cheaper forms (analysis/half_math_cost.py)
+        return float(points * ELEMENTWISE_FLOPS.get(type(op), 1) * half_form_scale(op))
     return 0.0
 
 

@@ -27,7 +27,8 @@ apart. When kernels use it is `kernel_source.scalar_expr`'s rule
 (docs/nn-dialect.md, "Half precision").
 
 The simulator runs the same formula in NumPy float32 (array or scalar),
-with a correctly rounded division for the approximate reciprocal.
+with a correctly rounded division for the approximate reciprocal. The cost
+model prices these forms from `analysis/half_math_cost.py`'s table.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ formula (NumPy float32, correctly rounded exp2 and division) is within
 roundoff: |half_tanh(x) - tanh(x)| <= 2^-18 |tanh(x)|, and
 |half_gelu_tanh(x) - gelu(x)| <= GELU_TANH_ERROR_BOUND |x| (2^-20; measured
 2^-21.7 with the device's error). When kernels use them is
-`kernel_source.scalar_expr`'s rule (docs/nn-dialect.md, "Half precision").
+`kernel_source.scalar_expr`'s rule (docs/nn-dialect.md, "Half precision");
+the cost model prices them from `analysis/half_math_cost.py`'s table.
 """
 
 from __future__ import annotations

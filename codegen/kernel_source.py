@@ -31,12 +31,13 @@ from typing import Literal
 from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.half_math_cost import result_is_half
 from fusec.codegen.fast_erf import FAST_ERF_NAMES, fast_erf_prelude
 from fusec.codegen.fast_tanh import FAST_TANH_NAMES, fast_tanh_prelude
 from fusec.codegen.mma import MMA_NAMES, MMA_PRELUDE
 from fusec.codegen.wide_access import WIDE_ACCESS_PRELUDE
 from fusec.dialects import nn
-from fusec.dialects.element_types import BY_NAME, HALF_NAMES, of_device_dtype
+from fusec.dialects.element_types import BY_NAME, of_device_dtype
 from fusec.dialects.nn_base import SUPPORTED_TYPES, element_type_name
 
 KERNEL_PRELUDE = """\
@@ -252,9 +253,8 @@ def rounded_to_half(op: Operation) -> bool:
     2^-11 relative or coarser, so every use of it, fused or not, was promised
     no more, and an erf within 2^-19 (`half_erf`) or a tanh within 2^-18
     (`half_tanh`) cannot be told from the exact one there (docs/nn-dialect.md,
-    "Half precision")."""
-    t = op.results[0].type if op.results else None
-    return isinstance(t, TensorType) and element_type_name(t.element_type) in HALF_NAMES
+    "Half precision"); the cost model prices those forms by the same rule."""
+    return result_is_half(op)
 
 
 def _gelu(op: nn.GeluOp, a: str, t: str) -> str:
