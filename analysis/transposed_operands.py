@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 
 from xdsl.ir import Operation, OpResult, SSAValue
 
+from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.view_operands import CHAINED_VIEWS, chain_links, is_chain_end, operand_view
 from fusec.dialects import nn
@@ -114,6 +115,16 @@ def _describe(op: Operation) -> str:
     return f"perm {op.perm}" if isinstance(op, nn.TransposeOp) else f"{op.name}"
 
 
+def _concat_reading(op: Operation, inside: set[Operation]) -> Operation | None:
+    """The concat whose computed operand layout op `op` is part of (every
+    reader, inside, a concat or another such op: `concat_pieces`), if any."""
+    if op not in concat_pieces(inside):
+        return None
+    while not isinstance(op, nn.ConcatOp):
+        op = next(u.operation for r in op.results for u in r.uses if u.operation in inside)
+    return op
+
+
 def transpose_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
     """Why a pointwise kernel over `shape` holding `ops` cannot read its
     transposes, or None when it can: each must read a value from memory (not
@@ -132,6 +143,13 @@ def transpose_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | N
                 isinstance(link, nn.TransposeOp) for link in chain_links(op, inside)):
             continue
         result = tensor_shape(op.results[0])
+        if result != tuple(shape) and (concat := _concat_reading(op, inside)) is not None:
+            link = next(t for t in chain_links(op, inside) if isinstance(t, nn.TransposeOp))
+            return (f"a computed operand of {concat.name} reads a transpose "
+                    f"({_describe(link)}) at {fmt(result)}; a kernel evaluates a concat's "
+                    "computed operands per element at the operand's own coordinates, under "
+                    "the concat's select, and reads a transposed value only at its iteration "
+                    f"coordinates ({fmt(shape)})")
         if result != tuple(shape):
             return (f"the transposed value {fmt(result)} is broadcast to {fmt(shape)}; a "
                     "pointwise kernel reads a transposed operand only at the iteration shape")

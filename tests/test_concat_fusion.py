@@ -191,3 +191,51 @@ def test_nested_concat_also_returned() -> None:
         f"  %r = nn.tanh %c : {to}\n"
         f"  func.return %c, %r : {to}, {to}\n}}\n", 1)
     assert "out1[" in program.kernels_source
+
+
+def _remarks(text: str) -> list[str]:
+    ctx = make_context()
+    module = parse_module(ctx, text, "t.mlir")
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), "decompose,form-fusion-groups")
+                   ).run(module)
+    return collect_remarks(module)
+
+
+def test_transpose_in_a_computed_operand_is_refused_for_what_it_is() -> None:
+    """`concat(exp(transpose(x)), y)`: the transpose was said to be "broadcast
+    to" the concat's shape; it is evaluated under the select at its own
+    coordinates, where a kernel cannot read a transposed value."""
+    tx, tt, to = t((8, 4)), t((4, 8)), t((8, 8))
+    text = (f"func.func @f(%x: {tx}, %y: {tt}) -> {to} {{\n"
+            f"  %t = nn.transpose %x {{perm = [1, 0]}} : ({tx}) -> {tt}\n"
+            f"  %a = nn.exp %t : {tt}\n"
+            f"  %c = nn.concat %a, %y {{axis = 0}} : ({tt}, {tt}) -> {to}\n"
+            f"  %r = nn.tanh %c : {to}\n"
+            f"  func.return %r : {to}\n}}\n")
+    missed = [r for r in _remarks(text) if r.startswith("missed:")]
+    assert missed == [
+        "missed: nn.concat (%c) not fused into group g0: a computed operand of nn.concat "
+        "reads a transpose (perm [1, 0]) at 4x8; a kernel evaluates a concat's computed "
+        "operands per element at the operand's own coordinates, under the concat's select, "
+        "and reads a transposed value only at its iteration coordinates (8x8)"], missed
+    check(text, 2)
+
+
+def test_transpose_in_a_computed_operand_joining_a_concat_group() -> None:
+    """The same refusal when the concat's group, holding another computed
+    operand, meets the group of the transpose (a permutation that keeps the
+    innermost axis: still not read at a piece's coordinates)."""
+    tx, tp, to = t((4, 2, 8)), t((2, 4, 8)), t((2, 8, 8))
+    text = (f"func.func @f(%x: {tx}, %y: {tp}, %z: {tp}) -> {to} {{\n"
+            f"  %t = nn.transpose %x {{perm = [1, 0, 2]}} : ({tx}) -> {tp}\n"
+            f"  %a = nn.add %t, %y : ({tp}, {tp}) -> {tp}\n"
+            f"  %b = nn.exp %z : {tp}\n"
+            f"  %c = nn.concat %a, %b {{axis = 1}} : ({tp}, {tp}) -> {to}\n"
+            f"  %r = nn.relu %c : {to}\n"
+            f"  func.return %r : {to}\n}}\n")
+    missed = [r for r in _remarks(text) if r.startswith("missed:")]
+    assert missed and all(
+        "a computed operand of nn.concat reads a transpose (perm [1, 0, 2]) at 2x4x8; a "
+        "kernel evaluates a concat's computed operands per element" in r for r in missed), missed
+    assert not any("broadcast" in r for r in missed), missed
+    check(text, 2)
