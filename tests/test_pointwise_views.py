@@ -12,7 +12,8 @@ import codegen_harness as harness
 from fusec.analysis.program import Program
 from fusec.analysis.view_operands import bytes_read
 
-PIPELINE = "decompose,form-fusion-groups,tile-and-promote"
+# group-each-op: an op form-fusion-groups leaves alone still gets a kernel.
+PIPELINE = "decompose,form-fusion-groups,group-each-op,tile-and-promote"
 TOLERANCE = {"float32": 2e-5, "float16": 2e-3}
 
 
@@ -97,6 +98,19 @@ def test_offset_slice_feeding_multi_output_group() -> None:
         f"  %n = nn.neg %a : {to}\n"
         f"  func.return %m, %n : {to}, {to}\n}}\n")
     assert "in0[uint32(48) + " in program.kernels_source  # offset 1 * 44 + 4
+
+
+def test_a_slice_left_outside_every_group_is_its_own_kernel() -> None:
+    """A slice returned as is joins no group (form-fusion-groups leaves it
+    alone); the pipeline groups it by itself: a copy kernel beside the gate's."""
+    th, to = t((5, 14)), t((5, 7))
+    check(f"func.func @f(%h: {th}) -> ({to}, {to}) {{\n"
+          f"  %a = nn.slice %h {{starts = [0, 0], limits = [5, 7], strides = [1, 1]}} "
+          f": ({th}) -> {to}\n"
+          f"  %b = nn.slice %h {{starts = [0, 7], limits = [5, 14], strides = [1, 1]}} "
+          f": ({th}) -> {to}\n"
+          f"  %s = nn.silu %b : {to}\n"
+          f"  func.return %a, %s : {to}, {to}\n}}\n", launches=2)
 
 
 def test_cost_counts_bytes_the_views_read() -> None:
