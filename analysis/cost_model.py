@@ -243,9 +243,15 @@ def op_flops(op: Operation, iteration_elements: int | None = None) -> float:
     if kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST) and op.results:
         elements = numel(tensor_shape(op.results[0]))
         points = max(elements, iteration_elements or 0)
-        # f16/bf16 erf, tanh and gelu get cheaper forms (analysis/half_math_cost.py)
-        return float(points * ELEMENTWISE_FLOPS.get(type(op), 1) * half_form_scale(op))
+        return float(points * elementwise_flops(op))
     return 0.0
+
+
+def elementwise_flops(op: Operation) -> float:
+    """Flops per element of the result of the elementwise `op` (one
+    instruction unless `ELEMENTWISE_FLOPS` says more; f16/bf16 erf, tanh
+    and gelu get cheaper forms, analysis/half_math_cost.py)."""
+    return ELEMENTWISE_FLOPS.get(type(op), 1) * half_form_scale(op)
 
 
 def parallel_threads(kind: str, iteration_shape: tuple[int, ...], row: int, target: Target) -> int:

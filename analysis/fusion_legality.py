@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -238,6 +239,11 @@ class FusionOptions:
     library_epilogue: bool = True
     """Its call computes the epilogue's leading bias, residual and activation
     (`tile-and-promote{library-epilogue}`): price those as free."""
+    max_recompute_flops: int = 16
+    """The most flops per element (`cost_model.elementwise_flops`) a chain of
+    elementwise ops recomputed in a reading group may cost (step 3 of
+    form-fusion-groups, `analysis/recompute_chain.py`); the gain model then
+    weighs what is under it."""
 
 
 @dataclass
@@ -614,10 +620,7 @@ def dep_ok(c: Candidate) -> Verdict:
 def _bad_output(c: Candidate, fused: GroupInfo) -> str | None:
     """A result the merged kind cannot write (multi-output groups write
     results of the iteration shape; a reduction also its reduced values)."""
-    allowed = {fused.shape}
-    if fused.kind == "reduction":
-        allowed.add(tuple(1 if i in fused.axes else d for i, d in enumerate(fused.shape)))
-        allowed.add(tuple(d for i, d in enumerate(fused.shape) if i not in fused.axes))
+    allowed = writable_shapes(fused)
     for v in c.outputs:
         if tensor_shape(v) not in allowed:
             owner = v.op if isinstance(v, OpResult) else None
@@ -627,6 +630,16 @@ def _bad_output(c: Candidate, fused: GroupInfo) -> str | None:
                     f"{fused.kind} group's results must have shape {fmt(fused.shape)}, not "
                     f"{fmt(tensor_shape(v))}")
     return None
+
+
+def writable_shapes(g: GroupInfo) -> set[tuple[int, ...]]:
+    """The shapes of the results group `g` can write: its iteration shape,
+    and a reduction's reduced shapes (with and without the reduced axes)."""
+    allowed = {g.shape}
+    if g.kind == "reduction":
+        allowed.add(tuple(1 if i in g.axes else d for i, d in enumerate(g.shape)))
+        allowed.add(tuple(d for i, d in enumerate(g.shape) if i not in g.axes))
+    return allowed
 
 
 def prec_ok(c: Candidate) -> Verdict:
@@ -822,25 +835,62 @@ def kernel_path(g: GroupInfo) -> str:
     return impl.kernel_path(g) if impl is not None else "roofline"
 
 
-def recompute_ok(dep: DependencyAnalysis, producer: Operation, host: GroupInfo,
-                 target: Target, options: FusionOptions, saves_write: bool) -> Verdict:
-    """Recompute the elementwise `producer` inside `host` (a group reading its
-    result) instead of writing and re-reading the value? Legal when the host
-    schedules an elementwise op of that shape and the registers fit; wanted
-    when the bytes saved outweigh the recomputed flops and new input bytes."""
-    value = producer.results[0]
-    if host.kind not in FUSIBLE_KINDS or _covering(tensor_shape(value), host.shape) != host.shape:
-        return Verdict.no(f"{describe_group(dep, host)} cannot evaluate it over {fmt(host.shape)}")
-    if host.registers + op_registers(producer) > options.max_registers:
+def recompute_ok(dep: DependencyAnalysis, chain: Sequence[Operation], host: GroupInfo,
+                 target: Target, options: FusionOptions, saves_write: bool,
+                 unwritten: Iterable[SSAValue] = (), new_outputs: Iterable[SSAValue] = (),
+                 available: Iterable[SSAValue] = ()) -> Verdict:
+    """Recompute the elementwise ops `chain` (in program order; the last
+    defines the value `host` reads) inside `host` instead of writing and
+    re-reading their results? Legal when the host schedules elementwise ops
+    of their shapes and the registers fit; wanted when the bytes saved
+    outweigh the recomputed flops and new input bytes. Saved: every chain
+    result `host` read; with `saves_write` (the first reader judged) also the
+    writes of `unwritten`, less those of `new_outputs` (leaves the chain's
+    group now writes for the readers). `available`: values `host` already
+    computes (earlier clones), read for free."""
+    for op in chain:
+        if host.kind not in FUSIBLE_KINDS or _covering(
+                tensor_shape(op.results[0]), host.shape) != host.shape:
+            return Verdict.no(f"{describe_group(dep, host)} cannot evaluate "
+                              f"{dep.describe(op)} over {fmt(host.shape)}")
+    if host.registers + sum(map(op_registers, chain)) > options.max_registers:
         return Verdict.no(f"it would take the kernel past {options.max_registers} registers")
-    new_inputs = {v for v in producer.operands if v not in host.inputs}
-    saved = dep.nbytes(value) * (1 + saves_write) - sum(map(dep.nbytes, new_inputs))
-    flops = op_flops(producer, numel(host.shape))
+    if not options.allow_reduced_precision and (
+            refusal := _recompute_precision(dep, chain, host)) is not None:
+        return Verdict.no(refusal)
+    results = {op.results[0] for op in chain}
+    leaves = {v for op in chain for v in op.operands if v not in results}
+    new_inputs = leaves - set(host.inputs) - set(available)
+    saved = sum(dep.nbytes(v) for v in results if v in host.inputs)
+    if saves_write:
+        saved += sum(map(dep.nbytes, set(unwritten))) - sum(map(dep.nbytes, set(new_outputs)))
+    saved -= sum(map(dep.nbytes, new_inputs))
+    flops = sum(op_flops(op, numel(host.shape)) for op in chain)
     t_mem, t_overlap = saved / target.memory_bandwidth, flops / target.fp32_flops
     gain = FusionGain(t_mem, t_overlap, 0.0, saved, 0)
     if gain.delta <= options.min_gain:
         return Verdict.no(f"recomputing costs more than it saves: {gain.summary()}", gain)
     return Verdict.yes(gain)
+
+
+def _recompute_precision(dep: DependencyAnalysis, chain: Sequence[Operation],
+                         host: GroupInfo) -> str | None:
+    """`prec_ok`'s rules for a chain recomputed in `host`: a narrowing cast
+    must not feed the host's accumulation, and the rounding of the value
+    `host` no longer reads back must keep its results within tau."""
+    if host.kind in ("reduction", "contraction"):
+        for op in chain:
+            if isinstance(op, nn.CastOp) and skipped_rounding(dep.dtype(op.results[0])):
+                return (f"{dep.describe(op)} rounds to {dep.dtype(op.results[0])} and "
+                        f"{describe_group(dep, host)} accumulates; recomputed there, the sum "
+                        "would see unrounded values (set allow_reduced_precision to recompute "
+                        "anyway)")
+    drift = math.hypot(host.drift, skipped_rounding(dep.dtype(chain[-1].results[0])))
+    bound = min((tau(dep.dtype(v)) for v in host.outputs), default=tau("f32"))
+    if drift > bound:
+        return (f"reading it unrounded changes the result by up to {drift:.2g}, more than "
+                f"tau = {bound:g}")
+    return None
 
 
 def recompute_in_view_ok(dep: DependencyAnalysis, producer: Operation, hosts: list[GroupInfo],

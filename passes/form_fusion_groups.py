@@ -33,14 +33,17 @@ from fusec.analysis.fusion_legality import (
     Candidate,
     FusionOptions,
     GroupInfo,
+    Verdict,
     can_fuse,
     describe_group,
+    op_registers,
     recompute_in_view_ok,
     recompute_ok,
     single_op_info,
 )
 from fusec.analysis.fusion_policy import POLICIES, FusionPolicy, get_policy
 from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.recompute_chain import RecomputeChain, recomputable, recompute_chain
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.scheduled_cost import ScheduleCache
 from fusec.analysis.sibling_reductions import sibling_pairs
@@ -180,16 +183,13 @@ class GroupFormer:
                          for h in hosts]
 
     def _recompute(self, nid: int, v: SSAValue) -> None:
-        """Recompute the elementwise op defining `v` in every group that reads
-        it, so that its group no longer writes it, when all of them gain.
-        Only an op that stays useful in its own group and reads nothing its
-        group computes qualifies, so the clones read values defined earlier."""
+        """Recompute the elementwise op defining `v`, with the chain of
+        elementwise ops of its group it reads (`analysis/recompute_chain.py`),
+        in every group that reads it, so that its group no longer writes it,
+        when all of them gain. Only an op that stays useful in its own group
+        qualifies; the clones read values defined before the readers."""
         p = v.op if isinstance(v, OpResult) else None
-        if p is None or op_kind(p) is not OpKind.ELEMENTWISE or _contract(p) == "never":
-            return
-        if self.dep.is_output(v) or any(
-                isinstance(o, OpResult) and self.graph.node_of.get(o.op) == nid
-                for o in p.operands):
+        if p is None or not recomputable(p) or self.dep.is_output(v):
             return
         readers = self.dep.consumers(v)
         hosts = list(dict.fromkeys(self.graph.node_of[u] for u in readers))
@@ -197,21 +197,48 @@ class GroupFormer:
                 self.info[h].size < 2 for h in hosts if h != nid) or any(
                 op_kind(u) in (OpKind.CONTRACTION, OpKind.WINDOW) for u in readers):
             return
-        subject = self.dep.describe(p)
-        verdicts = [(h, recompute_ok(self.dep, p, self.info[h], self.target, self.options,
-                                     saves_write=k == 0))
-                    for k, h in enumerate(h for h in hosts if h != nid)]
-        for h, verdict in verdicts:
+        kept = self._kept(nid, hosts)
+        hosts = [h for h in hosts if h != nid and p not in self.clones.get(h, ())]
+        if not hosts:
+            return  # every reader recomputes it already, with an earlier chain
+        chain = recompute_chain(self.dep, self.info[nid], p, kept,
+                                self.options.max_recompute_flops)
+        subject = chain.describe(self.dep) if isinstance(chain, RecomputeChain) else (
+            self.dep.describe(p))
+        verdicts = [] if isinstance(chain, str) else [
+            (h, recompute_ok(self.dep, ops, self.info[h], self.target, self.options,
+                             k == 0, chain.unwritten, chain.new_outputs, self._cloned(h)))
+            for k, (h, ops) in enumerate((h, self._uncloned(h, chain)) for h in hosts)]
+        for h, verdict in verdicts or [(hosts[0], Verdict.no(str(chain)))]:
             if not verdict.ok:
                 self.pending.append(_Pending("not-recomputed", subject,
                                              self.graph.nodes[h].ops[0], verdict.reason))
                 return
+        assert isinstance(chain, RecomputeChain)
         for h, verdict in verdicts:
             assert verdict.gain is not None
-            self.clones.setdefault(h, []).append(p)
+            ops = self._uncloned(h, chain)
+            self.clones.setdefault(h, []).extend(ops)
+            self.info[h] = dataclasses.replace(  # later chains see these registers taken
+                self.info[h], registers=self.info[h].registers + sum(map(op_registers, ops)))
             detail = f"saves {format_bytes(verdict.gain.saved_bytes)} ({verdict.gain.summary()})"
             self.pending.append(_Pending("recomputed", subject, self.graph.nodes[h].ops[0],
                                          detail))
+
+    def _kept(self, nid: int, hosts: list[int]) -> frozenset[SSAValue]:
+        """Results of node `nid` that stay written whatever `hosts` recompute:
+        function results and values a node other than those reads."""
+        readers = set(hosts)
+        return frozenset(w for w in self.info[nid].outputs if self.dep.is_output(w) or any(
+            self.graph.node_of[u] not in readers for u in self.dep.consumers(w)))
+
+    def _uncloned(self, h: int, chain: RecomputeChain) -> tuple[Operation, ...]:
+        """The ops of `chain` node `h` does not recompute yet."""
+        return tuple(op for op in chain.ops if op not in self.clones.get(h, ()))
+
+    def _cloned(self, h: int) -> frozenset[SSAValue]:
+        """The values node `h` already recomputes."""
+        return frozenset(op.results[0] for op in self.clones.get(h, ()))
 
     def _vertical(self, op: Operation) -> None:
         """Let `op`'s group absorb its producers' groups, best first, until
@@ -383,19 +410,22 @@ def materialize_groups(former: GroupFormer, names: dict[int, str]) -> None:
 
 
 def _clone_recomputed(former: GroupFormer) -> dict[int, list[Operation]]:
-    """Clone each recomputed op for its host group and point the host's
-    reads of the original value at the clone."""
+    """Clone each recomputed op for its host group (in decision order, so
+    a chain's clones read earlier clones) and point the host's reads of the
+    original values at the clones."""
     extra: dict[int, list[Operation]] = {}
     for nid, producers in former.clones.items():
         members = former.graph.nodes[nid].ops
+        mapping: dict[SSAValue, SSAValue] = {}  # a chain's clones read each other
         for p in producers:
-            clone = p.clone()
+            clone = p.clone(value_mapper=mapping)
             clone.results[0].name_hint = p.results[0].name_hint
-            for op in members:
-                for i, v in enumerate(op.operands):
-                    if v is p.results[0]:
-                        op.operands[i] = clone.results[0]
+            mapping[p.results[0]] = clone.results[0]
             extra.setdefault(nid, []).append(clone)
+        for op in members:
+            for i, v in enumerate(op.operands):
+                if v in mapping:
+                    op.operands[i] = mapping[v]
     return extra
 
 
@@ -457,7 +487,10 @@ class FormFusionGroupsPass(ModulePass):
     the library runs it when that is cheaper, so that folding a view into
     its operands, or an epilogue it would run as a second kernel, is
     weighed against it), `library_epilogue` (`tile-and-promote`'s: the
-    epilogue ops the library call computes are priced as free).
+    epilogue ops the library call computes are priced as free),
+    `max_recompute_flops` (the most flops per element a chain of
+    elementwise ops recomputed in a reading group may cost; 0 recomputes
+    nothing).
     """
 
     name = "form-fusion-groups"
@@ -473,6 +506,7 @@ class FormFusionGroupsPass(ModulePass):
     max_occupancy_drop: float = 0.2
     gemm: str = "auto"
     library_epilogue: bool = True
+    max_recompute_flops: int = FusionOptions.max_recompute_flops
 
     def __post_init__(self) -> None:
         # Caught at pipeline parsing, so a typo fails before any work is done.
@@ -485,6 +519,8 @@ class FormFusionGroupsPass(ModulePass):
             raise ValueError("max_registers must be >= 0 (0: the target's limit)")
         if self.gemm not in GEMM_MODES:
             raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
+        if self.max_recompute_flops < 0:
+            raise ValueError("max_recompute_flops must be >= 0")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target, note = resolve_target(self.target)
@@ -499,6 +535,7 @@ class FormFusionGroupsPass(ModulePass):
             library_gemm=self.gemm == "library"
             or (self.gemm == "auto" and gemm_choice.library_available()),
             library_epilogue=self.library_epilogue,
+            max_recompute_flops=self.max_recompute_flops,
         )
         collector = RemarkCollector()
         if note:  # shown with --remarks only, not stored in the IR or the report
