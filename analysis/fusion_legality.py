@@ -242,7 +242,7 @@ class FusionOptions:
     max_recompute_flops: int = 16
     """The most flops per element (`cost_model.elementwise_flops`) a chain of
     elementwise ops recomputed in a reading group may cost (step 3 of
-    form-fusion-groups, `analysis/recompute_chain.py`); the gain model then
+    form-fusion-groups, `passes/recompute_chain.py`); the gain model then
     weighs what is under it."""
 
 

@@ -43,10 +43,8 @@ from fusec.analysis.fusion_legality import (
 )
 from fusec.analysis.fusion_policy import POLICIES, FusionPolicy, get_policy
 from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.analysis.recompute_chain import RecomputeChain, recomputable, recompute_chain
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.scheduled_cost import ScheduleCache
-from fusec.analysis.sibling_reductions import sibling_pairs
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.analysis.view_operands import CHAINED_VIEWS
 from fusec.dialects import nn
@@ -57,6 +55,8 @@ from fusec.passes.dependency_analysis import (
     functions,
     strip_dep_attributes,
 )
+from fusec.passes.recompute_chain import RecomputeChain, recomputable, recompute_chain
+from fusec.passes.sibling_reductions import sibling_pairs
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.gemm_choice import GEMM_MODES
 
@@ -184,7 +184,7 @@ class GroupFormer:
 
     def _recompute(self, nid: int, v: SSAValue) -> None:
         """Recompute the elementwise op defining `v`, with the chain of
-        elementwise ops of its group it reads (`analysis/recompute_chain.py`),
+        elementwise ops of its group it reads (`passes/recompute_chain.py`),
         in every group that reads it, so that its group no longer writes it,
         when all of them gain. Only an op that stays useful in its own group
         qualifies; the clones read values defined before the readers."""
@@ -306,7 +306,7 @@ class GroupFormer:
 
     def _sibling_reductions(self) -> None:
         """Reduction groups over one shape that are siblings but read no
-        common value (`analysis/sibling_reductions.py`) become one kernel
+        common value (`passes/sibling_reductions.py`) become one kernel
         with several reduced outputs when legal and worth it; each pair is
         judged once as it stands, so a refused one keeps one remark."""
         while True:

@@ -1,7 +1,7 @@
 """form-fusion-groups' recomputation of chains of elementwise ops: a group
 that reads a value another group computes from a chain of cheap ops
 recomputes the chain from its leaves instead of reading the value back
-(`analysis/recompute_chain.py`). Each program runs in the CUDA simulator on
+(`passes/recompute_chain.py`). Each program runs in the CUDA simulator on
 fresh random inputs against the reference interpreter; the plan's launches
 and HBM bytes are compared with the same pipeline without recomputation
 (`max_recompute_flops=0`)."""

@@ -1,6 +1,6 @@
 """Sibling reductions (no edge between them) over one shape and the same
 reduced axes share one kernel with several reduced outputs
-(`analysis/sibling_reductions.py`), checked in the simulator against the
+(`passes/sibling_reductions.py`), checked in the simulator against the
 reference interpreter at tiny shapes; pairs that must stay apart (other
 reduced axes, a cycle through another group) say why in the report."""
 
