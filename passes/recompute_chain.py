@@ -80,7 +80,7 @@ def recompute_chain(dep: DependencyAnalysis, source: GroupInfo, root: Operation,
     described = ", ".join(dep.describe(op) for op in ops)
     cost = sum(map(elementwise_flops, ops))
     if cost > max_flops:
-        return (f"the chain {described} costs {cost} flops per element, over "
+        return (f"the chain {described} costs {cost:g} flops per element, over "
                 f"max_recompute_flops = {max_flops}")
     new_outputs = {v for v in leaves if isinstance(v, OpResult) and v.op in members
                    and v not in source.outputs}
