@@ -68,6 +68,12 @@ def column_sum(x: Tensor) -> Tensor:
     return x.sum(dim=0, keepdim=True)
 
 
+def attention_sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """The attention row as PyTorch's fused kernel (FlashAttention-style in
+    f16/bf16; memory-efficient attention in f32 with an additive mask)."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.125)
+
+
 PEERS: dict[str, Callable[..., Any]] = {
     "chain16": chain16,
     "softmax": softmax,
@@ -78,6 +84,13 @@ PEERS: dict[str, Callable[..., Any]] = {
     "gpt2_block": gpt2_block,
     "column_sum": column_sum,
     "column_sum_narrow": column_sum,
+}
+
+
+# Library kernels timed beside torch eager and torch.compile in a row
+# (`bench/run_gpu.py`): name -> {column: function of the row's inputs}.
+LIBRARY_PEERS: dict[str, dict[str, Callable[..., Any]]] = {
+    "attention": {"F.sdpa": attention_sdpa},
 }
 
 

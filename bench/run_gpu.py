@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     select_device("gpu")
     import torch
-    from peers import PEERS, floor_work
+    from peers import LIBRARY_PEERS, PEERS, floor_work
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 model, _ = VARIANTS.get(row, (row, "auto"))
                 lines += _measure_row(row, fusec, torch, PEERS[model], floor_work, args,
-                                      copy_bw, gemm_rate)
+                                      copy_bw, gemm_rate, LIBRARY_PEERS.get(model, {}))
         except Exception as err:  # one broken row must not lose the others
             failed += 1
             lines += [f"## {row}  FAILED: {type(err).__name__}: {err}", ""]
@@ -118,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, args: Any,
-                 copy_bw: float, gemm_rate: float) -> list[str]:
-    """Check and time one model; its table lines."""
+                 copy_bw: float, gemm_rate: float,
+                 library: dict[str, Any] | None = None) -> list[str]:
+    """Check and time one model (and the `library` peers, checked like
+    torch eager); its table lines."""
     model, gemm = VARIANTS.get(row, (row, "auto"))
     path = HERE / "models" / f"{model}.mlir"
     source = retype(path.read_text(encoding="utf-8"), args.dtype)
@@ -136,10 +138,14 @@ def _measure_row(row: str, fusec: Any, torch: Any, peer: Any, floor_work: Any, a
         status = [f"{s}, {_check_reference(source, m, inputs)}"
                   for s, m in zip(status, models, strict=True)]
     times = _times(torch, fused, off, peer, inputs, args, tuned)
+    checked = []
+    for name, fn in (library or {}).items():
+        checked.append(f"{name} {_check(torch, fn(*inputs), ref, tol)}")
+        times[name] = _time_torch(torch, fn, inputs, args)
     moved, flops = floor_work(model, inputs, ref)
     floor = max(moved / copy_bw, (flops / gemm_rate) if flops == flops else 0.0)
     table = _row_table(row_name(row, args.dtype), times, floor, fused.launches, off.launches,
-                       status, tuned.launches if tuned else 0)
+                       status, tuned.launches if tuned else 0, checked)
     if flops == flops:  # contractions: the achieved rate of fused fusec
         table.insert(1, f"fusec: {flops / (times['fusec'] * 1e-3) / 1e12:.1f} TFLOP/s")
     return table
@@ -352,10 +358,12 @@ def _rate_name(dtype: str) -> str:
 
 
 def _row_table(row: str, times: dict[str, float], floor: float, launches: int,
-               off_launches: int, status: list[str], tuned_launches: int = 0) -> list[str]:
+               off_launches: int, status: list[str], tuned_launches: int = 0,
+               library: list[str] | None = None) -> list[str]:
     tuned = f", fusec autotuned {status[2]}" if len(status) > 2 else ""
+    peers = "".join(f", {s}" for s in library or [])
     out = [f"## {row}  (floor {floor * 1e3:.3f} ms; fusec {status[0]}, "
-           f"fusion off {status[1]}{tuned})", "",
+           f"fusion off {status[1]}{tuned}{peers})", "",
            "| variant | time (ms) | % of floor | launches | fusec speed-up |",
            "|---|---|---|---|---|"]
     for name, ms in times.items():
