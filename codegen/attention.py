@@ -127,6 +127,13 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
                 raise op_error(group, f"attention tile {tile.text()} cannot take {problem}")
             per_thread = f"{tile.block_k // 2} scores and {shape.dv // 2} outputs per thread"
             writer: _Writer = MmaWriter(body, pattern, shape, tile, qtiles, dynamic)
+        elif tile.engine == "decode":
+            from fusec.codegen.attention_decode import emit_decode  # it extends _Writer
+            from fusec.codegen.attention_decode_schedule import decode_head_problem
+
+            if (problem := decode_head_problem(shape.d, shape.dv)) is not None:
+                raise op_error(group, f"attention tile {tile.text()} cannot take {problem}")
+            return emit_decode(flat, body, pattern, shape, tile, name, notes)
         elif tile.splits > 1:
             from fusec.codegen.attention_split import emit_split  # it extends _Writer
 

@@ -26,6 +26,11 @@ from dataclasses import dataclass
 from xdsl.ir import Operation
 
 from fusec.analysis.targets import Target
+from fusec.codegen.attention_decode_schedule import (
+    decode_problem,
+    decode_registers,
+    decode_shared_words,
+)
 from fusec.codegen.attention_mma_schedule import (
     mma_prefetch_values,
     mma_registers,
@@ -89,7 +94,8 @@ class AttentionTile:
     rows: int
     cols: int
     stages: int = 1
-    engine: str = "simt"  # or "mma": warp tiles of 16 queries on tensor cores
+    engine: str = "simt"  # or "mma": warp tiles of 16 queries on tensor cores; or
+    # "decode": a warp per key stream, lanes on head dims (`attention_decode_schedule.py`)
     splits: int = 1  # > 1: split-KV, a block per chunk of keys plus a combine kernel
 
     @staticmethod
@@ -97,6 +103,12 @@ class AttentionTile:
         """The tensor-core tile: a warp per 16 queries, each holding all
         `block_k` keys of its scores."""
         return AttentionTile(block_q, block_k, MMA_ROWS, block_k, stages, "mma")
+
+    @staticmethod
+    def decode(queries: int, warps: int, unroll: int, splits: int = 1) -> AttentionTile:
+        """The decode tile: `warps` warps each walking its keys `unroll` at
+        a time, every warp holding all `queries` queries."""
+        return AttentionTile(queries, warps * unroll, queries, unroll, 1, "decode", splits)
 
     @property
     def lanes(self) -> int:
@@ -111,6 +123,8 @@ class AttentionTile:
     def threads(self) -> int:
         if self.engine == "mma":
             return self.block_q // MMA_ROWS * WARP
+        if self.engine == "decode":
+            return self.lanes * WARP  # lanes: the warps
         return self.row_groups * self.lanes
 
     def dims(self, dv: int) -> int:
@@ -128,6 +142,9 @@ class AttentionTile:
             if self.splits != 1:
                 return "an mma tile takes no splits (split-KV is a simt schedule)"
             return None
+        if self.engine == "decode":
+            return decode_problem(self.block_q, self.block_k, self.rows, self.cols, self.stages,
+                                  self.splits)
         if self.splits < 1:
             return "splits must be >= 1"
         lanes = self.lanes
@@ -145,6 +162,11 @@ class AttentionTile:
             return (f"{self.block_q} queries x {self.block_k} keys per block on tensor cores, "
                     f"16 queries per warp ({self.threads} threads), {self.stages} stage"
                     + ("s" if self.stages > 1 else ""))
+        if self.engine == "decode":
+            return (f"decode: {self.block_q} quer{'y' if self.block_q == 1 else 'ies'} per "
+                    f"block, {self.lanes} warps each walking its keys {self.cols} at a time "
+                    f"({self.threads} threads)"
+                    + (f", keys split over {self.splits} blocks" if self.splits > 1 else ""))
         return (f"{self.block_q} queries x {self.block_k} keys per block, {self.rows}x{self.cols} "
                 f"scores per thread ({self.threads} threads), {self.stages} stage"
                 + ("s" if self.stages > 1 else "")
@@ -234,6 +256,8 @@ def shared_words(tile: AttentionTile, d: int, dv: int,
     tile's depend on the operands' `element` type."""
     if tile.engine == "mma":
         return mma_shared_words(tile, d, dv, element)
+    if tile.engine == "decode":
+        return {"q": 0, "kv": 0, "p": 0, "warps": decode_shared_words(tile.rows, tile.lanes, dv)}
     kv = padded(tile.block_k) * d + tile.block_k * vwidth(tile, dv)
     return {"q": padded(tile.block_q) * d, "kv": kv * tile.stages,
             "p": tile.block_k * p_width(tile)}
@@ -248,6 +272,8 @@ def prefetch_values(tile: AttentionTile, d: int, dv: int) -> int:
     """Registers a thread holds the next K/V tile in (`stages = 2`)."""
     if tile.engine == "mma":
         return mma_prefetch_values(tile, d, dv)
+    if tile.engine == "decode":
+        return 0
     if tile.stages < 2:
         return 0
     k = -(-tile.block_k * d // tile.threads)
@@ -260,6 +286,8 @@ def attention_registers(tile: AttentionTile, d: int, dv: int, params: int) -> Re
     parameters, side inputs past Q, K, V and the output)."""
     if tile.engine == "mma":
         return mma_registers(tile, d, dv, params)
+    if tile.engine == "decode":
+        return decode_registers(tile.rows, tile.cols, d, dv, params)
     dims = tile.dims(dv)
     k = -(-tile.block_k * d // tile.threads)
     v = -(-tile.block_k * vwidth(tile, dv) // tile.threads)

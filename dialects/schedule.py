@@ -229,11 +229,14 @@ class AttentionSchedule(ScheduleAttr):
     only; 1 by default): the keys are cut into `splits` chunks of whole K/V
     tiles, a block per chunk writes its partial row max, row sum and
     unnormalised outputs, and a second kernel combines them (split-KV,
-    for few queries over many keys)."""
+    for few queries over many keys). `engine` decode (`codegen/attention_
+    decode.py`): `rows = block_q <= 4` queries held by every warp, `cols`
+    keys per warp step, `threads / 32 = block_k / cols` warps, lanes on
+    head dims; `splits` as for simt."""
 
     name = "fusion.attention"
     DEFAULTS: ClassVar[dict[str, int | str]] = {"engine": "simt", "splits": 1}
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"engine": ("simt", "mma")}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"engine": ("simt", "mma", "decode")}
     block_q: IntAttr
     block_k: IntAttr
     threads: IntAttr
@@ -260,6 +263,9 @@ class AttentionSchedule(ScheduleAttr):
                 raise VerifyException(f"{self.name}: threads must be 32 per 16 queries "
                                       f"= {bq * 2}")
             return
+        if self.str_field("engine") == "decode":
+            self._verify_decode(bq, bk, rows, cols)
+            return
         if min(bq, bk, rows, cols) < 1 or bq % rows or bk % cols:
             raise VerifyException(f"{self.name}: rows must divide block_q and cols block_k")
         lanes = bk // cols
@@ -269,6 +275,14 @@ class AttentionSchedule(ScheduleAttr):
         if self.int_field("threads") != bq // rows * lanes:
             raise VerifyException(f"{self.name}: threads must be (block_q / rows) * "
                                   f"(block_k / cols) = {bq // rows * lanes}")
+
+    def _verify_decode(self, bq: int, bk: int, rows: int, cols: int) -> None:
+        if not 1 <= rows <= 4 or bq != rows or cols < 1 or bk % cols:
+            raise VerifyException(f"{self.name}: a decode tile has block_q = rows <= 4 and "
+                                  "cols dividing block_k")
+        if self.int_field("stages") != 1 or self.int_field("threads") != bk // cols * 32:
+            raise VerifyException(f"{self.name}: a decode tile has one stage and threads = "
+                                  f"32 * block_k / cols = {bk // cols * 32}")
 
 
 SCHEDULE_ATTRS: tuple[type[ScheduleAttr], ...] = (

@@ -55,6 +55,7 @@ from fusec.passes.dependency_analysis import value_names
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.attention import (
     choose_tile,
+    forced_decode_tile,
     fused_time,
     normalized_splits,
     unfused_time,
@@ -65,6 +66,7 @@ ITEM = 4  # f32 bytes
 # Unfused, the scores are written by the QK kernel, read and written by the
 # softmax kernel, and read by the PV kernel.
 SCORE_PASSES = 4
+DECODE_THREADS = 128  # engine=decode without `threads`: four warps
 
 
 def _us(seconds: float) -> str:
@@ -124,6 +126,8 @@ class _Fuser:
     remarks: RemarkCollector
     gemm: str = "auto"  # how the three-kernel path's GEMMs will run (`--gemm`)
     splits: int | None = None  # forced split-KV chunks (None: chosen)
+    decode: bool = False  # offer the model decode tiles
+    forced_decode: tuple[int, int] | None = None  # engine=decode: (warps, unroll)
     count: int = 0
 
     def run(self, func: FuncOp) -> None:
@@ -148,7 +152,10 @@ class _Fuser:
         inputs = {v for op in ops for v in op.operands
                   if not (isinstance(v, OpResult) and v.op in ops)}
         shape = attention_shape(p, len(inputs) + 1)
-        tile = self.tile or choose_tile(shape, self.target, self.splits)
+        if self.forced_decode is not None:
+            tile = forced_decode_tile(shape, self.target, *self.forced_decode, self.splits)
+        else:
+            tile = self.tile or choose_tile(shape, self.target, self.splits, self.decode)
         where = f"attention at {describe(p.pv)} not fused into one kernel"
         if isinstance(tile, str):
             self.remarks.add("missed", f"{where}: {tile}")
@@ -161,7 +168,7 @@ class _Fuser:
         parts = unfused_time(shape, self.target, self.gemm, gemm_choice.library_available(),
                              cupy_tf32())
         times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
-        if self.tile is None and fused > parts:
+        if self.tile is None and self.forced_decode is None and fused > parts:
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
                              f"the three-kernel path: {times} (tile {tile.text()})")
             return
@@ -174,7 +181,8 @@ class _Fuser:
         into, launches = "one kernel", 2
         if tile.splits > 1:
             plan = tile.split_plan(shape.skv)
-            into, launches = (f"a split-KV kernel ({plan.splits} chunks of {plan.chunk_keys} "
+            engine = "decode" if tile.engine == "decode" else "split-KV"
+            into, launches = (f"a {engine} kernel ({plan.splits} chunks of {plan.chunk_keys} "
                               "keys) plus a combine kernel"), 1
         self.remarks.add("remark", f"fused attention {subject} into {into}, group {name}: "
                          f"the {fmt(scores)} scores stay on chip (saves {format_bytes(saved)} "
@@ -197,7 +205,10 @@ class FuseAttentionPass(ModulePass):
     `split-kv` (offer the model split-KV tiles; off by default: on the H200
     the one-warp split kernel of a decode step, B8 H32 Skv 4096 D128, ran
     2.93 ms where the model said 0.26 and the unfused kernels took 1.30),
-    `gemm` (`auto`,
+    `engine=decode` (a decode tile, S <= 4 queries and head dims multiples
+    of 32: `threads` 32 per warp, 128 by default, `cols` keys per warp
+    step, `splits` as above, 0: chosen), `decode` (offer the model decode
+    tiles; off until measured on a GPU), `gemm` (`auto`,
     `library`, `fused`: how `tile-and-promote` will run the three-kernel
     path's GEMMs, whose time the fused kernel must beat), `remarks`.
     """
@@ -213,6 +224,8 @@ class FuseAttentionPass(ModulePass):
     engine: str = "simt"
     splits: int = 0
     split_kv: bool = False
+    threads: int = 0
+    decode: bool = False
     gemm: str = "auto"
     remarks: bool = True
 
@@ -221,8 +234,16 @@ class FuseAttentionPass(ModulePass):
             raise ValueError(problem)
         if self.gemm not in GEMM_MODES:
             raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
-        if self.engine not in ("simt", "mma"):
-            raise ValueError("engine must be simt or mma")
+        if self.engine not in ("simt", "mma", "decode"):
+            raise ValueError("engine must be simt, mma or decode")
+        if self.engine == "decode":
+            if self.block_q or self.block_k or self.rows or self.stages != 1 or \
+                    self.threads % 32 or not 0 <= self.threads <= 1024 or self.cols < 0:
+                raise ValueError("engine=decode takes threads (a multiple of 32), cols and "
+                                 "splits only")
+            return
+        if self.threads:
+            raise ValueError("threads is an option of engine=decode")
         if self.splits < 0 or (self.splits > 1 and self.engine == "mma"):
             raise ValueError("splits must be >= 0 (0: chosen), and 1 with engine mma")
         fixed = (self.block_q, self.block_k) if self.engine == "mma" else \
@@ -242,10 +263,13 @@ class FuseAttentionPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target, _ = resolve_target(self.target)
-        tile = self._fixed() if self.block_q else None
+        tile = self._fixed() if self.block_q and self.engine != "decode" else None
         collector = RemarkCollector()
         splits = self.splits or (None if self.split_kv else 1)
-        fuser = _Fuser(target, tile, collector, self.gemm, splits)
+        fuser = _Fuser(target, tile, collector, self.gemm, splits, self.decode)
+        if self.engine == "decode":
+            fuser.splits = self.splits or None
+            fuser.forced_decode = ((self.threads or DECODE_THREADS) // 32, self.cols)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if func.body.blocks:
                 fuser.run(func)

@@ -31,6 +31,11 @@ from dataclasses import replace
 
 from fusec.analysis.cost_model import gemm_choice
 from fusec.analysis.targets import Target
+from fusec.codegen.attention_decode_schedule import (
+    DECODE_MAX_QUERIES,
+    DECODE_WARPS,
+    decode_head_problem,
+)
 from fusec.codegen.attention_mma_schedule import mma_problem
 from fusec.codegen.attention_schedule import (
     ITEM,
@@ -73,15 +78,24 @@ MIN_SPLIT_THREADS = 32
 MIN_CHUNK_TILES = 4
 MAX_SPLIT_WAVES = 4  # split counts tried besides the powers of two: 1..4 whole waves
 PARTIAL_PASSES = 2  # the partials are written once and read once
+# Decode tiles (`codegen/attention_decode.py`, offered with `fuse-attention{
+# decode=true}`): priced as a stream of K and V at the target's bandwidth,
+# scaled down where the grid's warps hold fewer bytes in flight per SM than
+# DECODE_BYTES_IN_FLIGHT (latency x bandwidth per SM: ~0.6 us x 4.8 TB/s /
+# 132 SMs on the H200; not yet measured for this kernel).
+DECODE_UNROLL = 4  # keys a warp loads per iteration (K and V rows in flight)
+DECODE_BYTES_IN_FLIGHT = 24 * 1024
+DECODE_MIN_CHUNK_STEPS = 4  # iterations per chunk at least, as MIN_CHUNK_TILES
 
 
 def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None,
-                splits: int | None = None) -> list[AttentionTile]:
+                splits: int | None = None, decode: bool = False) -> list[AttentionTile]:
     """Every tile the emitter accepts that fits `limit` bytes of shared
     memory (default: the target's per block, dynamic shared memory included)
     and the target's register budget; block_q no larger than needed for `s`
     queries; split-KV tiles where they pay (`splits` None) or only tiles
-    with `splits` chunks (1: none split)."""
+    with `splits` chunks (1: none split); with `decode`, the decode tiles
+    too (each with its `choose_decode_splits`)."""
     smem = min(limit or target.shared_memory_per_block, target.shared_memory_per_block)
     tiles = []
     simt = [AttentionTile(*t) for t in itertools.product(BLOCK_Q, BLOCK_K, ROWS, COLS, STAGES)]
@@ -94,6 +108,8 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None,
         mma = mma if splits == 1 else []
     else:
         simt += split_tiles(shape, target)
+    if decode:
+        simt += decode_tiles(shape, target)
     for t in simt + mma:
         bq, bk = t.block_q, t.block_k
         fewest = MIN_SPLIT_THREADS if t.splits > 1 else MIN_THREADS
@@ -111,6 +127,59 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None,
             continue
         tiles.append(t)
     return tiles
+
+
+def decode_tiles(shape: AttentionShape, target: Target) -> list[AttentionTile]:
+    """A decode tile per warp count in DECODE_WARPS, each with its
+    `choose_decode_splits`; none past DECODE_MAX_QUERIES queries or for
+    head dims the lanes cannot share."""
+    if shape.s > DECODE_MAX_QUERIES or decode_head_problem(shape.d, shape.dv) is not None:
+        return []
+    tiles = [AttentionTile.decode(shape.s, w, DECODE_UNROLL) for w in DECODE_WARPS]
+    return [replace(t, splits=choose_decode_splits(t, shape, target)) for t in tiles]
+
+
+def forced_decode_tile(shape: AttentionShape, target: Target, warps: int, unroll: int,
+                       splits: int | None) -> AttentionTile | str:
+    """The decode tile of `fuse-attention{engine=decode}` (`splits` None:
+    chosen), or why this attention cannot take one."""
+    if shape.s > DECODE_MAX_QUERIES:
+        return f"a decode tile holds at most {DECODE_MAX_QUERIES} queries (S = {shape.s})"
+    if (problem := decode_head_problem(shape.d, shape.dv)) is not None:
+        return problem
+    tile = AttentionTile.decode(shape.s, warps, unroll or DECODE_UNROLL)
+    if (problem := tile.problem()) is not None:
+        return problem
+    n = splits or choose_decode_splits(tile, shape, target)
+    return normalized_splits(replace(tile, splits=n), shape)
+
+
+def choose_decode_splits(tile: AttentionTile, shape: AttentionShape, target: Target) -> int:
+    """Chunks of the keys for a decode tile: the fastest (`decode_time`)
+    power of two, each chunk at least DECODE_MIN_CHUNK_STEPS iterations of
+    the block (fewer splits on ties)."""
+    most = max(1, -(-shape.skv // tile.block_k) // DECODE_MIN_CHUNK_STEPS)
+    counts = [1 << k for k in range(most.bit_length())]
+    timed = [(decode_time(normalized_splits(replace(tile, splits=n), shape), shape, target), n)
+             for n in counts]
+    return min(timed)[1]
+
+
+def decode_time(tile: AttentionTile, shape: AttentionShape, target: Target) -> float:
+    """Seconds of a decode tile: Q, K, V and the output at the target's
+    bandwidth, over the fraction of it the grid's warps keep in flight
+    (DECODE_BYTES_IN_FLIGHT per SM) and the last wave's idle SMs, plus the
+    combine of a split tile."""
+    plan = tile.split_plan(shape.skv)
+    blocks = shape.heads * -(-shape.s // tile.block_q) * plan.splits
+    wave = target.sms * resident_blocks(tile, shape, target)
+    waves = -(-blocks // wave)
+    per_warp = tile.cols * (shape.d + shape.dv) * shape.item  # a warp's rows in flight
+    in_flight = min(blocks, wave) / target.sms * tile.lanes * per_warp
+    fill = min(1.0, in_flight / DECODE_BYTES_IN_FLIGHT) * blocks / (waves * min(blocks, wave))
+    io = shape.heads * (shape.s * (shape.d + shape.dv) + shape.skv * (shape.d + shape.dv))
+    return io * shape.item / (target.memory_bandwidth * fill) + target.launch_overhead + \
+        combine_time(tile, shape, target)
 
 
 def split_tiles(shape: AttentionShape, target: Target, splits: int | None = None
@@ -174,6 +243,8 @@ def clock_hz(target: Target) -> float:
 
 def fused_time(tile: AttentionTile, shape: AttentionShape, target: Target) -> float:
     """Seconds of the fused kernel with `tile` (see the module docstring)."""
+    if tile.engine == "decode":
+        return decode_time(tile, shape, target)
     plan = tile.split_plan(shape.skv)
     blocks = shape.heads * -(-shape.s // tile.block_q) * plan.splits
     resident = resident_blocks(tile, shape, target)
@@ -223,19 +294,19 @@ def unfused_time(shape: AttentionShape, target: Target, gemm: str = "fused",
 
 
 def ranked_tiles(shape: AttentionShape, target: Target, limit: int | None = None,
-                 splits: int | None = None) -> list[AttentionTile]:
+                 splits: int | None = None, decode: bool = False) -> list[AttentionTile]:
     """The legal tiles, fastest first (ties: larger query tiles, then fewer
     stages, then fewer splits)."""
-    tiles = legal_tiles(shape, target, limit, splits)
+    tiles = legal_tiles(shape, target, limit, splits, decode)
     return sorted(tiles, key=lambda t: (fused_time(t, shape, target), -t.block_q, t.stages,
                                         t.splits, -t.block_k, t.rows, t.cols))
 
 
-def choose_tile(shape: AttentionShape, target: Target, splits: int | None = None
-                ) -> AttentionTile | str:
-    """The fastest legal tile (with `splits` chunks where given), or the
-    reason none fits."""
-    tiles = ranked_tiles(shape, target, splits=splits)
+def choose_tile(shape: AttentionShape, target: Target, splits: int | None = None,
+                decode: bool = False) -> AttentionTile | str:
+    """The fastest legal tile (with `splits` chunks where given; the decode
+    tiles among them with `decode`), or the reason none fits."""
+    tiles = ranked_tiles(shape, target, splits=splits, decode=decode)
     if tiles:
         return tiles[0]
     small = AttentionTile(BLOCK_Q[0], BLOCK_K[0], ROWS[0], COLS[0])
