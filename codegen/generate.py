@@ -54,6 +54,7 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.launch_grid import fit_grid, launch_register_cap
 from fusec.dialects import nn
+from fusec.dialects.element_types import bf16_bits, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, int_list, tensor_shape
 
@@ -145,8 +146,14 @@ class _FunctionBuilder:
             # A splat left outside every group (read by a matmul, say) is a
             # broadcast view: the runtime needs its elements.
             # np.array, not np.ascontiguousarray: that makes a 0-d array 1-d
-            self.program.constants[self.value_id(op.result)] = np.array(
-                dense_to_numpy(op.value), order="C")
+            vid = self.value_id(op.result)
+            array = np.array(dense_to_numpy(op.value), order="C")
+            if of_device_dtype(self.program.values[vid].dtype).name == "bf16":
+                # A bf16 value lives on the device as its bit patterns: the
+                # constant is held (and saved to constants.npz) as plan.json's
+                # dtype says, not as the float32 values the reference holds.
+                array = bf16_bits(array)
+            self.program.constants[vid] = array
         elif isinstance(op, nn.ReshapeOp):
             source = self.value_id(op.x)
             self.program.views.append(View(self.value_id(op.result), source))

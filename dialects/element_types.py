@@ -189,4 +189,5 @@ def bf16_bits(x: np.ndarray) -> np.ndarray:
 def bf16_values(bits: np.ndarray) -> np.ndarray:
     """The float32 values of bfloat16 bit patterns (exact)."""
     wide = np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16
-    return wide.view(np.float32)
+    # ascontiguousarray makes a 0-d array 1-d: keep the caller's shape.
+    return wide.view(np.float32).reshape(np.shape(bits))

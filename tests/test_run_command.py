@@ -286,3 +286,31 @@ def test_check_of_a_bf16_model(capsys: pytest.CaptureFixture[str], tmp_path: Pat
         out = npz["output_0"]
     assert out.dtype == np.float32
     assert np.array_equal(out.view(np.uint32) & 0xFFFF, np.zeros_like(out.view(np.uint32)))
+
+
+def test_out_directory_of_a_bf16_model_with_constants(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A bf16 constant is saved as the bit patterns plan.json says it holds
+    (it was saved as float32 values, and `fusec run OUT` refused the OUT just
+    written as damaged), and a rank-0 bf16 output keeps its shape (its
+    float32 values came back 1-d)."""
+    t, c = "tensor<2x8xbf16>", "tensor<8xbf16>"
+    path = tmp_path / "bfc.mlir"
+    path.write_text(
+        f"func.func @f(%x: {t}) -> ({t}, tensor<bf16>) {{\n"
+        f"  %c = nn.constant dense<[1.5, 2.0, -3.0, 4.25, 0.5, 6.0, 7.0, -8.0]> : {c}\n"
+        f"  %y = nn.mul %x, %c : ({t}, {c}) -> {t}\n"
+        f"  %s = nn.reduce_sum %y {{axes = [0, 1]}} : ({t}) -> tensor<bf16>\n"
+        f"  func.return %y, %s : {t}, tensor<bf16>\n}}\n")
+    out = tmp_path / "out"
+    assert main([str(path), "-o", str(out)]) == 0
+    with np.load(out / "constants.npz") as npz:
+        assert [npz[k].dtype for k in npz.files] == [np.dtype(np.uint16)]
+    result = tmp_path / "result.npz"
+    code, stdout, err = run(capsys, str(out), "--check", "--device", "sim",
+                            "--output", str(result))
+    assert code == 0, stdout + err
+    assert "check passed" in stdout
+    with np.load(result) as npz:
+        assert npz["output_1"].shape == ()
