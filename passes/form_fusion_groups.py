@@ -195,7 +195,9 @@ class GroupFormer:
         hosts = list(dict.fromkeys(self.graph.node_of[u] for u in readers))
         if nid not in hosts or len(hosts) < 2 or any(
                 self.info[h].size < 2 for h in hosts if h != nid) or any(
-                op_kind(u) in (OpKind.CONTRACTION, OpKind.WINDOW) for u in readers):
+                op_kind(u) in (OpKind.CONTRACTION, OpKind.WINDOW) for u in readers) or any(
+                # a pointwise kernel transposes only operands it reads from memory
+                isinstance(u, nn.TransposeOp) for u in readers):
             return
         kept = self._kept(nid, hosts)
         hosts = [h for h in hosts if h != nid and p not in self.clones.get(h, ())]
