@@ -126,7 +126,7 @@ class _Fuser:
     remarks: RemarkCollector
     gemm: str = "auto"  # how the three-kernel path's GEMMs will run (`--gemm`)
     splits: int | None = None  # forced split-KV chunks (None: chosen)
-    decode: bool = False  # offer the model decode tiles
+    decode: bool = True  # offer the model decode tiles
     forced_decode: tuple[int, int] | None = None  # engine=decode: (warps, unroll)
     count: int = 0
 
@@ -208,7 +208,8 @@ class FuseAttentionPass(ModulePass):
     `engine=decode` (a decode tile, S <= 4 queries and head dims multiples
     of 32: `threads` 32 per warp, 128 by default, `cols` keys per warp
     step, `splits` as above, 0: chosen), `decode` (offer the model decode
-    tiles; off until measured on a GPU), `gemm` (`auto`,
+    tiles; on by default: on the H200 decode_attention.mlir ran 0.27-0.33 ms
+    on them against 1.07 unfused, K and V read once taking 0.25), `gemm` (`auto`,
     `library`, `fused`: how `tile-and-promote` will run the three-kernel
     path's GEMMs, whose time the fused kernel must beat), `remarks`.
     """
@@ -225,7 +226,7 @@ class FuseAttentionPass(ModulePass):
     splits: int = 0
     split_kv: bool = False
     threads: int = 0
-    decode: bool = False
+    decode: bool = True
     gemm: str = "auto"
     remarks: bool = True
 

@@ -142,8 +142,8 @@ def test_split_plan_never_makes_an_empty_chunk() -> None:
 
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "programs"
-FULL = ("decompose,fold-constants,fuse-attention{split-kv=true},form-fusion-groups,"
-        "group-each-op")
+FULL = ("decompose,fold-constants,fuse-attention{split-kv=true decode=false},"
+        "form-fusion-groups,group-each-op")
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
@@ -174,7 +174,7 @@ def test_decode_bench_on_gpu_two_launches() -> None:
     expected = run_function(func, inputs)
     ctx = make_context()  # grouped as a split by the model's choice (not the default)
     module = parse_module(ctx, path.read_text(), str(path))
-    spec = "decompose,fold-constants,fuse-attention{split-kv=true}"
+    spec = "decompose,fold-constants,fuse-attention{split-kv=true decode=false}"
     PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
     model = fusec.compile(str(module), fusion=True, device="gpu")
     assert model.launches == 2

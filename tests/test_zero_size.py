@@ -139,4 +139,4 @@ def test_fusec_run_check_on_zero_size_model(
     path.write_text(_program(args, results, body))
     assert main(["run", str(path), "--check", "--device", "sim"]) == 0
     out = capsys.readouterr().out
-    assert "check passed" in out and "1 kernel launch(es)" in out
+    assert "check passed" in out and "1 kernel launch on" in out

@@ -1,8 +1,8 @@
-// RUN: fusec %s -p "decompose,fuse-attention{split-kv=true}" --remarks 2>&1 >/dev/null | filecheck %s
-// RUN: fusec %s -p "decompose,fuse-attention{split-kv=true}" | filecheck %s --check-prefix=IR
-// RUN: fusec %s -p "decompose,fuse-attention{splits=1}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=NOSPLIT
+// RUN: fusec %s -p "decompose,fuse-attention{split-kv=true decode=false}" --remarks 2>&1 >/dev/null | filecheck %s
+// RUN: fusec %s -p "decompose,fuse-attention{split-kv=true decode=false}" | filecheck %s --check-prefix=IR
+// RUN: fusec %s -p "decompose,fuse-attention{splits=1 decode=false}" --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=NOSPLIT
 // RUN: fusec %s -p "decompose,fuse-attention{block_q=1 block_k=32 rows=1 cols=1 splits=4}" | filecheck %s --check-prefix=FORCED
-// RUN: fusec %s -p "decompose,fuse-attention{splits=4}" | fusec - -p decompose | filecheck %s --check-prefix=AUTO4
+// RUN: fusec %s -p "decompose,fuse-attention{splits=4 decode=false}" | fusec - -p decompose | filecheck %s --check-prefix=AUTO4
 
 // A decode step: one query per (batch, head) over 2048 keys. One block per
 // head is 32 blocks: split-KV cuts the keys into chunks, a block each, and
