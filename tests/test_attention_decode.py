@@ -25,6 +25,7 @@ def _forced(options: str) -> str:
     return PIPELINE.replace("fuse-attention", f"fuse-attention{{engine=decode {options}}}")
 
 
+@pytest.mark.slow
 def test_one_query_ragged_keys_one_split() -> None:
     # 37 keys: not a multiple of the 2 warps nor of their 2-key steps
     text = attention_text((2, 2), 1, 32, skv=37)
@@ -32,6 +33,7 @@ def test_one_query_ragged_keys_one_split() -> None:
     assert "xor_lanes" in program.kernels_source and "_partials" not in program.kernels_source
 
 
+@pytest.mark.slow
 def test_three_queries_d64_additive_mask_three_splits() -> None:
     text = attention_text((1, 2), 3, 64, mask=tensor((1, 1, 3, 45)), skv=45)
     program = check_program(text, 2, _forced("threads=64 cols=2 splits=3"))
@@ -44,6 +46,7 @@ def test_one_query_three_splits_ragged_last_chunk() -> None:
     check_program(text, 2, _forced("threads=128 cols=3 splits=3"))
 
 
+@pytest.mark.slow
 def test_causal_three_queries_with_whole_chunks_masked_are_not_nan() -> None:
     # select(row >= col, s, -inf) with 3 queries over 12 keys in 3 chunks:
     # row 0 sees key 0 only, the later chunks end with m = -inf for it

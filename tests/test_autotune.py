@@ -206,6 +206,7 @@ func.func @f(%x: tensor<8192x64xf32>) -> tensor<1x64xf32> {
 """
 
 
+@pytest.mark.slow
 def test_candidates_with_differently_sized_workspaces_get_their_own(no_ptxas_probe: None) -> None:
     """A split reduction's workspace grows with its splits: each candidate
     is timed on arrays of its own sizes (the device timer reshapes them)."""

@@ -35,6 +35,7 @@ def _run_small(model: str, out: Path) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_small_models_match_torch_in_the_simulator(tmp_path: Path) -> None:
     # One process per model, side by side: the simulator keeps one core busy.
     procs = {name: _run_small(name, tmp_path) for name in ("mobilenet_v2", "gpt2_block")}

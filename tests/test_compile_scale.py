@@ -34,6 +34,7 @@ def test_parsing_never_counts_lines_from_the_start(monkeypatch: pytest.MonkeyPat
     assert f'"scale.mlir":{N_OPS + 1}:3' in last  # line 1 is the func.func header
 
 
+@pytest.mark.slow
 def test_each_op_is_verified_once_per_verification(monkeypatch: pytest.MonkeyPatch,
                                                    no_ptxas_probe: None) -> None:
     calls = 0
@@ -53,6 +54,7 @@ def test_each_op_is_verified_once_per_verification(monkeypatch: pytest.MonkeyPat
     assert calls <= verifications * ops * 1.1, (calls, verifications, ops)
 
 
+@pytest.mark.slow
 def test_printing_matches_xdsl_and_escapes_strings() -> None:
     artifacts = compile_model(generate(200), target="h200")
     ours = module_to_text(artifacts.module)

@@ -114,6 +114,7 @@ func.func @f(%x: tensor<8xf32>, %h: tensor<8xf16>, %d: tensor<8xf64>)
 """
 
 
+@pytest.mark.slow
 def test_gpu_code_is_the_same_as_calling_math_directly() -> None:
     """On the GPU the `ieee_*` names are the math functions themselves: the
     PTX equals that of the kernels calling math.* (no guard, no branch)."""
