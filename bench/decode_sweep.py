@@ -16,45 +16,15 @@ torch CUDA tensors, read in place.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 from pathlib import Path
 
-import numpy as np
+from attention_sweep import _grouped, _time  # beside this script
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "decode_attention.mlir"
 SHAPE = (8, 32, 1, 4096, 128)  # batch, heads, queries, keys, head dim
 WARPS = (2, 4, 8)
 SPLITS = (1, 2, 4, 8, 16)
-
-
-def _time(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def _grouped(text: str, options: str) -> str:
-    """The program with its attention grouped by `fuse-attention{options}`."""
-    from fusec.compiler.driver import make_registry
-    from fusec.compiler.parsing import make_context, parse_module
-    from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-
-    ctx = make_context()
-    module = parse_module(ctx, text, PROGRAM.name)
-    spec = f"decompose,fold-constants,fuse-attention{{{options}}}"
-    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
-    return str(module)
 
 
 def _fusec(text: str, inputs: list, reps: int):  # type: ignore[no-untyped-def]
