@@ -24,8 +24,6 @@ that module's combine kernel finishes.
 
 from __future__ import annotations
 
-import dataclasses
-
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern
@@ -38,9 +36,9 @@ from fusec.codegen.attention import (
 )
 from fusec.codegen.attention_schedule import WARP, AttentionTile, SplitPlan
 from fusec.codegen.attention_split import (
-    COMBINE_THREADS,
     PARTIALS,
     SplitWriter,
+    combine_kernel,
     partial_rows,
     workspaces,
 )
@@ -88,18 +86,8 @@ def emit_decode(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,
     partials = KernelSource(first, text, grid, block,
                             [p for p in body.params() if p.role == "input"] + held,
                             notes=notes, workspaces=spaces)
-    elements = partial_rows(shape) * shape.dv
-    cgrid = (-(-elements // COMBINE_THREADS), 1, 1)
-    chead = kernel_header(flat, body.ops, launch_text(
-        cgrid, (COMBINE_THREADS, 1, 1), f"one output of {plan.splits} partials per thread"),
-        notes)
     combiner = SplitWriter(body, pattern, shape, tile, qtiles, False, plan)
-    out = [p for p in body.params() if p.role == "output"]
-    ctext = "\n".join([*chead, "@cuda.jit", f"def {name}(out0, {', '.join(PARTIALS)}):",
-                       *indent(combiner.combine_lines(elements), 1)])
-    read = [dataclasses.replace(p, read_only=True) for p in held]  # the combine only reads them
-    return KernelSource(name, ctext, cgrid, (COMBINE_THREADS, 1, 1), out + read, notes=notes,
-                        workspaces=spaces, before=[partials])
+    return combine_kernel(flat, body, combiner, name, notes, held, partials)
 
 
 class DecodeWriter(_Writer):

@@ -92,17 +92,25 @@ def emit_split(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,
                             [p for p in body.params() if p.role == "input"] + held,
                             shared_bytes=smem if dynamic else 0, notes=notes,
                             workspaces=spaces)
-    elements = partial_rows(shape) * shape.dv
+    return combine_kernel(flat, body, writer, name, notes, held, partials)
+
+
+def combine_kernel(flat: GroupOp, body: GroupBody, writer: SplitWriter, name: str,
+                   notes: list[str], held: list[KernelParam],
+                   partials: KernelSource) -> KernelSource:
+    """The combine kernel `name` of the `partials` kernel (its `before`),
+    which reads the `held` workspaces and writes the group's output."""
+    elements = partial_rows(writer.sh) * writer.sh.dv
     cgrid = (-(-elements // COMBINE_THREADS), 1, 1)
     chead = kernel_header(flat, body.ops, launch_text(
-        cgrid, (COMBINE_THREADS, 1, 1), f"one output of {plan.splits} partials per thread"),
+        cgrid, (COMBINE_THREADS, 1, 1), f"one output of {writer.plan.splits} partials per thread"),
         notes)
     out = [p for p in body.params() if p.role == "output"]
     ctext = "\n".join([*chead, "@cuda.jit", f"def {name}(out0, {', '.join(PARTIALS)}):",
                        *indent(writer.combine_lines(elements), 1)])
     read = [dataclasses.replace(p, read_only=True) for p in held]  # the combine only reads them
     return KernelSource(name, ctext, cgrid, (COMBINE_THREADS, 1, 1), out + read, notes=notes,
-                        workspaces=spaces, before=[partials])
+                        workspaces=partials.workspaces, before=[partials])
 
 
 class SplitWriter(_Writer):
