@@ -40,6 +40,7 @@ def test_three_queries_d64_additive_mask_three_splits() -> None:
     assert "_partials" in program.kernels_source
 
 
+@pytest.mark.slow
 def test_one_query_three_splits_ragged_last_chunk() -> None:
     # 4 warps x 3 keys: 12 keys a step, 50 keys in 5 steps, chunks of 2, 2 and 1 steps
     text = attention_text((2,), 1, 32, skv=50)
@@ -69,6 +70,7 @@ def test_causal_three_queries_with_whole_chunks_masked_are_not_nan() -> None:
     check_program(text, 1, _forced("threads=64 cols=2 splits=1"))
 
 
+@pytest.mark.slow
 def test_half_precision_rounds_once() -> None:
     text = attention_text((1, 2), 2, 32, mask=tensor((1, 1, 2, 21)), skv=21)
     check_program(text.replace("f32>", "f16>"), 1, _forced("threads=64 cols=4 splits=1"),

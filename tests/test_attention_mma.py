@@ -61,6 +61,7 @@ def test_half_operands_on_tensor_cores(dtype: str) -> None:
     assert f"mma_{dtype}(" in program.kernels_source
 
 
+@pytest.mark.slow
 def test_dynamic_shared_memory_tile() -> None:
     # head dim 128, 64 queries x 32 keys: Q 34 KiB, K 17 KiB, Vᵀ 20 KiB, past 48 KiB
     program = check_program(attention_text((1,), 20, 128), 1, _pipeline(64, 32))
@@ -128,6 +129,7 @@ func.func @f(%q: tensor<2x2x21x16xf32>, %k: tensor<2x2x64x16xf32>, %v: tensor<2x
 """
 
 
+@pytest.mark.slow
 def test_spare_staging_threads_read_nothing() -> None:
     # 32 keys x 8 value dims are 64 vectors for 128 threads: the spare ones
     # loaded rows past the last K/V tile (past the end of V in the last head)

@@ -319,6 +319,7 @@ def test_estimate_within_25_percent_of_ptxas_on_large_schedules() -> None:
 POOLS = [(2, 2, "max"), (3, 2, "max"), (3, 1, "max"), (2, 2, "avg"), (5, 1, "max")]
 
 
+@pytest.mark.slow
 @needs_ptxas
 def test_lone_pool_estimates_within_25_percent() -> None:
     """Lone 2-D pools (the conv + pool fusion is refused when the direct-loop
