@@ -2,7 +2,8 @@
 minimized programs it has found, and the fuzzer's own parts.
 
 The slice runs `SLICE` random programs of seed `SLICE_SEED` fused and unfused
-in the simulator against the reference; any failure fails the test with the
+in the simulator against the reference (the first `DEFAULT_SLICE` in the default
+set, the rest with the slow set); any failure fails the test with the
 program (and names the fixed bug it looks like a return of, `fuzz/triage.py`).
 Each file of `fuzz_regressions/` must pass (or, marked `// xfail: REASON`,
 fail until it is fixed: strict).
@@ -28,6 +29,7 @@ from fusec.fuzz.triage import KNOWN_ITEMS, known_item
 
 SLICE_SEED = 2026
 SLICE = 60
+DEFAULT_SLICE = 36  # the rest of the slice runs with the slow set (`-m slow`; CI runs both)
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.mlir"))
 
 
@@ -37,7 +39,8 @@ def _slice_case(index: int) -> tuple[str, bool]:
     return graph.text(), bool(rng.random() < FuzzOptions.edge_rate)
 
 
-@pytest.mark.parametrize("index", range(SLICE))
+@pytest.mark.parametrize("index", [
+    i if i < DEFAULT_SLICE else pytest.param(i, marks=pytest.mark.slow) for i in range(SLICE)])
 def test_fuzz_slice(index: int) -> None:
     """Graph `index` of the CI slice matches the reference fused and unfused."""
     text, edges = _slice_case(index)
