@@ -109,6 +109,7 @@ def _inputs(text: str, dt: str, seed: int) -> tuple[Any, list[np.ndarray]]:
 def check(v: Variant, dt: str, layout: str, graphs: bool = False) -> tuple[bool, str]:
     """Compile, run and compare one case: (passed, a line saying how it went)."""
     import fusec
+    from fusec.codegen.library_gemm import EPILOGUE_KEYS
     from fusec.dialects.element_types import element
     from fusec.reference.interpreter import run_function
 
@@ -116,7 +117,7 @@ def check(v: Variant, dt: str, layout: str, graphs: bool = False) -> tuple[bool,
     model = fusec.compile(text, device="gpu", gemm="library", graphs=graphs)
     launches = model.signature.launches
     lib = next((la.library for la in launches if la.library), None)
-    folded = frozenset(k for k in ("bias", "residual", "activation") if lib and k in lib)
+    folded = frozenset(k for k in EPILOGUE_KEYS if lib and k in lib)
     if lib is None or folded != v.keys or len(launches) != 1:
         return False, (f"plan: {len(launches)} launches, folded {sorted(folded)}, "
                        f"expected 1 launch folding {sorted(v.keys)}")

@@ -38,10 +38,15 @@ from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 
-LIBRARY_KEYS = ("library", "a", "b", "c", "transpose_a", "transpose_b", "batch", "m", "n", "k",
-                "bias", "residual", "activation")
 EPILOGUE_KEYS = ("bias", "residual", "activation")
 """The keys of a launch whose library call computes part of the epilogue."""
+LIBRARY_KEYS = ("library", "a", "b", "c", "transpose_a", "transpose_b", "batch", "m", "n", "k",
+                *EPILOGUE_KEYS)
+
+
+def has_epilogue(spec: dict[str, Any]) -> bool:
+    """Whether a library launch carries an epilogue (a cuBLASLt call)."""
+    return any(k in spec for k in EPILOGUE_KEYS)
 
 
 def library_launch(group: GroupOp, value_id: Callable[[SSAValue, Operation | None], str],

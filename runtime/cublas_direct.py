@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from fusec.codegen.library_gemm import has_epilogue
 from fusec.dialects.element_types import of_device_dtype
 
 # The cuBLAS guide recommends 32 MiB of workspace on Hopper (4 MiB before it).
@@ -173,7 +174,7 @@ class DirectCublas:
         that disagrees raises `UnsupportedGemm` instead of ever giving a
         wrong result in a graph. A launch with an epilogue is cuBLASLt's
         (`runtime/cublaslt.py`)."""
-        if any(k in spec for k in ("bias", "residual", "activation")):
+        if has_epilogue(spec):
             self.lt().verify(spec, a_shape, b_shape, stream)
             return
         cp = self.cupy

@@ -93,11 +93,6 @@ def status_name(status: int) -> str:
     return f"{STATUS_NAMES.get(status, 'unknown status')} ({status})"
 
 
-def has_epilogue(spec: dict[str, Any]) -> bool:
-    """Whether a library launch carries an epilogue for cuBLASLt."""
-    return any(k in spec for k in ("bias", "residual", "activation"))
-
-
 @dataclass(frozen=True)
 class Layout:
     """A cuBLASLt matrix layout: column-major rows x cols, leading dimension

@@ -22,6 +22,7 @@ from typing import Any
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import KernelLaunch
+from fusec.codegen.library_gemm import has_epilogue
 from fusec.dialects.element_types import element
 from fusec.runtime.bf16_gemm import run_bf16_gemm
 
@@ -68,7 +69,7 @@ def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any,
     spec = launch.library
     assert spec is not None
     ptr = stream_pointer(stream)
-    epilogue = any(k in spec for k in ("bias", "residual", "activation"))
+    epilogue = has_epilogue(spec)
     if blas is not None:
         a, b, c = args[:3]
         if epilogue:
