@@ -497,17 +497,22 @@ class _Writer:
         ragged = sh.skv % t.block_k != 0
         if ragged:
             lines += [f"kk{j} = min(kc{j}, {sh.skv - 1})" for j in range(t.cols)]
-        domain = tensor_shape(self.p.qk.result)
         for i in range(t.rows):
             for j in range(t.cols):
-                coords = [*self.bcoords, f"qc{i}", f"kk{j}" if ragged else f"kc{j}"]
-                ev = PointEvaluator(self.body, domain, coords, {self.p.qk.result: f"s{i}_{j}"},
-                                    suffix=f"_{i}_{j}")
-                value = ev.value(self.p.scores)
-                lines += ev.take_lines()
-                keep = f"if kc{j} < {sh.skv} else {NEG_INF}" if ragged else ""
-                lines.append(f"x{i}_{j} = {F32}({value}) {keep}".rstrip())
+                lines += self._score(f"x{i}_{j}", f"s{i}_{j}", f"qc{i}",
+                                     f"kk{j}" if ragged else f"kc{j}",
+                                     f"kc{j} < {sh.skv}" if ragged else None, f"_{i}_{j}")
         return lines
+
+    def _score(self, out: str, raw: str, query: str, key: str, live: str | None,
+               suffix: str) -> list[str]:
+        """`out`: the score ops applied to the raw score `raw` at (`query`,
+        `key`), every engine's way; -inf where `live` (a condition) fails."""
+        ev = PointEvaluator(self.body, tensor_shape(self.p.qk.result),
+                            [*self.bcoords, query, key], {self.p.qk.result: raw}, suffix=suffix)
+        value = ev.value(self.p.scores)
+        keep = f" if {live} else {NEG_INF}" if live else ""
+        return [*ev.take_lines(), f"{out} = {F32}({value}){keep}"]
 
     def _online_softmax(self) -> list[str]:
         t = self.t

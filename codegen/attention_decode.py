@@ -42,7 +42,7 @@ from fusec.codegen.attention_split import (
     partial_rows,
     workspaces,
 )
-from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, load_expr, store_expr
+from fusec.codegen.group_body import GroupBody, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -52,7 +52,6 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.dialects.fusion import GroupOp
-from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 
 
@@ -176,15 +175,11 @@ class DecodeWriter(_Writer):
     def _scores_at(self, ragged: bool) -> list[str]:
         """`x<i>_<u>`: the score ops at (query i, key u); keys past the end -inf."""
         lines: list[str] = []
-        domain = tensor_shape(self.p.qk.result)
         for i in range(self.t.rows):
             for u in range(self.t.cols):
-                ev = PointEvaluator(self.body, domain, [*self.bcoords, f"qc{i}", f"kc{u}"],
-                                    {self.p.qk.result: f"s{i}_{u}"}, suffix=f"_{i}_{u}")
-                value = ev.value(self.p.scores)
-                lines += ev.take_lines()
-                keep = f" if k{u} < {self.sh.skv} else {NEG_INF}" if ragged else ""
-                lines.append(f"x{i}_{u} = {F32}({value}){keep}")
+                live = f"k{u} < {self.sh.skv}" if ragged else None
+                lines += self._score(f"x{i}_{u}", f"s{i}_{u}", f"qc{i}", f"kc{u}", live,
+                                     f"_{i}_{u}")
         return lines
 
     def _softmax_step(self) -> list[str]:

@@ -50,11 +50,10 @@ from fusec.codegen.attention_mma_schedule import (
     staged_parts,
 )
 from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, WARP, AttentionTile
-from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, load_expr, store_expr
+from fusec.codegen.group_body import GroupBody, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import float_literal, unravel
 from fusec.codegen.mma import mma_helpers
 from fusec.codegen.reduction_tree import SIMULATED
-from fusec.dialects.nn_base import tensor_shape
 
 VEC = 4  # head dims a thread stages per step
 
@@ -226,9 +225,8 @@ class MmaWriter(_Writer):
     def _scores(self) -> list[str]:
         """`x<j>_<e>`: the score ops applied at each element's (query, key);
         keys past the end score -inf."""
-        w, sh = self, self.sh
+        sh = self.sh
         ragged = sh.skv % self.t.block_k != 0
-        domain = tensor_shape(w.p.qk.result)
         lines: list[str] = []
         for j in range(self.n_keys):
             for c in range(2):
@@ -237,13 +235,9 @@ class MmaWriter(_Writer):
                     lines.append(f"kk{j}_{c} = min(kc{j}_{c}, {sh.skv - 1})")
             for e in range(4):
                 key = f"kk{j}_{e % 2}" if ragged else f"kc{j}_{e % 2}"
-                coords = [*w.bcoords, f"qc{e // 2}", key]
-                ev = PointEvaluator(w.body, domain, coords, {w.p.qk.result: f"s{j}_{e}"},
-                                    suffix=f"_{j}_{e}")
-                value = ev.value(w.p.scores)
-                lines += ev.take_lines()
-                keep = f" if kc{j}_{e % 2} < {sh.skv} else {NEG_INF}" if ragged else ""
-                lines.append(f"x{j}_{e} = {F32}({value}){keep}")
+                live = f"kc{j}_{e % 2} < {sh.skv}" if ragged else None
+                lines += self._score(f"x{j}_{e}", f"s{j}_{e}", f"qc{e // 2}", key, live,
+                                     f"_{j}_{e}")
         return lines
 
     def _online_softmax(self) -> list[str]:
