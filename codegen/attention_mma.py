@@ -29,6 +29,8 @@ this engine shares.
 
 from __future__ import annotations
 
+import re
+
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern
@@ -112,7 +114,7 @@ class MmaWriter(_Writer):
         ]
         if t.stages == 2:
             out += ["# the first K/V tile", *self._stage_kv_loop(str(w.kv_base), "0")]
-        out += [f"qf = {self.q_base} + (wp * {MMA_ROWS} + g) * {self.q.width} + t2"]
+        out += [f"qf = {self.q_base} + (wp * {self.n_dims * WARP} + lane) * 4"]
         for r in range(2):
             out += [f"qr{r} = q0 + wp * {MMA_ROWS} + g + {8 * r}",
                     f"qc{r} = min(qr{r}, {sh.s - 1})",  # side inputs of rows past S
@@ -134,39 +136,119 @@ class MmaWriter(_Writer):
                f"X = cuda.shared.array((1, 1, 8), {F32})  # unused: lanes shuffle"]
         return [f"if {SIMULATED}:", *indent(sim, 1), "else:", *indent(gpu, 1)]
 
+    def _vectorised(self, tile: _Tile) -> bool:
+        """Whether `tile` stages 4 consecutive head dims per thread and step:
+        its head dims are contiguous in its source."""
+        return self._strides(tile.which)[1] == 1 and tile.cols % VEC == 0
+
+    def _vector_count(self, tile: _Tile) -> int:
+        return tile.rows * tile.cols // VEC
+
+    def _vector_coords(self, tile: _Tile, first: str) -> list[str]:
+        """`u`, this thread's vector of the tile (`first` + its id), and its
+        row `r` and first head dim `c`. A transposed tile's consecutive
+        lanes take consecutive rows: their stores into the `[dim][row]`
+        tile hit distinct banks (a warp along a row put 16 lanes on one
+        bank); the others' lanes run along the row."""
+        per_row = tile.cols // VEC
+        if tile.transposed:
+            rc = [f"r = u % {_u(tile.rows)}", f"c = (u // {_u(tile.rows)}) * {_u(VEC)}"]
+        else:
+            rc = [f"r = u // {_u(per_row)}", f"c = (u % {_u(per_row)}) * {_u(VEC)}"]
+        return [f"u = {_u('tid')} + {_u(first)}", *rc]
+
+    def _vector_loads(self, tile: _Tile, origin: str, limit: int, names: list[str]) -> list[str]:
+        """The vector at (`r`, `c`) loaded into `names` (zeros past `limit` rows)."""
+        r_stride = self._strides(tile.which)[0]
+        src = self.p.source(tile.which)
+        assert isinstance(src, BlockArgument)
+        lines = [f"gr = {_u(origin)} + r",
+                 f"at = {_u(f'{tile.which}base')} + gr * {_u(r_stride)} + c"]
+        valid = f" if gr < {_u(limit)} else {ZERO}" if limit % tile.rows else ""
+        for i, name in enumerate(names):
+            value = load_expr(self.body, src, f"at + {_u(i)}" if i else "at")
+            lines.append(f"{name} = {value}{valid}")
+        return lines
+
+    def _vector_stores(self, tile: _Tile, array: str, offset: str, names: list[str]) -> list[str]:
+        """The vector `names` of (`r`, `c`) stored into its tile at `offset`:
+        Q in fragment order (`_q_slot`), Vᵀ a value per row of dims, K as
+        one 16-byte store (and one of its small parts)."""
+        base = _u(offset)
+        if tile.which == "q":
+            return [line for i, name in enumerate(names)
+                    for line in self._stores(array, self._q_slot(base, "r", f"c + {_u(i)}"),
+                                             name)]
+        if tile.transposed:
+            width = _u(tile.width)
+            return [line for i, name in enumerate(names)
+                    for line in self._stores(array, f"{base} + (c + {_u(i)}) * {width} + r", name)]
+        dest = f"{base} + r * {_u(tile.width)} + c"
+        if not self.split:
+            return [f"st_vec4_f32({array}, {dest}, {', '.join(names)})"]
+        lines = [f"{name}h, {name}l = tf32_split({name})" for name in names]
+        return [*lines, f"st_vec4_f32({array}, {dest}, {', '.join(n + 'h' for n in names)})",
+                f"st_vec4_f32({array}, {dest} + {_u(self.kv_small)}, "
+                f"{', '.join(n + 'l' for n in names)})"]
+
+    def _q_slot(self, base: str, r: str, col: str) -> str:
+        """Where Q's element (`r`, `col`) of the tile goes: in the order of a
+        warp's fragments, so that a lane reads its A fragment of 8 head dims
+        (rows g and g + 8, dims 2t and 2t + 1) as one 16-byte vector
+        already in register order: no moves between the load and the
+        product (row-major rows made ptxas copy every A fragment into place
+        before each product: 252 moves per warp and key step of 1240
+        instructions, f32 128 x 32, Nsight Compute)."""
+        r, col = _u(r), _u(col)
+        frag = f"({r} // {_u(MMA_ROWS)}) * {_u(self.n_dims)} + {col} // {_u(MMA_K)}"
+        lane = f"({r} % {_u(8)}) * {_u(4)} + ({col} % {_u(MMA_K)}) // {_u(2)}"
+        return (f"{base} + (({frag}) * {_u(WARP)} + {lane}) * {_u(4)} + ({col} % {_u(2)}) * "
+                f"{_u(2)} + ({r} // {_u(8)}) % {_u(2)}")
+
+    def _dest(self, tile: _Tile, offset: str) -> str:
+        if tile.which == "q":  # the element walk of a Q whose head dims are strided
+            return self._q_slot(offset, "r", "c")
+        return super()._dest(tile, offset)
+
     def _stage_loop(self, tile: _Tile, array: str, offset: str, origin: str,
                     limit: int) -> list[str]:
         """Global -> shared, 4 consecutive head dims per thread and step in
         unsigned index math (no negative-index wrap-around, shifts for the
         powers of two): a tile whose head dims are contiguous in its source;
         any other, the SIMT engine's element walk."""
-        r_stride, c_stride = self._strides(tile.which)
-        if c_stride != 1 or tile.cols % VEC:
+        if not self._vectorised(tile):
             return super()._stage_loop(tile, array, offset, origin, limit)
-        per_row = tile.cols // VEC
-        count = tile.rows * per_row
-        threads = self.t.threads
-        src = self.p.source(tile.which)
-        assert isinstance(src, BlockArgument)
-        head = [f"u = {_u('tid')} + {_u(f'e * {threads}')}"]
-        lines = [f"r = u // {_u(per_row)}",
-                 f"c = (u % {_u(per_row)}) * {_u(VEC)}",
-                 f"gr = {_u(origin)} + r",
-                 f"at = {_u(f'{tile.which}base')} + gr * {_u(r_stride)} + c"]
-        valid = [f"gr < {_u(limit)}"] if limit % tile.rows else []
-        for i in range(VEC):
-            value = load_expr(self.body, src, f"at + {_u(i)}" if i else "at")
-            lines.append(f"v{i} = {value} if {valid[0]} else {ZERO}" if valid
-                         else f"v{i} = {value}")
-        base = _u(offset)
-        for i in range(VEC):
-            dest = (f"{base} + (c + {_u(i)}) * {_u(tile.width)} + r" if tile.transposed
-                    else f"{base} + r * {_u(tile.width)} + c + {_u(i)}")
-            lines += self._stores(array, dest, f"v{i}")
+        count, threads = self._vector_count(tile), self.t.threads
+        names = [f"v{i}" for i in range(VEC)]
+        lines = [*self._vector_loads(tile, origin, limit, names),
+                 *self._vector_stores(tile, array, offset, names)]
         if count % threads:  # the last step's spare threads neither load nor store
             lines = [f"if u < {_u(count)}:", *indent(lines, 1)]
-        lines = head + lines
-        return [f"for e in range({-(-count // threads)}):", *indent(lines, 1)]
+        return [f"for e in range({-(-count // threads)}):",
+                *indent([*self._vector_coords(tile, f"e * {threads}"), *lines], 1)]
+
+    def _prefetch(self) -> tuple[list[str], list[str]]:
+        """(loads of the next K/V tile into registers, their stores into the
+        other buffer), as `_stage_loop` stages them, unrolled."""
+        if not (self._vectorised(self.k) and self._vectorised(self.v)):
+            return super()._prefetch()
+        loads: list[str] = []
+        stores: list[str] = []
+        threads = self.t.threads
+        for tile, offset in ((self.k, "nb"), (self.v, f"nb + {self.v_offset}")):
+            count = self._vector_count(tile)
+            for e in range(-(-count // threads)):
+                names = [f"p{tile.which}{e}_{i}" for i in range(VEC)]
+                coords = self._vector_coords(tile, str(e * threads))
+                load = self._vector_loads(tile, "k1", self.sh.skv, names)
+                store = self._vector_stores(tile, "KV", offset, names)
+                if count % threads and (e + 1) * threads > count:
+                    guard = f"if u < {_u(count)}:"
+                    load = [*(f"{n} = {ZERO}" for n in names), guard, *indent(load, 1)]
+                    store = [guard, *indent(store, 1)]
+                loads += [*coords, *load]
+                stores += [*coords, *store]
+        return loads, stores
 
     def _stores(self, array: str, dest: str, value: str) -> list[str]:
         """A staged value, or for f32 its TF32 big and small parts."""
@@ -192,14 +274,14 @@ class MmaWriter(_Writer):
 
     def _q_fragments(self, kk: int) -> list[str]:
         """`qa<kk>`: this lane's Q fragment of dims `8 kk + t2 (+1)`, rows g
-        and g + 8 of its warp."""
-        name, rows = f"qa{kk}", (kk * MMA_K, 8 * self.q.width + kk * MMA_K)
-        lines = [f"{name}_{2 * r}, {name}_{2 * r + 1} = ld_pair(Qt, qf + {at})"
-                 for r, at in enumerate(rows)]
+        and g + 8 of its warp: one vector in fragment order (`_q_slot`),
+        and one of its small parts for f32."""
+        name, at = f"qa{kk}", f"qf + {kk * WARP * 4}"
+        lines = [f"{name}_0, {name}_2, {name}_1, {name}_3 = ld_vec4_f32(Qt, {at})"]
         if not self.split:
             return [*lines, self._frag_a(name)]
-        lines += [f"qs{kk}_{2 * r}, qs{kk}_{2 * r + 1} = ld_pair(Qt, qf + {at + self.q_small})"
-                  for r, at in enumerate(rows)]
+        lines.append(f"qs{kk}_0, qs{kk}_2, qs{kk}_1, qs{kk}_3 = "
+                     f"ld_vec4_f32(Qt, {at} + {self.q_small})")
         args = ", ".join([*(f"{name}_{e}" for e in range(4)), *(f"qs{kk}_{e}" for e in range(4))])
         return [*lines, f"{name} = mma_a_f32s({args})"]
 
@@ -209,6 +291,15 @@ class MmaWriter(_Writer):
 
     def _frag_a(self, name: str) -> str:
         return f"{name} = {self.frag_a}({', '.join(f'{name}_{e}' for e in range(4))})"
+
+    def _key_step(self) -> list[str]:
+        """The SIMT engine's key step, with the score ops' work that needs no
+        score (`_early_scores`: a mask's loads) first, in flight with the
+        staging's loads; `_scores` has the rest."""
+        early, self._late = _early_scores(self._score_lines())
+        lines = super()._key_step()
+        at = lines.index(f"kf = cbi + g * {self.k.width} + t2")
+        return [*lines[:at], *early, *lines[at:]]
 
     def _qk(self) -> list[str]:
         """`s<j>_<e>`: the scores of keys `8 j ..`, a product per 8 head dims."""
@@ -223,6 +314,10 @@ class MmaWriter(_Writer):
         return lines
 
     def _scores(self) -> list[str]:
+        """The score ops' lines `_key_step` left (those that need a score)."""
+        return self._late
+
+    def _score_lines(self) -> list[str]:
         """`x<j>_<e>`: the score ops applied at each element's (query, key);
         keys past the end score -inf."""
         sh = self.sh
@@ -301,3 +396,34 @@ class MmaWriter(_Writer):
             lines += [f"if qr{r} < {sh.s}:", *indent(stores, 1)] if sh.s % self.t.block_q \
                 else stores
         return lines
+
+
+_ASSIGNMENT = re.compile(r"(\w+) = (.*)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _early_scores(lines: list[str]) -> tuple[list[str], list[str]]:
+    """`lines` (the score ops of a key step) split into those that need no
+    raw score `s<j>_<e>` (the keys' columns, the loads of a mask or a bias
+    and what is computed from them alone) and the rest, in order. The first
+    go at the start of the step, so that their loads are in flight during
+    the staging and the products rather than exposed after them; lines that
+    are not plain assignments keep everything in place."""
+    parsed = [_ASSIGNMENT.fullmatch(line) for line in lines]
+    if not all(parsed):
+        return [], lines
+    late: set[str] = set()
+    early_lines: list[str] = []
+    late_lines: list[str] = []
+    for line, m in zip(lines, parsed, strict=True):
+        assert m is not None
+        used = set(_NAME.findall(m.group(2)))
+        if any(n in late or _RAW_SCORE.fullmatch(n) for n in used):
+            late.add(m.group(1))
+            late_lines.append(line)
+        else:
+            early_lines.append(line)
+    return early_lines, late_lines
+
+
+_RAW_SCORE = re.compile(r"s\d+_\d")

@@ -79,8 +79,9 @@ def pair_padded(width: int) -> int:
 
 
 def mma_widths(tile: AttentionTile, d: int) -> tuple[int, int, int]:
-    """Row lengths of the Q, K and Vᵀ tiles."""
-    return pair_padded(d), pair_padded(d), pair_padded(tile.block_k)
+    """Row lengths of the Q, K and Vᵀ tiles (Q's rows are whole: it is kept
+    in fragment order, `codegen/attention_mma.py`)."""
+    return d, pair_padded(d), pair_padded(tile.block_k)
 
 
 def staged_parts(element: str) -> int:
