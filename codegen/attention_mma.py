@@ -6,10 +6,12 @@ natively, f32 accumulation), FlashAttention-2 style.
 One block per (batch x head, tile of `block_q` queries), a warp per 16 of
 its queries (`codegen/attention_mma_schedule.py` has the geometry):
 
-1. Q is staged in shared memory once and each warp keeps its fragments in
-   registers; each key step stages K (`[key][dim]`) and Vᵀ (`[dim][key]`)
-   (with `stages = 2` the next step's tile is loaded into registers before
-   this step's math and stored into the other buffer after it);
+1. Q is staged in shared memory once, in the order of the warps' A
+   fragments (`_q_slot`), and read each key step; each key step stages K
+   (`[key][dim]`) and Vᵀ (`[dim][key]`) with conflict-free stores (with
+   `stages = 2` the next step's tile is loaded into registers before this
+   step's math and stored into the other buffer after it); a mask's or a
+   bias's loads go first (`_early_scores`);
 2. the scores of a warp are `block_k / 8` accumulator fragments of
    `Q @ Kᵀ`, a product per 8 head dims; the score ops (scale, masks) are
    applied to each element at its (query, key);

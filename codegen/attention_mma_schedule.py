@@ -5,12 +5,13 @@ these for a tile whose `engine` is `mma`.
 
 A block is `block_q / 16` warps; warp `w` holds queries `16 w .. 16 w + 15`
 of the block and, per K/V tile, all `block_k` keys of their scores: a
-thread holds `block_k / 2` scores, `dv / 2` output accumulators and its Q
-fragments (`d / 2` values) for the whole kernel. The shared tiles are Q
-(`[query][dim]`), K (`[key][dim]`) and Vᵀ (`[dim][key]`), f32, each row
-padded to 8 (mod 16) words: a warp's 8-byte fragment loads (`ld_pair`, lanes
-`g = lane // 4` on rows and `2 (lane % 4)` on words) then hit distinct banks
-in each half-warp.
+thread holds `block_k / 2` scores and `dv / 2` output accumulators across
+the key loop, and reads its Q fragments each step. The shared tiles are Q
+(in the order of the warps' fragments: a lane's 16-byte vector per 8 head
+dims, `codegen/attention_mma.py`), K (`[key][dim]`) and Vᵀ (`[dim][key]`),
+f32; K's and Vᵀ's rows are padded to 8 (mod 16) words: a warp's 8-byte
+fragment loads (`ld_pair`, lanes `g = lane // 4` on rows and `2 (lane % 4)`
+on words) then hit distinct banks in each half-warp.
 
 f32 operands are split into their TF32 parts where they are staged (once per
 block, not in each warp that reads them): Q, K and Vᵀ then have a second

@@ -255,6 +255,42 @@ def test_full_size_ptx_splits_staged_operands_once_per_block() -> None:
     assert ptx.count("cvt.rna.tf32.f32") < (32 + 64 + 16 + 64)
 
 
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+@pytest.mark.slow
+def test_full_size_ptx_loads_q_fragments_whole_and_stages_k_as_vectors() -> None:
+    # Q is kept in fragment order: an A fragment (and its small parts) is
+    # one 16-byte load per 8 head dims, already in register order (row-major
+    # Q took two 8-byte loads per part and ptxas moved every fragment into
+    # place before each product); K's staged rows go as 16-byte stores.
+    from fusec.codegen.ptx import compile_program_ptx
+
+    text = _forced((MODELS / "attention.mlir").read_text(),
+                   "block_q=128 block_k=32 stages=1 engine=mma")
+    program = compile_text(text, f"{TAIL},register-budget,tile-and-promote")
+    (launch,) = program.functions["attention"].launches
+    ptx = compile_program_ptx(program)[launch.kernel]["ptx"]
+    assert ptx.count("ld.shared.v4.") == 2 * 64 // 8  # big and small parts, 8 dims each
+    assert ptx.count("st.shared.v4.") >= 2  # K's big and small parts
+    # the additive mask's loads come before the step's products
+    source = program.kernels_source.split(f"def {launch.kernel}(")[1]
+    step = source.split("for kt in range(")[1]
+    assert -1 < step.index("in2[") < step.index("mma_f32(")
+    assert "in2[numba.uint64(" in step  # indexed unsigned
+
+
+def test_early_score_lines_are_those_needing_no_raw_score() -> None:
+    from fusec.codegen.attention_mma import _early_scores
+
+    lines = ["kc0_0 = k0 + t2", "a2_0_0 = in2[kc0_0]", "v3 = (s0_0 * 0.125)",
+             "w = a2_0_0 * 2.0", "x0_0 = float32(v3 + w)"]
+    early, late = _early_scores(lines)
+    assert early == ["kc0_0 = k0 + t2", "a2_0_0 = in2[kc0_0]", "w = a2_0_0 * 2.0"]
+    assert late == ["v3 = (s0_0 * 0.125)", "x0_0 = float32(v3 + w)"]
+    # anything but plain assignments stays where it was
+    guarded = ["a = in2[k0]", "if a > 0:", "    b = s0_0"]
+    assert _early_scores(guarded) == ([], guarded)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_full_size_attention_on_tensor_cores(dtype: str) -> None:
