@@ -259,12 +259,17 @@ def _is_splat(op: nn.ConstantOp) -> bool:
     return bool(values.size) and bool((values == values[0]).all())
 
 
+# Layout ops an operand of the fused kernel is read through: a broadcast too
+# (K and V of multi-query attention, `expand`ed over the heads, read in place).
+OPERAND_VIEWS = (*VIEW_OPS, nn.BroadcastToOp)
+
+
 def _operand_views(value: SSAValue) -> list[Operation]:
     """The longest chain of single-use layout ops ending at `value` that reads
     its source as a strided view."""
     chain: list[Operation] = []
     v = value
-    while isinstance(owner := _owner(v), VIEW_OPS) and len(_users(v)) == 1 \
+    while isinstance(owner := _owner(v), OPERAND_VIEWS) and len(_users(v)) == 1 \
             and len(list(v.uses)) == 1:
         chain.insert(0, owner)
         v = owner.operands[0]

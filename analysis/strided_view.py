@@ -65,6 +65,15 @@ class StridedView:
         strides = tuple(st * k for st, k in zip(self.strides, steps, strict=True))
         return StridedView(tuple(shape), strides, offset)
 
+    def broadcast(self, shape: Sequence[int]) -> StridedView:
+        """The view broadcast (right-aligned) to `shape`: its new leading
+        dimensions and the size-1 dimensions that grow read the same
+        elements again (stride 0)."""
+        lead = len(shape) - len(self.shape)
+        grown = [0 if n == 1 and m != 1 else s
+                 for n, m, s in zip(self.shape, shape[lead:], self.strides, strict=True)]
+        return StridedView(tuple(shape), (0,) * lead + tuple(grown), self.offset)
+
     def reshape(self, shape: Sequence[int]) -> StridedView | None:
         """The same elements in row-major order as `shape`, or None when that
         needs a copy (merging dimensions that are not contiguous)."""
@@ -121,6 +130,8 @@ def forward(view: StridedView, op: Operation) -> StridedView | None:
         return view.slice(op.starts, op.strides, tensor_shape(op.results[0]))
     if isinstance(op, nn.ReshapeOp):
         return view.reshape(tensor_shape(op.results[0]))
+    if isinstance(op, nn.BroadcastToOp):
+        return view.broadcast(tensor_shape(op.results[0]))
     return None
 
 
