@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -229,16 +230,21 @@ def _forced(text: str, tile: str) -> str:
     return str(module)
 
 
+def _full_size_ptx(tile: str) -> tuple[Any, Any, dict[str, Any]]:
+    """attention.mlir compiled with the mma `tile`: the program, its launch
+    and `compile_program_ptx`'s counts and PTX of the kernel."""
+    from fusec.codegen.ptx import compile_program_ptx
+
+    text = _forced((MODELS / "attention.mlir").read_text(), tile)
+    program = compile_text(text, f"{TAIL},register-budget,tile-and-promote")
+    (launch,) = program.functions["attention"].launches
+    return program, launch, compile_program_ptx(program)[launch.kernel]
+
+
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 @pytest.mark.slow
 def test_full_size_ptx_splits_staged_operands_once_per_block() -> None:
-    from fusec.codegen.ptx import compile_program_ptx
-
-    text = _forced((MODELS / "attention.mlir").read_text(),
-                   "block_q=64 block_k=32 stages=1 engine=mma")
-    program = compile_text(text, f"{TAIL},register-budget,tile-and-promote")
-    (launch,) = program.functions["attention"].launches
-    info = compile_program_ptx(program)[launch.kernel]
+    program, launch, info = _full_size_ptx("block_q=64 block_k=32 stages=1 engine=mma")
     ptx = info["ptx"]
     assert info["spill_bytes"] == 0
     assert abs(info["registers"] - launch.est_registers) <= 0.25 * info["registers"]
@@ -262,13 +268,8 @@ def test_full_size_ptx_loads_q_fragments_whole_and_stages_k_as_vectors() -> None
     # one 16-byte load per 8 head dims, already in register order (row-major
     # Q took two 8-byte loads per part and ptxas moved every fragment into
     # place before each product); K's staged rows go as 16-byte stores.
-    from fusec.codegen.ptx import compile_program_ptx
-
-    text = _forced((MODELS / "attention.mlir").read_text(),
-                   "block_q=128 block_k=32 stages=1 engine=mma")
-    program = compile_text(text, f"{TAIL},register-budget,tile-and-promote")
-    (launch,) = program.functions["attention"].launches
-    ptx = compile_program_ptx(program)[launch.kernel]["ptx"]
+    program, launch, info = _full_size_ptx("block_q=128 block_k=32 stages=1 engine=mma")
+    ptx = info["ptx"]
     assert ptx.count("ld.shared.v4.") == 2 * 64 // 8  # big and small parts, 8 dims each
     assert ptx.count("st.shared.v4.") >= 2  # K's big and small parts
     # the additive mask's loads come before the step's products
