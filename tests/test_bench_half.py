@@ -50,6 +50,7 @@ def test_half_programs_compile_with_wide_accesses(program: str, dtype: str) -> N
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.slow  # ptxas / a large compile: the slow set (README)
 def test_half_chain16_ptx_moves_8_bytes_per_access(dtype: str) -> None:
     """chain16 in half: its one kernel loads and stores 4 halves per access
     (`ld.global.u64`), with 2-byte accesses only on the unaligned fallback."""

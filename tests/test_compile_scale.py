@@ -64,6 +64,7 @@ def test_printing_matches_xdsl_and_escapes_strings() -> None:
     assert "fusion.remarks" in ours
 
 
+@pytest.mark.slow  # ptxas / a large compile: the slow set (README)
 def test_every_launch_carries_its_roofline_estimate() -> None:
     artifacts = compile_model(generate(100), target="h200")
     launches = artifacts.plan["functions"]["scale"]["launches"]

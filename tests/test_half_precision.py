@@ -225,6 +225,7 @@ def test_torch_float32_for_bf16_is_rounded_by_torch() -> None:
     assert torch_rounded(b) is b
 
 
+@pytest.mark.slow  # ptxas / a large compile: the slow set (README)
 def test_bf16_kernels_compile_for_sm90() -> None:
     """The prelude's bf16 helpers type-check and lower in numba.cuda (the
     simulator runs them as Python): 16-bit loads and stores, a shift widens."""

@@ -48,7 +48,7 @@ def mqa_text(b: int, h: int, s: int, skv: int, d: int, kv_shape: tuple[int, ...]
 def test_mqa_broadcast_is_read_in_place(options: str) -> None:
     decode = "decode" in options
     s, d = (1, 32) if decode else (20, 8)  # 20: ragged query and key tiles
-    program = check_program(mqa_text(2, 4, s, 24, d, mask=not decode), 1,
+    program = check_program(mqa_text(1, 3, s, 24, d, mask=not decode), 1,
                             FUSED.replace("{}", "{" + options + "}"))
     source = program.kernels_source
     assert "broadcast_to" not in "".join(la.kernel for la in program.functions["f"].launches)

@@ -175,6 +175,7 @@ def test_broadcast_kernel_ptx_has_no_64_bit_division() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.slow  # ptxas / a large compile: the slow set (README)
 def test_half_kernel_ptx_has_8_byte_accesses(dtype: str) -> None:
     (ptx,) = _ptx(two_outputs("2x6x8", "8", "2x6x8", dtype)).values()
     assert "ld.global.u64" in ptx and "st.global.u64" in ptx

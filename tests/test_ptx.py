@@ -97,6 +97,7 @@ def check_ptx(program: Program) -> dict[str, dict[str, object]]:
     return info
 
 
+@pytest.mark.slow  # ptxas / a large compile: the slow set (README)
 def test_pointwise_and_layout_kernels_compile_for_sm90() -> None:
     program = compile_text(ALL_CONSTRUCTS, "all.mlir")
     info = check_ptx(program)

@@ -192,6 +192,7 @@ def test_schedule_without_vector_parses_and_a_wrong_vector_is_an_error() -> None
         generate_program(module)
 
 
+@pytest.mark.slow  # ptxas / a large compile: the slow set (README)
 def test_quad_kernel_ptx_has_16_byte_accesses() -> None:
     try:
         info = compile_program_ptx(compile_text(layer_norm(64, 1024), FUSED))
