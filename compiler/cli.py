@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default pipeline: matmuls as a library GEMM (cuBLAS through CuPy) plus "
                    "an epilogue kernel, as fused SIMT kernels, or as the cost model "
                    "decides (default)")
+    p.add_argument("--no-library-epilogue", action="store_true",
+                   help="default pipeline: keep a library GEMM's bias, residual and "
+                   "activation out of its cuBLASLt call (they run in an epilogue kernel)")
     p.add_argument("--save-kernels", action="store_true",
                    help="compile job: compile every kernel to PTX now (all cores) and keep it "
                    "in OUT/kernels and the per-user cache, so that running OUT links the "

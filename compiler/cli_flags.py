@@ -37,6 +37,7 @@ _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {
     "max_registers": "write register-budget{max-registers=N} in -p",
     "shared_memory_limit": "write tile-and-promote{shared-memory-limit=BYTES} in -p",
     "gemm": "write tile-and-promote{gemm=MODE} in -p",
+    "no_library_epilogue": "write tile-and-promote{library-epilogue=false} in -p",
 }
 _COMPILE_ONLY_FLAGS = ("ptx_info", "register_source", "save_kernels", "autotune",
                        "autotune_top_k", "no_tuning_cache")
@@ -88,7 +89,8 @@ def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
         check_precision=args.check_precision,
         fold_constants=not args.no_fold_constants,
         schedule=ScheduleOptions(args.max_registers or 0, args.shared_memory_limit or 0,
-                                 args.gemm or "auto"),
+                                 args.gemm or "auto",
+                                 library_epilogue=not args.no_library_epilogue),
     )
 
 

@@ -49,7 +49,8 @@ UNMERGE_PASS = "unmerge-broadcasts"
 @dataclass(frozen=True)
 class ScheduleOptions:
     """The scheduling knobs of the compile job (CLI: `--max-registers`,
-    `--shared-memory-limit`, `--gemm`); 0 means the target's limit."""
+    `--shared-memory-limit`, `--gemm`, `--no-library-epilogue`); 0 means the
+    target's limit."""
 
     max_registers: int = 0
     shared_memory_limit: int = 0

@@ -338,3 +338,22 @@ def test_compiling_loads_neither_cupy_nor_cublaslt() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_cli_flag_keeps_the_epilogue_out(monkeypatch: pytest.MonkeyPatch,
+                                         tmp_path: Any) -> None:
+    """`fusec --no-library-epilogue` is `library-epilogue=false` of the default
+    pipeline: relu(x @ w + b) as a GEMM and an epilogue kernel, not one call."""
+    from fusec.compiler.cli import main
+
+    monkeypatch.setattr(gemm_choice_module, "library_available", lambda: True)
+    src = tmp_path / "m.mlir"
+    src.write_text(model(BODIES["relu"][0], "f32"))
+    for flags, launches in (([], 1), (["--no-library-epilogue"], 2)):
+        out = tmp_path / f"out{len(flags)}"
+        assert main([str(src), "-o", str(out), "--gemm", "library", "--quiet", *flags]) == 0
+        plan = json.loads((out / "plan.json").read_text())
+        assert len(plan["functions"]["f"]["launches"]) == launches
+    # with -p the flag has no pipeline to shape: an error naming the option
+    assert main([str(src), "-p", "decompose", "--no-library-epilogue"]) == 1
+
