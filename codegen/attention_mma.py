@@ -294,20 +294,15 @@ class MmaWriter(_Writer):
     def _frag_a(self, name: str) -> str:
         return f"{name} = {self.frag_a}({', '.join(f'{name}_{e}' for e in range(4))})"
 
-    def _key_step(self) -> list[str]:
-        """The SIMT engine's key step, with the score ops' work that needs no
-        score (`_early_scores`: a mask's loads) before the products, in
-        flight during them; `_scores` has the rest. (At the top of the step,
-        beside the staging's loads, the f32 128 x 32 tile took 130 registers,
-        past the 128 of two blocks per SM.)"""
-        early, self._late = _early_scores(self._score_lines())
-        lines = super()._key_step()
-        at = lines.index(f"kf = cbi + g * {self.k.width} + t2")
-        return [*lines[:at], *early, *lines[at:]]
-
     def _qk(self) -> list[str]:
-        """`s<j>_<e>`: the scores of keys `8 j ..`, a product per 8 head dims."""
-        lines = [f"kf = cbi + g * {self.k.width} + t2"]
+        """`s<j>_<e>`: the scores of keys `8 j ..`, a product per 8 head dims,
+        after the score ops' work that needs no score (`_early_scores`: a
+        mask's loads), in flight during the products; `_scores`, next in the
+        key step, has the rest. (At the top of the step, beside the staging's
+        loads, the f32 128 x 32 tile took 130 registers, past the 128 of two
+        blocks per SM.)"""
+        early, self._late = _early_scores(self._score_lines())
+        lines = [*early, f"kf = cbi + g * {self.k.width} + t2"]
         lines += [f"s{j}_{e} = {ZERO}" for j in range(self.n_keys) for e in range(4)]
         for kk in range(self.n_dims):
             lines += self._q_fragments(kk)
@@ -318,7 +313,7 @@ class MmaWriter(_Writer):
         return lines
 
     def _scores(self) -> list[str]:
-        """The score ops' lines `_key_step` left (those that need a score)."""
+        """The score ops' lines `_qk` left (those that need a score)."""
         return self._late
 
     def _score_lines(self) -> list[str]:

@@ -55,7 +55,7 @@ COLS = (2, 4, 8)
 STAGES = (1, 2)  # 2: the next K/V tile prefetched into registers (the register model
 # counts them, so the tiles that would spill are not legal)
 MMA_BLOCK_Q = (32, 64, 128)  # tensor-core tiles: 16 queries per warp
-MMA_BLOCK_K = (32, 64)  # one stage: a register prefetch spilled at every size measured
+MMA_BLOCK_K = (32, 64)  # one stage: a register prefetch spilled or was not faster (docs)
 MMA_CAPABILITY = (8, 0)  # TF32 and bf16 mma.sync
 MMA_REGISTER_MARGIN = 16  # below the thread's limit: ptxas spilled 128 bytes at 255
 # registers where the model said 240 (`codegen/attention_mma_schedule.py`)
