@@ -197,6 +197,12 @@ def _dispatch(argv: list[str], sources: dict[str, str]) -> int:
     from fusec.compiler.cli_flags import check_flags, instrumentation
 
     compile_job = check_flags(args)
+    if args.output is not None:
+        from fusec.compiler.outputs import refuse_input_as_output
+
+        # Before any work: the output must not overwrite (or, as OUT, hold) an input.
+        refuse_input_as_output(args.output, [args.input, *args.load_pass_plugin],
+                               directory=compile_job)
     instrument = instrumentation(args)
     try:
         if args.remarks:

@@ -6,6 +6,11 @@ given as the output is written through to the file or directory it points to
 (the link stays), and SIGTERM, SIGHUP or Ctrl-C while writing leave no
 temporary file behind; temporary folders of an earlier fusec that was killed
 outright are removed by the next write of the same OUT.
+
+An output is never one of the command's inputs (`refuse_input_as_output`):
+`fusec m.mlir -o m.mlir` is refused, as gcc refuses `gcc -o x.c x.c`, and so
+is the same file through a symbolic or hard link, or an OUT directory that
+holds an input (replacing OUT would delete it).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -41,6 +46,41 @@ def through_link(path: Path) -> Path:
     """Where a write to `path` goes: a symbolic link is written through to
     what it points to, as `echo > link` would."""
     return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def refuse_input_as_output(output: str | Path, inputs: Iterable[str | Path | None],
+                           directory: bool = False) -> None:
+    """Raise a `FusecError` when writing `output` would overwrite one of
+    `inputs` (None and '-', stdin, are skipped): the same file by any name
+    (symbolic or hard link), or, with `directory` (an OUT that replaces what
+    is there), an input inside it."""
+    out_id = _file_id(output)
+    out_real = os.path.realpath(output)
+    for given in inputs:
+        if given is None or str(given) == "-":
+            continue
+        if out_id is not None and _file_id(given) == out_id:
+            raise FusecError(f"input file '{given}' is the same as output file '{output}'")
+        if directory and _inside(os.path.realpath(given), out_real):
+            raise FusecError(f"input file '{given}' is inside the output directory "
+                             f"'{output}', which writing it would replace; choose another -o")
+
+
+def _file_id(path: str | Path) -> tuple[int, int] | None:
+    """(device, inode) of what `path` names after links, or None if nothing is there."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether real path `path` lies below real path `folder`."""
+    try:
+        return os.path.commonpath([path, folder]) == folder and path != folder
+    except ValueError:  # one relative, one absolute, or different drives
+        return False
 
 
 class _Stopped(BaseException):
@@ -96,6 +136,8 @@ def write_atomically(path: str, write: Callable[[IO[bytes]], None]) -> None:
             os.fchmod(fd, umask_mode(0o666))  # mkstemp makes it 0600
             with os.fdopen(fd, "wb") as f:
                 write(f)
+                f.flush()
+                os.fsync(f.fileno())  # the data is on disk before the name points to it
             os.replace(tmp, target)
         except OSError as err:
             raise FusecError(f"cannot write '{path}': {err.strerror}") from None

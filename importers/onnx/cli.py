@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.compiler.arg_types import non_negative_int
+from fusec.compiler.outputs import refuse_input_as_output, write_atomically, write_text_atomically
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -56,6 +56,9 @@ def main(argv: list[str]) -> int:
     output = Path(args.output) if args.output else None
     if args.params_above is not None and output is None:
         raise FusecError("--params-above needs -o OUTPUT (the params go beside it)")
+    if output is not None:
+        refuse_input_as_output(output, [args.model])
+        refuse_input_as_output(params_path(output), [args.model])
     if str(args.model).endswith(".pt2"):
         return _import_pt2(args.model, output, args.params_above)
     try:
@@ -85,10 +88,10 @@ def write_result(result: Any, output: Path | None) -> int:
         return 0
     if result.params:
         params = params_path(output)
-        _write_atomically(params, lambda p: np.savez(p, **result.params))
+        write_atomically(str(params), lambda f: np.savez(f, **result.params))
         print(f"note: {len(result.params)} weights are arguments; their values are in "
               f"{params}", file=sys.stderr)
-    _write_atomically(output, lambda p: p.write_text(result.text, encoding="utf-8"))
+    write_text_atomically(str(output), result.text)
     for onnx_name, arg in result.inputs.items():
         if onnx_name != arg:
             shown = "".join(c if c.isprintable() else "?" for c in onnx_name)[:80]
@@ -100,13 +103,3 @@ def params_path(output: Path) -> Path:
     """`model.mlir` -> `model.params.npz`, beside it."""
     return output.with_name(output.stem + ".params.npz")
 
-
-def _write_atomically(target: Path, write: Callable[[Path], object]) -> None:
-    """Write beside the target and rename, so a failure leaves no half file."""
-    partial = target.with_name(target.name + ".partial" + target.suffix)
-    try:
-        write(partial)
-        partial.replace(target)
-    except OSError as err:
-        partial.unlink(missing_ok=True)
-        raise FusecError(f"cannot write '{target}': {err.strerror}") from None
