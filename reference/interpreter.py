@@ -20,17 +20,23 @@ one exception is an explicit `nn.cast` to a float type, which rounds through
 that type (f16, bf16, f32) because the program asks for that precision loss.
 What each op computes lives in `reference_ops.py`.
 
-`round_stored=True` (of `run_module`, `run_function`, `run_block`) models
-the precision a GPU program really has: every float value that lives in
-memory (the result of an op outside any `fusion.group`, and of each group) is
-rounded to its declared element type, while the values inside a group stay in
-the compute type, as a fused kernel keeps them in registers. Unfused, every
-value is stored; `check-precision` and the tests compare the two.
+`round_stored=True` (of `run_module`, `run_function`, `run_block`,
+`run_typed`) models the precision a GPU program really has: every float value
+that lives in memory (a function's arguments, the result of an op outside
+any `fusion.group`, and of each group; `run_block` takes its inputs as given)
+is rounded to its declared element type (f32, f16, bf16: to nearest, ties to
+even, beyond the largest finite value to inf), while the values inside a
+group stay in the compute type, as a fused kernel keeps them in registers.
+Unfused, every value is stored: on a program before the passes this is the
+type-rounded reference, every op's result rounded to its type.
+`check-precision` compares the two; `fusec run --check` and the fuzzer
+compare kernels with it (`run_typed`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
@@ -106,6 +112,31 @@ def run_function(
     with np.errstate(all="ignore"):
         outputs = interpreter.run_function(func, arrays)
     return [np.array(v) for v in outputs]
+
+
+@dataclass(frozen=True)
+class TypedRun:
+    """A function's outputs and the values that left their type's range:
+    `overflowed` names each value (`%y (f32)`) whose float result, finite in
+    the compute dtype, is inf once rounded to its declared element type."""
+
+    outputs: list[np.ndarray]
+    overflowed: tuple[str, ...]
+
+
+def run_typed(func: FuncOp, inputs: Sequence[np.ndarray], round_stored: bool = False,
+              dtype: type = np.float64) -> TypedRun:
+    """`run_function` that also reports the values beyond their type's range.
+
+    With `round_stored=True` on a program before the passes, this is the
+    type-rounded reference: every argument and every op's result rounded to
+    its declared element type, as a GPU stores them."""
+    compute = _float_dtype(dtype)
+    arrays = _check_inputs(func, inputs, compute)
+    interpreter = _Interpreter(compute, round_stored, watch_range=True)
+    with np.errstate(all="ignore"):
+        outputs = interpreter.run_function(func, arrays)
+    return TypedRun([np.array(v) for v in outputs], tuple(dict.fromkeys(interpreter.overflowed)))
 
 
 def run_block(
@@ -264,12 +295,18 @@ def _value_dtype(t: Attribute, compute: np.dtype) -> np.dtype:
 class _Interpreter:
     """Walks blocks op by op, holding every value as a NumPy array."""
 
-    def __init__(self, compute: np.dtype, round_stored: bool = False) -> None:
+    def __init__(self, compute: np.dtype, round_stored: bool = False,
+                 watch_range: bool = False) -> None:
         self.compute = compute
         self.round_stored = round_stored  # values in memory rounded to their own type
+        self.watch_range = watch_range  # record values that overflow their type
+        self.overflowed: list[str] = []
 
     def run_function(self, func: FuncOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        return self.run_block(func.body.block, inputs)
+        block = func.body.block
+        if self.round_stored:  # arguments live in memory, in their own type
+            inputs = [self._typed(a, a.type, v) for a, v in zip(block.args, inputs, strict=True)]
+        return self.run_block(block, inputs)
 
     def run_block(self, block: Block, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run `block` with its arguments bound to `inputs`; return what its
@@ -280,7 +317,7 @@ class _Interpreter:
             if isinstance(op, ReturnOp | YieldOp):
                 return operands
             for result, value in zip(op.results, self.run_op(op, operands), strict=True):
-                env[result] = self._conform(op, result.type, value)
+                env[result] = self._conform(op, result, value)
         raise ValueError("the block has no func.return or fusion.yield terminator")
 
     def run_op(self, op: Operation, operands: list[np.ndarray]) -> list[np.ndarray]:
@@ -297,19 +334,33 @@ class _Interpreter:
             raise NotImplementedError(f"the reference interpreter cannot run '{op.name}'")
         return [fn(op, *operands)]
 
-    def _conform(self, op: Operation, t: Attribute, value: np.ndarray) -> np.ndarray:
+    def _conform(self, op: Operation, result: SSAValue, value: np.ndarray) -> np.ndarray:
         """Cast an op's raw result to its declared type, and check its shape,
         so a mistake in an op function cannot pass silently."""
+        t = result.type
         assert isinstance(t, TensorType)
         array = np.asarray(value).astype(_value_dtype(t, self.compute), copy=False)
-        if self.round_stored:
-            array = round_to_element_type(array, t)
+        if self.round_stored or self.watch_range:
+            array = self._typed(result, t, array)
         if array.shape != tuple(t.get_shape()):
             raise AssertionError(
                 f"reference for '{op.name}' produced shape {fmt(array.shape)} for a result "
                 f"of type {type_str(t)}"
             )
         return array
+
+    def _typed(self, value: SSAValue, t: Attribute, array: np.ndarray) -> np.ndarray:
+        """`array` rounded to its element type when `round_stored`; a value
+        that overflows the type is recorded when `watch_range`."""
+        rounded = round_to_element_type(array, t)
+        if self.watch_range and rounded is not array and np.any(
+                np.isinf(rounded) & np.isfinite(array)):
+            assert isinstance(t, TensorType)
+            owner = value.owner
+            name = f"%{value.name_hint}" if value.name_hint else \
+                f"a result of '{owner.name}'" if isinstance(owner, Operation) else "an argument"
+            self.overflowed.append(f"{name} ({element_type_name(t.element_type)})")
+        return rounded if self.round_stored else array
 
 
 # --- random inputs --------------------------------------------------------------------------
