@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remarks", action="store_true",
                    help="print one line per fusion decision (fused / missed, with the "
                    "reason) to stderr after the passes ran")
+    p.add_argument("--remarks-in-ir", action="store_true",
+                   help="keep the remarks in printed and written IR (model.mlir), as the "
+                   "module attribute fusion.remarks; without it the IR leaves them out")
     p.add_argument("--emit", choices=["dot"],
                    help="'dot': write the op graph after the pipeline, fusion groups as "
                    "Graphviz clusters and shapes on the edges (stdout or -o FILE.dot)")
