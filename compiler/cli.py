@@ -257,7 +257,9 @@ def _compile_job(args: argparse.Namespace, sources: dict[str, str],
     """`fusec MODEL.mlir -o OUT`: compile and write OUT whole or not at all."""
     from fusec.compiler.cli_flags import autotune_options, insertions, pipeline_options
     from fusec.compiler.compile import compile_model, write_out
+    from fusec.runtime.user_key import load_key
 
+    load_key(create=True)  # an unusable key fails now, not after a long compile
     options = pipeline_options(args)
     artifacts = compile_model(args.input, fusion=options.fusion, target=options.target,
                               ptx_info=args.ptx_info or args.register_source is not None,

@@ -30,6 +30,7 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
  "pipeline": "decompose,group-each-op",
  "kernels": "kernels.py", "constants_file": "constants.npz",
  "kernels_sha256": "<sha256 of kernels.py>",
+ "out_hmac_sha256": "<HMAC-SHA256 of OUT under the user's key>",
  "functions": {"f": {
    "inputs":  [{"name": "x", "value": "v0", "shape": [4, 8], "dtype": "float32"}],
    "outputs": [{"name": "output_0", "value": "v3", "shape": [4, 8], "dtype": "float32"}],
@@ -257,8 +258,7 @@ def compile_model(
         report += "\n" + report_section(tuning, options.noise_margin)
     return CompiledArtifacts(
         source_name=name, module=module, program=program, memory=memory,
-        model_mlir=module_to_text(module, remarks=instrument.remarks_in_ir),
-        kernels_py=program.kernels_source,
+        model_mlir=module_to_text(module), kernels_py=program.kernels_source,
         plan=plan, report_md=report, constants=constants, tuning=tuning,
     )
 
@@ -414,25 +414,31 @@ def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
     """Write OUT whole or not at all: the files go into a temporary directory
     beside OUT, which then replaces OUT in one rename. An existing OUT is
     replaced only if fusec wrote it (`out_marker.check_replaceable`).
-    `kernel_entries` (key, kernel, `KernelCode`) go to OUT/kernels (`--save-kernels`)."""
+    `kernel_entries` (key, kernel, `KernelCode`) go to OUT/kernels (`--save-kernels`).
+    plan.json is signed with the user's key (`runtime/out_signature.py`)."""
+    from fusec.runtime.user_key import load_key
+
     target = through_link(Path(out_dir))  # a link to OUT: replace what it points to
     check_replaceable(target)
+    key = load_key(create=True)
+    assert key is not None
     with stop_cleanly():
         try:
             staging = make_staging_dir(target, {*OUT_FILES, *OUT_FOLDERS})
         except OSError as err:
             raise FusecError(f"cannot write '{out_dir}': {err.strerror}") from None
-        _write_staging(artifacts, staging, target, out_dir, kernel_entries)
+        _write_staging(artifacts, staging, target, out_dir, kernel_entries, key)
 
 
 def _write_staging(artifacts: CompiledArtifacts, staging: Path, target: Path,
-                   out_dir: str | Path, kernel_entries: Sequence[tuple[str, str, Any]]) -> None:
+                   out_dir: str | Path, kernel_entries: Sequence[tuple[str, str, Any]],
+                   key: bytes) -> None:
     """Fill `staging` and move it to `target`; `staging` is gone after."""
+    from fusec.runtime.out_signature import sign_plan
+
     try:
         (staging / "model.mlir").write_text(artifacts.model_mlir, encoding="utf-8")
         (staging / "kernels.py").write_text(artifacts.kernels_py, encoding="utf-8")
-        (staging / "plan.json").write_text(
-            json.dumps(artifacts.plan, indent=1) + "\n", encoding="utf-8")
         (staging / "report.md").write_text(artifacts.report_md, encoding="utf-8")
         with (staging / "constants.npz").open("wb") as f:
             np.savez(f, **artifacts.constants)  # pyright: ignore[reportArgumentType]
@@ -440,8 +446,12 @@ def _write_staging(artifacts: CompiledArtifacts, staging: Path, target: Path,
             from fusec.runtime.kernel_cache import KernelStore
 
             store = KernelStore(staging / "kernels")
-            for key, name, code in kernel_entries:
-                store.store(key, name, code, strict=True)
+            for k, name, code in kernel_entries:
+                store.store(k, name, code, strict=True)
+        # Last: the signature covers the files written above.
+        (staging / "plan.json").write_text(
+            json.dumps(sign_plan(artifacts.plan, staging, key), indent=1) + "\n",
+            encoding="utf-8")
         written = [n for n in OUT_FILES if n != MARKER]
         write_marker(staging, written, [d for d in OUT_FOLDERS if (staging / d).is_dir()])
         replace_directory(staging, target)

@@ -92,7 +92,11 @@ class CompiledModel:
         """The executor of the bound function (kernels loaded on first use);
         `executor.launch(inputs, outputs)` enqueues one call without waiting."""
         if self._executor is None:
-            store = self.kernels_path.parent / "kernels" if self.kernels_path else None
+            store = None
+            if self.kernels_path is not None:  # an OUT: its kept kernels, if still intact
+                from fusec.runtime.out_dir import kept_kernels
+
+                store = kept_kernels(self.kernels_path.parent, self.plan)
             self._executor = Executor(self.program, self.name, self.device,
                                       self.memory.get(self.name), self.kernels_path,
                                       self.graphs, store)
@@ -163,18 +167,29 @@ def read_out(out_dir: str | Path, trust_modified_kernels: bool = False
              ) -> tuple[Program, dict[str, MemoryPlan], dict[str, Any]]:
     """The program, memory plans and plan.json of an OUT directory; a missing,
     corrupt or altered file is a `FusecError` naming it (`runtime/out_dir.py`).
-    A kernels.py that differs from the digest in plan.json is refused unless
-    `trust_modified_kernels`."""
+    Unless `trust_modified_kernels`, OUT must be as this user's fusec wrote
+    it: kernels.py matching plan.json's digest, and the whole OUT carrying
+    the signature of the user's key (`runtime/out_signature.py`)."""
     from fusec.compiler.compile import program_from_plan
-    from fusec.runtime.out_dir import read_constants, read_kernels, read_plan
+    from fusec.runtime.out_dir import (
+        check_written_by_user,
+        decode_kernels,
+        read_constants,
+        read_out_file,
+        read_plan,
+    )
 
     out = Path(out_dir)
     if not out.is_dir():
         raise FusecError(f"'{out_dir}' is not a directory written by 'fusec MODEL -o OUT'")
     plan = read_plan(out)
-    source = read_kernels(out, plan, trust_modified_kernels)
-    constants = read_constants(out, plan)
-    program, memory = program_from_plan(plan, source, constants)
+    kernels = read_out_file(out, plan["kernels"])
+    constants = read_out_file(out, plan["constants_file"])
+    source = decode_kernels(out, plan, kernels)
+    arrays = read_constants(out, plan, constants)  # a damaged file is named first
+    if not trust_modified_kernels:
+        check_written_by_user(out, plan, kernels, constants)
+    program, memory = program_from_plan(plan, source, arrays)
     return program, memory, plan
 
 
@@ -183,8 +198,9 @@ def load_out(out_dir: str | Path, device: str = "auto", function: str | None = N
              trust_modified_kernels: bool = False) -> CompiledModel:
     """A callable model from an OUT directory (nothing is recompiled; on a
     GPU, kernels kept in OUT/kernels or the per-user cache are linked
-    instead of JIT-compiled). A kernels.py edited after compiling is refused
-    unless `trust_modified_kernels=True` (`fusec run --trust-modified-kernels`)."""
+    instead of JIT-compiled). An OUT this user's fusec did not write (another
+    user's, or one edited after compiling) is refused unless
+    `trust_modified_kernels=True` (`fusec run --trust-modified-kernels`)."""
     select_device(device)
     program, memory, plan = read_out(out_dir, trust_modified_kernels)
     return CompiledModel(program, memory, plan, device, function, Path(out_dir) / "kernels.py",

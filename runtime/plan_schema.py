@@ -9,7 +9,8 @@ value id a function mentions is one of its `values`; a launch's grid and
 block are within CUDA's limits; each argument's `view_shape` has as many
 elements as its value; views form no cycle and alias values of equal size;
 each pooled buffer is big enough for the values placed in it; the files the
-plan names are plain names inside OUT.
+plan names are plain names inside OUT; the digests and the signature
+(`out_hmac_sha256`, `runtime/out_signature.py`) are 64 hex digits.
 """
 
 from __future__ import annotations
@@ -131,8 +132,23 @@ def check_plan(plan: Any, file: str, file_name_ok: Callable[[str], bool]) -> Non
     digest = c.str_(c.field(top, "kernels_sha256", "$"), "$.kernels_sha256")
     if not _SHA256.fullmatch(digest):
         c.fail("$.kernels_sha256", "expected 64 lowercase hex digits")
+    _check_signature_fields(c, top)
     for name, f in c.obj(c.field(top, "functions", "$"), "$.functions").items():
         _check_function(c, f, _key("$.functions", name))
+
+
+def _check_signature_fields(c: _Checker, top: dict[str, Any]) -> None:
+    """`out_hmac_sha256` (absent in an OUT no fusec signed: refused later as
+    unsigned) and `kernels_store` (the files of OUT/kernels and their sha256)."""
+    if "out_hmac_sha256" in top:
+        signature = c.str_(top["out_hmac_sha256"], "$.out_hmac_sha256")
+        if not _SHA256.fullmatch(signature):
+            c.fail("$.out_hmac_sha256", "expected 64 lowercase hex digits")
+    if "kernels_store" in top:
+        for name, digest in c.obj(top["kernels_store"], "$.kernels_store").items():
+            where = _key("$.kernels_store", name)
+            if not _SHA256.fullmatch(c.str_(digest, where)):
+                c.fail(where, "expected 64 lowercase hex digits")
 
 
 def _check_function(c: _Checker, f: Any, path: str) -> None:

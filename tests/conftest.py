@@ -2,11 +2,17 @@
 
 Without a GPU every test process runs kernels in numba's CUDA simulator: the
 switch must be set before anything imports numba.cuda, hence at import time.
+The key that signs OUT folders (`runtime/user_key.py`) is one made for the
+test session in a temporary folder, never the user's own; subprocesses
+inherit it through `FUSEC_CONFIG_DIR`.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +21,11 @@ from fusec.runtime.device import gpu_available
 
 if not gpu_available():
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+if "FUSEC_CONFIG_DIR" not in os.environ:
+    _config = tempfile.mkdtemp(prefix="fusec-test-config-")
+    os.environ["FUSEC_CONFIG_DIR"] = _config
+    atexit.register(shutil.rmtree, _config, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -57,8 +57,7 @@ def test_each_op_is_verified_once_per_verification(monkeypatch: pytest.MonkeyPat
 @pytest.mark.slow
 def test_printing_matches_xdsl_and_escapes_strings() -> None:
     artifacts = compile_model(generate(200), target="h200")
-    # The remarks (`--remarks-in-ir`) are the strings whose escaping is compared.
-    ours = module_to_text(artifacts.module, remarks=True)
+    ours = module_to_text(artifacts.module)
     buf = io.StringIO()
     Printer(stream=buf).print_op(artifacts.module)
     assert ours == buf.getvalue().rstrip("\n") + "\n"

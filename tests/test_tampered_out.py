@@ -1,7 +1,9 @@
 """`fusec run OUT` / `fusec.load_out` on an OUT that was damaged or edited:
 one clear error naming the file (and the JSON path of a bad plan field),
 never an internal error, never a file read from outside OUT; kernels.py must
-match the digest plan.json records unless trusted explicitly."""
+match the digest plan.json records, and the OUT must carry the signature of
+this user's key (an OUT another user compiled, or a forged one, runs only
+when trusted explicitly)."""
 
 from __future__ import annotations
 
@@ -89,6 +91,10 @@ def _set(d: Any, key: Any, value: Any) -> None:
         (lambda p: _set(fn(p)["memory"]["assignment"], "v2", 7),
          "$.functions.f.memory.assignment.v2", "between 0 and 1, got 7"),
         (lambda p: _set(p, "kernels_sha256", "xyz"), "$.kernels_sha256", "64 lowercase hex"),
+        (lambda p: _set(p, "out_hmac_sha256", 7), "$.out_hmac_sha256", "expected a string"),
+        (lambda p: _set(p, "out_hmac_sha256", "ab"), "$.out_hmac_sha256", "64 lowercase hex"),
+        (lambda p: _set(p, "kernels_store", {"ab/c.json": "z"}), "$.kernels_store['ab/c.json']",
+         "64 lowercase hex"),
         (lambda p: p.pop("kernels_sha256"), "$", "missing field 'kernels_sha256'"),
         (lambda p: _set(p, "functions", []), "$.functions", "expected an object, got a list"),
     ],
@@ -173,3 +179,107 @@ def test_the_plan_records_the_digest_of_kernels_py(out: Path) -> None:
 
     plan = json.loads((out / "plan.json").read_text())
     assert plan["kernels_sha256"] == hashlib.sha256((out / "kernels.py").read_bytes()).hexdigest()
+
+
+# --- the signature of the user's key ------------------------------------------------------
+
+# Appended to kernels.py by a forger: proof that the file ran if `ran` appears.
+PAYLOAD = "\nimport pathlib as _p\n_p.Path({path!r}).write_text('ran')\n"
+
+
+def forge_kernels(out: Path, proof: Path) -> None:
+    """Edit kernels.py and rewrite plan.json's sha256 to match, as anyone who
+    can write to a shared OUT could."""
+    import hashlib
+
+    kernels = out / "kernels.py"
+    kernels.write_text(kernels.read_text() + PAYLOAD.format(path=str(proof)))
+    digest = hashlib.sha256(kernels.read_bytes()).hexdigest()
+    edit_plan(out, lambda p: _set(p, "kernels_sha256", digest))
+
+
+def expected(x: np.ndarray) -> np.ndarray:
+    return -np.exp(x * np.arange(1, 9, dtype=np.float32)).reshape(32)
+
+
+def test_an_untouched_out_runs(out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "out_hmac_sha256" in json.loads((out / "plan.json").read_text())
+    code, _ = run(capsys, str(out), "--check")
+    assert code == 0
+    x = np.random.default_rng(11).standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_allclose(fusec.load_out(out, device="sim")(x), expected(x), rtol=1e-5)
+
+
+def test_a_forged_out_is_refused_and_runs_nothing(
+    out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    proof = tmp_path / "proof"
+    forge_kernels(out, proof)
+    code, err = run(capsys, str(out))
+    assert code == 1
+    assert "was not written by your fusec, or was changed after compiling" in err, err
+    assert "--trust-modified-kernels" in err
+    with pytest.raises(FusecError, match="signature does not match your key"):
+        fusec.load_out(out, device="sim")
+    assert not proof.exists()
+    code, _ = run(capsys, str(out), "--trust-modified-kernels")  # the user's own choice
+    assert code == 0 and proof.read_text() == "ran"
+
+
+def test_a_forged_plan_is_refused(out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    grid = json.loads((out / "plan.json").read_text())["functions"]["f"]["launches"][0]["grid"]
+    edit_plan(out, lambda p: _set(fn(p)["launches"][0], "grid", [grid[0] + 1, *grid[1:]]))
+    code, err = run(capsys, str(out))
+    assert code == 1 and "signature does not match your key" in err
+
+
+def test_forged_constants_are_refused(out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.savez(out / "constants.npz", c0=np.full(8, 3.0, np.float32))
+    code, err = run(capsys, str(out))
+    assert code == 1 and "signature does not match your key" in err
+
+
+def test_an_out_compiled_under_another_key_runs_only_when_trusted(
+    out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("FUSEC_CONFIG_DIR", str(tmp_path / "colleague"))
+    assert main([str(tmp_path / "model.mlir"), "-o", str(tmp_path / "theirs")]) == 0
+    monkeypatch.setenv("FUSEC_CONFIG_DIR", str(tmp_path / "me"))
+    assert main([str(tmp_path / "model.mlir"), "-o", str(tmp_path / "mine")]) == 0
+    code, err = run(capsys, str(tmp_path / "theirs"))
+    assert code == 1
+    assert "was not written by your fusec" in err and "--trust-modified-kernels" in err, err
+    code, err = run(capsys, str(tmp_path / "theirs"), "--trust-modified-kernels", "--check")
+    assert code == 0, err
+    x = np.random.default_rng(12).standard_normal((4, 8)).astype(np.float32)
+    model = fusec.load_out(tmp_path / "theirs", device="sim", trust_modified_kernels=True)
+    np.testing.assert_allclose(model(x), expected(x), rtol=1e-5)
+    assert run(capsys, str(tmp_path / "mine"))[0] == 0
+
+
+def test_an_out_when_the_user_has_no_key_is_refused(
+    out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("FUSEC_CONFIG_DIR", str(tmp_path / "fresh"))
+    code, err = run(capsys, str(out))
+    assert code == 1 and "you have no key" in err and "--trust-modified-kernels" in err, err
+    assert not (tmp_path / "fresh").exists()  # reading never makes a key
+
+
+def test_an_unsigned_out_is_refused(out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit_plan(out, lambda p: p.pop("out_hmac_sha256"))
+    code, err = run(capsys, str(out))
+    assert code == 1 and "carries no signature of your fusec" in err, err
+
+
+def test_a_kept_kernel_added_to_a_signed_out_is_ignored(
+    out: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    entry = out / "kernels" / "ab" / ("ab" + "0" * 62 + ".json")
+    entry.parent.mkdir(parents=True)
+    entry.write_text('{"format": "fusec-kernel"}')
+    code, err = run(capsys, str(out), "--check")
+    assert code == 0
+    assert f"ignoring the kept kernels in '{out / 'kernels'}'" in err, err
