@@ -8,9 +8,11 @@ missed: nn.reduce_max (%m) not fused into group g0: a reduction cannot join a co
 ```
 
 They are stored on the module as the string list attribute `fusion.remarks`
-(so `model.mlir` and the report keep them), read back with
+(so later passes and report.md see them), read back with
 `collect_remarks(module)`, and streamed to listeners while a pass runs (the
-CLI's `--remarks` prints them to stderr). `module_to_dot` draws the op graph
+CLI's `--remarks` prints them to stderr). Printed and written IR leaves the
+attribute out (`without_remarks`): one line holding every remark would push
+the program off the screen; `fusec --remarks-in-ir` keeps it. `module_to_dot` draws the op graph
 with every `fusion.group` as a Graphviz cluster and shapes on the edges
 (`fusec MODEL --emit dot`, after the default pipeline or `-p`'s).
 """
@@ -85,6 +87,18 @@ def collect_remarks(module: ModuleOp) -> list[str]:
     if not isinstance(attr, ArrayAttr):
         return []
     return [a.data for a in attr.data if isinstance(a, StringAttr)]
+
+
+@contextmanager
+def without_remarks(module: ModuleOp) -> Iterator[ModuleOp]:
+    """`module` without its `fusion.remarks` attribute inside the block (for
+    printing), the attribute restored after it."""
+    attr = module.attributes.pop(REMARKS_ATTR, None)
+    try:
+        yield module
+    finally:
+        if attr is not None:
+            module.attributes[REMARKS_ATTR] = attr
 
 
 @contextmanager

@@ -127,5 +127,6 @@ def instrumentation(args: argparse.Namespace) -> Instrumentation:
         print_after=_names(args.print_ir_after),
         print_after_all=args.print_ir_after_all,
         generic=args.print_op_generic,
+        remarks_in_ir=args.remarks_in_ir,
         timer=PassTimer(enabled=args.mlir_timing),
     )

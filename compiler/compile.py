@@ -258,7 +258,8 @@ def compile_model(
         report += "\n" + report_section(tuning, options.noise_margin)
     return CompiledArtifacts(
         source_name=name, module=module, program=program, memory=memory,
-        model_mlir=module_to_text(module), kernels_py=program.kernels_source,
+        model_mlir=module_to_text(module, remarks=instrument.remarks_in_ir),
+        kernels_py=program.kernels_source,
         plan=plan, report_md=report, constants=constants, tuning=tuning,
     )
 

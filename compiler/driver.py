@@ -15,6 +15,7 @@ from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.remarks import without_remarks
 from fusec.compiler.compile_pipeline import PipelineOptions, default_pipeline
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.outputs import write_text_atomically
@@ -63,10 +64,15 @@ class _Printer(Printer):
         self.print_string('"' + "".join(_BYTE_ESCAPES[b] for b in bytestring) + '"')
 
 
-def module_to_text(module: ModuleOp, generic: bool = False) -> str:
-    """Print a module the way fusec writes it everywhere."""
+def module_to_text(module: ModuleOp, generic: bool = False, remarks: bool = False) -> str:
+    """Print a module the way fusec writes it everywhere: without the
+    `fusion.remarks` attribute unless `remarks` (`--remarks-in-ir`)."""
     buf = io.StringIO()
-    _Printer(stream=buf, print_generic_format=generic).print_op(module)
+    if remarks:
+        _Printer(stream=buf, print_generic_format=generic).print_op(module)
+    else:
+        with without_remarks(module):
+            _Printer(stream=buf, print_generic_format=generic).print_op(module)
     return buf.getvalue().rstrip("\n") + "\n"
 
 
@@ -111,4 +117,4 @@ def _process(chunk: str, name: str, passes: list[ModulePass], opts: OptOptions) 
         return err.render({name: chunk})
     if opts.render is not None:
         return opts.render(module)
-    return module_to_text(module, opts.print_op_generic)
+    return module_to_text(module, opts.print_op_generic, opts.instrument.remarks_in_ir)

@@ -83,6 +83,7 @@ class Instrumentation:
     print_after: frozenset[str] = frozenset()
     print_after_all: bool = False
     generic: bool = False
+    remarks_in_ir: bool = False  # printed and written IR keeps `fusion.remarks`
     timer: PassTimer = field(default_factory=PassTimer)
 
     def check_names(self, passes: Iterable[ModulePass]) -> None:
@@ -110,4 +111,4 @@ class Instrumentation:
         from fusec.compiler.driver import module_to_text  # driver imports the pipeline
 
         sys.stderr.write(f"// -----// IR Dump {when} {p.name} //----- //\n")
-        sys.stderr.write(module_to_text(module, self.generic))
+        sys.stderr.write(module_to_text(module, self.generic, self.remarks_in_ir))

@@ -57,7 +57,8 @@ def test_each_op_is_verified_once_per_verification(monkeypatch: pytest.MonkeyPat
 @pytest.mark.slow
 def test_printing_matches_xdsl_and_escapes_strings() -> None:
     artifacts = compile_model(generate(200), target="h200")
-    ours = module_to_text(artifacts.module)
+    # The remarks (`--remarks-in-ir`) are the strings whose escaping is compared.
+    ours = module_to_text(artifacts.module, remarks=True)
     buf = io.StringIO()
     Printer(stream=buf).print_op(artifacts.module)
     assert ours == buf.getvalue().rstrip("\n") + "\n"

@@ -1,9 +1,10 @@
 // RUN: fusec %s -p 'decompose,form-fusion-groups{target="h200" gemm="library"},group-each-op,tile-and-promote{gemm="library"}' 2>/dev/null | filecheck %s
+// RUN: fusec %s -p 'decompose,form-fusion-groups{target="h200" gemm="library"},group-each-op,tile-and-promote{gemm="library"}' --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 // RUN: fusec %s -p 'decompose,form-fusion-groups{target="h200" gemm="library" library-epilogue=false},group-each-op,tile-and-promote{gemm="library" library-epilogue=false}' 2>&1 | filecheck %s --check-prefix=OFF
 
 // The bias add, residual add and tanh GELU after a library GEMM run in its
 // cuBLASLt call; the multiply after the activation stays a pointwise kernel.
-// CHECK: remark: group g0: the library call computes nn.add (bias), nn.add (residual), nn.gelu (gelu_tanh) (cuBLASLt epilogue)
+// REMARK: remark: group g0: the library call computes nn.add (bias), nn.add (residual), nn.gelu (gelu_tanh) (cuBLASLt epilogue)
 // CHECK: fusion.group
 // CHECK-SAME: gemm = "library"
 // CHECK: nn.matmul

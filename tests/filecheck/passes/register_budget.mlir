@@ -1,11 +1,16 @@
 // RUN: fusec %s -p 'register-budget{max_registers=32 ptxas=false}' | filecheck %s --enable-var-scope
+// RUN: fusec %s -p 'register-budget{max_registers=32 ptxas=false}' --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: fusec %s -p 'register-budget{max_registers=32 ptxas=false}' --remarks-in-ir | filecheck %s --check-prefix=ATTR
 
 // Seven arrays at 4 elements per thread are over a cap of 32 (on estimates
 // alone, `ptxas=false`): the group splits into stages, each within the cap,
 // the crossing value passed through memory. The captures prove which stage
 // feeds which.
 
-// CHECK: fusion.remarks = ["remark: split group g0 into g0_s0 and g0_s1 after op 3: it needs ~38 registers (base 8, arrays in flight 28, live intermediates 2), over the budget of 32 registers per thread"
+// The remark goes to --remarks; the printed IR holds it only with --remarks-in-ir.
+// REMARK: remark: split group g0 into g0_s0 and g0_s1 after op 3: it needs ~38 registers (base 8, arrays in flight 28, live intermediates 2), over the budget of 32 registers per thread
+// ATTR: builtin.module attributes {fusion.remarks = ["remark: split group g0 into g0_s0 and g0_s1 after op 3: it needs ~38 registers
+// CHECK-NOT: fusion.remarks
 // CHECK-LABEL: func.func @split
 // CHECK-SAME: (%[[A:[^:]*]]: tensor<4096xf32>, %[[B:[^:]*]]: tensor<4096xf32>, %[[C:[^:]*]]: tensor<4096xf32>, %[[D:[^:]*]]: tensor<4096xf32>, %[[E:[^:]*]]: tensor<4096xf32>, %[[F:[^:]*]]: tensor<4096xf32>)
 // CHECK: %[[S:.*]] = fusion.group (%[[A]], %[[B]], %[[C]], %[[D]]) {name = "g0_s0", kind = "pointwise", est_registers = 30

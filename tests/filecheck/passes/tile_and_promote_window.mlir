@@ -1,4 +1,5 @@
 // RUN: fusec %s -p 'tile-and-promote{shared_memory_limit=4096}' | filecheck %s
+// RUN: fusec %s -p 'tile-and-promote{shared_memory_limit=4096}' --remarks 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 
 // A 1x1 conv is a GEMM over the pixels: 128 pixels x 64 channels per block,
 // 4x8 per thread. Its 16 input channels per step need 12544 bytes of shared
@@ -6,7 +7,7 @@
 // says why. A depthwise conv stages one channel's halo tile per block and
 // fits as it is.
 
-// CHECK: "remark: group g0: window tile 1x128 x 64 channels (4x8 per thread), 16 input channels per step needs 12544 bytes of shared memory, over the limit of 4096; using 1x128 x 64 channels (4x8 per thread), 4 input channels per step (3136 bytes)"
+// REMARK: remark: group g0: window tile 1x128 x 64 channels (4x8 per thread), 16 input channels per step needs 12544 bytes of shared memory, over the limit of 4096; using 1x128 x 64 channels (4x8 per thread), 4 input channels per step (3136 bytes)
 // CHECK-LABEL: func.func @pointwise_conv
 // CHECK: fusion.group {{.*}}{name = "g0", kind = "window", schedule = #fusion.window<path = "pixels", th = 1, tw = 128, oc_t = 64, ci_step = 4, pt = 4, ot = 8>, schedule_text = "window: 1x1 conv as a GEMM over pixels, 128 pixels x 64 output channels per block (4x8 per thread), 4 input channels and their weights in shared memory per step (16 steps, the next step prefetched), epilogue in registers", shared_bytes_est = 3136, est_registers = {{[0-9]+}}}
 func.func @pointwise_conv(%x: tensor<1x64x28x28xf32>, %w: tensor<64x64x1x1xf32>) -> tensor<1x64x28x28xf32> {
