@@ -10,14 +10,17 @@ worth a look but not a crash); any other exception is an `error`; numbers
 off the reference are a `mismatch`.
 
 Inputs come from `random_inputs` (positive where an op needs it, gather
-indices in range) with the `seed`; with `edges`, a few elements of float
-inputs become 0, -0, -1, inf, -inf or NaN. Outputs are compared with the
+indices in range) with the `seed`; with `edges` ("yes"), a few elements of float
+inputs become 0, -0, -1, inf, -inf or NaN, with "special" many become inf,
+NaN, near-overflow, denormal or -0 values (`special.py`). Kernels run in the
+simulator, or on `device="gpu"`. Outputs are compared with the
 tolerance of their element type (`element_types.tolerance_of`, relative to
-max |reference|, plus a small absolute floor; f16's in a program with f16
-values, since a cast to f32 keeps their error); NaN and inf positions must
+max |reference|, plus a small absolute floor; the half type's in a program
+with f16 or bf16 values, since a cast to f32 keeps their error); NaN and inf positions must
 match exactly. A result may match the reference that keeps every value
-in float64, the one that rounds each stored value to its element type (as an
-unfused program does), or that one after `decompose` (an unfused composite
+in float64, the type-rounded one that rounds each stored value to its element
+type (as an unfused program does, and as `fusec run --check` uses it:
+`reference.interpreter.run_typed`), or that one after `decompose` (an unfused composite
 stores each of its steps): fused kernels lie between them.
 """
 
@@ -36,9 +39,11 @@ from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.verify import verify_module
-from fusec.dialects.element_types import element, tolerance_of
+from fusec.dialects.element_types import HALF_NAMES, element, tolerance_of
+from fusec.fuzz.special import EDGE_VALUES, edge_kind, with_edge_values
 
-EDGE_VALUES = (0.0, -0.0, -1.0, np.inf, -np.inf, np.nan)
+__all__ = ["EDGE_VALUES", "Outcome", "check_text", "compare", "with_edge_values"]
+
 # Below this fraction of the tolerance times 1, errors count as zero: outputs
 # whose values are all tiny (gelu of a large negative) have no scale.
 ABSOLUTE_FLOOR = 1e-2
@@ -65,8 +70,10 @@ class Outcome:
         return self.status, self.stage, self.detail.split(":")[0].split(" ")[0]
 
 
-def check_text(text: str, seed: int = 0, edges: bool = False) -> Outcome:
-    """Run every stage on `text` (one function); the first failure, or ok."""
+def check_text(text: str, seed: int = 0, edges: bool | str = False,
+               device: str = "sim") -> Outcome:
+    """Run every stage on `text` (one function); the first failure, or ok.
+    `edges`: False / "no", True / "yes" or "special" (`special.py`)."""
     try:
         module = parse_module(make_context(), text, "fuzz.mlir")
         verify_module(module)
@@ -83,26 +90,35 @@ def check_text(text: str, seed: int = 0, edges: bool = False) -> Outcome:
         return Outcome("error", "roundtrip", _one_line(err))
     if third != again or _unnamed(again) != _unnamed(printed):
         return Outcome("error", "roundtrip", "printing the parsed program is not stable")
-    from fusec.reference.interpreter import find_function, random_inputs, run_module
+    from fusec.reference.interpreter import find_function, random_inputs, run_typed
 
     func = find_function(module)
     inputs = random_inputs(func, seed)
-    if edges:
-        inputs = with_edge_values(inputs, seed)
+    kind = edge_kind(edges)
+    if kind != "no":
+        inputs = with_edge_values(inputs, seed, kind)
     try:
         with warnings.catch_warnings():  # NumPy's "Mean of empty slice" and kin
             warnings.simplefilter("ignore", RuntimeWarning)
-            references = [run_module(m, inputs, round_stored=r)
+            references = [run_typed(find_function(m), inputs, round_stored=r).outputs
                           for m, r in ((module, False), (module, True),
                                        (_decomposed(printed), True))]
     except Exception as err:
         return Outcome("error", "reference", _one_line(err))
-    modes = ["fused", "unfused"] + (["fused-checked"] if "f16>" in text else [])
+    half = _half_type(text)
+    modes = ["fused", "unfused"] + (["fused-checked"] if half else [])
     for mode in modes:
-        outcome = _check_mode(text, mode, func.sym_name.data, inputs, references)
+        outcome = _check_mode(text, mode, func.sym_name.data, inputs, references, half,
+                              device)
         if outcome.failed:
             return outcome
     return Outcome("ok")
+
+
+def _half_type(text: str) -> str:
+    """The narrowest half-precision element type `text` uses, or ''."""
+    found = [h for h in sorted(HALF_NAMES) if f"{h}>" in text]
+    return max(found, key=lambda h: element(h).tolerance, default="")
 
 
 def _unnamed(text: str) -> str:
@@ -121,7 +137,7 @@ def _decomposed(text: str) -> ModuleOp:
 
 
 def _check_mode(text: str, mode: str, name: str, inputs: list[np.ndarray],
-                references: list[list[np.ndarray]]) -> Outcome:
+                references: list[list[np.ndarray]], half: str, device: str) -> Outcome:
     from fusec.compiler.compile import compile_model
     from fusec.runtime.executor import run_program
 
@@ -135,12 +151,12 @@ def _check_mode(text: str, mode: str, name: str, inputs: list[np.ndarray],
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
-            got = run_program(artifacts.program, name, [a.copy() for a in inputs], device="sim")
+            got = run_program(artifacts.program, name, [a.copy() for a in inputs], device=device)
     except Exception as err:
         return Outcome("error", f"run-{mode}", _one_line(err))
     for i, g in enumerate(got):
-        # A value computed in f16 and cast to f32 carries f16's error.
-        floor = element("f16").tolerance if "f16>" in text else 0.0
+        # A value computed in a half type and cast to f32 carries its error.
+        floor = element(half).tolerance if half else 0.0
         problems = [compare(np.asarray(g), ref[i], floor) for ref in references]
         if all(problems):
             return Outcome("mismatch", f"compare-{mode}", f"output {i}: {problems[0]}")
@@ -176,20 +192,6 @@ def _at(g: np.ndarray, w: np.ndarray, differs: np.ndarray) -> str:
     """`at (0, 2): got 1.0, reference nan` for the first element that differs."""
     i = tuple(int(k) for k in np.argwhere(differs)[0])
     return f"at {i}: got {g[i]!r}, reference {w[i]!r}"
-
-
-def with_edge_values(inputs: list[np.ndarray], seed: int) -> list[np.ndarray]:
-    """Copies of `inputs` where one or two elements of some float inputs are
-    0, -0, -1, inf, -inf or NaN."""
-    rng = np.random.default_rng([seed, 0xED6E])
-    out = []
-    for a in inputs:
-        a = np.array(a)
-        if a.dtype.kind == "f" and a.size and rng.random() < 0.5:
-            for _ in range(int(rng.integers(1, 3))):
-                a.flat[int(rng.integers(a.size))] = EDGE_VALUES[int(rng.integers(6))]
-        out.append(a)
-    return out
 
 
 def _one_line(err: BaseException) -> str:

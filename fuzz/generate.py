@@ -3,9 +3,10 @@
 `random_graph(rng, config)` builds one function: a DAG of 1..`max_ops` ops
 whose operands are earlier values (recent ones preferred, so chains form) or
 fresh arguments, with NumPy broadcasting, several outputs, reductions over
-random axes, layout ops, matmul/conv/pool and f32/f16 element types (bf16 has
-no kernels yet, see codegen/group_body.py). Shapes are tiny: the simulator
-runs one Python thread per GPU thread.
+random axes, layout ops, matmul/conv/pool and f32/f16 element types (or one
+forced type, `GenConfig.dtype`: f16 or bf16 for the whole program). Shapes are
+tiny (the simulator runs one Python thread per GPU thread) unless
+`GenConfig.large_dim` lets axes grow, within `max_elements` per tensor.
 
 Operands whose domain is positive (log, sqrt, rsqrt, reciprocal, divisors, pow
 bases) are values known to be positive (exp, sigmoid, softmax, ...) or
@@ -38,6 +39,9 @@ class GenConfig:
     max_outputs: int = 4
     f16_rate: float = 0.3  # programs whose main element type is f16
     zero_dim_rate: float = 0.0  # fresh arguments with a zero-size dimension
+    dtype: str = ""  # the element type of every program ("" draws f32 or f16)
+    large_dim: int = 0  # when > 0, axes of fresh shapes may grow up to this size
+    max_elements: int = 1 << 22  # ... within this many elements per shape
 
 
 # Operand positions that need positive values, by op (as in the reference).
@@ -58,6 +62,7 @@ class Builder:
         self.rng = rng
         self.config = config
         self.dtype = "f16" if rng.random() < config.f16_rate else "f32"
+        self.dtype = config.dtype or self.dtype
         self.args: list[Arg] = []
         self.nodes: list[Node] = []
         self.types: dict[str, TType] = {}
@@ -82,9 +87,23 @@ class Builder:
         if rank is None:
             rank = self.choice([0, 1, 1, 2, 2, 2, 3, 3, 4][: 5 + self.config.max_rank])
         dims = [self.int(1, self.config.max_dim) for _ in range(rank)]
+        if self.config.large_dim and dims:
+            dims = self._grown(dims)
         if dims and self.chance(self.config.zero_dim_rate):
             dims[self.int(0, rank - 1)] = 0
         return tuple(dims)
+
+    def _grown(self, dims: list[int]) -> list[int]:
+        """`dims` with one or two axes drawn up to `large_dim` (log-uniform,
+        so that sizes near block boundaries and odd sizes both come), then
+        the largest axes halved until the shape fits `max_elements`."""
+        for i in self.rng.permutation(len(dims))[: self.int(1, 2)]:
+            dims[int(i)] = int(np.exp(self.rng.uniform(0, np.log(self.config.large_dim))))
+            dims[int(i)] = max(1, dims[int(i)] + self.int(-1, 1))
+        while int(np.prod(dims)) > self.config.max_elements:
+            big = int(np.argmax(dims))
+            dims[big] = max(1, dims[big] // 2)
+        return dims
 
     # --- values --------------------------------------------------------------------
 

@@ -83,11 +83,13 @@ def select(b: Builder) -> str:
 
 
 def cast(b: Builder) -> str:
-    """nn.cast between f32 and f16 (now and then from an i1 mask)."""
+    """nn.cast between f32 and the program's half type, f16 unless it is bf16
+    (now and then from an i1 mask)."""
     x = b.pick(lambda t: t.dtype == "i1") if b.chance(0.2) else None
     x = x or b.float_value()
     src = b.types[x].dtype
-    dst = "f16" if src == "f32" else "f32" if src == "f16" else b.dtype
+    half = "bf16" if b.dtype == "bf16" else "f16"
+    dst = half if src == "f32" else "f32" if src in ("f16", "bf16") else b.dtype
     return b.emit("nn.cast", [x], TType(b.types[x].shape, dst))
 
 

@@ -1,5 +1,5 @@
-"""Which known bug a failure is: the items of issue 10 that other changes fix,
-and the bugs this fuzzer found and reported (`nan-max-window`).
+"""Which known bug a failure is: the items of issues 10 and 28 that other
+changes fix, and the bugs this fuzzer found and reported (`nan-max-window`).
 
 A failure that matches none of them is new and gets a look of its own.
 """
@@ -13,6 +13,7 @@ from xdsl.dialects.builtin import StringAttr
 from fusec.compiler.driver import module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.fuzz.check import Outcome, check_text
+from fusec.fuzz.special import edge_kind
 
 KNOWN_ITEMS: dict[str, str] = {
     "item 1": "kernel names collide for long function names",
@@ -22,12 +23,18 @@ KNOWN_ITEMS: dict[str, str] = {
     "item 7": "the simulator raises where a GPU returns inf/NaN",
     "item 8": "zero-size dimensions",
     "nan-max-window": "max_pool2d, reduce_max and reduce_min drop a NaN (max(acc, x))",
+    "28.4": "a huge constant is materialised: MemoryError",
+    "28.5": "a generated name built from expression text: SyntaxError in kernels.py",
+    "28.6": "the fused compile rejects a program the unfused compile accepts (a value "
+            "recomputed under a gather or transpose)",
 }
 _KNOWN_ERRORS: list[tuple[str, re.Pattern[str]]] = [
     ("item 4", re.compile(r"NameError: .*name 'c\d+' is not defined")),
     ("item 5", re.compile(r"'<' not supported between instances of '(NoneType' and 'float|"
                    r"float' and 'NoneType)'")),
     ("item 7", re.compile(r"math (domain|range) error|OverflowError")),
+    ("28.4", re.compile(r"MemoryError")),
+    ("28.5", re.compile(r"SyntaxError")),
 ]
 _ZERO_DIM = re.compile(r"tensor<(\d+x)*0x")
 _NAN_DROPPED = re.compile(r"NaN at .*reference (np\.float64\()?nan")
@@ -37,28 +44,45 @@ _MAX_WINDOW = re.compile(r"nn\.(max_pool2d|reduce_max|reduce_min) ")
 LONG_NAME = 38
 
 
-def known_item(text: str, outcome: Outcome, seed: int, edges: bool) -> str | None:
+def known_item(text: str, outcome: Outcome, seed: int, edges: bool | str,
+               device: str = "sim") -> str | None:
     """The known bug (a key of `KNOWN_ITEMS`) `outcome`, a failure of `text`,
     is an instance of, or None.
 
     A failure of a program with a long function name that goes away under
     the name `f` is item 1; a NaN missing with edge inputs is item 2 (nn.max,
     nn.min) or nan-max-window (pools and reductions) when the program has
-    such an op and passes without edge inputs."""
+    such an op and passes without edge inputs. A program the fused compile
+    rejects and the unfused one accepts is 28.6. `edges` and `device` are
+    `check_text`'s."""
     if _ZERO_DIM.search(text):
         return "item 8"
     for item, pattern in _KNOWN_ERRORS:
         if pattern.search(outcome.detail):
             return item
+    if outcome.status == "rejected" and outcome.stage.startswith("compile-fused") and \
+            _compiles_unfused(text):
+        return "28.6"
     short = short_name_variant(text)
-    if short != text and not check_text(short, seed, edges).failed:
+    if short != text and not check_text(short, seed, edges, device).failed:
         return "item 1"
-    if outcome.status != "mismatch" or not edges or not _NAN_DROPPED.search(outcome.detail):
+    if outcome.status != "mismatch" or edge_kind(edges) == "no" or \
+            not _NAN_DROPPED.search(outcome.detail):
         return None
     for key, ops in (("item 2", _MAX_MIN), ("nan-max-window", _MAX_WINDOW)):
-        if ops.search(text) and not check_text(text, seed, False).failed:
+        if ops.search(text) and not check_text(text, seed, False, device).failed:
             return key
     return None
+
+
+def _compiles_unfused(text: str) -> bool:
+    from fusec.compiler.compile import compile_model
+
+    try:
+        compile_model(text, fusion=False)
+    except Exception:
+        return False
+    return True
 
 
 def short_name_variant(text: str) -> str:
