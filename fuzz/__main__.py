@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     print(file=sys.stderr)
     for (mode, category), n in sorted(by_mode.items()):
-        print(f"{n:6d}  {mode:10s} {category}")
+        print(f"{n:6d}  {mode:14s} {category}")
     return 1 if any(c.endswith(" new") for c in counts) else 0
 
 

@@ -12,6 +12,7 @@ numbers, its own `check(index, seed) -> Outcome`.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,6 +67,23 @@ class Mode:
         return np.random.default_rng([seed, index, zlib.crc32(self.name.encode())])
 
 
+POISON_COUNT = 5  # poisoned entries per program of the poison-tuning mode
+
+
+def _poison_tuning(index: int, seed: int) -> Outcome:
+    """`fuzz/poison_tuning.py`'s check of program `index` of `seed`."""
+    from fusec.fuzz.poison_tuning import poison_tuning  # it imports run.py, which imports this
+
+    return poison_tuning(seed * 1_000_003 + index, POISON_COUNT).outcome
+
+
+# Modes another change provides, each a row once its module is there.
+_OPTIONAL: tuple[tuple[str, Mode], ...] = (
+    ("fusec.fuzz.poison_tuning",
+     Mode("poison-tuning", "autotune into a tuning cache of its own, poison an entry, "
+          "compile again: a warning and a right answer", check=_poison_tuning)),
+)
+
 MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("default", "every op, f32 or f16, tiny shapes"),
     Mode("f16", "every op, the whole program in f16", config=_dtype("f16")),
@@ -79,6 +97,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("gpu", "every op, shapes spanning many blocks, on the GPU when there is one",
          config=_gpu_sizes, gpu=True),
 )}
+MODES.update((m.name, m) for module, m in _OPTIONAL if importlib.util.find_spec(module))
 
 
 def parse_modes(names: list[str]) -> tuple[str, ...]:

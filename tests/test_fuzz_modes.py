@@ -207,10 +207,19 @@ def test_driver_runs_the_gpu_mode_small_in_the_simulator(
     out = capsys.readouterr().out
     assert asked[0] == "auto"  # then the executor asks for "sim"
     assert code == 0, out
-    assert "gpu        ok" in out
+    assert re.search(r"^ +2  gpu +ok$", out, re.M)
 
 
 def test_driver_refuses_an_unknown_mode(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         driver.main(["--mode", "nope", "--graphs", "0"])
     assert "unknown mode 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [m for m in MODES if MODES[m].check is not None])
+def test_modes_with_their_own_check_run_from_the_driver(mode: str) -> None:
+    """Graph 0 of each such mode (poison-tuning, ...) passes through `fuzz_one`."""
+    result = fuzz_one(0, FuzzOptions(seed=MODE_SEED, modes=(mode,)))
+    assert result.mode == mode
+    assert not result.outcome.failed, result.outcome
