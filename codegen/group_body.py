@@ -227,8 +227,10 @@ class PointEvaluator:
         once) and a multiply per element, within 1.5 ulp of `a / b` where a
         division per element costs about ten instructions. A `b` below the
         smallest normal value `tiny` (its reciprocal overflows), and a NaN,
-        divide as written."""
-        rcp = f"rcp_{b}"
+        divide as written. The reciprocal's name is made from `name` (a
+        generated identifier), never from `b`, which may be a literal
+        (`float32(2.0)`) or any other expression."""
+        rcp = f"rcp_{name}"
         return [f"{rcp} = {float_literal(1.0, ctype)} / {b}",
                 f"{name} = ({a} * {rcp}) if abs({b}) >= {float_literal(tiny, ctype)}"
                 f" else ({a} / {b})"]

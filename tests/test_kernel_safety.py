@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
+
+import pytest
 
 from fusec.analysis.program import Program
 from fusec.codegen.fast_erf import fast_erf_prelude
@@ -18,6 +21,7 @@ from fusec.codegen.fast_tanh import fast_tanh_prelude
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KERNEL_PRELUDE, PRELUDE_NAMES, NameTable
 from fusec.codegen.mma import MMA_PRELUDE
+from fusec.compiler.cli import main
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
@@ -140,3 +144,42 @@ def test_kernel_names_never_shadow_the_prelude() -> None:
     (launch,) = program.functions[padded].launches
     assert launch.kernel not in PRELUDE_NAMES
     assert f"def {launch.kernel}(" in program.kernels_source
+
+
+# Hostile function and argument names around the paths that once built a
+# name from expression text: a reduction dividing by a splat
+# (`rcp_float32(2.0) = ...`) and a matmul reading a splat operand.
+HOSTILE_SPLATS = r"""
+func.func @"f\"\n__import__('os').system('x')#"(%__import__: tensor<4x8xf32>,
+    %b.c$d: tensor<8x6xf32>) -> (tensor<4x8xf32>, tensor<4x6xf32>) {
+  %c = nn.constant dense<2.0> : tensor<4x8xf32>
+  %s = nn.softmax %__import__ {axis = 1} : tensor<4x8xf32>
+  %y = nn.div %s, %c : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %k = nn.constant dense<0.5> : tensor<8x6xf32>
+  %m = nn.matmul %y, %k : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  %n = nn.matmul %__import__, %b.c$d : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  %z = nn.add %m, %n : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  func.return %y, %z : tensor<4x8xf32>, tensor<4x6xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-fusion"]])
+def test_hostile_names_with_splat_operands_compile_safely_and_run(
+        tmp_path: Path, flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "hostile.mlir"
+    model.write_text(HOSTILE_SPLATS)
+    out = tmp_path / "out"
+    assert main([str(model), "-o", str(out), *flags]) == 0, capsys.readouterr().err
+    source = (out / "kernels.py").read_text()
+    generated = [n for n in ast.parse(source).body if ast.dump(n) not in PRELUDE_BLOCKS]
+    kernels = "\n".join(ast.get_source_segment(source, n) or "" for n in generated)
+    assert "def " in kernels
+    for fragment in ("__import__(", "system(", "'", '"', "\\", "float32(2.0) ="):
+        assert fragment not in kernels
+    for node in (node for top in generated for node in ast.walk(top)):
+        if isinstance(node, ast.Name):
+            assert SAFE_IDENTIFIER.fullmatch(node.id) and not node.id.startswith("__"), node.id
+    assert main(["run", str(out), "--check", "--device", "sim"]) == 0
+    captured = capsys.readouterr()
+    assert "check passed" in captured.out + captured.err
