@@ -41,9 +41,11 @@ from fusec.analysis.program import (
     TensorSpec,
     View,
 )
+from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import DEFAULT_TARGET, Target, get_target
 from fusec.codegen.kernel_source import (
     MAX_REGISTERS_ATTR,
+    PARTIALS_SUFFIX,
     KernelParam,
     KernelSource,
     NameTable,
@@ -53,12 +55,22 @@ from fusec.codegen.kernel_source import (
     value_dtype,
 )
 from fusec.codegen.launch_grid import fit_grid, launch_register_cap
+from fusec.codegen.splat_inputs import inline_splat_inputs, is_splat
 from fusec.dialects import nn
 from fusec.dialects.element_types import bf16_bits, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, int_list, tensor_shape
 
 Emitter = Callable[[GroupOp, str], KernelSource]
+
+MAX_CONSTANT_BYTES = 1 << 30
+"""The most bytes a splat constant may take when written out element by
+element (constants.npz and device memory): one that no kernel can read as a
+literal (`codegen/splat_inputs.py`) and that would take more is an error
+naming the op, not a 16 GiB allocation. Constants stored element by element
+in the model are held already and are written as they are; past this size
+`--remarks` notes them. `generate_program(..., max_constant_bytes=N)`
+changes it."""
 
 # How much of a function's name starts its kernels' names (`f_g0_exp`): names
 # are cut at 40 characters, and the rest is for the group and the op.
@@ -110,6 +122,7 @@ class _FunctionBuilder:
     names: NameTable
     kernels: list[KernelSource]
     target: Target  # prices each launch (`KernelLaunch.est_time_us`)
+    max_constant_bytes: int = MAX_CONSTANT_BYTES
     ids: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
     program: FunctionProgram | None = None
 
@@ -136,24 +149,17 @@ class _FunctionBuilder:
         block = self.func.body.block
         self.program.inputs = [self.value_id(a) for a in block.args]
         self.program.input_names = [a.name_hint or f"arg{i}" for i, a in enumerate(block.args)]
-        for op in block.ops:
+        for group in [g for g in block.ops if isinstance(g, GroupOp)]:
+            inline_splat_inputs(group)  # a pipeline without group-each-op may leave them
+        for op in list(block.ops):
             self.visit(op)
         return self.program
 
     def visit(self, op: Operation) -> None:
         assert self.program is not None
         if isinstance(op, nn.ConstantOp):
-            # A splat left outside every group (read by a matmul, say) is a
-            # broadcast view: the runtime needs its elements.
-            # np.array, not np.ascontiguousarray: that makes a 0-d array 1-d
-            vid = self.value_id(op.result)
-            array = np.array(dense_to_numpy(op.value), order="C")
-            if of_device_dtype(self.program.values[vid].dtype).name == "bf16":
-                # A bf16 value lives on the device as its bit patterns: the
-                # constant is held (and saved to constants.npz) as plan.json's
-                # dtype says, not as the float32 values the reference holds.
-                array = bf16_bits(array)
-            self.program.constants[vid] = array
+            if op.result.uses:  # splats the kernels read as literals have none
+                self.constant(op)
         elif isinstance(op, nn.ReshapeOp):
             source = self.value_id(op.x)
             self.program.views.append(View(self.value_id(op.result), source))
@@ -171,6 +177,31 @@ class _FunctionBuilder:
                 op, f"'{op.name}' is outside any fusion.group; run 'group-each-op' before "
                 "code generation"
             )
+
+    def constant(self, op: nn.ConstantOp) -> None:
+        """Hold `op`'s elements as a constant of the program (constants.npz):
+        a splat left outside every group (a layout op's operand, a returned
+        value) is written out whole, within `max_constant_bytes`."""
+        assert self.program is not None
+        vid = self.value_id(op.result)
+        spec = self.program.values[vid]
+        if is_splat(op) and spec.nbytes > self.max_constant_bytes:
+            raise op_error(op, f"this splat constant would be written out whole ({spec.nbytes} "
+                           f"bytes, more than the {self.max_constant_bytes}-byte limit on "
+                           "constants): only elementwise ops and matmul and window operands "
+                           "read a splat as one value")
+        if spec.nbytes > self.max_constant_bytes:
+            RemarkCollector().announce(
+                "note", f"constant {op.result.name_hint or vid} of @{self.func.sym_name.data} "
+                f"takes {spec.nbytes} bytes in constants.npz and device memory")
+        # np.asarray, not np.ascontiguousarray: that makes a 0-d array 1-d
+        array = np.asarray(dense_to_numpy(op.value), order="C")
+        if of_device_dtype(spec.dtype).name == "bf16":
+            # A bf16 value lives on the device as its bit patterns: the
+            # constant is held (and saved to constants.npz) as plan.json's
+            # dtype says, not as the float32 values the reference holds.
+            array = bf16_bits(array)
+        self.program.constants[vid] = array
 
     @staticmethod
     def param_value(group: GroupOp, param: KernelParam) -> SSAValue:
@@ -199,7 +230,9 @@ class _FunctionBuilder:
         group_name = group_attr(group, "name", f"g{len(self.kernels)}")
         main = op.name.removeprefix("nn.") if (op := main_op(group)) else "copy"
         # a long function name is cut so the group and op still show in the name
-        kernel_name = self.names.fresh(f"{func_name[:KERNEL_NAME_FUNC_CHARS]}_{group_name}_{main}")
+        # A split reduction or attention adds `<name>_partials` beside it.
+        kernel_name = self.names.fresh(f"{func_name[:KERNEL_NAME_FUNC_CHARS]}_{group_name}_{main}",
+                                       derived=(PARTIALS_SUFFIX,))
         kind = group_attr(group, "kind", "")
         if group_attr(group, "gemm", "") == "library":  # a cuBLAS call, not a kernel
             from fusec.codegen.library_gemm import library_launch
@@ -316,11 +349,14 @@ def kernels_text(kernels: list[KernelSource]) -> str:
     return "\n\n\n".join(parts) + "\n"
 
 
-def generate_program(module: ModuleOp, target: Target | None = None) -> Program:
+def generate_program(module: ModuleOp, target: Target | None = None,
+                     max_constant_bytes: int = MAX_CONSTANT_BYTES) -> Program:
     """Generate every kernel of `module` and the launch plan of each public
     function; annotates each group with `kernel`, `grid`, `block` and
     `shared_bytes`; schedules the groups that have no `schedule` yet and
-    prices each launch on `target` (default h200). Raises a
+    prices each launch on `target` (default h200). Splat constants the
+    kernels can read as literals move into their groups; one that must be
+    written out past `max_constant_bytes` is an error. Raises a
     located `FusecError` for what it cannot generate.
     """
     profile = target or get_target(DEFAULT_TARGET)
@@ -337,7 +373,8 @@ def generate_program(module: ModuleOp, target: Target | None = None) -> Program:
             continue
         if op.sym_name.data in functions:
             raise op_error(op, f"function @{op.sym_name.data} is defined twice")
-        functions[op.sym_name.data] = _FunctionBuilder(op, names, kernels, profile).build()
+        functions[op.sym_name.data] = _FunctionBuilder(op, names, kernels, profile,
+                                                      max_constant_bytes).build()
     if not functions:
         raise FusecError("the module has no public function to compile")
     return Program(kernels_source=kernels_text(kernels), functions=functions)

@@ -198,19 +198,27 @@ def kernel_prelude(kernel_texts: Sequence[str]) -> str:
     return prelude
 
 
+PARTIALS_SUFFIX = "_partials"
+"""The name of a split kernel's first pass is its kernel's name and this
+(reductions, split and decode attention): `NameTable.fresh` keeps it free."""
+
+
 class NameTable:
     """Hands out unique sanitized identifiers (never one the prelude binds)."""
 
     def __init__(self) -> None:
         self.used: set[str] = set(PRELUDE_NAMES)
 
-    def fresh(self, name: str, prefix: str = "k") -> str:
+    def fresh(self, name: str, prefix: str = "k", derived: Sequence[str] = ()) -> str:
+        """A new identifier from `name` (sanitized, numbered past the ones
+        taken); each `ident + suffix` of `derived` (the `_partials` kernel
+        an emitter may add beside it) is free too, and taken with it."""
         base = sanitize_identifier(name, prefix)
         ident, n = base, 1
-        while ident in self.used:
+        while ident in self.used or any(ident + s in self.used for s in derived):
             n += 1
             ident = f"{base}_{n}"
-        self.used.add(ident)
+        self.used.update([ident, *(ident + s for s in derived)])
         return ident
 
 

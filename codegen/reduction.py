@@ -76,6 +76,7 @@ from fusec.codegen.group_body import (
     store_expr,
 )
 from fusec.codegen.kernel_source import (
+    PARTIALS_SUFFIX,
     KernelParam,
     KernelSource,
     Workspace,
@@ -155,7 +156,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         if split_passes(ra, sched):
             # the second kernel only reads the partials the first one writes
             held, written = [replace(p, read_only=True) for p in held], held
-            first = f"{name}_partials"  # never a NameTable name: no op is named `*_partials`
+            first = name + PARTIALS_SUFFIX  # kept free by NameTable.fresh
             before.append(KernelSource(
                 name=first, text=_RowKernelWriter(ra, sched, "partials").write(first),
                 grid=sched.grid(ra.rows), block=sched.block,

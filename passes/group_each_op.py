@@ -8,9 +8,9 @@ they left outside any group.
 Two kinds of ops stay outside: `nn.constant` (data of the program, not a
 kernel) and `nn.reshape` (a view of its contiguous operand, not a kernel).
 A splat constant of more than one element that a group reads only through
-elementwise ops moves into the group instead (a copy per group): the kernel
-writes it as a literal, and neither constants.npz nor device memory holds
-its elements.
+elementwise ops, or as a matmul or window op's operand, moves into the group
+instead (a copy per group): the kernel writes it as a literal, and neither
+constants.npz nor device memory holds its elements.
 """
 
 from __future__ import annotations
@@ -18,20 +18,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.analysis.rewriting import copy_location
+from fusec.codegen.splat_inputs import inline_splat_inputs
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import numpy_to_dense, splat_value, tensor_shape
-from fusec.dialects.shapes import numel
 
 # The group `kind` (which emitter generates it) of each op kind. Constants and
 # reshapes are never grouped; opaque ops cannot be.
@@ -86,36 +83,11 @@ def wrap_in_group(op: Operation, name: str, kind: str) -> GroupOp:
 
 
 def sink_splat_operands(group: GroupOp) -> None:
-    """Move each splat constant operand of `group` (more than one element,
-    read only by elementwise ops) into its body, stored as one element; the
-    outside constant goes when nothing else reads it."""
-    for index in reversed(range(len(group.inputs))):
-        owner = group.inputs[index].owner
-        if not isinstance(owner, nn.ConstantOp) or numel(tensor_shape(owner.result)) <= 1:
-            continue
-        arg = group.block.args[index]
-        if not all(op_kind(use.operation) == OpKind.ELEMENTWISE for use in arg.uses):
-            continue
-        value = splat_value(owner.value)
-        if value is None:
-            continue
-        t = owner.result.type
-        assert isinstance(t, TensorType)
-        inside = nn.ConstantOp.create(
-            result_types=[t],
-            attributes={**owner.attributes,
-                        "value": numpy_to_dense(np.broadcast_to(value, t.get_shape()), t)})
-        inside.result.name_hint = owner.result.name_hint
-        copy_location(owner, inside)
-        # Before its first reader, so the kernel keeps that op's name.
-        readers = {use.operation for use in arg.uses}
-        group.block.insert_op_before(inside, next(o for o in group.block.ops if o in readers))
-        arg.replace_all_uses_with(inside.result)
-        group.operands = [v for i, v in enumerate(group.operands) if i != index]
-        group.block.erase_arg(arg)
-        if not owner.result.uses:
-            owner.detach()
-            owner.erase()
+    """Move each splat constant operand of `group` (more than one element)
+    that its kernel can read as a literal into its body
+    (`codegen/splat_inputs.py`); the outside constant goes when nothing
+    else reads it."""
+    inline_splat_inputs(group)
 
 
 def next_group_number(func: FuncOp) -> int:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fusec.codegen.generate import check_unique_names, top_level_names
-from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.kernel_source import PARTIALS_SUFFIX, KernelSource, NameTable
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.reference.interpreter import find_function, random_inputs, run_module
@@ -76,3 +76,17 @@ def test_names_bound_inside_a_prelude_helper_are_not_top_level() -> None:
     text = "if x:\n    def f(a):\n        for k in range(4):\n            a += k\n"
     text += "else:\n    g = 1\nfor i in range(2):\n    h = i\n"
     assert top_level_names(text) == ["f", "g", "i", "h"]
+
+
+def test_a_kernel_name_keeps_its_partials_name_free() -> None:
+    """A split reduction's first kernel is `<name>_partials`: a name that a
+    sanitized, cut model name made earlier must not be taken twice (the
+    suffix was once assumed to end no other name)."""
+    names = NameTable()
+    earlier = names.fresh("f_g1_sum_partials" + "_" * 30 + "_exp")  # cut at 40 characters
+    assert earlier == "f_g1_sum_partials"
+    name = names.fresh("f_g1_sum", derived=(PARTIALS_SUFFIX,))
+    assert name == "f_g1_sum_2" and name + PARTIALS_SUFFIX in names.used
+    # Neither name, nor its partials kernel, is handed out again.
+    assert names.fresh("f_g1_sum_2_partials") == "f_g1_sum_2_partials_2"
+    assert names.fresh("f_g1_sum_2") == "f_g1_sum_2_2"
