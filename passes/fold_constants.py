@@ -126,6 +126,17 @@ def _candidate(op: Operation) -> TypeGuard[NNOp]:
             and len(op.results) == 1 and type(op) in OP_FUNCTIONS)
 
 
+def _held_bytes(op: Operation, operands: list[nn.ConstantOp]) -> int:
+    """About the bytes `evaluate` holds for `op`: each operand as computed
+    and the result, 8 bytes an element (floats are computed in float64), a
+    splat as one element."""
+    arrays = [dense_to_numpy(c.value) for c in operands]
+    if _splat_result(op, arrays):
+        return 8 * (len(arrays) + 1)
+    held = sum(1 if a.strides.count(0) == a.ndim else a.size for a in arrays)
+    return 8 * (held + numel(tensor_shape(op.results[0])))
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -136,6 +147,7 @@ class _FunctionFolder:
 
     func: FuncOp
     max_elements: int
+    max_bytes: int
     collector: RemarkCollector
     folded: int = 0
     erased: int = 0
@@ -177,6 +189,10 @@ class _FunctionFolder:
             return (f"its result holds {size} elements, more than max_elements = "
                     f"{self.max_elements} and than its largest operand ({largest})")
         operands = constant_operands(op) or []
+        held = _held_bytes(op, operands)
+        if held > self.max_bytes:
+            return (f"computing it would hold {held} bytes, more than max_bytes = "
+                    f"{self.max_bytes}")
         if largest > self.max_elements and any(_is_stored_splat(o) for o in operands) and \
                 not _splat_result(op, [dense_to_numpy(o.value) for o in operands]):
             # Elementwise ops and views fold a splat as one element; others
@@ -233,6 +249,10 @@ class FoldConstantsPass(ModulePass):
       cheap kernel. A fold never makes a constant bigger than that bound or
       than a constant the program already holds; `max_elements=0` folds only
       ops whose result is no larger than an operand.
+    - ops whose evaluation would hold more than `max_bytes` (default
+      1 GiB): each operand as computed (floats in float64, a splat as one
+      element) and the result. Large weights stay as they are and the op
+      becomes a kernel, where folding them would take the compiler's memory;
     - ops with a `fusion = "never" | "must"` contract: the user asked for
       that op's kernel;
     - ops on bf16 values (no NumPy dtype; code generation has none either);
@@ -248,12 +268,15 @@ class FoldConstantsPass(ModulePass):
     name = "fold-constants"
 
     max_elements: int = 1 << 16
+    max_bytes: int = 1 << 30
 
     def __post_init__(self) -> None:
         if self.max_elements < 0:
             raise ValueError(f"max_elements must be 0 or more, got {self.max_elements}")
+        if self.max_bytes < 0:
+            raise ValueError(f"max_bytes must be 0 or more, got {self.max_bytes}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         collector = RemarkCollector()
         for func in functions(op):
-            _FunctionFolder(func, self.max_elements, collector).run()
+            _FunctionFolder(func, self.max_elements, self.max_bytes, collector).run()

@@ -286,6 +286,30 @@ func.func @f() -> (tensor<300x300xf32>, tensor<300x300xf32>) {
         FoldConstantsPass(max_elements=-1)
 
 
+def test_byte_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`max_bytes` bounds what a fold holds (operands and result, 8 bytes an
+    element, a splat as one): past it the op stays, with a remark."""
+    model = tmp_path / "m.mlir"
+    model.write_text("""
+func.func @f() -> (tensor<300x2xf32>, tensor<300x300xf32>) {
+  %a = nn.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %b = nn.broadcast_to %a : (tensor<2xf32>) -> tensor<300x2xf32>
+  %e = nn.exp %b : tensor<300x2xf32>
+  %s = nn.constant dense<0.5> : tensor<300x300xf32>
+  %t = nn.exp %s : tensor<300x300xf32>
+  func.return %e, %t : tensor<300x2xf32>, tensor<300x300xf32>
+}""")
+    assert fusec_main([str(model), "-p", "fold-constants{max_bytes=5000}", "--remarks"]) == 0
+    out, err = capsys.readouterr()
+    # 8 * (2 + 600) bytes: folded; then 8 * (600 + 600): kept; a splat: 16 bytes.
+    assert "remark: folded nn.broadcast_to (%b)" in err
+    assert "missed: nn.exp (%e) not folded: computing it would hold 9600 bytes, more " \
+        "than max_bytes = 5000" in err
+    assert "%e = nn.exp" in out and "%t = nn.constant dense<1.6487" in out
+    with pytest.raises(ValueError, match="max_bytes must be 0 or more"):
+        FoldConstantsPass(max_bytes=-1)
+
+
 def test_constants_left_unread_are_erased_and_other_dead_code_stays() -> None:
     text = """
 func.func @f(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
