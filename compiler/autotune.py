@@ -33,8 +33,8 @@ The results go to plan.json and to report.md's "Autotuning" section
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -44,13 +44,13 @@ from fusec.analysis.diagnostics import FusecError, counted
 from fusec.analysis.program import FunctionProgram
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
-from fusec.compiler.tuning_decision import NOISE_MARGIN, choose
+from fusec.compiler.tuning_decision import NOISE_MARGIN
+from fusec.compiler.tuning_entry import BadEntry, entry_json, read_entry
+from fusec.compiler.tuning_result import GroupTuning, Tuned
 from fusec.compiler.tuning_trials import (
     contest,
     fingerprint,
     group_name,
-    schedule_from_json,
-    schedule_json,
     split_group,
     split_parts,
     trial_function,
@@ -79,63 +79,13 @@ class AutotuneOptions:
     timer: GroupTimer | None = None  # None: CUDA events on the GPU present
     device: str = ""  # the device the timer measures (the cache key); "" asks the timer
     quiet: bool = False
+    cache_dir: Path | None = None  # None: the per-user tuning cache (`TuningCache.user`)
 
-
-@dataclass
-class Tuned:
-    """One group's (or split part's) candidates (the model's first), their
-    median times and samples per repeat, and which one is kept (`decide`)."""
-
-    schedules: list[ScheduleAttr | None]
-    times: list[float]
-    est_us: float = 0.0
-    samples: list[list[float]] = field(default_factory=list[list[float]])
-    chosen: int = 0
-    fastest: int = 0
-
-    def decide(self, margin: float) -> None:
-        """Keep the fastest candidate only if it beats the model's choice by
-        more than `margin` (`compiler/tuning_decision.py`)."""
-        choice = choose(self.samples or [[t] for t in self.times], margin)
-        self.chosen, self.fastest = choice.chosen, choice.fastest
-
-    @property
-    def best(self) -> int:
-        """The candidate kept."""
-        return self.chosen
-
-    @property
-    def kept_for_noise(self) -> bool:
-        """Another candidate was fastest, but within the noise margin."""
-        return self.chosen == 0 and self.fastest != 0
-
-
-@dataclass
-class GroupTuning:
-    """What autotuning found for one group of the model."""
-
-    group: str
-    fused: Tuned
-    from_cache: bool
-    contest: str = ""
-    parts: list[Tuned] = field(default_factory=list[Tuned])
-    split: bool = False
-    part_names: list[str] = field(default_factory=list[str])
-
-    @property
-    def fused_us(self) -> float:
-        """The measured time of the fused group's kept schedule."""
-        return self.fused.times[self.fused.best]
-
-    @property
-    def split_us(self) -> float:
-        """The sum of the split parts' kept schedules' times."""
-        return sum(p.times[p.best] for p in self.parts)
-
-    @property
-    def changed(self) -> bool:
-        """Whether tuning changed the model's program for this group."""
-        return self.split or self.fused.best != 0
+    def tuning_cache(self) -> TuningCache | None:
+        """The tuning cache to read and write; None with `cache` off."""
+        if not self.cache:
+            return None
+        return TuningCache(self.cache_dir) if self.cache_dir else TuningCache.user()
 
 
 @dataclass
@@ -237,13 +187,13 @@ def autotune(module: ModuleOp, target: Target, limit: int,
     if made is None:
         return None
     timer, device = made
-    cache = TuningCache.user() if options.cache else None
+    cache = options.tuning_cache()
     groups = _groups(module)
     found: dict[int, GroupTuning] = {}
     jobs: list[_Job] = []
     for index, group in enumerate(groups):
         key = tuning_key(device, target.name, fingerprint(group, options.top_k))
-        cached = _from_cache(cache, key, group, options.noise_margin)
+        cached = _from_cache(cache, key, group, target, limit, options.noise_margin)
         if cached is not None:
             found[index] = cached
             continue
@@ -259,7 +209,7 @@ def autotune(module: ModuleOp, target: Target, limit: int,
             t.decide(options.noise_margin)
         result = GroupTuning(group_name(job.group), tuned[0], False, job.contest, tuned[1:])
         if cache is not None:
-            cache.store(job.key, _result_json(result))
+            cache.store(job.key, entry_json(result))
         found[job.index] = result
     results = [found[i] for i in range(len(groups))]
     apply(groups, target, limit, results, options.noise_margin)
@@ -357,40 +307,20 @@ def _fill_arrays(arrays: dict[str, np.ndarray], fp: FunctionProgram, seed: int) 
             arrays[v] = np.zeros(spec.shape, spec.dtype)
 
 
-def _result_json(r: GroupTuning) -> dict[str, Any]:
-    def tuned(t: Tuned) -> dict[str, Any]:
-        return {"candidates": [schedule_json(s) for s in t.schedules], "times_us": t.times,
-                "samples_us": t.samples, "est_us": t.est_us}
-
-    return {"group": r.group, "fused": tuned(r.fused), "contest": r.contest,
-            "parts": [tuned(p) for p in r.parts]}
-
-
-def _from_cache(cache: TuningCache | None, key: str, group: GroupOp,
-                margin: float) -> GroupTuning | None:
-    """The cached tuning of `group`, or None (absent, or unreadable: warned)."""
+def _from_cache(cache: TuningCache | None, key: str, group: GroupOp, target: Target,
+                limit: int, margin: float) -> GroupTuning | None:
+    """The cached tuning of `group`, or None: absent, or not usable (unreadable,
+    or not what autotuning writes for this group: `compiler/tuning_entry.py`;
+    warned, and the group is timed again and its entry replaced)."""
     if cache is None:
         return None
     data = cache.load(key)
     if data is None:
         return None
     try:
-        def tuned(d: Any) -> Tuned:
-            times = [float(t) for t in d["times_us"]]
-            schedules = [schedule_from_json(s) for s in d["candidates"]]
-            samples = [[float(x) for x in s] for s in d.get("samples_us") or []]
-            if not times or len(times) != len(schedules) or (
-                    samples and (len(samples) != len(times) or not all(samples))):
-                raise ValueError("no times")
-            t = Tuned(schedules, times, float(d["est_us"]), samples)
-            t.decide(margin)  # the decision is made again: the margin may differ
-            return t
-
-        return GroupTuning(group_name(group), tuned(data["fused"]), True,
-                           str(data["contest"]), [tuned(p) for p in data["parts"]])
-    except (KeyError, TypeError, ValueError) as err:
-        print(f"fusec: warning: ignoring the tuning cache entry '{cache.path(key)}' "
-              f"({err}); timing the group again", file=sys.stderr)
+        return read_entry(data, group, target, limit, margin)
+    except BadEntry as err:
+        cache.warn_ignored(key, str(err), "timing the group again")
         return None
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from fusec.analysis.diagnostics import counted
 from fusec.analysis.program import Program
-from fusec.compiler.autotune import GroupTuning, Tuned, TuningResult
+from fusec.compiler.autotune import TuningResult
+from fusec.compiler.tuning_result import GroupTuning, Tuned
 from fusec.compiler.tuning_trials import schedule_text
 
 

@@ -10,6 +10,7 @@ timer compiles in parallel.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
 
 import fusec
 from fusec.analysis.cost_model import op_flops
@@ -80,16 +82,28 @@ def schedule_json(attr: ScheduleAttr | None) -> dict[str, object] | None:
 
 
 def schedule_from_json(data: object) -> ScheduleAttr | None:
-    """The schedule `schedule_json` wrote; raises ValueError for anything else."""
+    """The schedule `schedule_json` wrote; raises ValueError for anything
+    else: another shape, an unknown schedule or field, a value that is not
+    an integer or a string (a bool, a float), or one its verifier refuses.
+    Whether the group may run it is `scheduling.candidates.refusal`'s call."""
     if data is None:
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("fields"), dict):
-        raise ValueError("not a schedule")
-    cls = next((c for c in SCHEDULE_ATTRS if c.name == data.get("name")), None)
+    if not isinstance(data, dict) or set(data) != {"name", "fields"} \
+            or not isinstance(data["fields"], dict):
+        raise ValueError("a schedule is {\"name\": ..., \"fields\": {...}}")
+    cls = next((c for c in SCHEDULE_ATTRS if c.name == data["name"]), None)
     if cls is None:
-        raise ValueError(f"unknown schedule {data.get('name')!r}")
-    attr = cls.make(**data["fields"])
-    attr.verify()
+        raise ValueError(f"unknown schedule {data['name']!r}")
+    fields: dict[str, object] = data["fields"]
+    for key, value in fields.items():
+        if type(value) not in (int, str):  # bool is an int to Python, not to a schedule
+            raise ValueError(f"{cls.name}: {key} = {json.dumps(value)} is not an integer "
+                             "or a string")
+    try:
+        attr = cls.make(**{k: v for k, v in fields.items() if isinstance(v, int | str)})
+        attr.verify()
+    except VerifyException as err:
+        raise ValueError(str(err)) from None
     return attr
 
 

@@ -21,7 +21,6 @@ note).
 from __future__ import annotations
 
 import statistics
-import sys
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -31,6 +30,7 @@ from fusec.analysis.program import Program
 from fusec.analysis.targets import Target
 from fusec.compiler.autotune import AutotuneOptions, TuningResult, WholeCall
 from fusec.compiler.tuning_decision import slower_beyond
+from fusec.compiler.tuning_entry import BadEntry, times_of
 from fusec.compiler.tuning_trials import TIMING_METHOD, schedule_text
 from fusec.runtime.progress import progress_bar
 from fusec.runtime.tuning_cache import TuningCache, tuning_key
@@ -64,7 +64,7 @@ def settle(tuning: TuningResult, tuned: tuple[ModuleOp, Program], model_module: 
         return tuned
     from fusec.codegen.generate import generate_program
 
-    cache = TuningCache.user() if options.cache else None
+    cache = options.tuning_cache()
     key = tuning_key(tuning.device, target.name, fingerprint(model_module, tuning))
     samples = _from_cache(cache, key)
     model_program = None
@@ -88,17 +88,15 @@ def settle(tuning: TuningResult, tuned: tuple[ModuleOp, Program], model_module: 
 
 
 def _from_cache(cache: TuningCache | None, key: str) -> list[list[float]] | None:
-    """The cached samples (model's, tuned), or None (absent, or unreadable: warned)."""
+    """The cached samples (model's, tuned), or None (absent, or unusable: warned)."""
     data: Any = cache.load(key) if cache is not None else None
-    if data is None:
+    if cache is None or data is None:
         return None
     try:
-        samples = [[float(x) for x in data[k]] for k in ("model_samples_us", "tuned_samples_us")]
+        samples = [times_of(data.get(k), k) for k in ("model_samples_us", "tuned_samples_us")]
         if not all(samples):
-            raise ValueError("no samples")
+            raise BadEntry("no samples")
         return samples
-    except (KeyError, TypeError, ValueError) as err:
-        print(f"fusec: warning: ignoring the tuning cache entry "
-              f"'{cache.path(key) if cache else key}' ({err}); timing the whole call again",
-              file=sys.stderr)
+    except BadEntry as err:
+        cache.warn_ignored(key, str(err), "timing the whole call again")
         return None

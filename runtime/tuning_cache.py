@@ -12,9 +12,12 @@ cache.store(key, {"schedule": "...", "candidates": [...]})  # atomic: temporary 
   printed body with value names normalised, which carries its shapes and
   dtypes, the candidate count and the fusec version).
 - An entry is `KEY[:2]/KEY.json` holding the format, version and key beside
-  the result. One that cannot be parsed, or that was written for another key
-  (foreign), is ignored with a warning on stderr; the group is timed again
-  and its `store` replaces the entry.
+  the result. One that is not UTF-8 JSON, or that was written for another key
+  (foreign), is ignored with a one-line warning on stderr naming it and why
+  (`fusec: warning: ignoring the tuning cache entry '...' (...)`); the group
+  is timed again and its `store` replaces the entry. A result that loads is
+  still checked by its reader before use (`compiler/tuning_entry.py`: every
+  schedule in it must be one the scheduler offers the group).
 - Writers never leave a partial file: a temporary file in the entry's folder
   renamed over the entry (`os.replace`), so concurrent writers race
   harmlessly and a reader sees no entry or a whole one.
@@ -48,6 +51,33 @@ def _warn(message: str) -> None:
     print(f"fusec: warning: {message}", file=sys.stderr)
 
 
+def _parse(raw: bytes) -> tuple[Any, str | None]:
+    """The JSON value of an entry's bytes, or why there is none."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return None, f"not UTF-8 text: byte {err.start}"
+    try:
+        return json.loads(text), None
+    except ValueError as err:  # json.JSONDecodeError, or an integer too long to read
+        return None, f"not JSON: {err}"
+    except RecursionError:
+        return None, "not JSON: nested too deeply"
+
+
+def _foreign(entry: Any, key: str) -> str | None:
+    """Why `entry` is not a fusec tuning entry for `key`, or None."""
+    if not isinstance(entry, dict):
+        return f"a JSON {type(entry).__name__}, not an entry object"
+    if entry.get("format") != ENTRY_FORMAT or entry.get("version") != ENTRY_VERSION:
+        return f"not a {ENTRY_FORMAT} entry of version {ENTRY_VERSION}"
+    if entry.get("key") != key:
+        return "written for another group"
+    if not isinstance(entry.get("result"), dict):
+        return "no result object"
+    return None
+
+
 class TuningCache:
     """The tuning entries under `root`."""
 
@@ -71,27 +101,29 @@ class TuningCache:
 
     def load(self, key: str) -> dict[str, Any] | None:
         """The result stored under `key`; None when there is none, or it is
-        corrupt or foreign (with a warning)."""
+        corrupt or foreign (with a warning). Whether the result is usable
+        for the group is its reader's check (`compiler/tuning_entry.py`)."""
         path = self.path(key)
         try:
-            text = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as err:
-            _warn(f"cannot read the tuning cache entry '{path}' ({err.strerror}); "
-                  "timing the group again")
+            self.warn_ignored(key, f"cannot read it: {err.strerror}", "timing the group again")
             return None
-        try:
-            entry = json.loads(text)
-        except ValueError:
-            entry = None
-        if not isinstance(entry, dict) or entry.get("format") != ENTRY_FORMAT \
-                or entry.get("version") != ENTRY_VERSION or entry.get("key") != key \
-                or not isinstance(entry.get("result"), dict):
-            _warn(f"ignoring the tuning cache entry '{path}' (corrupt, or written for "
-                  "another group); timing the group again")
+        entry, why = _parse(raw)
+        if why is None:
+            why = _foreign(entry, key)
+        if why is not None:
+            self.warn_ignored(key, why, "timing the group again")
             return None
         return entry["result"]
+
+    def warn_ignored(self, key: str, why: str, then: str) -> None:
+        """`fusec: warning: ignoring the tuning cache entry 'PATH' (WHY); THEN`,
+        on one line: the entry is not used, and `store` replaces it."""
+        _warn(f"ignoring the tuning cache entry '{self.path(key)}' ({' '.join(why.split())}); "
+              f"{then}")
 
     def store(self, key: str, result: dict[str, Any]) -> None:
         """Write the entry of `key` whole; a folder that cannot be written is

@@ -29,6 +29,11 @@ share, so it cannot rank them. The alternatives are ranked by how close they
 are to the model's choice (log2 distance over their fields): the model's
 neighbours first, as they are the likeliest winners where the model is
 nearly right.
+
+`offered` is every schedule the scheduler would give a group (unranked),
+and `refusal` says why a schedule from outside the scheduler, such as a
+tuning cache entry (`compiler/tuning_entry.py`), is not one of them: the
+only check of a schedule's legality is that the scheduler offers it.
 """
 
 from __future__ import annotations
@@ -53,18 +58,53 @@ def model_choice(group: GroupOp, target: Target, limit: int) -> ScheduleAttr | N
     return Scheduler(target, limit, RemarkCollector()).choose(group)[0]
 
 
-def candidates(group: GroupOp, target: Target, limit: int, k: int) -> list[ScheduleAttr]:
-    """The model's choice first, then up to `k - 1` distinct legal
-    alternatives within `limit` bytes of shared memory (module docstring),
-    from the group's kind (`GroupKind.candidates`)."""
+def offered(group: GroupOp, target: Target, limit: int) -> list[ScheduleAttr]:
+    """Every schedule the scheduler offers `group`: the model's choice first,
+    then each distinct legal alternative of its kind (`GroupKind.candidates`:
+    value ranges, divisibility, register and shared-memory budgets and the
+    kind's own constraints are how those are made), unranked and untruncated;
+    empty for a layout copy."""
     first = model_choice(group, target, limit)
     if first is None:
         return []
     others = group_kind(kind_name(group), group).candidates(group, first, target, limit)
-    unique = [a for a in dict.fromkeys(others) if a != first]
+    return [first, *(a for a in dict.fromkeys(others) if a != first)]
+
+
+def candidates(group: GroupOp, target: Target, limit: int, k: int) -> list[ScheduleAttr]:
+    """The model's choice first, then up to `k - 1` distinct legal
+    alternatives within `limit` bytes of shared memory (module docstring),
+    from the group's kind (`GroupKind.candidates`)."""
+    every = offered(group, target, limit)
+    if not every:
+        return []
+    first, unique = every[0], every[1:]
     if not isinstance(first, AttentionSchedule):  # attention's come in the order to time
         unique.sort(key=lambda a: _distance(first, a))
     return [first, *unique[:max(0, k - 1)]]
+
+
+def refusal(attr: ScheduleAttr | None, choices: list[ScheduleAttr]) -> str | None:
+    """Why `attr` (a schedule read from outside, e.g. the tuning cache) is
+    not one of `choices`, what `offered` gives its group; None when it is.
+    The only legal schedules are the offered ones: the emitters trust the
+    schedule they read, and a value no candidate has (one lane per row, an
+    online pass the group has no softmax for, a zero or enormous tile) can
+    give a kernel that computes wrong numbers or none at all."""
+    if attr is None:
+        return None if not choices else "no schedule, but the group has one"
+    if attr in choices:
+        return None
+    if not choices:
+        return f"a {attr.name} schedule for a group that has none"
+    kinds = {c.name for c in choices}
+    if attr.name not in kinds:
+        return f"a {attr.name} schedule for a group scheduled as {', '.join(sorted(kinds))}"
+    near = min((c for c in choices if c.name == attr.name), key=lambda c: _distance(attr, c))
+    differs = ", ".join(f"{key} = {attr.get(key)!r}" for key in attr.field_names()
+                        if attr.get(key) != near.get(key))
+    return (f"{differs} is not among the {len(choices)} schedules the scheduler offers "
+            "this group")
 
 
 def _distance(a: ScheduleAttr, b: ScheduleAttr) -> float:
@@ -74,7 +114,8 @@ def _distance(a: ScheduleAttr, b: ScheduleAttr) -> float:
     for key in a.field_names():
         x, y = a.get(key), b.get(key)
         if isinstance(x, int) and isinstance(y, int):
-            total += abs(math.log2(x + 1) - math.log2(y + 1))
+            # max(..., 0): a schedule read from outside may hold a negative field
+            total += abs(math.log2(max(x, 0) + 1) - math.log2(max(y, 0) + 1))
         elif x != y:
             total += 1.0
     return total
