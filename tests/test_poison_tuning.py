@@ -1,0 +1,26 @@
+"""The poisoned-tuning-cache fuzz mode (`fuzz/poison_tuning.py`) on a fixed
+seed: every mutated entry compiles, warns when illegal and matches the
+reference; with the entry check disabled it reports the failure."""
+
+from __future__ import annotations
+
+import pytest
+
+from fusec.fuzz.poison_tuning import poison_tuning
+
+
+def test_poisoned_entries_of_a_random_program() -> None:
+    result = poison_tuning(seed=14, count=8)
+    assert result.category == "ok", result.outcome.detail
+
+
+def test_reports_an_illegal_entry_that_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every well-typed schedule let through (no candidate check, as
+    before), the fuzz mode reports the poisoned entry that was used."""
+    import fusec.compiler.tuning_entry as tuning_entry
+
+    monkeypatch.setattr(tuning_entry, "refusal", lambda attr, choices: None)
+    monkeypatch.setattr(tuning_entry, "_canonical", lambda attr, choices: attr)
+    result = poison_tuning(seed=14, count=8)
+    assert result.category == "error poison-warning new", result.outcome.detail
+    assert "elements_per_thread = 2147483648" in result.outcome.detail
