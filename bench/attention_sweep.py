@@ -106,7 +106,7 @@ def _fusec(text: str, tile: str, reps: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--limit", type=int, default=16)
     parser.add_argument("--dtype", choices=("f32", "f16", "bf16"), default="f32")

@@ -112,6 +112,7 @@ def time_compile(n_ops: int) -> Timing:
 def build_parser() -> argparse.ArgumentParser:
     """`python -m fusec.bench.compile_scale [SIZES...]`."""
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m fusec.bench.compile_scale",
         description="Compile time of generated graphs, by stage (CPU only).")
     p.add_argument("sizes", nargs="*", type=int, metavar="OPS",

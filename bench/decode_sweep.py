@@ -40,7 +40,7 @@ def _fusec(text: str, inputs: list, reps: int):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--unroll", type=int, default=4)
     args = parser.parse_args()

@@ -246,7 +246,7 @@ def measure_mobilenet(torch: Any) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")

@@ -291,7 +291,7 @@ def table(rows: list[dict[str, str]], title: str) -> list[str]:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"of: {', '.join(MODELS)}")
     p.add_argument("--size", choices=sorted(SIZES), default=None,
                    help="model and input dimensions (default: full on cuda, tiny on cpu)")

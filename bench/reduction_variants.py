@@ -31,7 +31,7 @@ VARIANTS: dict[str, tuple[int | bool, ...]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("--rows", default="column_softmax,softmax_mid_axis")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeat", type=int, default=7)

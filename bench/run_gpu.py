@@ -60,7 +60,7 @@ TOLERANCE = 2e-3
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("--rows", default=",".join(ROWS),
                    help=f"comma-separated, of: {', '.join(ROWS + EXTRA_ROWS)} "
                         "(default: the BENCHMARKS.md rows)")

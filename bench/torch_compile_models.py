@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
 
 import fusec
 from fusec.analysis.diagnostics import FusecError, InternalError, escape_controls
+from fusec.compiler.arg_parser import FusecArgumentParser
 from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.pipeline import InternalPassError
@@ -42,19 +42,35 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    """argparse that exits with code 1 (not 2) and fusec's error style."""
+# One line each for `fusec --help`; their own `--help` has the details.
+SUBCOMMAND_SUMMARIES: dict[str, str] = {
+    "run": "run a compiled model's kernels (--check: compare with the reference)",
+    "import": "write an ONNX model or a torch.export program (.pt2) as nn IR",
+}
 
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(1, f"fusec: error: {message}\n")
+USAGE = """fusec MODEL [-o OUT] [-p PIPELINE] [options]
+       fusec run MODEL_OR_OUT [options]
+       fusec import MODEL [-o FILE.mlir] [options]
+       fusec --list-passes | --version | --help"""
+
+
+def _epilog() -> str:
+    """The commands, one line each, as `git --help` lists them."""
+    rows = [("MODEL", "compile MODEL (-o OUT), or print its IR after the pipeline "
+             "(the options above)"), *SUBCOMMAND_SUMMARIES.items()]
+    lines = [f"  fusec {name:<7} {text}" for name, text in rows]
+    more = " and ".join(f"'fusec {name} --help'" for name in SUBCOMMANDS)
+    return "commands:\n" + "\n".join(lines) + f"\n\n{more} show their options."
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The arguments of the main (compile / transform) job."""
-    p = _ArgumentParser(
+    p = FusecArgumentParser(
         prog="fusec",
+        usage=USAGE,
         description="fusec: a kernel-fusion compiler for tensor programs in the nn dialect.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("input", nargs="?", help="the model (.mlir); '-' reads stdin")
     p.add_argument("-p", "--passes", "--pipeline", dest="passes", metavar="PIPELINE",

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.compiler.suggest import did_you_mean
 
 _RULE = "===" + "-" * 73 + "==="
 
@@ -94,8 +95,8 @@ class Instrumentation:
                              ("--print-ir-after", self.print_after)):
             for name in sorted(wanted - set(names)):
                 ran = ",".join(names) or "(empty)"
-                raise FusecError(f"{flag}={name}: the pipeline has no pass '{name}' "
-                                 f"(it runs {ran})")
+                raise FusecError(f"{flag}={name}: the pipeline has no pass '{name}'"
+                                 f"{did_you_mean(name, names)} (it runs {ran})")
 
     def before(self, p: ModulePass, module: ModuleOp) -> None:
         """Called before `p` runs."""

@@ -21,6 +21,7 @@ from xdsl.utils.exceptions import ArgSpecParseError
 from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.registry import PassRegistry
+from fusec.compiler.suggest import did_you_mean
 from fusec.compiler.verify import verify_module
 
 
@@ -67,8 +68,9 @@ class Insertion:
         """`specs` with the passes inserted."""
         if all(s.name != self.anchor for s in specs):
             names = ",".join(s.name for s in specs) or "(empty)"
+            hint = did_you_mean(self.anchor, [s.name for s in specs])
             raise FusecError(f"{self.flag} {self.anchor}={self.passes}: the pipeline has no "
-                             f"pass '{self.anchor}' (it runs {names})")
+                             f"pass '{self.anchor}'{hint} (it runs {names})")
         added = _parse_specs(self.passes)
         out: list[ArgSpec] = []
         for s in specs:
@@ -91,7 +93,9 @@ def _instantiate(cls: type[ModulePass], spec: ArgSpec) -> ModulePass:
     given = spec.normalize_parameter_names().parameters
     for key in spec.parameters:
         if key.replace("-", "_") not in options:
-            raise FusecError(f"pass '{spec.name}' has no option '{key}' (its options: {listed})")
+            hint = did_you_mean(key, [option_name(o) for o in options])
+            raise FusecError(f"pass '{spec.name}' has no option '{key}'{hint} "
+                             f"(its options: {listed})")
     for f in dataclasses.fields(cls):
         if f.init and f.name in options and f.name not in given and \
                 f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

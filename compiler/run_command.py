@@ -39,13 +39,13 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
 
 from fusec.analysis.diagnostics import FusecError, counted, escape_controls
+from fusec.compiler.arg_parser import FusecArgumentParser
 from fusec.compiler.arg_types import non_negative_int
 from fusec.dialects.element_types import HALF_NAMES, tolerance_of, unit_roundoff_of
 from fusec.dialects.nn_base import element_type_name
@@ -63,17 +63,9 @@ from fusec.dialects.nn_base import element_type_name
 ABSOLUTE_FLOOR_ROUNDOFFS = 4
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    """argparse that exits with code 1 (not 2), like the main command."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(1, f"fusec run: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The arguments of `fusec run`."""
-    p = _ArgumentParser(prog="fusec run", description="Run a compiled model's kernels.")
+    p = FusecArgumentParser(prog="fusec run", description="Run a compiled model's kernels.")
     p.add_argument("model", metavar="MODEL_OR_OUT", help="a .mlir model or an OUT directory")
     p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed by argument name")
     p.add_argument("--output", metavar="OUT.npz", help="save outputs as output_0, output_1, ...")

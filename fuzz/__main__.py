@@ -28,7 +28,8 @@ from fusec.fuzz.run import FuzzOptions, Result, fuzz_one
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m fusec.fuzz", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m fusec.fuzz", description=__doc__.split("\n")[0],
+                                allow_abbrev=False)
     p.add_argument("--graphs", type=int, default=100, help="how many programs (default 100)")
     p.add_argument("--seed", type=int, default=0, help="graph i is generated from (seed, i)")
     p.add_argument("--start", type=int, default=0, help="first graph index (default 0)")

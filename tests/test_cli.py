@@ -624,8 +624,8 @@ def test_print_ir_after_all_in_the_compile_job(
          "must be 0 or more, got -2"),
         ("form-fusion-groups{policy=sideways target=orin}", "pass 'form-fusion-groups' option "
          "'policy': unknown policy 'sideways'; expected one of greedy, vertical, none"),
-        ("fold-double-neg{erase=0}", "pass 'fold-double-neg' has no option 'erase' "
-         "(its options: erase-dead)"),
+        ("fold-double-neg{erase=0}", "pass 'fold-double-neg' has no option 'erase'; "
+         "did you mean 'erase-dead'? (its options: erase-dead)"),
         ("fold-double-neg{erase-dead=3}", "pass 'fold-double-neg': option 'erase-dead' "
          "expects bool, got '3'"),
     ],

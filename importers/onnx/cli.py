@@ -15,26 +15,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.compiler.arg_parser import FusecArgumentParser
 from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.outputs import refuse_input_as_output, write_atomically, write_text_atomically
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    """argparse that exits with code 1 (not 2), like the other fusec commands."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(1, f"fusec import: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The arguments of `fusec import`."""
-    p = _ArgumentParser(
+    p = FusecArgumentParser(
         prog="fusec import",
         description="Import an ONNX model or a torch.export program into the nn dialect "
         "(weights become constants).",
