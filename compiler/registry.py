@@ -16,7 +16,6 @@ start-up stays fast; xDSL's generic passes that apply to `nn` (`cse`, `dce`,
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import inspect
@@ -28,6 +27,7 @@ from pathlib import Path
 from xdsl.passes import ModulePass
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.compiler.suggest import did_you_mean
 
 PassFactory = Callable[[], type[ModulePass]]
 
@@ -134,8 +134,7 @@ class PassRegistry:
     def get(self, name: str) -> type[ModulePass]:
         """The pass class for `name`, or an error suggesting close names."""
         if name not in self.factories:
-            close = difflib.get_close_matches(name, self.factories, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else "; see --list-passes"
+            hint = did_you_mean(name, self.factories) or "; see --list-passes"
             raise FusecError(f"unknown pass '{name}'{hint}")
         try:
             return self.factories[name]()
@@ -146,12 +145,14 @@ class PassRegistry:
             ) from None
 
     def describe(self) -> list[tuple[str, str]]:
-        """(name, first docstring line) of every pass, sorted by name."""
+        """(name, summary) of every pass, sorted by name: the docstring's first
+        paragraph on one line (a one-sentence first line for fusec's passes;
+        a plugin's summary wrapped over two lines is still shown whole)."""
         rows: list[tuple[str, str]] = []
         for name in sorted(self.factories):
             # xDSL's classes carry no docstring of their own (getdoc would
             # give ModulePass's): theirs is written here.
             doc = XDSL_PASSES.get(name) if self.origins[name] == "xdsl" else None
             doc = doc or inspect.getdoc(self.get(name)) or ""
-            rows.append((name, doc.split("\n")[0]))
+            rows.append((name, " ".join(doc.split("\n\n")[0].split())))
         return rows

@@ -88,8 +88,9 @@ def _drop_empty_concat_operands(op: nn.ConcatOp) -> None:
 
 @dataclass(frozen=True)
 class FoldEmptyPass(ModulePass):
-    """Replace ops on tensors with a zero-size dimension by the constants
-    they compute (module docstring), in program order."""
+    """Replace ops on tensors with a zero-size dimension by the constants they compute.
+
+    In program order; the module docstring says which constant each op becomes."""
 
     name = "fold-empty"
 

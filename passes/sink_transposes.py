@@ -136,8 +136,9 @@ def as_reshape(rewriter: Rewriter, transpose: nn.TransposeOp) -> bool:
 
 @dataclass(frozen=True)
 class SinkTransposesPass(ModulePass):
-    """Move transposes above the elementwise ops they read, to the values
-    those read from memory (module docstring)."""
+    """Move transposes above the elementwise ops they read, onto the values read from memory.
+
+    The module docstring says which ops a transpose moves through and why."""
 
     name = "sink-transposes"
 

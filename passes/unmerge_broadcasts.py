@@ -395,8 +395,9 @@ def _erase_dead(op: Operation) -> None:
 
 @dataclass(frozen=True)
 class UnmergeBroadcastsPass(ModulePass):
-    """Undo reshapes that merge a broadcast axis at the readers that can
-    broadcast instead (module docstring)."""
+    """Undo reshapes that merge a broadcast axis, at the readers that can broadcast instead.
+
+    The module docstring says which readers and why."""
 
     name = "unmerge-broadcasts"
 
