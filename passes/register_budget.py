@@ -270,11 +270,19 @@ class _Budgeter:
         """ptxas's count of the group's kernel (under the cap), when the
         estimate alone cannot decide: under a cap, or within `margin` of the
         budget; None otherwise or when ptxas cannot be had."""
-        if self.probe is None or est.registers == 0:  # a library call has no kernel
-            return None
-        if not self.cap and abs(est.registers - self.budget) > self.margin * self.budget:
+        if self.probe is None or not self.undecided(est):
             return None
         return self.probe.count(group, self.target, self.cap)
+
+    def undecided(self, est: RegisterEstimate) -> bool:
+        """Whether ptxas must count a kernel of this estimate."""
+        if est.registers == 0:  # a library call has no kernel
+            return False
+        return bool(self.cap) or abs(est.registers - self.budget) <= self.margin * self.budget
+
+    def would_measure(self, group: GroupOp) -> bool:
+        """Whether `fit` will ask ptxas about `group` as it stands."""
+        return self.probe is not None and self.undecided(estimate_registers(group, self.target))
 
     def fit(self, group: GroupOp, depth: int = 0) -> None:
         """Estimate (and count with ptxas when it matters), then keep,
@@ -401,11 +409,13 @@ class RegisterBudgetPass(ModulePass):
         probe = KernelProbe() if self.ptxas else None
         budgeter = _Budgeter(budget, collector, target, self.max_registers, probe,
                              self.ptxas_margin)
-        for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
-            if not func.body.blocks:
-                continue
-            for group in [g for g in func.body.block.ops if isinstance(g, GroupOp)]:
-                budgeter.fit(group)
+        groups = [g for f in op.walk() if isinstance(f, FuncOp) and f.body.blocks
+                  for g in f.body.block.ops if isinstance(g, GroupOp)]
+        if probe is not None:  # every count the fits will ask for, built in parallel first
+            probe.prefetch([g for g in groups if budgeter.would_measure(g)], target,
+                           self.max_registers)
+        for group in groups:
+            budgeter.fit(group)
         if probe is not None and probe.note:
             what = "some register counts" if probe.compiled + probe.cached else \
                 "register counts"

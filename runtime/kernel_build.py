@@ -1,14 +1,18 @@
 """Kernels ready to launch on a GPU: loaded from a kept cubin, linked from
-kept PTX by the driver, or compiled on all cores first.
+kept PTX by the driver, or compiled first, each distinct kernel once.
 
 numba's own path compiles a kernel at its first launch, one after another,
-in the calling process. Here every kernel of a model that is not kept yet
-(`runtime/kernel_cache.py`) is compiled with `numba.cuda.compile_ptx` in a
-pool of processes (one per core, started with "spawn" so that no CUDA
-context is inherited, and without `NUMBA_ENABLE_CUDASIM`, since the
-simulator compiles nothing); where `ptxas` is installed the same worker
-assembles the PTX into a cubin for the device's compute capability, so that
-no process has to have the driver compile PTX.
+in the calling process. Here the kernels of a model are cut into units
+(`codegen/kernel_unit.py`: the kernel's body under one placeholder name, so
+the 96 kernels of a 12-layer GPT-2 are 8 units) and each unit's code is
+asked of `codegen/build_pool.py`: the same build for every kernel of that
+body, in this process (every partition, every model) and, through the
+kernel cache, in later ones. What is missing is compiled by numba's
+`compile_ptx` in clean worker processes (`python -m
+fusec.codegen.build_worker`: never the caller's `__main__`, never torch),
+and assembled by ptxas into a cubin for the device's compute capability
+where ptxas is installed, so that no process has to have the driver compile
+PTX.
 
 Each kernel is then built the way numba rebuilds a pickled kernel: a
 `CUDACodeLibrary` whose caches hold the code under numba's own key for the
@@ -18,49 +22,40 @@ hands the cubin to the driver (`cuLibraryLoadData` through cuda.core's
 `ObjectCode`); without a cubin, numba's linker (`driver._Linker.add_ptx`,
 the driver's or nvJitLink's) turns the PTX into one first, and that cubin
 is returned so the caller can keep it. Nothing in this path goes to NVVM,
-which compiles only LLVM IR.
+which compiles only LLVM IR: a warm start (every unit in the cache) costs
+reading the entries and loading the cubins.
 
 ```python
-code = compile_parallel(kernels_py, {"f_g0_add": [(1, "float32"), (1, "float32")]}, (9, 0))
-kernel, linked_cubin = kernel_from_code(module.f_g0_add, code["f_g0_add"], signature)
+built = compile_parallel(kernels_py, {"f_g0_add": [(1, "float32"), (1, "float32")]}, (9, 0))
+kernel, linked_cubin = kernel_from_code(module.f_g0_add, built.code["f_g0_add"], signature)
 kernel.launch(args, grid, block, stream, shared_bytes)
 ```
 
 In the simulator there is no machine code: nothing here runs there (the
-executor launches numba's simulated dispatchers directly).
+executor launches numba's simulated dispatchers directly), and no worker is
+started.
 """
 
 from __future__ import annotations
 
 import linecache
-import multiprocessing
-import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import types
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
 from typing import Any
 
 from fusec.analysis.diagnostics import FusecError
-from fusec.runtime.kernel_cache import KernelCode, Signature
+from fusec.codegen.build_pool import BuildFailed, Built, find_ptxas, kernel_code
+from fusec.codegen.build_worker import ENTRY, assemble, linkable
+from fusec.codegen.kernel_cache import KernelCode, KernelStore, Signature, kernel_key
+from fusec.codegen.kernel_unit import units_of_source
 from fusec.runtime.progress import progress_bar
 
-_ENTRY = re.compile(r"\.entry\s+([A-Za-z0-9_$]+)\s*\(")
-# PTX with an unresolved external function needs a link step (NRT, numba's
-# reshape helpers) that a bare PTX entry does not record: such a kernel is
-# JIT-compiled by numba instead.
-_EXTERN_FUNC = re.compile(r"^\s*\.extern\s+\.func", re.MULTILINE)
-
-# ptxas assembles one kernel in well under a second; a hung tool must not
-# hang the compile (the driver can still link the PTX).
-PTXAS_TIMEOUT_S = 120
-
-_worker_module: types.ModuleType | None = None
+__all__ = ["KernelBuilds", "array_types", "assemble_cubin", "code_library", "compile_parallel",
+           "declared_max_registers", "device_cc", "find_ptxas", "jit_kernels",
+           "kernel_from_code", "linkable", "load_source"]
 
 
 def load_source(source: str, name: str = "fusec_worker_kernels",
@@ -73,14 +68,6 @@ def load_source(source: str, name: str = "fusec_worker_kernels",
     return module
 
 
-def _init_worker(source: str) -> None:
-    # Before numba.cuda is imported in this process: the simulator cannot
-    # compile PTX.
-    os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
-    global _worker_module
-    _worker_module = load_source(source)
-
-
 def array_types(signature: Signature) -> tuple[Any, ...]:
     """numba's argument types of a signature: C-contiguous arrays."""
     from numba.cuda import types as nt
@@ -88,57 +75,11 @@ def array_types(signature: Signature) -> tuple[Any, ...]:
     return tuple(nt.Array(getattr(nt, str(t)), int(n), "C") for n, t in signature)
 
 
-def find_ptxas() -> str | None:
-    """The ptxas to assemble cubins with: on PATH, else in $CUDA_HOME/bin
-    (or $CUDA_PATH/bin); None when there is none."""
-    found = shutil.which("ptxas")
-    if found:
-        return found
-    for env in ("CUDA_HOME", "CUDA_PATH"):
-        root = os.environ.get(env)
-        if root and os.access(os.path.join(root, "bin", "ptxas"), os.X_OK):
-            return os.path.join(root, "bin", "ptxas")
-    return None
-
-
 def assemble_cubin(ptx: str, cc: tuple[int, int], ptxas: str | None,
                    max_registers: int = 0) -> bytes | None:
     """`ptx` assembled by `ptxas` for `sm_<cc>` (capped at `max_registers`
-    per thread when > 0), or None (no ptxas, or one that rejects this PTX,
-    e.g. older than the NVVM that wrote it: the driver then links the PTX at
-    load time)."""
-    if ptxas is None:
-        return None
-    with tempfile.TemporaryDirectory(prefix="fusec-cubin-") as tmp:
-        src, out = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
-        with open(src, "w", encoding="utf-8") as f:
-            f.write(ptx)
-        try:
-            cap = [f"-maxrregcount={max_registers}"] if max_registers > 0 else []
-            proc = subprocess.run([ptxas, f"-arch=sm_{cc[0]}{cc[1]}", *cap, "-o", out, src],
-                                  capture_output=True, timeout=PTXAS_TIMEOUT_S, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if proc.returncode != 0 or not os.path.exists(out):
-            return None
-        with open(out, "rb") as f:
-            return f.read() or None
-
-
-def _compile_one(name: str, signature: Signature, cc: tuple[int, int],
-                 ptxas: str | None) -> tuple[str, bytes | None]:
-    """PTX of kernel `name` for `cc`, and its cubin where `ptxas` is given
-    (runs in a worker)."""
-    from numba import cuda
-
-    assert _worker_module is not None
-    dispatcher = getattr(_worker_module, name)
-    try:
-        ptx, _ = cuda.compile_ptx(dispatcher.py_func, array_types(signature), cc=cc)
-    except Exception as err:  # numba's errors do not always pickle: send text
-        raise RuntimeError(f"{type(err).__name__}: {err}") from None
-    cap = declared_max_registers(dispatcher)
-    return ptx, assemble_cubin(ptx, cc, ptxas, cap) if linkable(ptx) else None
+    per thread when > 0), or None (no ptxas, or one that rejects this PTX)."""
+    return assemble(ptx, cc, ptxas, max_registers)[0] if ptxas else None
 
 
 def declared_max_registers(dispatcher: Any) -> int:
@@ -149,41 +90,70 @@ def declared_max_registers(dispatcher: Any) -> int:
     return int(options.get("max_registers") or 0)
 
 
+@dataclass
+class KernelBuilds:
+    """The code of each kernel (by name), its cache key, how many distinct
+    kernels there were and how many of those came from a cache (OUT/kernels,
+    the per-user cache, or a build earlier in this process); `fresh`: the
+    keys built for this call."""
+
+    code: dict[str, KernelCode] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+    distinct: int = 0
+    cached: int = 0
+    fresh: set[str] = field(default_factory=set)
+
+
 def compile_parallel(source: str, signatures: Mapping[str, Signature],
-                     cc: tuple[int, int], workers: int | None = None) -> dict[str, KernelCode]:
-    """PTX (and a cubin, where ptxas is installed) per kernel of `source`,
-    compiled for `cc` on up to `workers` processes (default: every core),
-    with a progress bar naming each kernel."""
+                     cc: tuple[int, int], out_store: KernelStore | None = None) -> KernelBuilds:
+    """PTX (and a cubin, where ptxas is installed) per kernel of `source`
+    (kernels.py), for `cc`: each distinct kernel once, from `out_store`, the
+    kernel cache or a build in the workers, with a progress bar over the
+    distinct kernels. A kernel numba rejects, or a machine that cannot
+    compile, raises a `FusecError`."""
+    builds = KernelBuilds()
     if not signatures:
-        return {}
-    count = max(1, min(len(signatures), workers or os.cpu_count() or 1))
-    ptxas = find_ptxas()
-    out: dict[str, KernelCode] = {}
-    pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(source,))
-    try:
-        with pool, progress_bar(len(signatures), "compiling kernels") as bar:
-            futures = {pool.submit(_compile_one, name, list(sig), tuple(cc), ptxas): name
-                       for name, sig in signatures.items()}
-            for done in as_completed(futures):
-                name = futures[done]
+        return builds
+    units = units_of_source(source, signatures)
+    keys = {name: kernel_key(units[name], sig, cc) for name, sig in signatures.items()}
+    builds.keys = keys
+    first = {key: name for name, key in reversed(keys.items())}  # the first kernel of each
+    builds.distinct = len(first)
+    futures: dict[Future[Built], str] = {}
+    with progress_bar(len(first), "compiling kernels",
+                      summary=f"{len(signatures)} launched") as bar:
+        got: dict[str, KernelCode] = {}
+        for key, name in first.items():
+            kept = out_store.load(key, name) if out_store is not None else None
+            if kept is not None:
+                got[key] = kept
+                builds.cached += 1
+                bar.advance(name, cached=True)
+                continue
+            future = kernel_code(units[name], signatures[name], cc, name)
+            if future.done() and future.exception() is None:  # no build for this call
+                got[key] = future.result().code
+                builds.cached += 1
+                bar.advance(name, cached=True)
+            else:
+                futures[future] = key
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                key = futures[future]
                 try:
-                    ptx, cubin = done.result()
-                except BrokenProcessPool as err:
-                    raise FusecError(f"the kernel compile workers stopped ({err})") from None
-                except RuntimeError as err:
-                    raise FusecError(f"numba could not compile kernel '{name}': {err}") \
-                        from None
-                out[name] = KernelCode(ptx, cubin)
-                bar.advance(name)
-    finally:
-        pool.shutdown(cancel_futures=True)
-    return out
-
-
-def linkable(ptx: str) -> bool:
-    """Whether `ptx` is one self-contained kernel entry."""
-    return len(_ENTRY.findall(ptx)) == 1 and not _EXTERN_FUNC.search(ptx)
+                    built = future.result()
+                except BuildFailed as err:
+                    raise FusecError(f"numba could not compile kernel '{first[key]}': "
+                                     f"{err.message}") from None
+                got[key] = built.code
+                builds.cached += built.cached
+                if not built.cached:
+                    builds.fresh.add(key)
+                bar.advance(first[key], cached=built.cached)
+    builds.code = {name: got[key] for name, key in keys.items()}
+    return builds
 
 
 def code_library(code: KernelCode, max_registers: int = 0) -> tuple[Any, Any]:
@@ -195,7 +165,7 @@ def code_library(code: KernelCode, max_registers: int = 0) -> tuple[Any, Any]:
     from numba.cuda.codegen import CUDACodeLibrary
     from numba.cuda.cudadrv.driver import ObjectCode
 
-    entry = _ENTRY.search(code.ptx)
+    entry = ENTRY.search(code.ptx)
     if entry is None or not linkable(code.ptx):
         raise FusecError("the PTX is not one self-contained kernel entry")
     name = entry.group(1)

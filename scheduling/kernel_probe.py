@@ -4,14 +4,18 @@ target's compute capability and assembled by `ptxas -v` (optionally under
 `-maxrregcount N`, what `--max-registers N` caps every kernel at).
 
 `register-budget` asks this when the estimate alone cannot decide (within
-25% of the budget, or under a cap). Counts are cached in-process by kernel
-source (comments and the kernel's name left out), signature, architecture
-and cap, so the same kernel is never assembled twice; a long-lived worker
-process (without `NUMBA_ENABLE_CUDASIM`, which cannot compile PTX) keeps
-numba imported between kernels.
+25% of the budget, or under a cap). The kernel is compiled as the unit the
+runtime compiles (`codegen/kernel_unit.py`), through `codegen/build_pool.py`:
+in the clean build workers, in parallel (`prefetch` hands every group the
+pass will count to the workers before it counts the first), once per
+distinct kernel, and kept in the kernel cache with its counts, its PTX and
+its cubin. So a kernel met again (another group of the same body, another
+compile, another process) is neither compiled nor assembled again, and the
+code the probe built is the code the runtime loads.
 
 ```python
 probe = KernelProbe()
+probe.prefetch(groups, target, cap=32)       # builds start in the workers
 count = probe.count(group, target, cap=32)   # None: no ptxas or no NVVM (probe.note says so)
 count.registers, count.spill_bytes, count.threads
 ```
@@ -23,57 +27,25 @@ kernel, its group and numba's first error line, and fusec stops.
 
 from __future__ import annotations
 
-import atexit
-import json
-import os
+import dataclasses
 import shutil
-import subprocess
-import sys
 import time
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 
-from fusec.analysis.diagnostics import FusecError, InternalError, counted
+from fusec.analysis.diagnostics import InternalError, counted
 from fusec.analysis.targets import Target
+from fusec.codegen.build_pool import BuildFailed, Built, kernel_code
 from fusec.codegen.compile_errors import first_error_line
-from fusec.codegen.kernel_source import (
-    KernelParam,
-    KernelSource,
-    kernel_prelude,
-    numba_type,
-    value_dtype,
-)
-from fusec.codegen.ptx import ptxas_usage
+from fusec.codegen.kernel_source import KernelParam, KernelSource, numba_type, value_dtype
+from fusec.codegen.kernel_unit import unit_of_kernel
 from fusec.dialects.fusion import GroupOp
 
-PROBE_KERNEL = "probe_kernel"  # every probed kernel gets this name: equal kernels, equal keys
-
-# One request per line: {"source", "name", "signature", "cc"} -> {"ptx"} or {"error"}.
-_WORKER = r"""
-import json, sys, types
-from numba import cuda
-from numba.cuda import types as nt
-for line in sys.stdin:
-    req = json.loads(line)
-    try:
-        module = types.ModuleType("fusec_probe")
-        exec(compile(req["source"], "<fusec probe>", "exec"), module.__dict__)
-        sig = tuple(nt.Array(getattr(nt, t), n, "C") for n, t in req["signature"])
-        ptx, _ = cuda.compile_ptx(getattr(module, req["name"]).py_func, sig,
-                                  cc=tuple(req["cc"]))
-        out = {"ptx": ptx}
-    except Exception as err:
-        out = {"error": f"{type(err).__name__}: {err}"[:2000],
-               "environment": environmental(err)}
-    print(json.dumps(out), flush=True)
-"""
-
-# Whether an exception from compiling a kernel to PTX is this machine's (no
-# CUDA toolkit, libNVVM or NVRTC), not the kernel's: one classifier, shared
-# with the other compiling subprocesses (`codegen/ptx.py`).
-_ENVIRONMENT = "from fusec.codegen.compile_errors import environmental\n"
+PROBE_KERNEL = "probe_kernel"  # the generated kernel's name (its unit's name is the placeholder)
 
 
 @dataclass(frozen=True)
@@ -104,6 +76,30 @@ class KernelProbe:
     budget_s: float = field(default_factory=lambda: PROBE_BUDGET_S)
     unavailable: bool = False  # no ptxas or no libNVVM: nothing can be counted
 
+    _generated: dict[int, tuple[GroupOp, KernelSource, list[tuple[int, str]]]] = \
+        field(default_factory=dict, repr=False)
+    _submitted: set[int] = field(default_factory=set, repr=False)  # futures this probe built
+    _futures: list[Future[Built]] = field(default_factory=list, repr=False)
+
+    def prefetch(self, groups: Sequence[GroupOp], target: Target, cap: int = 0) -> None:
+        """Start building the kernels of `groups` in the workers, all at once,
+        so that the `count`s that follow wait for the slowest, not the sum.
+        Nothing is started past the time budget (without a cap), or when
+        there is no ptxas to count with."""
+        if self.unavailable or (not cap and self.seconds >= self.budget_s) or not groups:
+            return
+        if shutil.which("ptxas") is None:
+            return  # `count` says so
+        begin = time.perf_counter()
+        try:
+            for group in groups:
+                try:
+                    self._future(group, target, cap)
+                except KernelDoesNotCompile:
+                    continue  # `count` reports it, for the group it belongs to
+        finally:
+            self.seconds += time.perf_counter() - begin
+
     def count(self, group: GroupOp, target: Target, cap: int = 0) -> KernelCount | None:
         """The ptxas count of `group`'s kernel on `target` (capped at `cap`
         registers when > 0); None, with `note` set, when it cannot be had."""
@@ -118,19 +114,33 @@ class KernelProbe:
                 "estimate")
             return None
         begin = time.perf_counter()
+        kernel: KernelSource | None = None
         try:
-            kernel, signature = _generate(group, target)
-            source = f"{kernel_prelude([kernel.text])}\n\n{kernel.text}\n"
-            cc = target.compute_capability
-            key = json.dumps([_without_comments(kernel.text), signature, cc, cap])
-            threads = _threads(kernel)
-            if key in _COUNTS:
-                self.cached += 1
-            else:
-                _COUNTS[key] = _assemble(source, signature, cc, cap)
+            if shutil.which("ptxas") is None:
+                raise ProbeUnavailable("ptxas is not installed")
+            future, kernel = self._future(group, target, cap)
+            # Without a cap, wait no longer than the budget left: a build that
+            # misses it goes on in its worker and is kept for the next compile.
+            wait = None if cap else max(0.0, self.budget_s - self.seconds)
+            try:
+                built = _result(future, wait)
+            except TimeoutError:
+                self.note = self.note or (
+                    f"the compile's {self.budget_s:g} s for ptxas is spent "
+                    f"({counted(self.compiled, 'kernel')} counted); later groups are decided "
+                    "by the estimate")
+                self.seconds = max(self.seconds, self.budget_s)
+                self.drop_pending()
+                return None
+            if id(future) in self._submitted:
+                self._submitted.discard(id(future))
                 self.compiled += 1
-            regs, spills = _COUNTS[key]
-            return KernelCount(regs, spills, threads)
+            else:
+                self.cached += 1
+            code = built.code
+            if code.registers is None:
+                raise ProbeUnavailable("ptxas did not assemble the kernel's PTX")
+            return KernelCount(code.registers, code.spill_bytes or 0, _threads(kernel))
         except ProbeUnavailable as err:
             self.note, self.unavailable = str(err), True
             return None
@@ -143,17 +153,37 @@ class KernelProbe:
         finally:
             self.seconds += time.perf_counter() - begin
 
+    def drop_pending(self) -> None:
+        """Cancel the prefetched builds no worker has begun (their counts
+        will not be asked for: the budget is spent), so the workers leave
+        the cores to the rest of the compile."""
+        for future in self._futures:
+            future.cancel()
+        self._futures.clear()
+
+    def _future(self, group: GroupOp, target: Target,
+                cap: int) -> tuple[Future[Built], KernelSource]:
+        """The build of `group`'s kernel (started now, or earlier by
+        `prefetch` or another compile), and the kernel."""
+        held = self._generated.pop(id(group), None)
+        if held is not None and held[0] is group:
+            kernel, signature = held[1], held[2]
+        else:
+            kernel, signature = _generate(group, target)
+        self._generated[id(group)] = (group, kernel, signature)
+        unit = dataclasses.replace(unit_of_kernel(kernel.text, kernel.name), max_registers=cap)
+        future = kernel_code(unit, signature, target.compute_capability,
+                             kernel_name(group))
+        if not future.done():
+            self._submitted.add(id(future))
+            self._futures.append(future)
+        return future, kernel
+
     def summary(self) -> str:
         """`ptxas counted 5 kernels (2 more from the cache) in 3.1 s`."""
         return (f"ptxas counted {counted(self.compiled, 'kernel')} ({self.cached} more from "
                 "the cache) "
                 f"in {self.seconds:.1f} s")
-
-
-# (registers, spill bytes) per kernel key, for the whole process: a kernel met
-# again (the same group in another compile, a stage that split the same way)
-# is never assembled twice.
-_COUNTS: dict[str, tuple[int, int]] = {}
 
 
 class ProbeUnavailable(Exception):
@@ -173,10 +203,6 @@ def kernel_name(group: GroupOp) -> str:
     prefix = func.sym_name.data[:KERNEL_NAME_FUNC_CHARS] if isinstance(func, FuncOp) else "f"
     main = op.name.removeprefix("nn.") if (op := main_op(group)) else "copy"
     return f"{prefix}_{group_attr(group, 'name', '?')}_{main}"
-
-
-def _without_comments(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
 def _threads(kernel: KernelSource) -> int:
@@ -207,67 +233,13 @@ def _param_dtype(group: GroupOp, kernel: KernelSource, param: KernelParam) -> st
     return value_dtype(values[param.index])
 
 
-_worker: subprocess.Popen[str] | None = None
-
-
-def _start_worker() -> subprocess.Popen[str]:
-    global _worker
-    if _worker is None or _worker.poll() is not None:
-        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-        _worker = subprocess.Popen([sys.executable, "-c", _ENVIRONMENT + _WORKER], env=env,
-                                   text=True,
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
-        atexit.register(_stop_worker)
-    return _worker
-
-
-def _stop_worker() -> None:
-    global _worker
-    if _worker is not None and _worker.poll() is None:
-        assert _worker.stdin is not None
-        _worker.stdin.close()
-        try:
-            _worker.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            _worker.kill()
-    if _worker is not None:  # its pipes too: an open one warns when collected
-        for pipe in (_worker.stdout, _worker.stderr):
-            if pipe is not None:
-                pipe.close()
-    _worker = None
-
-
-def _ptx_of(source: str, signature: list[tuple[int, str]], cc: tuple[int, int]) -> str:
-    worker = _start_worker()
-    assert worker.stdin is not None and worker.stdout is not None
-    request = {"source": source, "name": PROBE_KERNEL, "signature": signature, "cc": list(cc)}
+def _result(future: Future[Built], timeout: float | None) -> Built:
+    """The build's result (TimeoutError past `timeout` seconds), its failure
+    said as the probe says it."""
     try:
-        worker.stdin.write(json.dumps(request) + "\n")
-        worker.stdin.flush()
-        line = worker.stdout.readline()
-    except OSError as err:
-        raise ProbeUnavailable(f"the PTX compile worker stopped ({err})") from None
-    if not line:
-        tail = (worker.stderr.read() if worker.stderr else "").strip().splitlines()[-1:]
-        _stop_worker()
-        raise ProbeUnavailable(f"numba could not start compiling PTX ({' '.join(tail)})")
-    reply = json.loads(line)
-    if "error" in reply:
-        if not reply.get("environment", True):
-            raise KernelDoesNotCompile(first_error_line(reply["error"]))
-        raise ProbeUnavailable(f"numba could not compile the kernel to PTX ({reply['error']})")
-    return str(reply["ptx"])
-
-
-def _assemble(source: str, signature: list[tuple[int, str]], cc: tuple[int, int],
-              cap: int) -> tuple[int, int]:
-    tool = shutil.which("ptxas")
-    if tool is None:
-        raise ProbeUnavailable("ptxas is not installed")
-    ptx = _ptx_of(source, signature, cc)
-    try:
-        usage = ptxas_usage(ptx, tool, arch=f"sm_{cc[0]}{cc[1]}", max_registers=cap)
-    except FusecError as err:
-        raise ProbeUnavailable(str(err)) from None
-    return usage["registers"], usage["spill_bytes"]
+        return future.result(timeout)
+    except BuildFailed as err:
+        if not err.environmental:
+            raise KernelDoesNotCompile(first_error_line(err.message)) from None
+        raise ProbeUnavailable(f"numba could not compile the kernel to PTX ({err.message})") \
+            from None

@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fusec.codegen import build_pool
+from fusec.codegen import kernel_cache as codegen_kernel_cache
+from fusec.codegen.kernel_unit import KernelUnit, units_of_source
 from fusec.compiler.cli import main as fusec_main
-from fusec.runtime import kernel_cache
 from fusec.runtime.device import gpu_available
 from fusec.runtime.kernel_build import find_ptxas, linkable
 from fusec.runtime.kernel_cache import KernelCode, KernelStore, kernel_key, user_store
@@ -39,6 +41,7 @@ def saved_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (tmp / "m.mlir").write_text(MODEL)
     old = os.environ.get("FUSEC_CACHE_DIR")
     os.environ["FUSEC_CACHE_DIR"] = str(tmp / "user-cache")
+    build_pool.forget_builds()  # built by no other test of this process
     try:
         assert fusec_main([str(tmp / "m.mlir"), "-o", str(tmp / "out"), "--save-kernels",
                            "--quiet"]) == 0
@@ -62,16 +65,19 @@ def _one_entry(saved_out: Path) -> tuple[str, str, KernelCode]:
     return entry["key"], entry["kernel"], code
 
 
-def test_key_depends_on_source_kernel_types_cc_and_versions(monkeypatch) -> None:
-    base = kernel_key("src", "k", SIG, (9, 0))
-    assert base == kernel_key("src", "k", SIG, (9, 0))
-    others = [kernel_key("src2", "k", SIG, (9, 0)), kernel_key("src", "k2", SIG, (9, 0)),
-              kernel_key("src", "k", [(2, "float32"), (1, "float32")], (9, 0)),
-              kernel_key("src", "k", [(1, "float64"), (1, "float32")], (9, 0)),
-              kernel_key("src", "k", SIG, (8, 0))]
-    monkeypatch.setattr(kernel_cache, "toolchain_versions",
-                        lambda: {"numba": "0.0", "numba-cuda": "0.0"})
-    others.append(kernel_key("src", "k", SIG, (9, 0)))
+def test_key_depends_on_source_kernel_types_cap_cc_and_versions(monkeypatch) -> None:
+    src = KernelUnit("src")
+    base = kernel_key(src, SIG, (9, 0))
+    assert base == kernel_key(KernelUnit("src"), SIG, (9, 0))
+    others = [kernel_key(KernelUnit("src2"), SIG, (9, 0)),
+              kernel_key(KernelUnit("src", "k2"), SIG, (9, 0)),
+              kernel_key(KernelUnit("src", max_registers=32), SIG, (9, 0)),
+              kernel_key(src, [(2, "float32"), (1, "float32")], (9, 0)),
+              kernel_key(src, [(1, "float64"), (1, "float32")], (9, 0)),
+              kernel_key(src, SIG, (8, 0))]
+    monkeypatch.setattr(codegen_kernel_cache, "toolchain_versions",
+                        lambda: {"numba": "0.0", "numba-cuda": "0.0", "fusec": "0.0"})
+    others.append(kernel_key(src, SIG, (9, 0)))
     assert len({base, *others}) == len(others) + 1
 
 
@@ -92,7 +98,8 @@ def test_save_kernels_writes_code_to_out_and_user_cache(saved_out: Path) -> None
 
     program, _, _ = read_out(saved_out / "out")
     sig = program_signatures(program)[name]
-    assert kernel_key(kernels_py, name, sig, TARGET_CC) == key  # what the runtime asks for
+    unit = units_of_source(kernels_py, [name])[name]
+    assert kernel_key(unit, sig, TARGET_CC) == key  # what the runtime asks for
     assert KernelStore(saved_out / "out" / "kernels").load(key, name) == code
 
 
@@ -129,7 +136,7 @@ def test_damaged_entry_is_ignored_with_a_warning_and_rebuilt(
         entry["cubin"] = entry["cubin"][:-8] + "AAAAAAAA"
         path.write_text(json.dumps(entry))
     elif damage == "foreign":
-        other = kernel_key("another source", name, SIG, (9, 0))
+        other = kernel_key(KernelUnit("another source"), SIG, (9, 0))
         store.store(other, name, kept)
         shutil.copy(store.path(other), path)
     else:

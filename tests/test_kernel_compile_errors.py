@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from fusec.codegen import generate, ptx
+from fusec.codegen import build_pool, build_worker, generate, ptx
 from fusec.codegen.kernel_source import KernelSource
 from fusec.compiler.cli import main
 from fusec.scheduling import kernel_probe
@@ -36,12 +37,14 @@ FLAGS = ["--max-registers", "64", "--target", "h200"]
 
 
 @pytest.fixture
-def fresh_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A PTX worker of this test's own (and no counts cached from others)."""
-    kernel_probe._stop_worker()  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(kernel_probe, "_COUNTS", {})
+def fresh_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Build workers of this test's own (and no kernels kept from others)."""
+    build_pool.stop_workers()
+    build_pool.forget_builds()
+    monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path / "cache"))
     yield
-    kernel_probe._stop_worker()  # pyright: ignore[reportPrivateUsage]
+    build_pool.stop_workers()
+    build_pool.forget_builds()
 
 
 def _untypable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,12 +86,12 @@ def test_without_libnvvm_the_counts_are_estimates(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         fresh_worker: None) -> None:
     # the worker as on a machine without libNVVM: numba's own error
-    worker = kernel_probe._WORKER.replace(  # pyright: ignore[reportPrivateUsage]
+    worker = Path(build_worker.__file__).read_text().replace(
         "        module = types.ModuleType",
         "        from numba.cuda.cudadrv.error import NvvmSupportError\n"
         "        raise NvvmSupportError('libNVVM cannot be found.')\n"
         "        module = types.ModuleType")
-    monkeypatch.setattr(kernel_probe, "_WORKER", worker)
+    monkeypatch.setattr(build_pool, "worker_command", lambda: [sys.executable, "-c", worker])
     src, out = tmp_path / "m.mlir", tmp_path / "OUT"
     src.write_text(PROGRAM)
     assert main([str(src), "-o", str(out), "--remarks", *FLAGS]) == 0
@@ -127,10 +130,7 @@ def test_environment_errors_are_told_from_kernel_errors() -> None:
     from numba.core.errors import LoweringError, TypingError
 
     e = _numba_cuda_errors()
-    scope: dict[str, object] = {}
-    exec(kernel_probe._ENVIRONMENT, scope)  # pyright: ignore[reportPrivateUsage]
-    environmental = scope["environmental"]
-    assert callable(environmental)
+    from fusec.codegen.compile_errors import environmental  # what the build worker asks
     for err in (e.NvvmSupportError("libNVVM cannot be found"), e.CudaSupportError("no toolkit"),
                 e.NvrtcSupportError("no nvrtc"), e.CCSupportError("cc 9.0 unsupported"),
                 OSError("libnvvm.so: cannot open shared object file"),

@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.remarks import RemarkCollector, collect_remarks
 from fusec.analysis.targets import get_target
+from fusec.codegen import build_pool
 from fusec.codegen.generate import generate_program
 from fusec.codegen.ptx import compile_program_ptx, program_signatures
 from fusec.compiler.compile import ScheduleOptions, compile_model
@@ -38,6 +39,13 @@ SMALL = """func.func @f(%a: tensor<4096xf32>, %b: tensor<4096xf32>) -> tensor<40
   %s = nn.add %t, %a : (tensor<4096xf32>, tensor<4096xf32>) -> tensor<4096xf32>
   func.return %s : tensor<4096xf32>
 }"""
+
+
+@pytest.fixture
+def fresh_builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No kernel built before, in this process or the kernel cache."""
+    monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path / "cache"))
+    build_pool.forget_builds()
 
 
 def grouped(text: str, budget: str = "") -> ModuleOp:
@@ -83,7 +91,7 @@ def test_max_registers_32_leaves_no_kernel_over_32_by_ptxas() -> None:
 
 
 @needs_ptxas
-def test_probe_counts_each_kernel_once() -> None:
+def test_probe_counts_each_kernel_once(fresh_builds: None) -> None:
     group = only_group(grouped(SMALL))
     probe = KernelProbe()
     h200 = get_target("h200")
@@ -100,7 +108,6 @@ def test_probe_counts_each_kernel_once() -> None:
 
 def test_without_ptxas_the_estimate_decides_with_a_note(monkeypatch) -> None:
     monkeypatch.setattr(kernel_probe.shutil, "which", lambda _name: None)
-    monkeypatch.setattr(kernel_probe, "_COUNTS", {})
     module = grouped(SMALL, ",register-budget{max_registers=24}")
     notes = collect_remarks(module)
     assert "note: register counts are estimates: ptxas is not installed" in notes, notes
@@ -143,7 +150,8 @@ def test_split_only_when_the_spills_cost_more(spill: int, kept: bool) -> None:
 
 @needs_ptxas
 @pytest.mark.slow
-def test_kept_cubins_are_assembled_under_the_cap(tmp_path: Path, monkeypatch) -> None:
+def test_kept_cubins_are_assembled_under_the_cap(tmp_path: Path, monkeypatch,
+                                                 fresh_builds: None) -> None:
     """The runtime's parallel compile reads the cap from the kernel's
     declaration and hands it to ptxas (a wrapper logs its arguments)."""
     from fusec.runtime.kernel_build import compile_parallel
@@ -157,7 +165,8 @@ def test_kept_cubins_are_assembled_under_the_cap(tmp_path: Path, monkeypatch) ->
     monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
     program = generate_program(grouped(SMALL, ",register-budget{max_registers=48 ptxas=false}"))
     try:
-        code = compile_parallel(program.kernels_source, program_signatures(program), (9, 0), 1)
+        code = compile_parallel(program.kernels_source, program_signatures(program),
+                                (9, 0)).code
     except FusecError as err:
         pytest.skip(f"numba cannot compile PTX here: {err}")
     assert all(c.cubin for c in code.values())
@@ -172,7 +181,7 @@ def test_the_probe_stops_at_its_time_budget() -> None:
     assert "0 s for ptxas is spent" in probe.note and probe.compiled == 0
 
 
-def test_a_cap_is_counted_past_the_time_budget() -> None:
+def test_a_cap_is_counted_past_the_time_budget(fresh_builds: None) -> None:
     """Under `--max-registers` every kernel is counted, budget or not: a cap
     decided by estimates let a max-pool kernel spill 24 bytes at 48
     registers without a remark (MobileNet, once the budget was spent)."""

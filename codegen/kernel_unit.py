@@ -1,0 +1,111 @@
+"""One kernel as a self-contained unit of source: what is compiled, and what
+the kernel cache's key (`codegen/kernel_cache.py`) is taken over.
+
+A kernels.py holds one `@cuda.jit` function per group after a shared
+prelude. Kernels of repeated layers differ only in their names and header
+comments (a 12-layer GPT-2: 96 kernels, 8 bodies), so a unit is the kernel's
+text with every comment line and blank line dropped, its decorator reduced
+to `@cuda.jit` (the `max_registers` it declared is kept beside it: a linker
+option, not part of the PTX) and its name replaced by `UNIT_NAME`, after the
+prelude of just the helpers it calls (`kernel_prelude`). Equal units compile
+to equal code, whatever program, partition or process they come from; the
+register probe (`scheduling/kernel_probe.py`) makes the same unit from the
+kernel it generates, so its build is the runtime's.
+
+```python
+units = units_of_source(kernels_py, ["f_g0_add", "f_g1_add"])
+units["f_g0_add"] == units["f_g1_add"]   # True when only their names differ
+units["f_g0_add"].name                  # "fusec_kernel"
+```
+
+A kernels.py that this fusec did not write (its prelude is not the one
+`kernel_prelude` gives now) is not cut up: each of its kernels is a unit of
+the whole file under its own name, as before units existed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fusec.codegen.kernel_source import kernel_prelude
+
+UNIT_NAME = "fusec_kernel"
+_DEF = re.compile(r"^def ([A-Za-z_][A-Za-z0-9_]*)\(", re.MULTILINE)
+_CAP = re.compile(r"max_registers\s*=\s*(\d+)")
+
+
+@dataclass(frozen=True)
+class KernelUnit:
+    """A module text defining the kernel `name` (`UNIT_NAME` for a cut-out
+    kernel), and the `max_registers` it is declared with (0: none)."""
+
+    source: str
+    name: str = UNIT_NAME
+    max_registers: int = 0
+
+
+def unit_of_kernel(text: str, name: str) -> KernelUnit:
+    """The unit of one kernel's text (its header comments, decorator and
+    `def name(...)` body, as an emitter writes it)."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith(f"def {name}(")), None)
+    if at is None:
+        raise ValueError(f"the kernel text does not define {name!r}")
+    first = at
+    while first > 0 and lines[first - 1].startswith("@"):
+        first -= 1
+    cap = _CAP.search("\n".join(lines[first:at]))
+    body = [line.rstrip() for line in lines[at:]
+            if line.strip() and not line.lstrip().startswith("#")]
+    helpers = [line.rstrip() for line in lines[:first]
+               if line.strip() and not line.lstrip().startswith("#")]
+    kernel = "\n".join([*helpers, "@cuda.jit", *body])
+    kernel = re.sub(rf"\b{re.escape(name)}\b", UNIT_NAME, kernel)
+    prelude = kernel_prelude([kernel]).rstrip("\n")
+    return KernelUnit(f"{prelude}\n\n\n{kernel}\n", UNIT_NAME, int(cap.group(1)) if cap else 0)
+
+
+def kernel_texts(source: str) -> tuple[str, dict[str, str]]:
+    """kernels.py cut into its prelude and each kernel's text (from its
+    header comments to the end of its body), by kernel name."""
+    lines = source.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if _DEF.match(line)]
+    if not starts:
+        return source, {}
+    texts: dict[str, str] = {}
+    bounds = []
+    for at in starts:
+        first = at
+        while first > 0 and lines[first - 1].startswith(("@", "#")):
+            first -= 1
+        bounds.append((first, at))
+    prelude = "".join(lines[:bounds[0][0]])
+    for k, (first, at) in enumerate(bounds):
+        end = bounds[k + 1][0] if k + 1 < len(bounds) else len(lines)
+        # the body ends at the next line that starts a top-level statement
+        stop = next((j for j in range(at + 1, end)
+                     if lines[j][:1] not in ("", " ", "\t", "\n", "#", ")")), end)
+        match = _DEF.match(lines[at])
+        assert match is not None
+        texts[match.group(1)] = "".join(lines[first:stop])
+    return prelude, texts
+
+
+def units_of_source(source: str, names: Iterable[str]) -> dict[str, KernelUnit]:
+    """The unit of each kernel `names` of kernels.py `source`."""
+    wanted = list(names)
+    prelude, texts = kernel_texts(source)
+    region = source[len(prelude):]
+    written_here = (texts and all(n in texts for n in wanted)
+                    and prelude == kernel_prelude([region]).rstrip("\n") + "\n\n\n")
+    if not written_here:
+        return {n: KernelUnit(source, n, _declared_cap(texts.get(n, ""))) for n in wanted}
+    return {n: unit_of_kernel(texts[n], n) for n in wanted}
+
+
+def _declared_cap(text: str) -> int:
+    head = text.split("\ndef ", 1)[0]
+    cap = _CAP.search(head)
+    return int(cap.group(1)) if cap else 0
