@@ -287,7 +287,7 @@ def _compile_job(args: argparse.Namespace, sources: dict[str, str],
                               insertions=insertions(args), instrument=instrument,
                               autotune=autotune_options(args))
     if artifacts.tuning is not None and not args.quiet:
-        print(f"fusec: {artifacts.tuning.summary()}", file=sys.stderr)
+        print(f"fusec: note: autotune: {artifacts.tuning.summary()}", file=sys.stderr)
     entries = []
     if args.save_kernels:
         from fusec.runtime.kernel_loader import compile_for_out

@@ -104,11 +104,12 @@ class _Loaded:
 def main(argv: list[str]) -> int:
     """Entry point of `fusec run`; raises `FusecError` for bad input."""
     args = build_parser().parse_args(argv)
-    from fusec.runtime.device import select_device
+    from fusec.runtime.device import print_held_notice, select_device
     from fusec.runtime.progress import set_quiet
 
     set_quiet(args.quiet)
-    device = select_device(args.device)  # before anything imports numba.cuda
+    # Before anything imports numba.cuda; its notice waits until the input is read.
+    device = select_device(args.device, notice=False)
     loaded = _load(args, device)
     from fusec.runtime.compiled_model import CompiledModel
 
@@ -116,6 +117,7 @@ def main(argv: list[str]) -> int:
     assert isinstance(model, CompiledModel)
     func = _function_op(loaded.module, model.name) if loaded.module is not None else None
     inputs = _inputs(args, model, func)
+    print_held_notice()
     result = model(*inputs)
     outputs = list(result) if isinstance(result, tuple) else [result]
     print(f"ran @{escape_controls(model.name)}: "
@@ -140,7 +142,7 @@ def _print_registers(model: object, device: str) -> None:
 
     assert isinstance(model, CompiledModel)
     if device != "gpu":
-        print("fusec run: note: --registers needs a GPU: the simulator compiles no machine "
+        print("fusec: note: --registers needs a GPU: the simulator compiles no machine "
               "code (for ptxas's counts: fusec MODEL -o OUT --ptx-info)", file=sys.stderr)
         return
     for line in usage_table(model.signature.launches, model.executor.kernel_usage()):
@@ -153,7 +155,7 @@ def _load(args: argparse.Namespace, device: str) -> _Loaded:
     path = Path(args.model)
     if path.is_dir():
         if args.no_fusion or args.target != "auto":
-            print("fusec run: note: --no-fusion and --target apply to a .mlir model; "
+            print("fusec: note: --no-fusion and --target apply to a .mlir model; "
                   f"'{path}' is already compiled", file=sys.stderr)
         program, memory, plan = read_out(path, args.trust_modified_kernels)
         model = CompiledModel(program, memory, plan, device, args.function,

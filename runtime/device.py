@@ -33,9 +33,11 @@ from fusec.analysis.diagnostics import FusecError
 DeviceKind = Literal["gpu", "sim"]
 DEVICE_CHOICES: tuple[str, ...] = ("auto", "gpu", "sim")
 SIM_ENV = "NUMBA_ENABLE_CUDASIM"
-SIM_NOTICE = "fusec: no CUDA GPU found; running kernels in numba's CUDA simulator (slow)"
+# Every notice fusec prints is one line, `fusec: note: ...` (warnings: `fusec: warning:`).
+SIM_NOTICE = "fusec: note: no CUDA GPU found; running kernels in numba's CUDA simulator (slow)"
 
 _notice_printed = False
+_notice_pending = False
 
 
 @functools.cache
@@ -81,9 +83,11 @@ def _sim_env_set() -> bool:
     return os.environ.get(SIM_ENV, "0").strip() not in ("", "0")
 
 
-def select_device(device: str = "auto") -> DeviceKind:
+def select_device(device: str = "auto", notice: bool = True) -> DeviceKind:
     """Resolve `device` ("auto", "gpu" or "sim") to where kernels will run,
-    setting up numba for it; call before anything imports numba.cuda."""
+    setting up numba for it; call before anything imports numba.cuda.
+    `notice=False` holds the simulator notice back until `print_held_notice()`,
+    so that errors about the input come before it (`fusec run`)."""
     if device not in DEVICE_CHOICES:
         raise FusecError(
             f"unknown device '{device}' (expected one of: {', '.join(DEVICE_CHOICES)})"
@@ -91,7 +95,7 @@ def select_device(device: str = "auto") -> DeviceKind:
     _quiet_occupancy()
     loaded = _loaded_mode()
     if loaded is not None:
-        return _check_loaded(device, loaded)
+        return _check_loaded(device, loaded, notice)
     if device == "sim" or (device == "auto" and _sim_env_set()):
         os.environ[SIM_ENV] = "1"
         return "sim"
@@ -105,7 +109,7 @@ def select_device(device: str = "auto") -> DeviceKind:
     if ok:
         return "gpu"
     os.environ[SIM_ENV] = "1"
-    _print_notice()
+    _print_notice(notice)
     return "sim"
 
 
@@ -123,7 +127,7 @@ def _quiet_occupancy() -> None:
         config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
 
 
-def _check_loaded(device: str, loaded: DeviceKind) -> DeviceKind:
+def _check_loaded(device: str, loaded: DeviceKind, notice: bool = True) -> DeviceKind:
     """numba.cuda is already imported: its mode cannot change any more."""
     if device == "gpu" and loaded == "sim":
         raise FusecError(
@@ -136,15 +140,26 @@ def _check_loaded(device: str, loaded: DeviceKind) -> DeviceKind:
             f"set {SIM_ENV}=1 before it is imported"
         )
     if device == "auto" and loaded == "sim" and not _sim_env_set():
-        _print_notice()
+        _print_notice(notice)
     return loaded
 
 
-def _print_notice() -> None:
-    global _notice_printed
-    if not _notice_printed:
-        print(SIM_NOTICE, file=sys.stderr)
-        _notice_printed = True
+def _print_notice(now: bool) -> None:
+    global _notice_printed, _notice_pending
+    if _notice_printed:
+        return
+    if not now:
+        _notice_pending = True
+        return
+    print(SIM_NOTICE, file=sys.stderr)
+    _notice_printed = True
+    _notice_pending = False
+
+
+def print_held_notice() -> None:
+    """Print the simulator notice that `select_device(..., notice=False)` held back."""
+    if _notice_pending:
+        _print_notice(True)
 
 
 def cuda_module(device: str = "auto") -> ModuleType:

@@ -82,13 +82,13 @@ def write_result(result: Any, output: Path | None) -> int:
     if result.params:
         params = params_path(output)
         write_atomically(str(params), lambda f: np.savez(f, **result.params))
-        print(f"note: {len(result.params)} weights are arguments; their values are in "
+        print(f"fusec: note: {len(result.params)} weights are arguments; their values are in "
               f"{params}", file=sys.stderr)
     write_text_atomically(str(output), result.text)
     for onnx_name, arg in result.inputs.items():
         if onnx_name != arg:
             shown = "".join(c if c.isprintable() else "?" for c in onnx_name)[:80]
-            print(f"note: input '{shown}' is argument %{arg}", file=sys.stderr)
+            print(f"fusec: note: input '{shown}' is argument %{arg}", file=sys.stderr)
     return 0
 
 
