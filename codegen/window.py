@@ -187,27 +187,33 @@ def _point_lines(w: WindowShape) -> list[str]:
     return lines
 
 
-def _tap_loops(w: WindowShape, inner: list[str]) -> list[str]:
+def _tap_loops(w: WindowShape, inner: list[str], padded: list[str] | None = None) -> list[str]:
     """`for kh: ih = ...; for kw: iw = ...; inner`, with bounds checks only
-    where padding can put a tap outside the input."""
+    where padding can put a tap outside the input; `padded` (when given) runs
+    for each tap that falls on the padding instead."""
     _, _, h, wd = w.in_shape
     sh, sw = w.strides
     dh, dw = w.dilations
     pt, pl = w.pads[0], w.pads[1]
     row_check = w.pads[0] > 0 or w.pads[2] > 0
     col_check = w.pads[1] > 0 or w.pads[3] > 0
+    loop_kw = f"for kw in range({int_literal(w.kernel[1])}):"
     cols = [
         f"iw = o3 * {int_literal(sw)} - {int_literal(pl)} + kw * {int_literal(dw)}",
-        *([f"if 0 <= iw < {int_literal(wd)}:", *indent(inner, 1)] if col_check else inner),
+        *(_inside(f"0 <= iw < {int_literal(wd)}", inner, padded) if col_check else inner),
     ]
-    rows = [
-        f"ih = o2 * {int_literal(sh)} - {int_literal(pt)} + kh * {int_literal(dh)}",
-        f"x_row = (x_plane + ih) * {int_literal(wd)}",
-        f"for kw in range({int_literal(w.kernel[1])}):",
-        *indent(cols, 1),
-    ]
-    body = [f"if 0 <= ih < {int_literal(h)}:", *indent(rows[1:], 1)] if row_check else rows[1:]
-    return [f"for kh in range({int_literal(w.kernel[0])}):", *indent([rows[0], *body], 1)]
+    rows = [f"x_row = (x_plane + ih) * {int_literal(wd)}", loop_kw, *indent(cols, 1)]
+    outside_row = None if padded is None else [loop_kw, *indent(padded, 1)]
+    body = _inside(f"0 <= ih < {int_literal(h)}", rows, outside_row) if row_check else rows
+    return [f"for kh in range({int_literal(w.kernel[0])}):",
+            *indent([f"ih = o2 * {int_literal(sh)} - {int_literal(pt)} + kh * {int_literal(dh)}",
+                     *body], 1)]
+
+
+def _inside(condition: str, inner: list[str], outside: list[str] | None) -> list[str]:
+    """`if condition: inner`, with `else: outside` when there is one."""
+    lines = [f"if {condition}:", *indent(inner, 1)]
+    return lines if outside is None else [*lines, "else:", *indent(outside, 1)]
 
 
 def _tap(body: GroupBody, v: SSAValue, direct: str, coords: list[str]) -> tuple[list[str], str]:
@@ -247,11 +253,14 @@ def _conv_lines(w: WindowShape, ctype: str) -> list[str]:
     w_direct = f"w_base + kh * {int_literal(kw)} + kw"
     w_reads, w_at = _tap(w.body, op.operands[1], w_direct, ["o1", "ci", "kh", "kw"])
     tap = [*x_reads, *w_reads, f"res += {x_at} * {w_at}"]
+    # a tap on the padding adds 0 * w, as the tiled kernels and the reference
+    # do: 0 where w is finite, NaN where it is inf or NaN
+    padded = [*w_reads, f"res += {float_literal(0.0, ctype)} * {w_at}"]
     channel = [
         "xc = c_first + ci",
         f"x_plane = (o0 * {int_literal(c)} + xc) * {int_literal(h)}",
         f"w_base = (o1 * {int_literal(per_group_in)} + ci) * {int_literal(kh * kw)}",
-        *_tap_loops(w, tap),
+        *_tap_loops(w, tap, padded),
     ]
     lines = [
         f"res = {float_literal(0.0, ctype)}",

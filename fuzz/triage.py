@@ -23,8 +23,6 @@ KNOWN_ITEMS: dict[str, str] = {
     "item 7": "the simulator raises where a GPU returns inf/NaN",
     "item 8": "zero-size dimensions",
     "nan-max-window": "max_pool2d, reduce_max and reduce_min drop a NaN (max(acc, x))",
-    "conv-pad-nan": "a conv2d fused with a pool skips its padded taps: 0 where a NaN or inf "
-                    "weight times the zero padding gives NaN unfused and in the reference",
     "28.4": "a huge constant is materialised: MemoryError",
     "28.5": "a generated name built from expression text: SyntaxError in kernels.py",
     "28.6": "the fused compile rejects a program the unfused compile accepts (a value "
@@ -42,7 +40,6 @@ _ZERO_DIM = re.compile(r"tensor<(\d+x)*0x")
 _NAN_DROPPED = re.compile(r"NaN at .*reference (np\.float64\()?nan")
 _MAX_MIN = re.compile(r"nn\.(max|min) ")
 _MAX_WINDOW = re.compile(r"nn\.(max_pool2d|reduce_max|reduce_min) ")
-_PADDED_CONV = re.compile(r"nn\.conv2d [^\n]*pads = \[(?!0, 0, 0, 0\])")
 # Kernel names are cut to this many characters (item 1).
 LONG_NAME = 38
 
@@ -54,8 +51,8 @@ def known_item(text: str, outcome: Outcome, seed: int, edges: bool | str,
 
     A failure of a program with a long function name that goes away under
     the name `f` is item 1; a NaN missing with edge inputs is item 2 (nn.max,
-    nn.min), nan-max-window (pools and reductions) or conv-pad-nan (a padded
-    conv2d) when the program has such an op and passes without edge inputs.
+    nn.min) or nan-max-window (pools and reductions) when the program has
+    such an op and passes without edge inputs.
     A program the fused compile rejects and the unfused one accepts is 28.6.
     `edges` and `device` are `check_text`'s."""
     if _ZERO_DIM.search(text):
@@ -72,8 +69,7 @@ def known_item(text: str, outcome: Outcome, seed: int, edges: bool | str,
     if outcome.status != "mismatch" or edge_kind(edges) == "no" or \
             not _NAN_DROPPED.search(outcome.detail):
         return None
-    for key, ops in (("item 2", _MAX_MIN), ("nan-max-window", _MAX_WINDOW),
-                     ("conv-pad-nan", _PADDED_CONV)):
+    for key, ops in (("item 2", _MAX_MIN), ("nan-max-window", _MAX_WINDOW)):
         if ops.search(text) and not check_text(text, seed, False, device).failed:
             return key
     return None
