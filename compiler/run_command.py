@@ -104,6 +104,8 @@ class _Loaded:
 def main(argv: list[str]) -> int:
     """Entry point of `fusec run`; raises `FusecError` for bad input."""
     args = build_parser().parse_args(argv)
+    if args.output:
+        _refuse_overwriting_inputs(args.output, args.model, args.inputs)
     from fusec.runtime.device import print_held_notice, select_device
     from fusec.runtime.progress import set_quiet
 
@@ -224,6 +226,17 @@ def read_inputs(path: str, names: list[str], function: str) -> list[np.ndarray]:
             raise FusecError(f"'{path}' has no array '{name}' (input of @{function}; "
                              f"it has: {have})")
     return [arrays[n] for n in names]
+
+
+def _refuse_overwriting_inputs(output: str, model: str, inputs: str | None) -> None:
+    """An error, before anything runs, when `--output` names the model, the
+    inputs file or a file of the OUT folder being run."""
+    from fusec.compiler.outputs import refuse_input_as_output
+
+    given: list[str | Path | None] = [model, inputs]
+    if Path(model).is_dir():
+        given += [p for p in Path(model).iterdir() if p.is_file()]
+    refuse_input_as_output(output, given)
 
 
 def _save(path: str, arrays: dict[str, np.ndarray]) -> None:

@@ -171,3 +171,24 @@ def test_an_interrupted_import_leaves_no_partial_file(
     with np.load(tmp_path / "a.params.npz") as params:
         assert list(params.files) == ["w"]
     assert "func.func" in (tmp_path / "a.mlir").read_text()
+
+
+@pytest.mark.parametrize("target", ["model", "inputs", "plan"])
+def test_run_output_never_replaces_what_it_reads(model: Path, tmp_path: Path,
+                                                  target: str) -> None:
+    """`fusec run --output` onto the model, the inputs file or a file of the
+    OUT being run is refused before anything runs, the file left as it was."""
+    out = tmp_path / "out"
+    assert main([str(model), "-o", str(out)]) == 0
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, x=np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32))
+    victim = {"model": model, "inputs": inputs, "plan": out / "plan.json"}[target]
+    before = victim.read_bytes()
+    run_model = model if target == "model" else out
+    done = subprocess.run([str(FUSEC), "run", str(run_model), "--inputs", str(inputs),
+                           "--output", str(victim)], capture_output=True, text=True,
+                          timeout=300, env=os.environ.copy())
+    assert done.returncode == 1, done.stderr
+    assert "is the same as output file" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert victim.read_bytes() == before
