@@ -154,7 +154,10 @@ def compile(
     whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`)."""
     from fusec.compiler.compile import ScheduleOptions, compile_model
 
-    select_device(device)  # before anything could import numba.cuda
+    if select_device(device) == "gpu":  # before anything could import numba.cuda
+        from fusec.codegen.build_pool import start_workers
+
+        start_workers()  # they import numba while the front end runs, and serve every model
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm,
                                                        library_epilogue=library_epilogue),

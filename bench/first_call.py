@@ -1,0 +1,252 @@
+"""A real model's first call: fusec against inductor, cold and warm (GPU).
+
+    python -m fusec.bench.first_call bench/results/DATE-DEVICE-first-call.md
+        [--models gpt2,resnet50,llama] [--timeout 1800] [--dry-run]
+
+For each model (random weights, seeded, eval mode, fp32, CUDA):
+- `gpt2`: Hugging Face GPT-2 (`GPT2Config`, 6 layers), B4 S256;
+- `resnet50`: torchvision's `resnet50(weights=None)`, B32 224x224;
+- `llama`: a Llama-style decoder (`LlamaConfig`: 4 layers, hidden 1024,
+  grouped-query attention with 16 query and 4 key/value heads), B2 S256;
+
+four measurements, each in a process of its own (`--child`): the time of
+`torch.compile(model, backend=B)(x)`'s first call (compile included, up to
+`torch.cuda.synchronize()`), for B = fusec and inductor, "cold" with fresh
+empty cache folders (`FUSEC_CACHE_DIR`; `TORCHINDUCTOR_CACHE_DIR` and
+`TRITON_CACHE_DIR`) and "warm" in a new process reusing the folders the cold
+one filled. fusec's rows also give the kernels launched per call, the
+distinct kernels compiled in that process and those that came from the
+cache (counted through `codegen/build_pool.py`'s hook). The table goes to
+the markdown file named on the command line (with date, device and commit,
+$FUSEC_COMMIT or git's) and to stdout.
+
+`--dry-run` checks the arguments and prints the commands it would run,
+without torch or a GPU (the module imports nothing heavy until a child runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MODELS = ("gpt2", "resnet50", "llama")
+BACKENDS = ("fusec", "inductor")
+PHASES = ("cold", "warm")
+RESULT_TAG = "FIRST_CALL_RESULT "
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measurement: a model, a backend, cold or warm, and its cache root."""
+
+    model: str
+    backend: str
+    phase: str
+    cache_root: Path
+
+    def env(self) -> dict[str, str]:
+        """The cache folders of this run (the same for cold and warm)."""
+        root = self.cache_root
+        return {"FUSEC_CACHE_DIR": str(root / "fusec"),
+                "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+                "TRITON_CACHE_DIR": str(root / "triton")}
+
+    def command(self) -> list[str]:
+        """The child process's command line."""
+        return [sys.executable, "-m", "fusec.bench.first_call", "--child", self.model,
+                self.backend]
+
+
+def plan(models: list[str], root: Path) -> list[Run]:
+    """Every run, cold before warm, each (model, backend) with its own folders."""
+    return [Run(m, b, phase, root / f"{m}-{b}")
+            for m in models for b in BACKENDS for phase in PHASES]
+
+
+# --- the child: one first call ---------------------------------------------------------------
+
+
+def build_model(name: str) -> tuple[Any, tuple[Any, ...]]:
+    """The model (eval, on CUDA) and its inputs."""
+    import torch
+
+    torch.manual_seed(0)
+    if name == "gpt2":
+        from transformers import GPT2Config, GPT2Model
+
+        model = GPT2Model(GPT2Config(n_layer=6, n_positions=1024))
+        inputs: tuple[Any, ...] = (torch.randint(0, 50257, (4, 256)),)
+    elif name == "resnet50":
+        from torchvision.models import resnet50
+
+        model = resnet50(weights=None)
+        inputs = (torch.randn(32, 3, 224, 224),)
+    elif name == "llama":
+        from transformers import LlamaConfig, LlamaModel
+
+        config = LlamaConfig(num_hidden_layers=4, hidden_size=1024, intermediate_size=2816,
+                             num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+                             max_position_embeddings=1024)
+        model = LlamaModel(config)
+        inputs = (torch.randint(0, 32000, (2, 256)),)
+    else:
+        raise ValueError(f"unknown model {name!r}")
+    return model.eval().cuda(), tuple(t.cuda() for t in inputs)
+
+
+def first_call(model_name: str, backend: str) -> dict[str, Any]:
+    """Time one compiled first call in this (fresh) process."""
+    import torch
+
+    counts = {"built": 0, "cached": 0}
+    if backend == "fusec":
+        from fusec.codegen.build_pool import add_listener
+
+        add_listener(lambda event, _key, _label: counts.__setitem__(event, counts[event] + 1))
+    model, inputs = build_model(model_name)
+    compiled = torch.compile(model, backend=backend)
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        begin = time.perf_counter()
+        compiled(*inputs)
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - begin
+    out: dict[str, Any] = {"seconds": seconds}
+    if backend == "fusec":
+        from fusec.importers.torch.backend import reports
+
+        out.update(launched=sum(r.launches for r in reports()), compiled=counts["built"],
+                   cached=counts["cached"])
+    return out
+
+
+# --- the parent -----------------------------------------------------------------------------
+
+
+def run_child(run: Run, timeout_s: float) -> dict[str, Any]:
+    """The child's result, or {"error": ...}."""
+    env = {**os.environ, **run.env()}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    try:
+        proc = subprocess.run(run.command(), env=env, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout_s:g} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_TAG):
+            return json.loads(line[len(RESULT_TAG):])
+    tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    return {"error": tail[:200]}
+
+
+def table(results: dict[tuple[str, str, str], dict[str, Any]], models: list[str]) -> str:
+    """The markdown table: one row per model, fusec and inductor side by side."""
+    def sec(r: dict[str, Any] | None) -> str:
+        if r is None:
+            return "-"
+        return f"{r['seconds']:.1f} s" if "seconds" in r else f"error: {r.get('error')}"
+
+    def num(r: dict[str, Any] | None, key: str) -> str:
+        return str(r[key]) if r and key in r else "-"
+
+    lines = ["| model | fusec cold | fusec warm | inductor cold | inductor warm | launched | "
+             "compiled (cold) | cache hits (warm) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for m in models:
+        fc, fw = results.get((m, "fusec", "cold")), results.get((m, "fusec", "warm"))
+        ic, iw = results.get((m, "inductor", "cold")), results.get((m, "inductor", "warm"))
+        lines.append(f"| {m} | {sec(fc)} | {sec(fw)} | {sec(ic)} | {sec(iw)} | "
+                     f"{num(fc, 'launched')} | {num(fc, 'compiled')} | {num(fw, 'cached')} |")
+    return "\n".join(lines) + "\n"
+
+
+def _commit() -> str:
+    if os.environ.get("FUSEC_COMMIT"):
+        return os.environ["FUSEC_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=Path(__file__).parent, check=False).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def _device() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=False, timeout=30)
+        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown GPU"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown GPU"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (`--child MODEL BACKEND` runs one measurement)."""
+    ap = argparse.ArgumentParser(prog="python -m fusec.bench.first_call",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("output", nargs="?", help="the markdown file to write")
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help=f"comma-separated, of {', '.join(MODELS)}")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
+    ap.add_argument("--dry-run", action="store_true", help="print the runs, run nothing")
+    ap.add_argument("--child", nargs=2, metavar=("MODEL", "BACKEND"), help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run (or, with --dry-run, list) every measurement and write the table."""
+    args = parse_args(argv)
+    if args.child:
+        model, backend = args.child
+        print(RESULT_TAG + json.dumps(first_call(model, backend)), flush=True)
+        return 0
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown or not models:
+        print(f"error: unknown model(s) {', '.join(unknown) or '(none)'}; "
+              f"expected some of: {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    if not args.output:
+        print("error: name the markdown file to write", file=sys.stderr)
+        return 2
+    if args.timeout <= 0:
+        print("error: --timeout must be > 0", file=sys.stderr)
+        return 2
+    output = Path(args.output)
+    if not output.parent.is_dir():
+        print(f"error: cannot write '{output}': no folder '{output.parent}'", file=sys.stderr)
+        return 2
+    root = Path(tempfile.mkdtemp(prefix="fusec-first-call-"))
+    runs = plan(models, root)
+    if args.dry_run:
+        for run in runs:
+            env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env().items())
+            print(f"{run.model} {run.backend} {run.phase}: {env} "
+                  f"{shlex.join(run.command())}")
+        print(f"would write the table to {output}")
+        os.rmdir(root)
+        return 0
+    results: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for run in runs:
+        results[(run.model, run.backend, run.phase)] = run_child(run, args.timeout)
+        print(f"{run.model} {run.backend} {run.phase}: "
+              f"{results[(run.model, run.backend, run.phase)]}", flush=True)
+    when = datetime.date.today().isoformat()
+    text = (f"# First call, cold and warm ({when}, {_device()}, commit {_commit()})\n\n"
+            f"{table(results, models)}")
+    output.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""bench/first_call.py's plumbing without a GPU: `--dry-run` lists every
+measurement (a fresh process each, cold and warm sharing their cache
+folders), bad arguments are errors, and importing it imports nothing heavy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusec.bench import first_call
+
+
+def test_dry_run_lists_each_measurement_in_a_process_of_its_own(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t.md"
+    assert first_call.main([str(out), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    runs = [line for line in lines if " -m fusec.bench.first_call --child " in line]
+    assert len(runs) == 3 * 2 * 2
+    for model in first_call.MODELS:
+        for backend in first_call.BACKENDS:
+            cold = next(r for r in runs if r.startswith(f"{model} {backend} cold:"))
+            warm = next(r for r in runs if r.startswith(f"{model} {backend} warm:"))
+            assert cold.split(": ", 1)[1] == warm.split(": ", 1)[1]  # same folders, new process
+            assert "FUSEC_CACHE_DIR=" in cold and "TORCHINDUCTOR_CACHE_DIR=" in cold
+            assert f"--child {model} {backend}" in cold
+    folders = {r.split("FUSEC_CACHE_DIR=")[1].split()[0] for r in runs}
+    assert len(folders) == 3 * 2  # fresh folders per model and backend
+    assert lines[-1] == f"would write the table to {out}" and not out.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--models", "gpt3"], "unknown model(s) gpt3"),
+    ([], "name the markdown file"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+])
+def test_bad_arguments_are_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  args: list[str], message: str) -> None:
+    out = [] if args == [] else [str(tmp_path / "t.md")]
+    assert first_call.main([*out, *args, "--dry-run"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_table_of_the_results() -> None:
+    results = {("gpt2", "fusec", "cold"): {"seconds": 12.34, "launched": 60, "compiled": 9,
+                                            "cached": 0},
+               ("gpt2", "fusec", "warm"): {"seconds": 1.5, "launched": 60, "compiled": 0,
+                                            "cached": 9},
+               ("gpt2", "inductor", "cold"): {"seconds": 20.0},
+               ("gpt2", "inductor", "warm"): {"error": "over 5 s"}}
+    text = first_call.table(results, ["gpt2"])
+    assert "| gpt2 | 12.3 s | 1.5 s | 20.0 s | error: over 5 s | 60 | 9 | 9 |" in text
+
+
+def test_importing_it_imports_nothing_heavy() -> None:
+    code = ("import sys, fusec.bench.first_call; "
+            "print(sorted(m for m in ('torch', 'numba', 'transformers', 'torchvision', 'xdsl') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.strip() == "[]"
