@@ -42,6 +42,11 @@ from fusec.analysis.cost_model import (
 )
 from fusec.analysis.diagnostics import counted
 from fusec.analysis.group_kind import find_kind
+from fusec.analysis.in_place_reads import (
+    pointwise_read_refusal,
+    recompute_read_refusal,
+    reduction_read_refusal,
+)
 from fusec.analysis.library_gemm_cost import LIBRARY_PATHS, library_cost, library_element
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.reduction_passes import (
@@ -51,7 +56,6 @@ from fusec.analysis.reduction_passes import (
 from fusec.analysis.reduction_views import folded_views, reduction_view_refusal
 from fusec.analysis.scheduled_cost import ScheduleCache, ScheduledKernel, scheduled_kernel
 from fusec.analysis.targets import Target, get_target
-from fusec.analysis.transposed_operands import transpose_refusal
 from fusec.analysis.view_chains import view_chain
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
@@ -60,7 +64,6 @@ from fusec.analysis.view_operands import (
     feeds_indexed_reads,
     indexed_refusal,
     view_ops,
-    view_refusal,
 )
 from fusec.dialects import nn
 from fusec.dialects.element_types import skipped_rounding, tau
@@ -322,8 +325,10 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
         merged = _kind_refusal(c)
     if isinstance(merged, str):
         return merged
-    if merged[0] == "reduction" and c.options.fold_views:
-        refusal = _reduction_views(c, merged)
+    if merged[0] == "reduction":
+        # what the writer reads in place, then (views folding) whether it coalesces
+        refusal = _reduction_reads(c, merged) or (
+            _reduction_views(c, merged) if c.options.fold_views else None)
         if refusal is not None:
             return refusal
     elif merged[0] != "pointwise":
@@ -340,6 +345,14 @@ def fuse_infos(c: Candidate) -> GroupInfo | str:
                         f"({c.dep.describe(held[0])}); only a pointwise kernel folds one "
                         "into its loads")
     return _with_totals(c, *merged)
+
+
+def _reduction_reads(c: Candidate, merged: Merged) -> str | None:
+    """Why the reduction writer could not read the merged group's concats,
+    gathers and views in place (`analysis/in_place_reads.py`), or None."""
+    ops = tuple(sorted((*c.a.ops, *c.b.ops), key=c.dep.index.__getitem__))
+    found = reduction_read_refusal(ops, merged[1])
+    return None if found is None else found[1]
 
 
 def _reduction_views(c: Candidate, merged: Merged) -> str | None:
@@ -380,8 +393,7 @@ def merge_pointwise(a: GroupInfo, b: GroupInfo, shape: tuple[int, ...] | None = 
     shape = shape or _covering(a.shape, b.shape)
     if shape is None:
         return f"their iteration spaces {fmt(a.shape)} and {fmt(b.shape)} do not broadcast"
-    ops = (*a.ops, *b.ops)
-    refusal = transpose_refusal(ops, shape) or view_refusal(ops, shape)
+    refusal = pointwise_read_refusal((*a.ops, *b.ops), shape)  # what the writer reads in place
     if refusal is not None:
         return refusal
     return ("pointwise", shape, (), None)
@@ -853,6 +865,10 @@ def recompute_ok(dep: DependencyAnalysis, chain: Sequence[Operation], host: Grou
                 tensor_shape(op.results[0]), host.shape) != host.shape:
             return Verdict.no(f"{describe_group(dep, host)} cannot evaluate "
                               f"{dep.describe(op)} over {fmt(host.shape)}")
+    earlier = [v.op for v in available if isinstance(v, OpResult)]
+    if (refusal := recompute_read_refusal(host.kind, (*host.ops, *earlier, *chain),
+                                          host.outputs, dep.index)) is not None:
+        return Verdict.no(refusal)  # the writer would refuse the group with the clones
     if host.registers + sum(map(op_registers, chain)) > options.max_registers:
         return Verdict.no(f"it would take the kernel past {options.max_registers} registers")
     if not options.allow_reduced_precision and (
@@ -894,16 +910,23 @@ def _recompute_precision(dep: DependencyAnalysis, chain: Sequence[Operation],
 
 
 def recompute_in_view_ok(dep: DependencyAnalysis, producer: Operation, hosts: list[GroupInfo],
-                         target: Target, options: FusionOptions) -> Verdict:
+                         target: Target, options: FusionOptions,
+                         cloned: Sequence[Iterable[Operation]] = ()) -> Verdict:
     """Recompute the elementwise `producer` in `hosts`, its only readers,
     each reading it through chains of layout ops (a layout copy,
     `analysis/view_chains.py`, or a pointwise group's views), at the elements
     their views read? `recompute_ok`'s rule over all of them: the result is
     no longer written, each host reads the producer's operands where it
-    read the result (a broadcast operand whole), and the flops are redone."""
+    read the result (a broadcast operand whole), and the flops are redone.
+    `cloned`: per host, the ops it recomputes already."""
     value = producer.results[0]
     if any(h.registers + op_registers(producer) > options.max_registers for h in hosts):
         return Verdict.no(f"it would take a kernel past {options.max_registers} registers")
+    for host, earlier in zip(hosts, list(cloned) or [()] * len(hosts), strict=True):
+        refusal = recompute_read_refusal(host.kind, (*host.ops, *earlier, producer),
+                                         host.outputs, dep.index)
+        if refusal is not None:  # the writer would refuse the group with the clone
+            return Verdict.no(refusal)
     total = dep.nbytes(value)
     saved, flops = total, 0
     for host in hosts:

@@ -138,13 +138,16 @@ def computed_root(op: Operation, inside: set[Operation]) -> bool:
     that only chains of layout ops read, over operands it reads from memory:
     the kernel evaluates it at the source element each view element maps to
     (recomputed there instead of a kernel writing its result for a copy to
-    read, `analysis/view_chains.py`)."""
+    read, `analysis/view_chains.py`); a constant of the kernel (a splat, a
+    literal) may be one of them."""
     if op_kind(op) is not OpKind.ELEMENTWISE or len(op.results) != 1:
         return False
     readers = [u.operation for u in op.results[0].uses]
     return bool(readers) and all(isinstance(u, CHAINED_VIEWS) and u in inside
                                  for u in readers) and all(
-        not isinstance(v, OpResult) or v.op not in inside for v in op.operands)
+        # a splat constant moved into the group (`group-each-op`) is a literal
+        not isinstance(v, OpResult) or v.op not in inside or isinstance(v.op, nn.ConstantOp)
+        for v in op.operands)
 
 
 def chain_links(op: Operation, inside: set[Operation]) -> list[Operation]:

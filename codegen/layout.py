@@ -52,7 +52,11 @@ def _the_ops(group: GroupOp) -> list[Operation]:
     ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
     inside = set(ops)
     # an elementwise op whose result only the chain reads is evaluated at the
-    # element the chain's view reads (`codegen/computed_root.py`)
+    # element the chain's view reads (`codegen/computed_root.py`), with the
+    # splat constants it reads as literals (moved in by `group-each-op`)
+    literals = [op for op in ops if isinstance(op, nn.ConstantOp) and all(
+        computed_root(u.operation, inside) for u in op.results[0].uses)]
+    ops = [op for op in ops if op not in literals]
     roots = [op for op in ops[:1] if computed_root(op, inside)]
     ops = ops[len(roots):]
     chain = len(ops) > 1 and all(isinstance(op, CHAINED_VIEWS) for op in ops)

@@ -49,10 +49,11 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.in_place_reads import pointwise_read_refusal
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
 from fusec.analysis.strided_view import StridedView
-from fusec.analysis.transposed_operands import staged_views, tile_axes, transpose_refusal
+from fusec.analysis.transposed_operands import staged_views, tile_axes
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
     INDEXED_READS,
@@ -60,7 +61,6 @@ from fusec.analysis.view_operands import (
     computed_root,
     extra_reads,
     operand_view,
-    view_refusal,
 )
 from fusec.codegen.computed_root import root_load
 from fusec.codegen.group_body import (
@@ -145,11 +145,8 @@ def _check(body: GroupBody, shape: Shape) -> None:
                 isinstance(op, nn.ConstantOp) or op_kind(op) in POINT_KINDS):
             raise op_error(op, f"'{op.name}' cannot be generated in a pointwise group with "
                            "transposed operands")
-    reason = transpose_refusal(body.ops, shape) or view_refusal(body.ops, shape)
-    if reason is None and any(isinstance(op, INDEXED_READS) for op in body.ops) and tile_axes(
-            body.ops, shape) is not None:
-        reason = ("a concat or gather is read on the flat schedule only, not beside a "
-                  "transposed operand staged through a tile")
+    # the rule fusion legality applied when it formed the group
+    reason = pointwise_read_refusal(body.ops, shape)
     if reason is not None:
         raise op_error(body.group, f"cannot generate this pointwise group: {reason}")
 

@@ -33,17 +33,9 @@ from typing import Literal
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.in_place_reads import is_reduction_leaf, reduction_leaf_refusal
 from fusec.analysis.op_kinds import op_kind
-from fusec.analysis.view_operands import (
-    CHAINED_VIEWS,
-    INDEXED_READS,
-    READ_IN_PLACE,
-    computed_root,
-    feeds_indexed_reads,
-    indexed_refusal,
-    is_chain_end,
-    operand_view,
-)
+from fusec.analysis.view_operands import CHAINED_VIEWS, READ_IN_PLACE, computed_root
 from fusec.codegen.group_body import POINT_KINDS, GroupBody, fits_domain
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
@@ -173,11 +165,8 @@ def analyze(body: GroupBody) -> RowAnalysis:
             continue  # evaluated where its views read it (`codegen/computed_root.py`)
         elif op_kind(op) in POINT_KINDS:
             _classify_elementwise(ra, op)
-        elif isinstance(op, INDEXED_READS):
-            _classify_indexed(ra, op)
-        elif isinstance(op, CHAINED_VIEWS) and is_chain_end(op, inside) and not (
-                feeds_indexed_reads(op, inside)):
-            _classify_view(ra, op)
+        elif is_reduction_leaf(op, inside):
+            _in_place_leaf(ra, op)
         elif not isinstance(op, CHAINED_VIEWS):
             raise op_error(op, f"{op.name} cannot be fused into a reduction kernel")
     for v in body.outputs:
@@ -199,29 +188,16 @@ def _classify_reduction(ra: RowAnalysis, op: nn.ReduceOp) -> None:
     ra.varying[op.results[0]] = False
 
 
-def _classify_indexed(ra: RowAnalysis, op: Operation) -> None:
-    """A concat or gather is read in place at the row element's coordinates
-    (`codegen/indexed_read.py`): a leaf of the row's values, like an input."""
-    _in_place_leaf(ra, op, indexed_refusal(op, set(ra.body.ops)))
-
-
-def _classify_view(ra: RowAnalysis, op: Operation) -> None:
-    """A chain of slices, reshapes and transposes ending at `op` is read in
-    place through its strided view (`analysis/reduction_views.py`): a leaf of
-    the row's values, like an input."""
-    found = operand_view(op, set(ra.body.ops))
-    _in_place_leaf(ra, op, found if isinstance(found, str) else None)
-
-
-def _in_place_leaf(ra: RowAnalysis, op: Operation, refusal: str | None) -> None:
-    """`op`'s result, read in place, as a leaf of the row's values (or the
-    reason it cannot be, as an error)."""
+def _in_place_leaf(ra: RowAnalysis, op: Operation) -> None:
+    """`op`'s result, read in place (a concat or gather at the row element's
+    coordinates, `codegen/indexed_read.py`, or the strided view of a chain of
+    slices, reshapes and transposes, `analysis/reduction_views.py`), as a
+    leaf of the row's values like an input; or the reason it cannot be (the
+    rule fusion legality applied when it formed the group), as an error."""
+    refusal = reduction_leaf_refusal(op, set(ra.body.ops), ra.shape)
     if refusal is not None:
-        raise op_error(op, f"cannot read {op.name} in a reduction kernel: {refusal}")
+        raise op_error(op, refusal)
     result = op.results[0]
-    if not fits_domain(tensor_shape(result), ra.shape):
-        raise op_error(op, f"{op.name} has shape {fmt(tensor_shape(result))}, which does not "
-                       f"broadcast into the reduction's input shape {fmt(ra.shape)}")
     ra.frame[result] = "X"
     ra.stage[result] = 0
     ra.varying[result] = ra.spans_row(result)

@@ -26,7 +26,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.analysis.candidate_group import build_group, group_outputs
+from fusec.analysis.candidate_group import build_group, detached_group, group_outputs
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.fusion_legality import (
     FUSIBLE_KINDS,
@@ -42,6 +42,7 @@ from fusec.analysis.fusion_legality import (
     single_op_info,
 )
 from fusec.analysis.fusion_policy import POLICIES, FusionPolicy, get_policy
+from fusec.analysis.in_place_reads import group_read_refusal
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.scheduled_cost import ScheduleCache
@@ -169,7 +170,8 @@ class GroupFormer:
                 for h in hosts):
             return  # a single layout op is no chain: it stays a copy of the buffer
         infos = [self.info[h] for h in hosts]
-        verdict = recompute_in_view_ok(self.dep, p, infos, self.target, self.options)
+        verdict = recompute_in_view_ok(self.dep, p, infos, self.target, self.options,
+                                       [self.clones.get(h, []) for h in hosts])
         subject, first = self.dep.describe(p), self.graph.nodes[hosts[0]].ops[0]
         if not verdict.ok or verdict.gain is None:
             self.pending.append(_Pending("not-recomputed", subject, first, verdict.reason))
@@ -195,9 +197,7 @@ class GroupFormer:
         hosts = list(dict.fromkeys(self.graph.node_of[u] for u in readers))
         if nid not in hosts or len(hosts) < 2 or any(
                 self.info[h].size < 2 for h in hosts if h != nid) or any(
-                op_kind(u) in (OpKind.CONTRACTION, OpKind.WINDOW) for u in readers) or any(
-                # a pointwise kernel transposes only operands it reads from memory
-                isinstance(u, nn.TransposeOp) for u in readers):
+                op_kind(u) in (OpKind.CONTRACTION, OpKind.WINDOW) for u in readers):
             return
         kept = self._kept(nid, hosts)
         hosts = [h for h in hosts if h != nid and p not in self.clones.get(h, ())]
@@ -382,12 +382,15 @@ def _contract(op: Operation) -> str:
 # --- layer 2: the mechanical rewrite ------------------------------------------------------------
 
 
-def materialize_groups(former: GroupFormer, names: dict[int, str]) -> None:
+def materialize_groups(former: GroupFormer, names: dict[int, str],
+                       collector: RemarkCollector | None = None) -> None:
     """Rewrite the function body so that every multi-op node is a `fusion.group`.
 
     1. walk the nodes in the graph's topological order;
     2. move a single op to the end of the body (before `func.return`);
-    3. wrap a node of several ops into a group (`_build_group`);
+    3. wrap a node of several ops into a group (`_build_group`), unless the
+       code writer of its kind could not emit it (`_unemittable`): then
+       move its ops, one kernel each, like single ops;
     so the body ends up in an order where every use follows its definition.
     """
     block = former.dep.block
@@ -407,8 +410,29 @@ def materialize_groups(former: GroupFormer, names: dict[int, str]) -> None:
         ops = [*extra.get(node.nid, []), *sorted(node.ops, key=former.dep.index.__getitem__)]
         kind = former.info[node.nid].kind
         # a chain of layout ops (`analysis/view_chains.py`) is one layout copy
-        group = _build_group(ops, names[node.nid], "layout" if kind == "view" else kind)
+        kind = "layout" if kind == "view" else kind
+        if (reason := _unemittable(ops, kind)) is not None:
+            if collector is not None:
+                collector.add("missed", f"group {names[node.nid]} split into one kernel per "
+                              f"op before code generation: {reason}")
+            for op in ops:
+                if op.parent is not None:  # a recomputed clone has none yet
+                    op.detach()
+                block.insert_op_before(op, terminator)
+            continue
+        group = _build_group(ops, names[node.nid], kind)
         block.insert_op_before(group, terminator)
+
+
+def _unemittable(ops: list[Operation], kind: str) -> str | None:
+    """Why the code writer of `kind` would refuse a group of `ops` (in
+    program order), or None. Legality asks the same predicates
+    (`analysis/in_place_reads.py`) before every merge and recomputation,
+    so this only catches a decision that went around them: the compile
+    then makes more kernels instead of failing."""
+    with detached_group(ops, kind) as trial:  # the group as it would be built
+        found = group_read_refusal(trial)
+    return None if found is None else found[1]
 
 
 def _clone_recomputed(former: GroupFormer) -> dict[int, list[Operation]]:
@@ -549,6 +573,6 @@ class FormFusionGroupsPass(ModulePass):
             names = former.group_names()
             former.render_remarks(names, collector)
             former.check_contracts()
-            materialize_groups(former, names)
+            materialize_groups(former, names, collector)
         if self.remarks:
             collector.store(op)
