@@ -7,7 +7,7 @@ ever, in worker processes that start clean, at once and early.
   future for every caller in this process (the register probe, the
   runtime, every partition and model), a finished one from the per-user
   kernel cache (`codegen/kernel_cache.py`) when a process before built it,
-  else a build in a worker, whose result is stored in that cache.
+  else a build in a worker, which stores the result in that cache.
 - **Clean workers.** Each worker is `python -m fusec.codegen.build_worker`,
   a plain subprocess talking JSON lines over pipes: it never re-imports the
   caller's `__main__` (what multiprocessing's "spawn" and "forkserver" do
@@ -18,7 +18,9 @@ ever, in worker processes that start clean, at once and early.
   waiting for any: each imports numba while the caller goes on (a GPU
   compile calls it when the compile begins, the register probe before its
   first count). They stay for the life of the process; one thread per
-  worker feeds it from one queue, so builds run in parallel.
+  worker feeds it from one queue, so builds run in parallel. At exit their
+  stdin is closed: a worker still compiling finishes and stores its kernel
+  (for the next compile) and exits; `stop_workers()` stops them at once.
 - **Never a hang.** A worker that dies fails its build with the end of its
   stderr (an environmental `BuildFailed`) and is started again once. When
   no process can be started at all, kernels are compiled in this process,
@@ -235,18 +237,33 @@ class BuildPool:
                     with contextlib.suppress(OSError):
                         worker.start()
 
-    def close(self) -> None:
-        """Stop the threads and the workers: builds not yet started fail, and
-        a worker still compiling is killed (its kernel is built again by
-        whoever needs it next)."""
+    def leave(self) -> None:
+        """Drop the builds not begun and close the workers' stdin, without
+        waiting for those still compiling (see `_leave_workers`)."""
         self._closing = True
-        while True:  # fail what was never started: nobody waits on it forever
+        self._drain()
+        for worker in self._workers:
+            proc = worker.proc
+            if proc is not None and proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+
+    def _drain(self) -> None:
+        """Fail every build no worker has begun: nobody waits on it forever."""
+        while True:
             try:
                 job = self._jobs.get_nowait()
             except queue.Empty:
                 break
             if job is not None and job[1].set_running_or_notify_cancel():
                 job[1].set_exception(BuildFailed("the kernel compile workers were stopped", True))
+
+    def close(self) -> None:
+        """Stop the threads and the workers: builds not yet started fail, and
+        a worker still compiling is killed (its kernel is built again by
+        whoever needs it next)."""
+        self._closing = True
+        self._drain()
         for _ in self._threads:
             self._jobs.put(None)
         for worker in self._workers:
@@ -286,7 +303,7 @@ def start_workers() -> BuildPool | None:
                   "compiling kernels in this process", file=sys.stderr)
             return None
         _pool = pool
-        atexit.register(stop_workers)
+        atexit.register(_leave_workers)
         return pool
 
 
@@ -297,6 +314,17 @@ def stop_workers() -> None:
         pool, _pool, _pool_problem = _pool, None, None
     if pool is not None:
         pool.close()
+
+
+def _leave_workers() -> None:
+    """At exit: close every worker's stdin and go. An idle worker exits at
+    once; one still compiling finishes its kernel, stores it in the cache
+    and exits, so the next compile finds it. Builds not begun are dropped."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.leave()
 
 
 def workers_running() -> bool:
@@ -352,21 +380,22 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
     request = {"source": unit.source, "name": unit.name,
                "signature": [[int(n), str(t)] for n, t in signature],
                "cc": [int(c) for c in cc], "max_registers": unit.max_registers,
-               "ptxas": find_ptxas()}
+               "ptxas": find_ptxas(), "key": key, "label": label,
+               "store": str(cache.root) if cache is not None else None}
     pool = start_workers()
     if pool is None:
-        _finish(future, _compile_here(request), key, label, cache)
+        _finish(future, _compile_here(request), key, label)
         return future
     reply = pool.submit(request)
-    reply.add_done_callback(lambda done: _finish(future, done, key, label, cache))
+    reply.add_done_callback(lambda done: _finish(future, done, key, label))
     # a caller that gives up (`cancel`) frees the worker if it has not begun
     future.add_done_callback(lambda done: reply.cancel() if done.cancelled() else None)
     return future
 
 
-def _finish(future: Future[Built], reply: Future[dict[str, Any]], key: str, label: str,
-            cache: KernelStore | None) -> None:
-    """Turn a worker's reply into `future`'s result (stored in `cache`)."""
+def _finish(future: Future[Built], reply: Future[dict[str, Any]], key: str,
+            label: str) -> None:
+    """Turn a worker's reply into `future`'s result (the worker stored it)."""
     if reply.cancelled():
         return
     try:
@@ -387,8 +416,6 @@ def _finish(future: Future[Built], reply: Future[dict[str, Any]], key: str, labe
     except (KeyError, ValueError, TypeError) as err:
         _fail(future, BuildFailed(f"a malformed reply ({err})", True))
         return
-    if cache is not None:
-        cache.store(key, label or "kernel", code)
     _tell("built", key, label)
     if future.set_running_or_notify_cancel():  # else cancelled: kept in the cache all the same
         future.set_result(Built(code, False))

@@ -12,13 +12,17 @@ compiles nothing; the pool removes it from the environment).
 One JSON request per line on stdin, one reply per line on stdout:
 
     {"source": KERNEL UNIT, "name": "fusec_kernel", "signature": [[1, "float32"], ...],
-     "cc": [9, 0], "max_registers": 0, "ptxas": "/usr/local/cuda/bin/ptxas" or null}
+     "cc": [9, 0], "max_registers": 0, "ptxas": "/usr/local/cuda/bin/ptxas" or null,
+     "key": CACHE KEY, "label": "f_g0_add", "store": KERNEL CACHE FOLDER or null}
     -> {"ptx": ..., "cubin": base64 or null, "registers": 30, "spill_bytes": 0}
     -> {"error": "TypingError: ...", "environment": false}
 
 With a ptxas, the PTX is assembled once with `-v`: the cubin the runtime
 loads and the register counts the register-budget pass reads come from the
-same run.
+same run. The worker stores what it built in the kernel cache itself, so a
+build its caller stopped waiting for is kept all the same: when the caller
+exits, a worker still compiling finishes that kernel, stores it and exits
+(stdin closed), instead of being killed.
 """
 
 from __future__ import annotations
@@ -102,6 +106,14 @@ def compile_request(request: dict[str, Any]) -> dict[str, Any]:
                                             int(request.get("max_registers") or 0))
         if not linkable(ptx):  # counts stand; the runtime JIT-compiles such a kernel
             cubin = None
+    if request.get("store") and request.get("key"):
+        # kept here, not by the caller: a build the caller stopped waiting
+        # for (the probe's time budget, its process exiting) still lands in
+        # the cache for the next compile
+        from fusec.codegen.kernel_cache import KernelCode, KernelStore
+
+        KernelStore(request["store"]).store(request["key"], request.get("label") or "kernel",
+                                            KernelCode(ptx, cubin, registers, spills))
     return {"ptx": ptx, "cubin": base64.b64encode(cubin).decode("ascii") if cubin else None,
             "registers": registers, "spill_bytes": spills}
 

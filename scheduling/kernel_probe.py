@@ -129,7 +129,6 @@ class KernelProbe:
                     f"the compile's {self.budget_s:g} s for ptxas is spent "
                     f"({counted(self.compiled, 'kernel')} counted); later groups are decided "
                     "by the estimate")
-                self.seconds = max(self.seconds, self.budget_s)
                 self.drop_pending()
                 return None
             if id(future) in self._submitted:
