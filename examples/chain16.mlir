@@ -1,4 +1,4 @@
-// A chain of 16 scalar multiply-add pairs (32 elementwise ops); small version of shared/models/chain16.mlir
+// A chain of 16 scalar multiply-add pairs (32 elementwise ops); an example small enough to run in seconds in numba's CUDA simulator
 func.func @chain(%x: tensor<1024xf32>) -> tensor<1024xf32> {
   %0 = nn.constant dense<1.001> : tensor<f32>
   %1 = nn.constant dense<0.001> : tensor<f32>

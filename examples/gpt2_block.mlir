@@ -1,4 +1,4 @@
-// GPT-2 transformer block: pre-LN causal self-attention and a tanh-GELU MLP, both with residuals (B1 S8 D32, 2 heads of 16); small version of shared/models/gpt2_block.mlir
+// GPT-2 transformer block: pre-LN causal self-attention and a tanh-GELU MLP, both with residuals (B1 S8 D32, 2 heads of 16); an example small enough to run in seconds in numba's CUDA simulator
 func.func @gpt2_block(%x: tensor<1x8x32xf32>, %causal_mask: tensor<8x8xf32>, %ln1_g: tensor<32xf32>, %ln1_b: tensor<32xf32>, %w_qkv: tensor<32x96xf32>, %b_qkv: tensor<96xf32>, %w_out: tensor<32x32xf32>, %b_out: tensor<32xf32>, %ln2_g: tensor<32xf32>, %ln2_b: tensor<32xf32>, %w_fc: tensor<32x128xf32>, %b_fc: tensor<128xf32>, %w_proj: tensor<128x32xf32>, %b_proj: tensor<32xf32>) -> tensor<1x8x32xf32> {
   %0 = nn.layer_norm %x, %ln1_g, %ln1_b {axis = -1, epsilon = 1.0e-05} : (tensor<1x8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<1x8x32xf32>
   %1 = nn.matmul %0, %w_qkv : (tensor<1x8x32xf32>, tensor<32x96xf32>) -> tensor<1x8x96xf32>
