@@ -23,18 +23,12 @@ KNOWN_ITEMS: dict[str, str] = {
     "item 7": "the simulator raises where a GPU returns inf/NaN",
     "item 8": "zero-size dimensions",
     "nan-max-window": "max_pool2d, reduce_max and reduce_min drop a NaN (max(acc, x))",
-    "28.4": "a huge constant is materialised: MemoryError",
-    "28.5": "a generated name built from expression text: SyntaxError in kernels.py",
-    "28.6": "the fused compile rejects a program the unfused compile accepts (a value "
-            "recomputed under a gather or transpose)",
 }
 _KNOWN_ERRORS: list[tuple[str, re.Pattern[str]]] = [
     ("item 4", re.compile(r"NameError: .*name 'c\d+' is not defined")),
     ("item 5", re.compile(r"'<' not supported between instances of '(NoneType' and 'float|"
                    r"float' and 'NoneType)'")),
     ("item 7", re.compile(r"math (domain|range) error|OverflowError")),
-    ("28.4", re.compile(r"MemoryError")),
-    ("28.5", re.compile(r"SyntaxError")),
 ]
 _ZERO_DIM = re.compile(r"tensor<(\d+x)*0x")
 _NAN_DROPPED = re.compile(r"NaN at .*reference (np\.float64\()?nan")
@@ -53,16 +47,12 @@ def known_item(text: str, outcome: Outcome, seed: int, edges: bool | str,
     the name `f` is item 1; a NaN missing with edge inputs is item 2 (nn.max,
     nn.min) or nan-max-window (pools and reductions) when the program has
     such an op and passes without edge inputs.
-    A program the fused compile rejects and the unfused one accepts is 28.6.
     `edges` and `device` are `check_text`'s."""
     if _ZERO_DIM.search(text):
         return "item 8"
     for item, pattern in _KNOWN_ERRORS:
         if pattern.search(outcome.detail):
             return item
-    if outcome.status == "rejected" and outcome.stage.startswith("compile-fused") and \
-            _compiles_unfused(text):
-        return "28.6"
     short = short_name_variant(text)
     if short != text and not check_text(short, seed, edges, device).failed:
         return "item 1"
@@ -73,16 +63,6 @@ def known_item(text: str, outcome: Outcome, seed: int, edges: bool | str,
         if ops.search(text) and not check_text(text, seed, False, device).failed:
             return key
     return None
-
-
-def _compiles_unfused(text: str) -> bool:
-    from fusec.compiler.compile import compile_model
-
-    try:
-        compile_model(text, fusion=False)
-    except Exception:
-        return False
-    return True
 
 
 def short_name_variant(text: str) -> str:
