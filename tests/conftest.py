@@ -3,8 +3,9 @@
 Without a GPU every test process runs kernels in numba's CUDA simulator: the
 switch must be set before anything imports numba.cuda, hence at import time.
 The key that signs OUT folders (`runtime/user_key.py`) is one made for the
-test session in a temporary folder, never the user's own; subprocesses
-inherit it through `FUSEC_CONFIG_DIR`.
+test session in a temporary folder, never the user's own, and so are the
+kernel and tuning caches; subprocesses inherit them through
+`FUSEC_CONFIG_DIR` and `FUSEC_CACHE_DIR`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from fusec.runtime.device import gpu_available
 if not gpu_available():
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
-if "FUSEC_CONFIG_DIR" not in os.environ:
-    _config = tempfile.mkdtemp(prefix="fusec-test-config-")
-    os.environ["FUSEC_CONFIG_DIR"] = _config
-    atexit.register(shutil.rmtree, _config, ignore_errors=True)
+for _variable, _prefix in (("FUSEC_CONFIG_DIR", "fusec-test-config-"),
+                           ("FUSEC_CACHE_DIR", "fusec-test-cache-")):
+    if _variable not in os.environ:
+        _folder = tempfile.mkdtemp(prefix=_prefix)
+        os.environ[_variable] = _folder
+        atexit.register(shutil.rmtree, _folder, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
