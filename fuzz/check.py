@@ -87,10 +87,10 @@ def check_text(text: str, seed: int = 0, edges: bool | str = False,
         # change once, the program may not, and the third print must be the second.
         third = module_to_text(parse_module(make_context(), again, "again.mlir"))
     except Exception as err:
-        return Outcome("error", "roundtrip", _one_line(err))
+        return Outcome("error", "roundtrip", one_line(err))
     if third != again or _unnamed(again) != _unnamed(printed):
         return Outcome("error", "roundtrip", "printing the parsed program is not stable")
-    from fusec.reference.interpreter import find_function, random_inputs, run_typed
+    from fusec.reference.interpreter import find_function, random_inputs
 
     func = find_function(module)
     inputs = random_inputs(func, seed)
@@ -98,14 +98,10 @@ def check_text(text: str, seed: int = 0, edges: bool | str = False,
     if kind != "no":
         inputs = with_edge_values(inputs, seed, kind)
     try:
-        with warnings.catch_warnings():  # NumPy's "Mean of empty slice" and kin
-            warnings.simplefilter("ignore", RuntimeWarning)
-            references = [run_typed(find_function(m), inputs, round_stored=r).outputs
-                          for m, r in ((module, False), (module, True),
-                                       (_decomposed(printed), True))]
+        references = reference_outputs(module, printed, inputs)
     except Exception as err:
-        return Outcome("error", "reference", _one_line(err))
-    half = _half_type(text)
+        return Outcome("error", "reference", one_line(err))
+    half = half_type(text)
     modes = ["fused", "unfused"] + (["fused-checked"] if half else [])
     for mode in modes:
         outcome = _check_mode(text, mode, func.sym_name.data, inputs, references, half,
@@ -115,7 +111,34 @@ def check_text(text: str, seed: int = 0, edges: bool | str = False,
     return Outcome("ok")
 
 
-def _half_type(text: str) -> str:
+def reference_outputs(module: ModuleOp, text: str,
+                      inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """The outputs a kernel may match: the float64 reference of `module`, the
+    one rounding every stored value to its type, and that one after
+    `decompose` of `text` (every step of a composite stored), as unfused
+    kernels store them."""
+    from fusec.reference.interpreter import find_function, run_typed
+
+    with warnings.catch_warnings():  # NumPy's "Mean of empty slice" and kin
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return [run_typed(find_function(m), inputs, round_stored=r).outputs
+                for m, r in ((module, False), (module, True), (_decomposed(text), True))]
+
+
+def match_outputs(got: list[np.ndarray], references: list[list[np.ndarray]], half: str,
+                  stage: str) -> Outcome:
+    """ok when every output matches one of `references` (`compare`), else the
+    first mismatch. A value computed in the half type `half` (or '') and cast
+    to f32 carries that type's error."""
+    floor = element(half).tolerance if half else 0.0
+    for i, g in enumerate(got):
+        problems = [compare(np.asarray(g), ref[i], floor) for ref in references]
+        if all(problems):
+            return Outcome("mismatch", f"compare-{stage}", f"output {i}: {problems[0]}")
+    return Outcome("ok")
+
+
+def half_type(text: str) -> str:
     """The narrowest half-precision element type `text` uses, or ''."""
     found = [h for h in sorted(HALF_NAMES) if f"{h}>" in text]
     return max(found, key=lambda h: element(h).tolerance, default="")
@@ -147,20 +170,14 @@ def _check_mode(text: str, mode: str, name: str, inputs: list[np.ndarray],
     except FusecError as err:
         return Outcome("rejected", f"compile-{mode}", err.message.splitlines()[0])
     except Exception as err:
-        return Outcome("error", f"compile-{mode}", _one_line(err))
+        return Outcome("error", f"compile-{mode}", one_line(err))
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
             got = run_program(artifacts.program, name, [a.copy() for a in inputs], device=device)
     except Exception as err:
-        return Outcome("error", f"run-{mode}", _one_line(err))
-    for i, g in enumerate(got):
-        # A value computed in a half type and cast to f32 carries its error.
-        floor = element(half).tolerance if half else 0.0
-        problems = [compare(np.asarray(g), ref[i], floor) for ref in references]
-        if all(problems):
-            return Outcome("mismatch", f"compare-{mode}", f"output {i}: {problems[0]}")
-    return Outcome("ok")
+        return Outcome("error", f"run-{mode}", one_line(err))
+    return match_outputs(got, references, half, mode)
 
 
 def compare(got: np.ndarray, want: np.ndarray, min_tolerance: float = 0.0) -> str:
@@ -194,7 +211,7 @@ def _at(g: np.ndarray, w: np.ndarray, differs: np.ndarray) -> str:
     return f"at {i}: got {g[i]!r}, reference {w[i]!r}"
 
 
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
     """`TypeError: message (file.py:123)`: the exception and where it came from."""
     frames = traceback.extract_tb(err.__traceback__)
     where = f" ({frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""

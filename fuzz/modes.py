@@ -12,7 +12,6 @@ numbers, its own `check(index, seed) -> Outcome`.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,7 +66,7 @@ class Mode:
         return np.random.default_rng([seed, index, zlib.crc32(self.name.encode())])
 
 
-POISON_COUNT = 5  # poisoned entries per program of the poison-tuning mode
+POISON_COUNT = 5  # poisoned entries per program of the poison modes
 
 
 def _poison_tuning(index: int, seed: int) -> Outcome:
@@ -77,12 +76,12 @@ def _poison_tuning(index: int, seed: int) -> Outcome:
     return poison_tuning(seed * 1_000_003 + index, POISON_COUNT).outcome
 
 
-# Modes another change provides, each a row once its module is there.
-_OPTIONAL: tuple[tuple[str, Mode], ...] = (
-    ("fusec.fuzz.poison_tuning",
-     Mode("poison-tuning", "autotune into a tuning cache of its own, poison an entry, "
-          "compile again: a warning and a right answer", check=_poison_tuning)),
-)
+def _poison_kernels(index: int, seed: int) -> Outcome:
+    """`fuzz/poison_kernels.py`'s check of program `index` of `seed`."""
+    from fusec.fuzz.poison_kernels import poison_kernels  # as above
+
+    return poison_kernels(seed * 1_000_003 + index, POISON_COUNT).outcome
+
 
 MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("default", "every op, f32 or f16, tiny shapes"),
@@ -96,8 +95,12 @@ MODES: dict[str, Mode] = {m.name: m for m in (
          "chains by reductions and pointwise ops", graph=reuse_graph),
     Mode("gpu", "every op, shapes spanning many blocks, on the GPU when there is one",
          config=_gpu_sizes, gpu=True),
+    Mode("poison-tuning", "autotune into a tuning cache of its own, poison an entry, "
+         "compile again: a warning and a right answer", check=_poison_tuning),
+    Mode("poison-kernels", "count every kernel into a kernel cache of its own, poison an "
+         "entry, compile again: a warning, the kernel rebuilt, a right answer",
+         check=_poison_kernels),
 )}
-MODES.update((m.name, m) for module, m in _OPTIONAL if importlib.util.find_spec(module))
 
 
 def parse_modes(names: list[str]) -> tuple[str, ...]:

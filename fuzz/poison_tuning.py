@@ -44,13 +44,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import KernelLaunch
 from fusec.compiler.autotune import AutotuneOptions
-from fusec.dialects.element_types import element
-from fusec.fuzz.check import Outcome, compare
+from fusec.fuzz.check import Outcome, half_type, match_outputs, reference_outputs
 from fusec.fuzz.generate import random_graph
 from fusec.fuzz.run import Result
 
@@ -96,18 +94,13 @@ def poison_tuning(seed: int, count: int) -> Result:
 def _poison(text: str, seed: int, rng: np.random.Generator, cache: Path, count: int) -> Outcome:
     """The checks of `poison_tuning` in the tuning cache `cache`."""
     from fusec.compiler.parsing import make_context, parse_module
-    from fusec.reference.interpreter import find_function, random_inputs, run_module
+    from fusec.reference.interpreter import find_function, random_inputs
 
     module = parse_module(make_context(), text, "fuzz.mlir")
     func = find_function(module)
     inputs = random_inputs(func, seed)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        # As `fuzz/check.py`: fused kernels lie between the reference in
-        # float64, the one rounding each stored value, and that one after
-        # `decompose` (each step of a composite stored).
-        references = [run_module(m, inputs, round_stored=r) for m, r in (
-            (module, False), (module, True), (_decomposed(text), True))]
+    with np.errstate(all="ignore"):
+        references = reference_outputs(module, text, inputs)
     name = func.sym_name.data
     first = _compile_and_check(text, name, inputs, references, rng, cache, "tune")
     if first.outcome.failed:
@@ -165,13 +158,7 @@ def _compile_and_check(text: str, name: str, inputs: list[np.ndarray],
     except Exception as e:
         return _Run(Outcome("error", f"run-{stage}", _one_line(e)), err.getvalue())
     timed = art.tuning.timed if art.tuning is not None else 0
-    floor = element("f16").tolerance if "f16>" in text else 0.0  # f16's error stays in f32
-    for i, g in enumerate(got):
-        problems = [compare(np.asarray(g), ref[i], floor) for ref in references]
-        if all(problems):
-            return _Run(Outcome("mismatch", f"compare-{stage}", f"output {i}: {problems[0]}"),
-                        err.getvalue(), timed)
-    return _Run(Outcome("ok"), err.getvalue(), timed)
+    return _Run(match_outputs(got, references, half_type(text), stage), err.getvalue(), timed)
 
 
 def _check_miss(run: _Run, path: Path, mutation: Mutation) -> Outcome:
@@ -347,18 +334,6 @@ _MUTATORS: list[Mutator] = [
     _other_group,
     _other_result,
 ]
-
-
-def _decomposed(text: str) -> ModuleOp:
-    """`text` after `fold-empty,decompose`, as the compile job runs them."""
-    from fusec.compiler.driver import make_registry
-    from fusec.compiler.parsing import make_context, parse_module
-    from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
-
-    ctx = make_context()
-    module = parse_module(ctx, text, "fuzz.mlir")
-    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), "fold-empty,decompose")).run(module)
-    return module
 
 
 def _one_line(err: BaseException) -> str:

@@ -3,7 +3,7 @@ values every mode puts into a share of its programs (`--edge-rate`).
 
 `edges="yes"`: one or two elements of about half the float inputs become 0,
 -0, -1, inf, -inf or NaN. `edges="special"`: most float inputs get a few
-elements (up to a third of them) from `SPECIAL_VALUES` of their type: inf,
+elements (up to a third of them) from `special_values` of their type: inf,
 NaN, values near the largest finite one (whose sums and squares overflow),
 the smallest normal, denormals and -0.
 """
@@ -12,19 +12,33 @@ from __future__ import annotations
 
 import numpy as np
 
+from fusec.dialects.element_types import bf16_values
+
 EDGE_VALUES = (0.0, -0.0, -1.0, np.inf, -np.inf, np.nan)
 EDGE_KINDS = ("no", "yes", "special")
 
 _COMMON = (np.inf, -np.inf, np.nan, -0.0, 0.0)
-# By host dtype; bf16 inputs are float32 arrays, rounded to bf16 on upload, so
-# float32's list holds bf16's extremes too (3.39e38 its largest, 9.2e-41 a denormal).
-SPECIAL_VALUES: dict[str, tuple[float, ...]] = {
-    "float32": (*_COMMON, 3e38, -3e38, 3.4028235e38, -3.3895314e38, 1.7e38, 1e20, -1e19,
-                          1.1754944e-38, -1e-40, 1e-45, 9.2e-41),
-    "float16": (*_COMMON, 65504.0, -65504.0, 6e4, 300.0, -256.0, 6.1035e-05, -6e-08,
-                          3e-06),
-    "float64": (*_COMMON, 1.7e308, -1e300, 2.2250738585072014e-308, 5e-324),
-}
+# Largest finite bf16 and its smallest denormal (bit patterns 0x7F7F, 0x0001):
+# bf16 inputs are float32 arrays rounded to bf16 on upload, so float32's
+# special values hold bf16's extremes too.
+_BF16_EXTREMES = tuple(float(v) for v in bf16_values(np.array([0x7F7F, 0x0001])))
+
+
+def special_values(dtype: str) -> tuple[float, ...]:
+    """The special values of host dtype `dtype` (float16, float32, float64):
+    inf, NaN, zeros, the largest finite value and values near it (their sums
+    and squares overflow), a value whose square overflows, the smallest
+    normal and denormals, from NumPy's facts of the type; () for other dtypes."""
+    if np.dtype(dtype).kind != "f":
+        return ()
+    info = np.finfo(np.dtype(dtype))
+    big, normal, sub = float(info.max), float(info.smallest_normal), float(info.smallest_subnormal)
+    square_overflows = float(np.sqrt(big)) * 1.5
+    values = (*_COMMON, big, -big, 0.88 * big, -0.5 * big, square_overflows, -square_overflows,
+              normal, -normal, sub, -64 * sub)
+    if np.dtype(dtype) == np.float32:
+        values = (*values, _BF16_EXTREMES[0], -_BF16_EXTREMES[0], _BF16_EXTREMES[1])
+    return values
 
 
 def with_edge_values(inputs: list[np.ndarray], seed: int, kind: str = "yes") -> list[np.ndarray]:
@@ -48,8 +62,8 @@ def _with_special_values(inputs: list[np.ndarray], seed: int) -> list[np.ndarray
     out = []
     for a in inputs:
         a = np.array(a)
-        values = SPECIAL_VALUES.get(a.dtype.name)
-        if values is not None and a.size and rng.random() < 0.8:
+        values = special_values(a.dtype.name)
+        if values and a.size and rng.random() < 0.8:
             count = int(rng.integers(1, max(1, a.size // 3) + 1))
             at = rng.choice(a.size, count, replace=False)
             with np.errstate(over="ignore"):

@@ -22,7 +22,7 @@ from fusec.fuzz.check import Outcome, check_text
 from fusec.fuzz.generate import GenConfig
 from fusec.fuzz.modes import MODES, Mode, mode_of, parse_modes
 from fusec.fuzz.run import FuzzOptions, failure_file, fuzz_one, read_header
-from fusec.fuzz.special import SPECIAL_VALUES, with_edge_values
+from fusec.fuzz.special import special_values, with_edge_values
 from fusec.fuzz.triage import KNOWN_ITEMS, known_item
 
 MODE_SEED = 2027
@@ -131,7 +131,7 @@ def test_special_inputs_hold_special_values() -> None:
     for dtype, got in ((np.float32, [s[0] for s in specials]),
                        (np.float16, [s[1] for s in specials])):
         with np.errstate(over="ignore"):
-            allowed = np.asarray(SPECIAL_VALUES[np.dtype(dtype).name]).astype(dtype)
+            allowed = np.asarray(special_values(np.dtype(dtype).name)).astype(dtype)
         was = x.astype(dtype)
         changed = np.concatenate([g[(g != was) | np.isnan(g)] for g in got])
         assert changed.size > 20
