@@ -327,7 +327,7 @@ def _detect() -> tuple[Target, str | None]:
     Without a GPU (asked of the driver library first), numba.cuda is not
     imported, so the runtime may still choose the simulator."""
     try:
-        from fusec.runtime.device import gpu_probe
+        from fusec.analysis.gpu_driver import gpu_probe
 
         if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") or not gpu_probe()[0]:
             raise RuntimeError("no CUDA device")

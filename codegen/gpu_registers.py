@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.gpu_driver import gpu_probe
 from fusec.analysis.program import KernelLaunch, Program
 from fusec.codegen.compile_errors import exit_for_kernel_error
 from fusec.codegen.ptx import (
@@ -43,7 +44,6 @@ from fusec.codegen.ptx import (
     program_signatures,
     run_without_simulator,
 )
-from fusec.runtime.device import gpu_probe
 
 # The driver imports fusec itself (installed, or on the inherited PYTHONPATH),
 # so the subprocess and `fusec run --registers` read the kernels the same way.

@@ -3,7 +3,8 @@
 numba decides once, when `numba.cuda` is first imported, whether it drives a
 GPU or simulates one (`NUMBA_ENABLE_CUDASIM=1`). So the choice is made here,
 before that import, and a GPU is detected without numba: by loading the CUDA
-driver library with ctypes and asking it for a device count.
+driver library with ctypes and asking it for a device count
+(`analysis/gpu_driver.py`).
 
 ```python
 kind = select_device("auto")   # "gpu" or "sim"; prints a notice when it picks sim
@@ -20,15 +21,13 @@ cuda = cuda_module()           # numba.cuda, imported in the chosen mode
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import os
 import sys
 from types import ModuleType
 from typing import Literal
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.gpu_driver import gpu_probe
 
 DeviceKind = Literal["gpu", "sim"]
 DEVICE_CHOICES: tuple[str, ...] = ("auto", "gpu", "sim")
@@ -38,31 +37,6 @@ SIM_NOTICE = "fusec: note: no CUDA GPU found; running kernels in numba's CUDA si
 
 _notice_printed = False
 _notice_pending = False
-
-
-@functools.cache
-def gpu_probe() -> tuple[bool, str]:
-    """(whether a CUDA GPU is usable, why not if it is not), asked of the
-    driver library directly so that numba.cuda stays unimported."""
-    names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
-    found = ctypes.util.find_library("cuda")
-    if found:
-        names.append(found)
-    lib = None
-    for name in names:
-        try:
-            lib = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    if lib is None:
-        return False, "the CUDA driver library (libcuda) is not installed"
-    if lib.cuInit(0) != 0:
-        return False, "the CUDA driver failed to initialize (cuInit)"
-    count = ctypes.c_int(0)
-    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
-        return False, "the CUDA driver reports no devices"
-    return True, ""
 
 
 def gpu_available() -> bool:
