@@ -27,12 +27,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-import fusec
 from fusec.analysis.diagnostics import FusecError, InternalError, escape_controls
 from fusec.compiler.arg_parser import FusecArgumentParser
 from fusec.compiler.arg_types import non_negative_int
 from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.pipeline import InternalPassError
+from fusec.version import __version__
 
 # Subcommands, imported only when used: `fusec run ...`, `fusec import ...`.
 # Each target is a `main(argv: list[str]) -> int` function.
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load-pass-plugin", action="append", default=[], metavar="FILE.py",
                    help="register the ModulePass subclasses defined in FILE.py")
     p.add_argument("--list-passes", action="store_true", help="list the available passes")
-    p.add_argument("--version", action="version", version=f"fusec {fusec.__version__}")
+    p.add_argument("--version", action="version", version=f"fusec {__version__}")
     p.add_argument("--traceback", action="store_true",
                    help="show the Python traceback of internal errors")
     return p

@@ -20,7 +20,6 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-import fusec
 from fusec.analysis.cost_model import op_flops
 from fusec.analysis.program import TensorSpec
 from fusec.analysis.remarks import RemarkCollector
@@ -31,6 +30,7 @@ from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_ATTRS, SCHEDULE_KEY, ScheduleAttr
 from fusec.passes.group_each_op import GroupEachOpPass
+from fusec.version import __version__
 
 # Group attributes that record decisions or names, not what the group computes.
 _NOT_FINGERPRINTED = ("name", SCHEDULE_KEY, "schedule_text", "shared_bytes_est", "kernel",
@@ -65,7 +65,7 @@ def fingerprint(group: GroupOp, top_k: int) -> str:
     text = _print(clone)
     names: dict[str, str] = {}
     text = _VALUE_NAME.sub(lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), text)
-    return f"fusec {fusec.__version__}; {TIMING_METHOD}; top-k {top_k}\n{text}"
+    return f"fusec {__version__}; {TIMING_METHOD}; top-k {top_k}\n{text}"
 
 
 def _print(op: Operation) -> str:

@@ -25,7 +25,6 @@ from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 
-import fusec
 from fusec.analysis.program import Program
 from fusec.analysis.targets import Target
 from fusec.compiler.autotune import AutotuneOptions, TuningResult, WholeCall
@@ -35,6 +34,7 @@ from fusec.compiler.tuning_trials import TIMING_METHOD, schedule_text
 from fusec.runtime.progress import progress_bar
 from fusec.runtime.tuning_cache import TuningCache, tuning_key
 from fusec.runtime.tuning_timer import CallTiming
+from fusec.version import __version__
 
 
 def fingerprint(model_module: ModuleOp, tuning: TuningResult) -> str:
@@ -42,7 +42,7 @@ def fingerprint(model_module: ModuleOp, tuning: TuningResult) -> str:
     split: what the tuned program is made of."""
     from fusec.compiler.driver import module_to_text
 
-    lines = [f"fusec {fusec.__version__}; {TIMING_METHOD}; whole call",
+    lines = [f"fusec {__version__}; {TIMING_METHOD}; whole call",
              module_to_text(model_module)]
     for r in tuning.groups:
         parts = [schedule_text(p.schedules[p.best]) for p in r.parts] if r.split else []

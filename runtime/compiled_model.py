@@ -1,4 +1,5 @@
-"""The Python API: `fusec.compile(...)` and the callable model it returns.
+"""The Python API's callable model: what `fusec.compile(...)`
+(`compiler/python_api.py`) and `fusec.load_out(OUT)` return.
 
 ```python
 import fusec
@@ -27,6 +28,7 @@ from fusec.analysis.memory_plan import MemoryPlan
 from fusec.analysis.program import FunctionProgram, Program
 from fusec.runtime.device import select_device
 from fusec.runtime.executor import Executor
+from fusec.runtime.plan_loading import program_from_plan
 
 
 class CompiledModel:
@@ -131,41 +133,6 @@ class CompiledModel:
                 f"{self.launches} launch(es), device {self.device}>")
 
 
-def compile(
-    source: str | Path,
-    target: str = "auto",
-    fusion: bool = True,
-    device: str = "auto",
-    gemm: str = "auto",
-    fold_constants: bool = True,
-    graphs: bool | None = None,
-    autotune: bool = False,
-    library_epilogue: bool = True,
-) -> CompiledModel:
-    """Compile a model (a path or its text) and return it ready to call.
-
-    `gemm` is "auto" (the cost model picks cuBLAS through CuPy or the fused
-    SIMT kernel per matmul), "library" or "fused", as `fusec --gemm`;
-    `fold_constants=False` is `fusec --no-fold-constants`; `graphs=False`
-    launches kernels one by one on every call instead of replaying a CUDA
-    graph from the second call on (the default where a GPU and CuPy are
-    present; docs/running.md); `autotune=True` is `fusec --autotune`
-    (docs/scheduling.md); `library_epilogue=False` keeps a library GEMM's
-    whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`)."""
-    from fusec.compiler.compile import ScheduleOptions, compile_model
-
-    if select_device(device) == "gpu":  # before anything could import numba.cuda
-        from fusec.codegen.build_pool import start_workers
-
-        start_workers()  # they import numba while the front end runs, and serve every model
-    artifacts = compile_model(source, fusion=fusion, target=target,
-                              schedule=ScheduleOptions(gemm=gemm,
-                                                       library_epilogue=library_epilogue),
-                              fold_constants=fold_constants, autotune=autotune or None)
-    return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
-                         graphs=graphs)
-
-
 def read_out(out_dir: str | Path, trust_modified_kernels: bool = False
              ) -> tuple[Program, dict[str, MemoryPlan], dict[str, Any]]:
     """The program, memory plans and plan.json of an OUT directory; a missing,
@@ -173,7 +140,6 @@ def read_out(out_dir: str | Path, trust_modified_kernels: bool = False
     Unless `trust_modified_kernels`, OUT must be as this user's fusec wrote
     it: kernels.py matching plan.json's digest, and the whole OUT carrying
     the signature of the user's key (`runtime/out_signature.py`)."""
-    from fusec.compiler.compile import program_from_plan
     from fusec.runtime.out_dir import (
         check_written_by_user,
         decode_kernels,

@@ -14,6 +14,7 @@ from fusec.compiler import compile as compile_job
 from fusec.compiler.cli import main
 from fusec.compiler.out_marker import MARKER
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.runtime.plan_loading import program_from_plan
 
 MODEL = """
 func.func @f(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<32xf32> {
@@ -208,7 +209,7 @@ def test_mlir_output_and_no_output_still_print_ir(model: Path, tmp_path: Path,
 
 def test_plan_round_trips(model: Path) -> None:
     artifacts = compile_job.compile_model(model)
-    program, memory = compile_job.program_from_plan(
+    program, memory = program_from_plan(
         json.loads(json.dumps(artifacts.plan)), artifacts.kernels_py, artifacts.constants)
     assert program.functions["f"].launches == artifacts.program.functions["f"].launches
     assert program.functions["f"].views == artifacts.program.functions["f"].views

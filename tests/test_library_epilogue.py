@@ -185,7 +185,7 @@ def test_remark_names_the_folded_ops(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_plan_keys_load_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fusec.compiler.compile import program_from_plan
+    from fusec.runtime.plan_loading import program_from_plan
 
     monkeypatch.setattr(gemm_choice_module, "library_available", lambda: True)
     art = compile_model(model(BODIES["gelu_tanh"][0], "f16"), target="h200",

@@ -17,12 +17,13 @@ from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.remarks import collect_remarks
 from fusec.analysis.targets import get_target
 from fusec.codegen.generate import generate_program
-from fusec.compiler.compile import ScheduleOptions, compile_model, program_from_plan
+from fusec.compiler.compile import ScheduleOptions, compile_model
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr, WindowSchedule
+from fusec.runtime.plan_loading import program_from_plan
 from fusec.scheduling import gemm_choice as gemm_choice_module
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -149,7 +149,7 @@ def _flush(pending: list[GraphReport]) -> None:
 
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
     """Refuse an option that is neither the backend's nor `fusec.compile`'s."""
-    from fusec.runtime.compiled_model import compile as fusec_compile
+    from fusec.compiler.python_api import compile as fusec_compile
 
     known = BACKEND_OPTIONS | set(inspect.signature(fusec_compile).parameters) - {"source"}
     unknown = sorted(set(options) - known)
@@ -192,7 +192,7 @@ class _ForwardCompiler:
         return fused.forward
 
     def _compile_part(self, fused: fx.GraphModule, name: str) -> PartitionInfo:
-        from fusec.runtime.compiled_model import compile as fusec_compile
+        from fusec.compiler.python_api import compile as fusec_compile
 
         sub = getattr(fused, name)
         nodes = [n.name for n in sub.graph.nodes if n.op == "call_function"]

@@ -1,0 +1,51 @@
+"""`fusec.compile(...)`: the Python API's compile, a model (a path or its
+text) compiled by the compile job (`compiler/compile.py`) into a callable
+`CompiledModel` (`runtime/compiled_model.py`), nothing written to disk.
+
+```python
+import fusec
+model = fusec.compile("examples/chain16.mlir", target="h200")
+y = model(x)
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fusec.compiler.compile import ScheduleOptions, compile_model
+from fusec.runtime.compiled_model import CompiledModel
+from fusec.runtime.device import select_device
+
+
+def compile(
+    source: str | Path,
+    target: str = "auto",
+    fusion: bool = True,
+    device: str = "auto",
+    gemm: str = "auto",
+    fold_constants: bool = True,
+    graphs: bool | None = None,
+    autotune: bool = False,
+    library_epilogue: bool = True,
+) -> CompiledModel:
+    """Compile a model (a path or its text) and return it ready to call.
+
+    `gemm` is "auto" (the cost model picks cuBLAS through CuPy or the fused
+    SIMT kernel per matmul), "library" or "fused", as `fusec --gemm`;
+    `fold_constants=False` is `fusec --no-fold-constants`; `graphs=False`
+    launches kernels one by one on every call instead of replaying a CUDA
+    graph from the second call on (the default where a GPU and CuPy are
+    present; docs/running.md); `autotune=True` is `fusec --autotune`
+    (docs/scheduling.md); `library_epilogue=False` keeps a library GEMM's
+    whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`)."""
+    if select_device(device) == "gpu":  # before anything could import numba.cuda
+        from fusec.codegen.build_pool import start_workers
+
+        start_workers()  # they import numba while the front end runs, and serve every model
+    artifacts = compile_model(source, fusion=fusion, target=target,
+                              schedule=ScheduleOptions(gemm=gemm,
+                                                       library_epilogue=library_epilogue),
+                              fold_constants=fold_constants, autotune=autotune or None)
+    return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
+                         graphs=graphs)
