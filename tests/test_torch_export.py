@@ -112,3 +112,27 @@ def test_import_of_a_missing_or_bad_file(tmp_path: Path) -> None:
     assert len(lines) == 1, lines  # no traceback of fusec's, whatever torch logged first
     assert lines[0].startswith(f"error: '{bad}' is not a program saved by torch.export.save")
     assert not (tmp_path / "bad.mlir").exists()
+
+
+def test_fusec_import_of_a_bf16_program(tmp_path: Path) -> None:
+    """A bf16 program imports as bf16; a bf16 weight above --params-above is
+    saved as its float32 values (exact), the runtime's host form of bf16."""
+    pytest.importorskip("ml_dtypes")
+    module, x = _block()
+    module, x = module.to(torch.bfloat16), x.to(torch.bfloat16)
+    torch.export.save(torch.export.export(module, (x,)), tmp_path / "block.pt2")
+    out = tmp_path / "block.mlir"
+    code, lines = _fusec_import(str(tmp_path / "block.pt2"), "-o", str(out),
+                                "--params-above", "128")
+    assert code == 0, lines
+    text = out.read_text(encoding="utf-8")
+    assert "%p_proj_weight: tensor<8x8xbf16>" in text and "tensor<1x2x4x4xbf16>" in text
+    with np.load(tmp_path / "block.params.npz") as npz:
+        weight = npz["p_proj_weight"]
+    assert weight.dtype == np.float32
+    np.testing.assert_array_equal(weight, module.proj.weight.detach().float().numpy())
+    got = fusec.compile(out)(x, weight)
+    with torch.no_grad():
+        expected = module(x).float().numpy()
+    assert got.dtype == torch.bfloat16
+    assert np.abs(got.float().numpy() - expected).max() <= 2e-2 * np.abs(expected).max()

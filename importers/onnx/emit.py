@@ -102,7 +102,9 @@ def dense_literal(array: np.ndarray) -> str:
     array = np.asarray(array)
     flat = array.reshape(-1)
     kind = array.dtype.kind
-    if flat.size and np.all(flat == flat[0]) and (kind != "f" or np.isfinite(flat[0])):
+    # ml_dtypes' bfloat16 has kind 'V': a non-finite bf16 splat is written as bytes too.
+    is_float = kind == "f" or array.dtype.name == _BF16.torch_name
+    if flat.size and np.all(flat == flat[0]) and (not is_float or np.isfinite(flat[0])):
         first = flat[0]
         if kind == "b":
             body = "true" if first else "false"

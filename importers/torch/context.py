@@ -25,6 +25,24 @@ Value = Val | np.ndarray | tuple[Any, ...]
 """A translated FX value: emitted, known at translation time, or a tuple of
 those (a multi-output op; `None` where an output is not translated)."""
 
+
+
+def _bf16_dtype() -> np.dtype | None:
+    """ml_dtypes' `bfloat16`, the NumPy dtype the emitter writes as `bf16`
+    (NumPy has none of its own); None when ml_dtypes is not installed."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+BF16 = _bf16_dtype()
+"""The dtype of bf16 values in translation (ml_dtypes' `bfloat16`), or None."""
+
+BF16_NEEDS = "bf16 needs the ml_dtypes package (pip install ml_dtypes)"
+"""Why bf16 nodes run in PyTorch when ml_dtypes is missing."""
+
 _TORCH_TO_NUMPY: dict[torch.dtype, np.dtype] = {
     torch.float16: np.dtype("float16"),
     torch.float32: np.dtype("float32"),
@@ -32,6 +50,7 @@ _TORCH_TO_NUMPY: dict[torch.dtype, np.dtype] = {
     torch.int32: np.dtype("int32"),
     torch.int64: np.dtype("int64"),
     torch.bool: np.dtype("bool"),
+    **({torch.bfloat16: BF16} if BF16 is not None else {}),
 }
 
 
@@ -44,13 +63,39 @@ class Unsupported(TorchImportError):
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
-    """The NumPy dtype fusec uses for a torch dtype, or None (bf16, complex, ...)."""
+    """The NumPy dtype fusec uses for a torch dtype (ml_dtypes' `bfloat16`
+    for bf16), or None (complex, 8-bit floats, ...)."""
     return _TORCH_TO_NUMPY.get(dtype)
 
 
+def unsupported_dtype(dtype: torch.dtype) -> str:
+    """Why values of torch dtype `dtype` are not translated."""
+    if dtype == torch.bfloat16:
+        return BF16_NEEDS
+    return f"element type {dtype} is not supported"
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """A floating-point dtype of translation, bf16 included (ml_dtypes'
+    `bfloat16` has NumPy kind 'V', not 'f')."""
+    return dtype.kind == "f" or dtype == BF16
+
+
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A tensor's values as a NumPy array (detached, on the CPU)."""
-    return t.detach().cpu().contiguous().numpy()
+    """A tensor's values as a NumPy array (detached, on the CPU); a bf16
+    tensor's bits as an ml_dtypes `bfloat16` array (exact)."""
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16 and BF16 is not None:
+        return t.view(torch.int16).numpy().view(BF16)
+    return t.numpy()
+
+
+def from_numpy(array: np.ndarray) -> torch.Tensor:
+    """A CPU tensor of `array`'s values (a bf16 array gives a bfloat16 tensor)."""
+    array = np.array(array)  # writable and owned: torch.from_numpy shares memory
+    if BF16 is not None and array.dtype == BF16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def node_label(node: fx.Node) -> str:
@@ -179,7 +224,7 @@ class OpCtx:
         """The NumPy dtype of the (first) result."""
         dtype = numpy_dtype(self.out.dtype)
         if dtype is None:
-            raise self.fail(f"element type {self.out.dtype} is not supported")
+            raise self.fail(unsupported_dtype(self.out.dtype))
         return dtype
 
 

@@ -34,7 +34,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from fusec.importers.checked_parse import parse_imported
 from fusec.importers.onnx.emit import FLOAT_DTYPES
-from fusec.importers.torch.context import TorchImportError, to_numpy
+from fusec.importers.torch.context import BF16, TorchImportError, to_numpy
 from fusec.importers.torch.decompositions import decompositions
 from fusec.importers.torch.translate import translate_graph
 
@@ -111,7 +111,10 @@ def from_exported(exported: ExportedProgram, params_above: int | None = None,
     args = {node: val.name for node, val in zip(
         [*user, *weights], translation.args, strict=True)}
     inputs = {user[n]: args[n] for n in user}
-    params = {args[n]: weights[n] for n in weights}
+    # A bf16 weight's values as float32 (exact): the runtime's host form of
+    # bf16, which `np.savez` and `fusec run --inputs` read without ml_dtypes.
+    params = {args[n]: weights[n].astype(np.float32) if weights[n].dtype == BF16
+              else weights[n] for n in weights}
     outputs = [str(getattr(s.arg, "name", "")) for s in exported.graph_signature.output_specs]
     text = (_header() + "".join(f"// input '{k}' -> %{v}\n" for k, v in inputs.items())
             + translation.text)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from fusec.importers.onnx.emit import FLOAT_DTYPES, Val
-from fusec.importers.torch.context import OpCtx, Translator, Value, schema_args
+from fusec.importers.torch.context import OpCtx, Translator, Value, is_float, schema_args
 
 aten = torch.ops.aten
 
@@ -83,7 +83,7 @@ def _cmp(predicate: str) -> Translator:
         a_dtype = ctx.as_val(a_arg).dtype
         b_dtype = ctx.as_val(b_arg).dtype if not isinstance(b_arg, int | float) else None
         dtype = a_dtype if b_dtype is None else np.result_type(a_dtype, b_dtype)
-        if isinstance(b_arg, float) and dtype.kind != "f":
+        if isinstance(b_arg, float) and not is_float(dtype):
             dtype = np.dtype("float32")
         a, b = _operand(ctx, a_arg, dtype), _operand(ctx, b_arg, dtype)
         return _compare(ctx, predicate, a, b)
@@ -135,6 +135,24 @@ def _logical(is_and: bool) -> Translator:
         fixed = ctx.em.broadcast_to(ctx.scalar(not is_and, a.dtype), shape, ctx.hint)
         branches = [b, fixed] if is_and else [fixed, b]
         return ctx.em.op("select", [a, *branches], shape, np.dtype(bool), hint=ctx.hint)
+
+    return translate
+
+
+def _bitwise_bool(name: str) -> Translator:
+    """`&`, `|`, `^` and `~` of boolean tensors (masks); integer bit
+    operations have no `nn` op."""
+
+    def translate(ctx: OpCtx) -> Value:
+        operands = [ctx.arg("self")] + ([ctx.arg("other")] if name != "not" else [])
+        if any(not isinstance(a, bool) and ctx.as_val(a).dtype.kind != "b" for a in operands):
+            raise ctx.fail("bitwise operations on integers are not supported")
+        if name == "not":
+            return _logical_not(ctx)
+        if name == "xor":
+            a, b = _bool_operand(ctx, "self"), _operand(ctx, ctx.arg("other"), np.dtype(bool))
+            return _compare(ctx, "ne", a, b)
+        return _logical(is_and=name == "and")(ctx)
 
     return translate
 
@@ -203,6 +221,10 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.logical_not.default: _logical_not,
     aten.logical_and.default: _logical(is_and=True),
     aten.logical_or.default: _logical(is_and=False),
+    aten.bitwise_and.Tensor: _bitwise_bool("and"),
+    aten.bitwise_or.Tensor: _bitwise_bool("or"),
+    aten.bitwise_xor.Tensor: _bitwise_bool("xor"),
+    aten.bitwise_not.default: _bitwise_bool("not"),
     aten.any.dim: _any_all("max"),
     aten.any.dims: _any_all("max"),
     aten.any.default: _any_all("max"),
@@ -211,6 +233,7 @@ TRANSLATORS: dict[Any, Translator] = {
     aten._to_copy.default: _to_copy,
     aten.clone.default: _identity,
     aten.alias.default: _identity,
+    aten.lift_fresh_copy.default: _identity,
     aten.detach.default: _identity,
     aten.full_like.default: _full_like,
 }

@@ -73,15 +73,27 @@ def _optional_param(ctx: OpCtx, name: str, shape: tuple[int, ...], fill: float,
     return ctx.tensor(name)
 
 
+def _norm_operands(ctx: OpCtx, x: Val, params: list[Val]) -> tuple[Val, list[Val]]:
+    """The input and the parameters of a norm in one element type. PyTorch
+    takes half-precision activations with f32 weights (mixed precision) and
+    computes in f32: so does fusec, rounding the result to the output type."""
+    dtypes = {p.dtype for p in params} - {x.dtype}
+    if not dtypes:
+        return x, params
+    wide = np.dtype("float64") if np.dtype("float64") in dtypes else np.dtype("float32")
+    return (ctx.em.cast(x, wide, ctx.hint), [ctx.em.cast(p, wide, ctx.hint) for p in params])
+
+
 def _layer_norm(ctx: OpCtx) -> Value:
     x = _float_input(ctx, "input")
     normalized = tuple(int(d) for d in ctx.arg("normalized_shape"))
     axis = x.rank - len(normalized)
     scale = _optional_param(ctx, "weight", normalized, 1.0, x.dtype)
     bias = _optional_param(ctx, "bias", normalized, 0.0, x.dtype)
-    out = ctx.em.op("layer_norm", [x, scale, bias], x.shape, x.dtype,
+    x, params = _norm_operands(ctx, x, [scale, bias])
+    out = ctx.em.op("layer_norm", [x, *params], x.shape, x.dtype,
                     {"axis": axis, "epsilon": float(ctx.arg("eps"))}, ctx.hint)
-    return (out, None, None)
+    return (ctx.em.cast(out, ctx.out_dtype, ctx.hint), None, None)
 
 
 def _batch_norm(ctx: OpCtx) -> Value:
@@ -92,9 +104,10 @@ def _batch_norm(ctx: OpCtx) -> Value:
     scale = _optional_param(ctx, "weight", channels, 1.0, x.dtype)
     bias = _optional_param(ctx, "bias", channels, 0.0, x.dtype)
     mean, var = ctx.tensor("running_mean"), ctx.tensor("running_var")
-    out = ctx.em.op("batch_norm", [x, scale, bias, mean, var], x.shape, x.dtype,
+    x, params = _norm_operands(ctx, x, [scale, bias, mean, var])
+    out = ctx.em.op("batch_norm", [x, *params], x.shape, x.dtype,
                     {"epsilon": float(ctx.arg("eps"))}, ctx.hint)
-    return (out, None, None)
+    return (ctx.em.cast(out, ctx.out_dtype, ctx.hint), None, None)
 
 
 def _pair(values: Any, default: int | None = None) -> list[int]:

@@ -32,6 +32,25 @@ from fusec.importers.torch.translate import placeholder_val, translate_node
 
 PARTITION_PREFIX = "fused_"
 
+aten = torch.ops.aten
+
+GLUE_TARGETS: frozenset[object] = frozenset({
+    operator.getitem,
+    aten.view.default, aten._unsafe_view.default, aten.alias.default, aten.detach.default,
+    aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
+    aten.permute.default, aten.transpose.int, aten.t.default, aten.expand.default,
+    aten.slice.Tensor, aten.select.int,
+})
+"""The nodes that are glue when PyTorch runs them: picking an output of a
+multi-output op (`getitem`) and PyTorch's views, which move no data (a view
+of a tensor is its storage with other strides). Every other node PyTorch
+runs is compute that fusec does not do."""
+
+
+def is_glue(node: fx.Node) -> bool:
+    """Whether `node` is glue (`GLUE_TARGETS`)."""
+    return node.op == "call_function" and node.target in GLUE_TARGETS
+
 
 @dataclass
 class SupportScan:
@@ -56,6 +75,10 @@ def scan_support(gm: fx.GraphModule) -> SupportScan:
         elif node.op in ("call_function", "get_attr"):
             try:
                 state.values[node] = translate_node(node, state, gm)
+                if node.op == "get_attr":
+                    # A partition receives a tensor constant as an input, not a
+                    # known value: nothing is folded from it here either.
+                    state.values[node] = _stand_in(state.em, node)
                 if node.op == "call_function":
                     scan.supported.add(node)
             except FusecError as err:

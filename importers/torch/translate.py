@@ -31,11 +31,13 @@ from fusec.importers.torch.context import (
     TorchImportError,
     Unsupported,
     Value,
+    from_numpy,
     node_label,
     numpy_dtype,
     source_line,
     target_name,
     to_numpy,
+    unsupported_dtype,
 )
 from fusec.importers.torch.op_table import MULTI_OUTPUT_USED, TRANSLATORS
 
@@ -58,8 +60,7 @@ def placeholder_val(em: Emitter, node: fx.Node) -> Val:
                                f"({type(meta).__name__}); only tensor inputs are supported")
     dtype = numpy_dtype(meta.dtype)
     if dtype is None:
-        raise TorchImportError(f"input '{node.name}' has element type {meta.dtype}, "
-                               "which fusec does not support")
+        raise TorchImportError(f"input '{node.name}': {unsupported_dtype(meta.dtype)}")
     try:
         shape = tuple(int(d) for d in meta.shape)
     except (TypeError, RuntimeError):
@@ -178,7 +179,7 @@ def _try_fold(node: fx.Node, state: GraphState) -> Value | None:
 def _run_on_cpu(node: fx.Node, target: Callable[..., object], state: GraphState) -> Value | None:
     def concrete(a: object) -> object:
         if isinstance(a, fx.Node):
-            return torch.from_numpy(np.array(state.values[a]))
+            return from_numpy(state.values[a])  # type: ignore[arg-type]
         if isinstance(a, torch.device):
             return torch.device("cpu")
         return a
@@ -191,7 +192,8 @@ def _run_on_cpu(node: fx.Node, target: Callable[..., object], state: GraphState)
     with unset_fake_temporarily():
         result = target(*tree_map(concrete, node.args), **kwargs)
         pieces = result if isinstance(result, list | tuple) else [result]
-        if not all(isinstance(p, torch.Tensor) and numpy_dtype(p.dtype) for p in pieces):
+        if not all(isinstance(p, torch.Tensor) and numpy_dtype(p.dtype) is not None
+                   for p in pieces):
             return None
         arrays = [to_numpy(p) for p in pieces]  # type: ignore[arg-type]
     return tuple(arrays) if isinstance(result, list | tuple) else arrays[0]
@@ -201,10 +203,16 @@ def _attribute(gm: fx.GraphModule, node: fx.Node) -> np.ndarray:
     value: object = gm
     for part in str(node.target).split("."):
         value = getattr(value, part)
-    if not isinstance(value, torch.Tensor) or numpy_dtype(value.dtype) is None:
+    if not isinstance(value, torch.Tensor):
         raise Unsupported(f"node {node_label(node)}: attribute of type "
                           f"{type(value).__name__} is not supported")
-    return to_numpy(value)
+    if numpy_dtype(value.dtype) is None:
+        raise Unsupported(f"node {node_label(node)}: attribute: "
+                          f"{unsupported_dtype(value.dtype)}")
+    # A compiler runs inside the tracer's fake-tensor mode, which refuses to
+    # read a real tensor constant (`x * torch.tensor(2.0)`).
+    with unset_fake_temporarily():
+        return to_numpy(value)
 
 
 def _flat_outputs(node: fx.Node) -> list[fx.Node]:
