@@ -43,11 +43,11 @@ from torch import fx
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.remarks import remarks_to_stderr
 from fusec.importers.torch.decompositions import attention_as_math, decompositions
-from fusec.importers.torch.partition import partition, scan_support
+from fusec.importers.torch.partition import is_glue, partition, scan_support
 from fusec.importers.torch.translate import translate_graph
 
 log = logging.getLogger("fusec.torch")
-"""Remarks (`fallback: ...`, one line per partition) at INFO level."""
+"""Remarks (`fallback: ...`, one line per partition, the graph's summary) at INFO level."""
 
 BACKEND_OPTIONS = frozenset({"remarks"})
 """Options of the backend itself; every other option is a keyword of `fusec.compile`."""
@@ -76,6 +76,31 @@ class GraphReport:
 
     partitions: list[PartitionInfo] = field(default_factory=list)
     remarks: list[str] = field(default_factory=list)
+    glue: list[str] = field(default_factory=list)
+    """The nodes PyTorch runs that are glue (`partition.is_glue`), by name."""
+
+    @property
+    def fused_nodes(self) -> list[str]:
+        """The FX nodes fusec runs, by name."""
+        return [n for p in self.fusec_partitions for n in p.nodes]
+
+    @property
+    def compute_fallbacks(self) -> list[str]:
+        """The FX nodes PyTorch runs that are not glue: the ones that cost."""
+        return [n for n in self.fallback_nodes if n not in self.glue]
+
+    def summary(self) -> str:
+        """`graph: 29 nodes fused in 1 partition(s) (9 launches); 2 left to
+        PyTorch (0 glue): cos, sin`."""
+        left = self.fallback_nodes
+        text = (f"graph: {len(self.fused_nodes)} nodes fused in "
+                f"{len(self.fusec_partitions)} partition(s) ({self.launches} launches); "
+                f"{len(left)} left to PyTorch ({len(self.glue)} glue)")
+        compute = self.compute_fallbacks
+        if compute:
+            shown = ", ".join(compute[:8]) + (", ..." if len(compute) > 8 else "")
+            text += f": {shown}"
+        return text
 
     @property
     def fusec_partitions(self) -> list[PartitionInfo]:
@@ -174,18 +199,27 @@ class _ForwardCompiler:
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         report = GraphReport()
         scan = scan_support(gm)
+        calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+        original = {n.name for n in calls}
+        glue = {n.name for n in calls if is_glue(n)}
         fused, names = partition(gm, scan)
         for name in names:
             report.partitions.append(self._compile_part(fused, name))
-        # (fusing may rebuild the graph: nodes are matched by name)
-        unsupported = {n.name for n in scan.reasons}
-        fallback = [n.name for n in fused.graph.nodes
-                    if n.op == "call_function" and n.name in unsupported]
-        if fallback:
-            report.partitions.append(PartitionInfo("torch", fallback, None))
+        # The graph's own nodes still outside a partition: the unsupported ones
+        # and `getitem`s of them (the partitioner's own `getitem`s, which unpack
+        # a partition's results, are not the model's). Fusing may rebuild the
+        # graph: nodes are matched by name.
+        left = [n.name for n in fused.graph.nodes
+                if n.op == "call_function" and n.name in original]
+        if left:
+            report.partitions.append(PartitionInfo("torch", left, None))
+        report.glue = [n for n in report.fallback_nodes if n in glue]
         report.remarks = scan.remarks() + [
+            f"fallback: partition {p.name} ({len(p.nodes)} nodes) runs in PyTorch: "
+            "it computes constants only" for p in report.partitions
+            if p.launches is None and p.name != "torch"] + [
             f"partition {p.name}: {len(p.nodes)} nodes, {p.launches} launch(es)"
-            for p in report.fusec_partitions]
+            for p in report.fusec_partitions] + [report.summary()]
         self._announce(report)
         self.reports.append(report)
         fused.recompile()
