@@ -38,6 +38,7 @@ from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import resolve_target, unknown_target
 from fusec.codegen.register_model import estimate_registers
 from fusec.dialects.fusion import GroupOp
+from fusec.passes import register_budget
 from fusec.passes.register_budget import EST_ATTR, record
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.choose import Scheduler
@@ -107,7 +108,7 @@ class TileAndPromotePass(ModulePass):
                 continue
             for group in _groups(func):
                 if getattr(group.attributes.get("kind"), "data", "") == "contraction":
-                    chooser.decide(group)
+                    chooser.decide(group, register_budget)
             for group in _groups(func):  # the epilogues split from library GEMMs too
                 scheduler.schedule(group)
                 if EST_ATTR not in group.attributes or kind_of(group) in SCHEDULE_SETS_REGISTERS:

@@ -25,6 +25,7 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass
+from typing import Protocol
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
@@ -40,6 +41,7 @@ from fusec.dialects.element_types import ELEMENT_TYPES, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
+from fusec.scheduling.kinds.common import group_name
 
 GEMM_MODES = ("auto", "library", "fused")
 GEMM_ATTR = "gemm"
@@ -75,6 +77,20 @@ def library_matmul(group: GroupOp) -> nn.MatmulOp | None:
     if library_element(ops, frozenset(group.block.args)) is None:
         return None
     return next(op for op in ops if isinstance(op, nn.MatmulOp))
+
+
+class GroupSplitter(Protocol):
+    """Where a group may be split into two stages, and the split itself: the
+    rewrite belongs to `register-budget` (`passes/register_budget.py`), which
+    `tile-and-promote` hands to `GemmChooser.decide`."""
+
+    def legal_splits(self, group: GroupOp) -> list[int]:
+        """Indices k where the group's ops[:k] and ops[k:] may be two groups."""
+        ...
+
+    def split_group(self, group: GroupOp, k: int) -> tuple[GroupOp, GroupOp]:
+        """Replace `group` by two groups: its first `k` ops, then the rest."""
+        ...
 
 
 @dataclass
@@ -121,11 +137,9 @@ class GemmChooser:
         return gemm_choice(self.target, 2.0 * numel(out) * k, operands, result, epilogue,
                            self.mode, self.available, row.name, cupy_tf32())
 
-    def decide(self, group: GroupOp) -> GroupOp:
+    def decide(self, group: GroupOp, splitter: GroupSplitter) -> GroupOp:
         """The group to schedule as fused: `group` itself, or the matmul
-        group (marked library) after the epilogue was split off."""
-        from fusec.passes.register_budget import group_name, legal_splits, split_group
-
+        group (marked library) after `splitter` split the epilogue off."""
         mm = library_matmul(group)
         if mm is None:
             if self.mode == "library":
@@ -145,11 +159,11 @@ class GemmChooser:
         ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
         k = ops.index(mm) + 1 + len(fold.ops)
         if k < len(ops) and any(not isinstance(o, nn.ConstantOp) for o in ops[k:]):
-            if k not in legal_splits(group):
+            if k not in splitter.legal_splits(group):
                 self.remarks.add("missed", f"group {group_name(group)}: the epilogue cannot "
                                  "be split from the matmul; fused")
                 return group
-            group, _ = split_group(group, k)
+            group, _ = splitter.split_group(group, k)
         group.attributes[GEMM_ATTR] = StringAttr("library")
         return group
 
