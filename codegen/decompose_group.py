@@ -4,7 +4,7 @@ The default pipeline decomposes nn.softmax, nn.layer_norm, ... before fusion,
 but a group may still hold one (a `fusion` contract keeps it whole, or the
 pipeline ran without `decompose`). The emitters only understand primitives, so
 they work on a copy of the group whose body went through the decompose
-pass's patterns; the original IR is untouched.
+pass's patterns (`analysis/composite_patterns.py`); the original IR is untouched.
 
 ```mlir
 %y = fusion.group (%x) {kind = "reduction"} : (tensor<4x8xf32>) -> tensor<4x8xf32> {
@@ -27,6 +27,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
+from fusec.analysis.composite_patterns import PATTERNS
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 
@@ -45,8 +46,6 @@ def decomposed(group: GroupOp) -> Iterator[GroupOp]:
     if not has_composites(group):
         yield group
         return
-    from fusec.passes.decompose import PATTERNS
-
     clone = group.clone()
     for op in clone.block.ops:
         # The pass leaves contract-carrying composites whole; here they must go.
