@@ -40,6 +40,7 @@ from fusec.analysis.cost_model import (
     parallel_threads,
     schedule_times,
 )
+from fusec.analysis.dependency_graph import DependencyAnalysis, FusionGraph
 from fusec.analysis.diagnostics import counted
 from fusec.analysis.group_kind import find_kind
 from fusec.analysis.in_place_reads import (
@@ -69,7 +70,6 @@ from fusec.dialects import nn
 from fusec.dialects.element_types import skipped_rounding, tau
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import ShapeError, broadcast_shapes, fmt, numel
-from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
 
 # Group kinds an emitter schedules; the others describe ops that stay alone.
 FUSIBLE_KINDS = ("pointwise", "reduction", "contraction", "window")

@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from fusec.analysis.dependency_graph import functions
 from fusec.analysis.remarks import RemarkCollector
 from fusec.dialects import nn
 from fusec.dialects.element_types import FLOAT_NAMES, tau
@@ -44,7 +45,6 @@ from fusec.dialects.nn_base import (
     tensor_shape,
 )
 from fusec.dialects.shapes import numel
-from fusec.passes.dependency_analysis import functions
 from fusec.reference.interpreter import (
     random_block_inputs,
     round_to_element_type,

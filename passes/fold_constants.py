@@ -30,6 +30,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from fusec.analysis.dependency_graph import functions, value_names
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.rewriting import copy_location
@@ -43,7 +44,6 @@ from fusec.dialects.nn_base import (
     tensor_shape,
 )
 from fusec.dialects.shapes import numel
-from fusec.passes.dependency_analysis import functions, value_names
 from fusec.reference.ops import OP_FUNCTIONS, round_to_bf16
 
 

@@ -35,11 +35,11 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from fusec.analysis.dependency_graph import functions
 from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn
 from fusec.dialects.nn_base import NNOp, numpy_dtype, numpy_to_dense, tensor_shape
 from fusec.dialects.shapes import numel
-from fusec.passes.dependency_analysis import functions
 
 
 def _empty(value: SSAValue) -> bool:

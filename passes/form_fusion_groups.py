@@ -27,6 +27,12 @@ from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.analysis.candidate_group import build_group, detached_group, group_outputs
+from fusec.analysis.dependency_graph import (
+    DependencyAnalysis,
+    FusionGraph,
+    functions,
+    strip_dep_attributes,
+)
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.fusion_legality import (
     FUSIBLE_KINDS,
@@ -50,12 +56,6 @@ from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.analysis.view_operands import CHAINED_VIEWS
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
-from fusec.passes.dependency_analysis import (
-    DependencyAnalysis,
-    FusionGraph,
-    functions,
-    strip_dep_attributes,
-)
 from fusec.passes.recompute_chain import RecomputeChain, recomputable, recompute_chain
 from fusec.passes.sibling_reductions import sibling_pairs
 from fusec.scheduling import gemm_choice

@@ -42,6 +42,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from fusec.analysis.attention_pattern import AttentionPattern, Refusal, match_attention
+from fusec.analysis.dependency_graph import value_names
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.codegen.attention import attention_shape
@@ -51,7 +52,6 @@ from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import fmt, numel
-from fusec.passes.dependency_analysis import value_names
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.attention import (
     choose_tile,

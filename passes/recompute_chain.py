@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, OpResult, SSAValue
 
 from fusec.analysis.cost_model import elementwise_flops
+from fusec.analysis.dependency_graph import DependencyAnalysis
 from fusec.analysis.fusion_legality import GroupInfo, writable_shapes
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.dialects.nn_base import tensor_shape
-from fusec.passes.dependency_analysis import DependencyAnalysis
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 
 from xdsl.ir import OpResult
 
+from fusec.analysis.dependency_graph import FusionGraph
 from fusec.analysis.fusion_legality import GroupInfo
 from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.passes.dependency_analysis import FusionGraph
 
 
 def _producers(graph: FusionGraph, g: GroupInfo) -> set[int]:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 
+from fusec.analysis.dependency_graph import DependencyAnalysis, FusionGraph
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.fusion_legality import FUSIBLE_KINDS
 from fusec.analysis.remarks import collect_remarks, listening, module_to_dot
@@ -27,7 +28,6 @@ from fusec.dialects import nn
 from fusec.dialects.element_types import tau
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.check_precision import relative_error
-from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 
 SHARED_MODELS = Path("/work/shared/models")

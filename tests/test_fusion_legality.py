@@ -8,6 +8,7 @@ import pytest
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
+from fusec.analysis.dependency_graph import DependencyAnalysis, FusionGraph
 from fusec.analysis.fusion_legality import (
     Candidate,
     FusionOptions,
@@ -22,7 +23,6 @@ from fusec.analysis.targets import Target, get_target
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.element_types import element
-from fusec.passes.dependency_analysis import DependencyAnalysis, FusionGraph
 from tests.codegen_harness import check_program
 
 T = "tensor<64x32xf32>"
