@@ -7,7 +7,7 @@ merged summary and a scheduled kernel need, the candidate schedules for a
 target, the schedule the model chooses, the emitter, and the kernel path
 that prices it, and what `register-budget` may do with a group over the
 budget (a leaner schedule, a split). Legality (`fusion_legality.py`), the
-scheduler (`scheduling/choose.py`), the autotuner's candidates, the register
+scheduler (`analysis/schedule_choice.py`), the autotuner's candidates, the register
 model, `register-budget` and code generation ask the registry instead of
 switching on kind strings.
 

@@ -153,7 +153,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
 
 
 def _tile(group: GroupOp) -> AttentionTile:
-    """The recorded tile (`scheduling/choose.py` records one on every
+    """The recorded tile (`analysis/schedule_choice.py` records one on every
     attention group before code generation: the emitter chooses nothing)."""
     tile = recorded_tile(group)
     if tile is None:

@@ -360,7 +360,7 @@ def generate_program(module: ModuleOp, target: Target | None = None,
     located `FusecError` for what it cannot generate.
     """
     profile = target or get_target(DEFAULT_TARGET)
-    from fusec.scheduling.choose import ensure_schedules
+    from fusec.analysis.schedule_choice import ensure_schedules
 
     ensure_schedules([g for g in module.walk() if isinstance(g, GroupOp)], profile)
     names = NameTable()

@@ -7,7 +7,7 @@ The group is collapsed first (`codegen/layout_collapse.py`: a transpose of
 along axis 1 of `[N, C_k, H, W]` a concat of `[N, C_k * H * W]`), then
 emitted as a pointwise group whose one op is read in place
 (`codegen/pointwise_transpose.py`), under the pointwise schedule
-`scheduling/choose.py` gives it: several elements per thread, indices in
+`analysis/schedule_choice.py` gives it: several elements per thread, indices in
 uint32 while every array fits, and, for a transpose that moves the
 innermost axis, the shared-memory tile so that reads and writes are both
 coalesced.

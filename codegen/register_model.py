@@ -153,12 +153,12 @@ def _params(group: GroupOp) -> int:
 
 def group_schedule_or_proposed(group: GroupOp, target: Target) -> ScheduleAttr | None:
     """The schedule recorded on `group`, else the one the scheduler would
-    choose on `target` (`scheduling/choose.py`): the models read the same
+    choose on `target` (`analysis/schedule_choice.py`): the models read the same
     decision the emitter will."""
     attr = group.attributes.get(SCHEDULE_KEY)
     if isinstance(attr, ScheduleAttr):
         return attr
-    from fusec.scheduling.choose import proposed_schedule
+    from fusec.analysis.schedule_choice import proposed_schedule
 
     return proposed_schedule(group, target)
 

@@ -165,7 +165,7 @@ def split_group(group: GroupOp, target: Target, limit: int) -> list[GroupOp]:
     makes them), or for an attention its three-kernel form
     (`split_attention`), each given the model's schedule; the new groups, in
     order."""
-    from fusec.scheduling.choose import Scheduler
+    from fusec.analysis.schedule_choice import Scheduler
 
     if is_attention(group):
         return split_attention(group, target, limit)
@@ -190,7 +190,7 @@ def _formed_attention(group: GroupOp, target: Target, limit: int) -> tuple[FuncO
     from xdsl.context import Context
 
     from fusec.passes.form_fusion_groups import FormFusionGroupsPass
-    from fusec.scheduling.choose import Scheduler
+    from fusec.analysis.schedule_choice import Scheduler
 
     func = trial_function(group, "split", None)
     module = ModuleOp([func])

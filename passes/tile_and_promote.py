@@ -2,7 +2,7 @@
 and record it as one typed attribute, `schedule` (`dialects/schedule.py`),
 which the emitters read verbatim and the register and cost models read too.
 
-The choices live in `scheduling/choose.py` (docs/scheduling.md):
+The choices live in `analysis/schedule_choice.py` (docs/scheduling.md):
 
 - pointwise `#fusion.pointwise<elements_per_thread, block>`;
 - reduction `#fusion.reduction<layout, row, lanes, rows_per_block, splits,
@@ -35,13 +35,13 @@ from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
 from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.schedule_choice import Scheduler
 from fusec.analysis.targets import resolve_target, unknown_target
 from fusec.codegen.register_model import estimate_registers
 from fusec.dialects.fusion import GroupOp
 from fusec.passes import register_budget
 from fusec.passes.register_budget import EST_ATTR, record
 from fusec.scheduling import gemm_choice
-from fusec.scheduling.choose import Scheduler
 from fusec.scheduling.gemm_choice import GEMM_MODES, GemmChooser
 
 SCHEDULE_SETS_REGISTERS = ("contraction", "window")

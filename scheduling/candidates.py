@@ -53,7 +53,7 @@ def model_choice(group: GroupOp, target: Target, limit: int) -> ScheduleAttr | N
     attr = group.attributes.get(SCHEDULE_KEY)
     if isinstance(attr, ScheduleAttr):
         return attr
-    from fusec.scheduling.choose import Scheduler
+    from fusec.analysis.schedule_choice import Scheduler
 
     return Scheduler(target, limit, RemarkCollector()).choose(group)[0]
 

@@ -214,7 +214,7 @@ def _generate(group: GroupOp, target: Target) -> tuple[KernelSource, list[tuple[
     for `target` when it has none yet), named `PROBE_KERNEL`."""
     from fusec.codegen.generate import group_attr, load_emitter
     from fusec.codegen.launch_grid import fit_grid
-    from fusec.scheduling.choose import ensure_schedules
+    from fusec.analysis.schedule_choice import ensure_schedules
 
     clone = group.clone()
     ensure_schedules([clone], target)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fusec.analysis.program import Program
+from fusec.analysis.schedule_choice import ensure_schedules
 from fusec.analysis.targets import H200, Target
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KernelSource
@@ -24,7 +25,6 @@ from fusec.compiler.verify import verify_module
 from fusec.dialects.fusion import GroupOp
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
-from fusec.scheduling.choose import ensure_schedules
 
 # float32 kernels against the float64 oracle; sums of a few hundred terms and
 # transcendental functions lose a few ulps more than a single op.

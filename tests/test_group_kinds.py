@@ -12,13 +12,13 @@ import pytest
 from fusec.analysis import group_kind as registry
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.group_kind import GroupKind, group_kind, register_kind, registered_kinds
+from fusec.analysis.schedule_choice import proposed_schedule
 from fusec.analysis.targets import get_target
 from fusec.codegen.generate import generate_program
 from fusec.codegen.register_model import estimate_registers
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import legal_splits
-from fusec.scheduling.choose import proposed_schedule
 from fusec.scheduling.kinds.pointwise import PointwiseKind
 
 BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")

@@ -1,6 +1,9 @@
 """Choosing every group's schedule for a target: the one place a decision
 is made (`tile-and-promote` runs it; code generation runs it for a group
-that reaches it without one). Each kind's choice is recorded as the group's
+that reaches it without one). It asks each group's kind (the registry of
+`analysis/group_kind.py`), so it sits in this low layer where the register
+model and code generation can call it; the kinds' decisions live in
+`scheduling/kinds/`. Each kind's choice is recorded as the group's
 `schedule` attribute (`dialects/schedule.py`), with a readable line
 (`schedule_text`) and the shared memory it uses (`shared_bytes_est`).
 
