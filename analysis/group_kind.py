@@ -41,10 +41,10 @@ from fusec.dialects.schedule import ScheduleAttr
 if TYPE_CHECKING:  # types only: these layers sit above this one
     from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
     from fusec.analysis.scheduled_cost import ScheduledKernel
+    from fusec.codegen.contraction_schedule import GemmTile
     from fusec.codegen.kernel_source import KernelSource
     from fusec.codegen.register_model import RegisterEstimate
     from fusec.dialects.fusion import GroupOp
-    from fusec.scheduling.contraction import GemmTile
 
 BUILTIN_KINDS_MODULE = "fusec.scheduling.kinds"
 """The module that registers the built-in kinds (loaded on first lookup)."""

@@ -40,6 +40,15 @@ from xdsl.ir import SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import op_kind
+from fusec.codegen.contraction_schedule import (
+    LARGE_TILE,
+    MEDIUM_TILE,
+    SMALL_TILE,
+    SMEM_PAD,
+    GemmTile,
+    gemm_shared_bytes,
+    tile_of,
+)
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import OperandTile
 from fusec.codegen.group_body import (
@@ -67,15 +76,6 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ContractionSchedule
 from fusec.dialects.shapes import Shape, fmt, numel
-from fusec.scheduling.contraction import (
-    LARGE_TILE,
-    MEDIUM_TILE,
-    SMALL_TILE,
-    SMEM_PAD,
-    GemmTile,
-    gemm_shared_bytes,
-    tile_of,
-)
 
 __all__ = ["LARGE_TILE", "MEDIUM_TILE", "SMALL_TILE", "GemmTile", "emit"]
 

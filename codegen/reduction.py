@@ -95,6 +95,12 @@ from fusec.codegen.reduction_online import (
 )
 from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
 from fusec.codegen.reduction_registers import RowElements, Term, accumulate_lines
+from fusec.codegen.reduction_schedule import (
+    RowSchedule,
+    from_attr,
+    pass_roots,
+    split_passes,
+)
 from fusec.codegen.reduction_tree import (
     block_combine_lines,
     combine,
@@ -115,12 +121,6 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule
 from fusec.dialects.shapes import Shape, numel
-from fusec.scheduling.reduction import (
-    RowSchedule,
-    from_attr,
-    pass_roots,
-    split_passes,
-)
 
 
 def workspaces(ra: RowAnalysis, sched: RowSchedule) -> list[Workspace]:

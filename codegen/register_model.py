@@ -43,6 +43,7 @@ from fusec.analysis.pointwise_registers import pointwise_register_parts
 from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.contraction import analyze as analyze_gemm
+from fusec.codegen.contraction_schedule import GemmTile, tile_of
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.group_body import GroupBody
@@ -60,7 +61,6 @@ from fusec.dialects.schedule import (
     ScheduleAttr,
 )
 from fusec.dialects.shapes import numel
-from fusec.scheduling.contraction import GemmTile, tile_of
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
 # A layout copy (the pointwise view machinery, codegen/layout.py), refit

@@ -24,7 +24,9 @@ from xdsl.ir import SSAValue
 
 from fusec.analysis.cost_model import POINTWISE_ELEMENTS_PER_THREAD
 from fusec.analysis.scheduled_cost import ScheduledKernel
+from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.contraction import analyze as analyze_gemm
+from fusec.codegen.contraction_schedule import tile_of
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.reduction_plan import RowAnalysis
@@ -35,8 +37,6 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type_name, tensor_shape
 from fusec.dialects.schedule import ContractionSchedule, ReductionSchedule, ScheduleAttr
 from fusec.dialects.shapes import numel
-from fusec.scheduling import reduction
-from fusec.scheduling.contraction import tile_of
 from fusec.scheduling.kinds.common import body_results
 
 

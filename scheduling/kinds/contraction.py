@@ -17,14 +17,7 @@ from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import contraction as emitter
 from fusec.codegen.contraction import analyze as analyze_gemm
-from fusec.codegen.decompose_group import decomposed
-from fusec.codegen.group_body import GroupBody, compute_type
-from fusec.codegen.kernel_source import KernelSource
-from fusec.codegen.register_model import RegisterEstimate, contraction_estimate, current_tile
-from fusec.dialects.fusion import GroupOp
-from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr
-from fusec.dialects.shapes import numel
-from fusec.scheduling.contraction import (
+from fusec.codegen.contraction_schedule import (
     FALLBACK_TILES,
     GemmTile,
     choose_tile,
@@ -32,6 +25,13 @@ from fusec.scheduling.contraction import (
     recorded_tile,
     tile_attr,
 )
+from fusec.codegen.decompose_group import decomposed
+from fusec.codegen.group_body import GroupBody, compute_type
+from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.register_model import RegisterEstimate, contraction_estimate, current_tile
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr
+from fusec.dialects.shapes import numel
 from fusec.scheduling.kinds.common import group_name, tile_text
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources

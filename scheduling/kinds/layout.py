@@ -14,11 +14,11 @@ from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import layout as emitter
+from fusec.codegen.contraction_schedule import GemmTile
 from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.register_model import RegisterEstimate, layout_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr
-from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.pointwise import PointwiseKind
 from fusec.scheduling.kinds.summary import SummaryResources

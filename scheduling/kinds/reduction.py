@@ -1,6 +1,6 @@
 """The reduction kind: reductions sharing one iteration space with the
 elementwise ops around them; a row, column or split schedule
-(`scheduling/reduction.py`)."""
+(`codegen/reduction_schedule.py`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.view_operands import FOLDED_VIEWS
 from fusec.codegen import reduction as emitter
+from fusec.codegen import reduction_schedule as reduction
+from fusec.codegen.contraction_schedule import GemmTile
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import GroupBody
 from fusec.codegen.kernel_source import KernelSource
@@ -29,8 +31,6 @@ from fusec.codegen.register_model import RegisterEstimate, reduction_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule, ScheduleAttr
-from fusec.scheduling import reduction
-from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources

@@ -16,6 +16,7 @@ from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen import window as emitter
+from fusec.codegen.contraction_schedule import GemmTile
 from fusec.codegen.conv_pool import POOL_TILE, shared_tile
 from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.register_model import (
@@ -40,7 +41,6 @@ from fusec.codegen.window_schedule import (
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
-from fusec.scheduling.contraction import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
