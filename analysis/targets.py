@@ -26,6 +26,12 @@ from dataclasses import dataclass
 
 from fusec.analysis.diagnostics import FusecError
 
+STATIC_SHARED_BYTES = 48 * 1024
+"""Bytes of `cuda.shared.array` a block may declare statically, and of dynamic
+shared memory a launch may take without the opt-in attribute: the same on
+every CUDA GPU (`Target.static_shared_memory_per_block` of every profile).
+The emitters whose tiles are static arrays and the runtime read it here."""
+
 
 @dataclass(frozen=True)
 class Target:
@@ -138,7 +144,7 @@ class Target:
     each; best f32 128 x 32 keys 0.261 ms, bf16 128 x 64 0.150). Nsight
     Compute on the bf16 tile: one block of 8 warps per SM (registers), 4.5
     cycles per issued instruction."""
-    static_shared_memory_per_block: int = 48 * 1024
+    static_shared_memory_per_block: int = STATIC_SHARED_BYTES
     """Bytes of `cuda.shared.array` a block may declare statically (every
     CUDA GPU): the limit of every kernel whose tiles are static arrays;
     only a kernel that takes its tiles from dynamic shared memory goes up

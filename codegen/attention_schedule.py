@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation
 
-from fusec.analysis.targets import Target
+from fusec.analysis.targets import STATIC_SHARED_BYTES, Target
 from fusec.codegen.attention_decode_schedule import (
     decode_problem,
     decode_registers,
@@ -45,7 +45,7 @@ MMA_ROWS = 16  # queries per warp of an mma tile (the m of mma.m16n8k8)
 MMA_K = 8  # keys (and head dims) per product of an mma tile (its n and k)
 VECTOR = 4  # f32 words per 16-byte shared-memory access
 ITEM = 4  # shared tiles hold f32 (half-precision operands are widened when staged)
-STATIC_SHARED_LIMIT = 48 * 1024  # what a numba kernel may declare statically: past it
+STATIC_SHARED_LIMIT = STATIC_SHARED_BYTES  # what a numba kernel may declare statically: past it
 # the tiles are taken from dynamic shared memory (up to the target's per-block limit)
 BANK_SKEW = 4  # transposed tiles' rows are padded to 4 (mod 32) words: staging stores hit
 # 32 distinct banks when a warp writes 4 rows x 8 head dims.

@@ -33,12 +33,14 @@ from typing import Any
 
 from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.analysis.program import KernelLaunch, Program, TensorSpec
+from fusec.analysis.targets import DEFAULT_TARGET, TARGETS
 from fusec.codegen.compile_errors import KERNEL_ERROR_EXIT, kernel_error_of
 from fusec.codegen.kernel_source import numba_type
 
-# Hopper (H200, H100): compute capability 9.0, ptxas architecture sm_90.
-TARGET_CC = (9, 0)
-PTXAS_ARCH = "sm_90"
+# What kernels are compiled for when ptxas counts their registers: the default
+# target's compute capability (H200: 9.0, ptxas architecture sm_90).
+TARGET_CC = TARGETS[DEFAULT_TARGET].compute_capability
+PTXAS_ARCH = f"sm_{TARGET_CC[0]}{TARGET_CC[1]}"
 # Generous bounds: numba compiles a kernel in about a second.
 COMPILE_TIMEOUT_S = 600
 PTXAS_TIMEOUT_S = 60

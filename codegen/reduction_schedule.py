@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.reduction_views import Layout, folded_views, natural_layout, read_layout
-from fusec.analysis.targets import Target
+from fusec.analysis.targets import STATIC_SHARED_BYTES, Target
 from fusec.codegen.group_body import compute_type
 from fusec.codegen.reduction_online import online_pair
 from fusec.codegen.reduction_plan import RowAnalysis
@@ -48,7 +48,7 @@ from fusec.dialects.schedule import ReductionSchedule
 BLOCK_THREADS = 256  # threads per block
 MAX_LANES = 256  # threads cooperating on one row (a power of two)
 COLUMN_ROWS = 32  # rows per block in the column schedule: one warp of consecutive rows
-SHARED_BUDGET_BYTES = 48 * 1024  # static shared memory a block may declare
+SHARED_BUDGET_BYTES = STATIC_SHARED_BYTES  # static shared memory a block may declare
 # Register-resident rows: at most this many row elements per lane. Measured on
 # H200 (2026-11-30, 16384 rows of 4096 f32): softmax with 32 elements x 128
 # lanes ran at 93% of copy bandwidth, 16 x 256 at 88%, 8 x 512 at 75%,

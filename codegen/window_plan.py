@@ -39,6 +39,7 @@ from typing import Literal
 
 from xdsl.ir import Operation
 
+from fusec.analysis.targets import STATIC_SHARED_BYTES
 from fusec.codegen.group_body import compute_type
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -46,7 +47,7 @@ from fusec.dialects.schedule import SCHEDULE_KEY, WindowSchedule
 
 # numba allocates `cuda.shared.array` statically, and a block's static shared
 # memory is capped at 48 KiB whatever the GPU offers dynamically.
-STATIC_SHARED_LIMIT = 48 * 1024
+STATIC_SHARED_LIMIT = STATIC_SHARED_BYTES
 MAX_THREADS = 1024
 MIN_THREADS = 32  # a block stages its tiles with at least a warp
 

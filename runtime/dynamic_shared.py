@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fusec.analysis.program import KernelLaunch
+from fusec.analysis.targets import STATIC_SHARED_BYTES
 
-DEFAULT_DYNAMIC_LIMIT = 48 * 1024
+DEFAULT_DYNAMIC_LIMIT = STATIC_SHARED_BYTES
 """Dynamic shared memory a launch may request without the attribute (every
 CUDA device; static arrays can never go past it)."""
 
