@@ -189,8 +189,8 @@ def _formed_attention(group: GroupOp, target: Target, limit: int) -> tuple[FuncO
     `group-each-op`), each group scheduled; the function and its groups."""
     from xdsl.context import Context
 
-    from fusec.passes.form_fusion_groups import FormFusionGroupsPass
     from fusec.analysis.schedule_choice import Scheduler
+    from fusec.passes.form_fusion_groups import FormFusionGroupsPass
 
     func = trial_function(group, "split", None)
     module = ModuleOp([func])

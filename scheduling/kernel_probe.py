@@ -212,9 +212,9 @@ def _threads(kernel: KernelSource) -> int:
 def _generate(group: GroupOp, target: Target) -> tuple[KernelSource, list[tuple[int, str]]]:
     """`group`'s kernel under its schedule (a clone of the group is scheduled
     for `target` when it has none yet), named `PROBE_KERNEL`."""
+    from fusec.analysis.schedule_choice import ensure_schedules
     from fusec.codegen.generate import group_attr, load_emitter
     from fusec.codegen.launch_grid import fit_grid
-    from fusec.analysis.schedule_choice import ensure_schedules
 
     clone = group.clone()
     ensure_schedules([clone], target)
