@@ -60,6 +60,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fusec.analysis.diagnostics import escape_controls
+
 if TYPE_CHECKING:
     from fusec.codegen.kernel_unit import KernelUnit
 
@@ -141,12 +143,13 @@ class KernelStore:
         except FileNotFoundError:
             return None
         except OSError as err:
-            _warn(f"cannot read kernel cache entry '{path}' ({err.strerror}); compiling again")
+            _warn(f"cannot read kernel cache entry '{path}' ({err.strerror}); compiling "
+                  f"'{escape_controls(kernel)}' again")
             return None
         problem, code = _check_entry(raw, key)
         if code is None:
             _warn(f"ignoring kernel cache entry '{path}' ({problem}); compiling "
-                  f"'{kernel}' again")
+                  f"'{escape_controls(kernel)}' again")
         return code
 
     def store(self, key: str, kernel: str, code: KernelCode, strict: bool = False) -> None:

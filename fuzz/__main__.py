@@ -118,11 +118,9 @@ def _results(indices: range, options: FuzzOptions, jobs: int) -> Iterator[Result
     # A process that asked the CUDA driver for its devices must not fork.
     method = "spawn" if options.device == "gpu" else "fork"
     with multiprocessing.get_context(method).Pool(jobs) as pool:
-        yield from pool.imap_unordered(partial(_fuzz_index, options=options), indices)
-
-
-def _fuzz_index(index: int, options: FuzzOptions) -> Result:
-    return fuzz_one(index, options)
+        # fuzz_one, not a function of this module: a spawned worker cannot
+        # find this `__main__`'s functions
+        yield from pool.imap_unordered(partial(fuzz_one, options=options), indices)
 
 
 if __name__ == "__main__":

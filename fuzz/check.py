@@ -114,15 +114,19 @@ def check_text(text: str, seed: int = 0, edges: bool | str = False,
 def reference_outputs(module: ModuleOp, text: str,
                       inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
     """The outputs a kernel may match: the float64 reference of `module`, the
-    one rounding every stored value to its type, and that one after
-    `decompose` of `text` (every step of a composite stored), as unfused
-    kernels store them."""
+    one rounding every stored value to its type, that one after `decompose`
+    of `text` (every step of a composite stored), as unfused kernels store
+    them, and the rounded one computed in float32, as kernels compute: a sum
+    or a dot product whose partial results pass float32's range is inf or NaN
+    there (inf - inf) where float64 stays finite."""
     from fusec.reference.interpreter import find_function, run_typed
 
     with warnings.catch_warnings():  # NumPy's "Mean of empty slice" and kin
         warnings.simplefilter("ignore", RuntimeWarning)
-        return [run_typed(find_function(m), inputs, round_stored=r).outputs
-                for m, r in ((module, False), (module, True), (_decomposed(text), True))]
+        return [run_typed(find_function(m), inputs, round_stored=r, dtype=d).outputs
+                for m, r, d in ((module, False, np.float64), (module, True, np.float64),
+                                (_decomposed(text), True, np.float64),
+                                (module, True, np.float32))]
 
 
 def match_outputs(got: list[np.ndarray], references: list[list[np.ndarray]], half: str,

@@ -84,6 +84,7 @@ class TuningCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._write_failed = False
+        self._warned: set[str] = set()
 
     @staticmethod
     def user() -> TuningCache:
@@ -121,7 +122,10 @@ class TuningCache:
 
     def warn_ignored(self, key: str, why: str, then: str) -> None:
         """`fusec: warning: ignoring the tuning cache entry 'PATH' (WHY); THEN`,
-        on one line: the entry is not used, and `store` replaces it."""
+        on one line, once per entry: the entry is not used, and `store` replaces it."""
+        if key in self._warned:  # groups of one fingerprint share an entry: say it once
+            return
+        self._warned.add(key)
         _warn(f"ignoring the tuning cache entry '{self.path(key)}' ({' '.join(why.split())}); "
               f"{then}")
 
