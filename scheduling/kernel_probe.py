@@ -57,10 +57,13 @@ class KernelCount:
     threads: int
 
 
-PROBE_BUDGET_S = 10.0
-"""Seconds one compile may spend getting PTX from numba and counts from
-ptxas (about 1 to 13 s a kernel on two cores: a bf16 GPT-2 block's five
-GEMM stages took 67 s); past it, the estimate decides, with a note."""
+PROBE_BUDGET_S = 3.0
+"""Seconds one compile may wait for PTX from numba and counts from ptxas
+(about 1 to 13 s a kernel on two cores: a bf16 GPT-2 block's five GEMM
+stages took 67 s); past it, the estimate decides, with a note. The builds it
+stops waiting for finish in the workers and are kept, so the next compile
+reads their counts. 3 s keeps a cold compile of a 12-layer GPT-2 near 5 s on
+two cores (10 s made it 14 s, with the same kernels.py)."""
 
 
 @dataclass
