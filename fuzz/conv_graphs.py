@@ -18,7 +18,7 @@ from fusec.dialects import shapes
 from fusec.fuzz.generate import Builder, GenConfig
 from fusec.fuzz.graph import Graph, TType
 from fusec.fuzz.names import function_name, value_names
-from fusec.fuzz.ops import _ints, _window_attrs
+from fusec.fuzz.ops import _ints, _window_attrs, conv2d_of
 
 _ACTIVATIONS = ("nn.relu", "nn.silu", "nn.sigmoid", "nn.tanh", "nn.gelu", "nn.clamp")
 
@@ -68,20 +68,8 @@ def _stage(b: Builder, x: str) -> str:
 
 def _conv(b: Builder, x: str) -> str:
     t = b.types[x]
-    _n, c, h, w = t.shape
-    groups = b.choice([g for g in (1, 2, 3, 4, c) if c % g == 0])
-    kh, kw = b.int(1, min(3, h + 1)), b.int(1, min(3, w + 1))
-    o = groups * b.int(1, 3 if groups < 4 else 1)
-    wt = b.new_arg(t.with_shape((o, c // groups, kh, kw)))
-    strides, pads, dil = _window_attrs(b, h, w, kh, kw, pool=False)
-    try:
-        out = shapes.conv2d_shape(t.shape, (o, c // groups, kh, kw), strides, pads, dil, groups)
-    except shapes.ShapeError:
-        strides, pads, dil = [1, 1], [1, 1, 1, 1], [1, 1]
-        out = shapes.conv2d_shape(t.shape, (o, c // groups, kh, kw), strides, pads, dil, groups)
-    attrs = (f"{{strides = {_ints(strides)}, pads = {_ints(pads)}, dilations = {_ints(dil)}, "
-             f"groups = {groups}}}")
-    return b.emit("nn.conv2d", [x, wt], t.with_shape(out), attrs)
+    c = t.shape[1]
+    return conv2d_of(b, x, (1, 2, 3, 4, c), lambda groups: 3 if groups < 4 else 1)
 
 
 def _pool(b: Builder, x: str) -> str:

@@ -189,12 +189,19 @@ def _image(b: Builder) -> str:
 
 def conv2d(b: Builder) -> str:
     """nn.conv2d, NCHW/OIHW, with strides, pads, dilations and groups."""
-    x = _image(b)
+    return conv2d_of(b, _image(b), (1, 2, 3, 4), lambda groups: 2)
+
+
+def conv2d_of(b: Builder, x: str, group_counts: tuple[int, ...],
+              most_per_group: Callable[[int], int]) -> str:
+    """nn.conv2d of image `x`: groups drawn from `group_counts` (those that
+    divide its channels), up to `most_per_group(groups)` outputs per group,
+    a kernel of at most 3x3, and random strides, pads and dilations."""
     t = b.types[x]
     _n, c, h, w = t.shape
-    groups = b.choice([g for g in (1, 2, 3, 4) if c % g == 0])
+    groups = b.choice([g for g in group_counts if c % g == 0])
     kh, kw = b.int(1, min(3, h + 1)), b.int(1, min(3, w + 1))
-    o = groups * b.int(1, 2)
+    o = groups * b.int(1, most_per_group(groups))
     wt = b.new_arg(t.with_shape((o, c // groups, kh, kw)))
     strides, pads, dil = _window_attrs(b, h, w, kh, kw, pool=False)
     try:
