@@ -58,6 +58,10 @@ ELEMENTWISE_FLOPS: dict[type[Operation], int] = {
     nn.ExpOp: 4, nn.LogOp: 4, nn.TanhOp: 6, nn.ErfOp: 8, nn.SigmoidOp: 6,
     nn.SiluOp: 7, nn.GeluOp: 12, nn.PowOp: 8, nn.SqrtOp: 2, nn.RsqrtOp: 2,
     nn.ReciprocalOp: 2, nn.DivOp: 2,
+    # libdevice's sinf/cosf: a three-term range reduction and one of two
+    # polynomials by quadrant, 28 PTX instructions where erf's 23 are priced 8
+    # (angles past 105615 take a slower, exact reduction: rare, not priced)
+    nn.SinOp: 10, nn.CosOp: 10,
 }
 
 

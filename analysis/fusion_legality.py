@@ -86,8 +86,8 @@ OTHER_BASE_REGISTERS: dict[str, int] = {"view": 8}
 OP_REGISTERS: dict[str, int] = {
     "elementwise": 2, "transcendental": 4, "reduction": 8, "view": 1, "anchor": 0,
 }
-TRANSCENDENTAL = (nn.ExpOp, nn.LogOp, nn.TanhOp, nn.ErfOp, nn.SigmoidOp, nn.SiluOp,
-                  nn.GeluOp, nn.PowOp, nn.DivOp, nn.SqrtOp, nn.RsqrtOp)
+TRANSCENDENTAL = (nn.ExpOp, nn.LogOp, nn.TanhOp, nn.ErfOp, nn.SinOp, nn.CosOp, nn.SigmoidOp,
+                  nn.SiluOp, nn.GeluOp, nn.PowOp, nn.DivOp, nn.SqrtOp, nn.RsqrtOp)
 
 # tau: how far (relative) a fused result may drift from the unfused one, per
 # element type of the values involved; and the unit roundoff of each type.

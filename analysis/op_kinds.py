@@ -27,7 +27,8 @@ _KINDS: dict[type[Operation], OpKind] = {
     **dict.fromkeys(
         (
             nn.NegOp, nn.AbsOp, nn.ExpOp, nn.LogOp, nn.SqrtOp, nn.RsqrtOp, nn.ReciprocalOp,
-            nn.TanhOp, nn.ErfOp, nn.SigmoidOp, nn.ReluOp, nn.SiluOp, nn.GeluOp, nn.ClampOp,
+            nn.TanhOp, nn.ErfOp, nn.SinOp, nn.CosOp, nn.SigmoidOp, nn.ReluOp, nn.SiluOp,
+            nn.GeluOp, nn.ClampOp,
             nn.AddOp, nn.SubOp, nn.MulOp, nn.DivOp, nn.MaxOp, nn.MinOp, nn.PowOp,
             nn.CmpOp, nn.SelectOp, nn.CastOp,
         ),

@@ -41,9 +41,14 @@ as one group: widest point 31 values, ptxas 56, estimate 63)."""
 
 MATH_OPS: tuple[type[Operation], ...] = (
     nn.PowOp, nn.DivOp, nn.ReciprocalOp, nn.SigmoidOp, nn.SiluOp, nn.GeluOp, nn.ErfOp,
-    nn.TanhOp)
+    nn.TanhOp, nn.SinOp, nn.CosOp)
 """Ops that expand to a call-like sequence with temporaries of their own
 (exp, log, sqrt and rsqrt are single MUFU instructions and cost nothing extra)."""
+
+SINGLE_INSTRUCTION_MATH: tuple[type[Operation], ...] = (
+    nn.ExpOp, nn.LogOp, nn.SqrtOp, nn.RsqrtOp)
+"""The math functions that are single MUFU instructions: every op whose kernel
+expression calls a math function is in `MATH_OPS` or here (tests/test_op_tables.py)."""
 
 
 def pointwise_registers_of(ops: Sequence[Operation], inputs: Iterable[SSAValue],

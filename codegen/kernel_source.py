@@ -24,9 +24,9 @@ import dataclasses
 import keyword
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
@@ -107,6 +107,23 @@ else:
 """ + WIDE_ACCESS_PRELUDE
 
 
+TRIG_NAMES = ("ieee_sin", "ieee_cos")
+"""The prelude's sine and cosine (`TRIG_PRELUDE`)."""
+
+TRIG_PRELUDE = """
+
+# sin and cos: on the GPU libdevice's sinf/cosf (sin/cos for f64), with full
+# range reduction, so a large angle (a rotary embedding's position times its
+# frequency) keeps f32 accuracy; in the simulator NaN for +-inf, as there.
+if numba.cuda.core.config.ENABLE_CUDASIM:
+    ieee_sin, ieee_cos = _ieee(math.sin, np.sin), _ieee(math.cos, np.cos)
+else:
+    ieee_sin, ieee_cos = math.sin, math.cos
+"""
+"""Added to a kernels.py only when a kernel calls sin or cos (`kernel_prelude`),
+so that the kernels of other programs, and their cache keys, stay as they were."""
+
+
 @dataclass(frozen=True)
 class KernelParam:
     """A kernel parameter: group operand (`input`) or result (`output`) number
@@ -174,6 +191,7 @@ def sanitize_identifier(name: str, prefix: str = "k") -> str:
 PRELUDE_NAMES = frozenset(
     {"math", "np", "numba", "cuda", "boolean", "float16", "float32", "float64", "int32",
      "int64", "ieee_exp", "fast_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
+     *TRIG_NAMES,
      "_ieee", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice", *FAST_ERF_NAMES,
      *FAST_TANH_NAMES, *MMA_NAMES}
 )
@@ -182,8 +200,9 @@ PRELUDE_NAMES = frozenset(
 def kernel_prelude(kernel_texts: Sequence[str]) -> str:
     """The prelude of a kernels.py holding `kernel_texts`: `KERNEL_PRELUDE`,
     plus the half-precision erf (`codegen/fast_erf.py`), tanh
-    (`codegen/fast_tanh.py`) and the warp products (`codegen/mma.py`) when
-    some kernel calls them, so that no other program's kernels.py changes."""
+    (`codegen/fast_tanh.py`), sin and cos (`TRIG_PRELUDE`) and the warp
+    products (`codegen/mma.py`) when some kernel calls them, so that no other
+    program's kernels.py changes."""
     def calls(names: Sequence[str]) -> bool:
         return any(f"{name}(" in text for text in kernel_texts for name in names)
 
@@ -193,6 +212,8 @@ def kernel_prelude(kernel_texts: Sequence[str]) -> str:
         prelude += fast_erf_prelude()
     if calls(("half_tanh", "half_gelu_tanh")):
         prelude += fast_tanh_prelude(rcp=not erf)  # one `_rcp_approx`
+    if calls(TRIG_NAMES):
+        prelude += TRIG_PRELUDE
     if calls(MMA_NAMES):
         prelude += MMA_PRELUDE
     return prelude
@@ -298,6 +319,8 @@ _UNARY: dict[type[Operation], str] = {
     nn.ReciprocalOp: "({one} / {a})",
     nn.TanhOp: "ieee_tanh({a})",
     nn.ErfOp: "ieee_erf({a})",
+    nn.SinOp: "ieee_sin({a})",
+    nn.CosOp: "ieee_cos({a})",
     nn.SigmoidOp: "({one} / ({one} + {exp}(-{a})))",
     nn.SiluOp: "({a} / ({one} + {exp}(-{a})))",
 }
@@ -320,6 +343,37 @@ def exp_function(ctype: str) -> str:
     return "fast_exp" if ctype == "float32" else "ieee_exp"
 
 
+def _batch_norm(op: nn.BatchNormOp, args: Sequence[str], t: str) -> str:
+    # args: x, scale, bias, mean, var, each already read at x's channel.
+    x, scale, bias, mean, var = args
+    eps = float_literal(op.epsilon, t)
+    return f"(({x} - {mean}) / ieee_sqrt({var} + {eps}) * {scale} + {bias})"
+
+
+def _cast(op: nn.CastOp, args: Sequence[str], t: str) -> str:
+    return f"({args[0]} != 0)" if t == "boolean" else f"{t}({args[0]})"
+
+
+# Elementwise ops whose expression needs more than a template: op, argument
+# names, compute type -> the expression.
+_SPECIAL: dict[type[Operation], Callable[[Any, Sequence[str], str], str]] = {
+    nn.ReluOp: lambda op, a, t: max_expr(a[0], float_literal(0.0, t), t),
+    nn.MaxOp: lambda op, a, t: max_expr(a[0], a[1], t),
+    nn.MinOp: lambda op, a, t: min_expr(a[0], a[1], t),
+    nn.GeluOp: lambda op, a, t: _gelu(op, a[0], t),
+    nn.ClampOp: lambda op, a, t: _clamp(op, a[0], t),
+    nn.CmpOp: lambda op, a, t: f"({a[0]} {_CMP[op.predicate]} {a[1]})",
+    nn.SelectOp: lambda op, a, t: f"({a[1]} if {a[0]} else {a[2]})",
+    nn.BatchNormOp: _batch_norm,
+    nn.CastOp: _cast,
+}
+
+SCALAR_OPS: frozenset[type[Operation]] = frozenset(_UNARY) | frozenset(_BINARY) \
+    | frozenset(_SPECIAL)
+"""Every op `scalar_expr` writes an expression for: tests/test_op_tables.py
+checks that each elementwise op of `analysis/op_kinds.py` is one."""
+
+
 def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
     """The expression computing one element of elementwise `op`.
 
@@ -336,27 +390,8 @@ def scalar_expr(op: Operation, args: Sequence[str], ctype: str) -> str:
         return _UNARY[type(op)].format(a=args[0], one=one, zero=zero, exp=exp_function(ctype))
     if type(op) in _BINARY:
         return _BINARY[type(op)].format(a=args[0], b=args[1])
-    if isinstance(op, nn.ReluOp):
-        return max_expr(args[0], zero, ctype)
-    if isinstance(op, nn.MaxOp):
-        return max_expr(args[0], args[1], ctype)
-    if isinstance(op, nn.MinOp):
-        return min_expr(args[0], args[1], ctype)
-    if isinstance(op, nn.GeluOp):
-        return _gelu(op, args[0], ctype)
-    if isinstance(op, nn.ClampOp):
-        return _clamp(op, args[0], ctype)
-    if isinstance(op, nn.CmpOp):
-        return f"({args[0]} {_CMP[op.predicate]} {args[1]})"
-    if isinstance(op, nn.SelectOp):
-        return f"({args[1]} if {args[0]} else {args[2]})"
-    if isinstance(op, nn.BatchNormOp):
-        # args: x, scale, bias, mean, var, each already read at x's channel.
-        x, scale, bias, mean, var = args
-        eps = float_literal(op.epsilon, ctype)
-        return f"(({x} - {mean}) / ieee_sqrt({var} + {eps}) * {scale} + {bias})"
-    if isinstance(op, nn.CastOp):
-        return f"({args[0]} != 0)" if ctype == "boolean" else f"{ctype}({args[0]})"
+    if type(op) in _SPECIAL:
+        return _SPECIAL[type(op)](op, args, ctype)
     raise NotImplementedError(f"{op.name} is not an elementwise op")
 
 

@@ -98,6 +98,8 @@ RsqrtOp = _unary("nn.rsqrt", "Reciprocal square root, `1 / sqrt(x)`.")
 ReciprocalOp = _unary("nn.reciprocal", "Reciprocal, `1 / x`.")
 TanhOp = _unary("nn.tanh", "Hyperbolic tangent.")
 ErfOp = _unary("nn.erf", "Gauss error function.")
+SinOp = _unary("nn.sin", "Sine, `x` in radians.")
+CosOp = _unary("nn.cos", "Cosine, `x` in radians.")
 SigmoidOp = _unary("nn.sigmoid", "Logistic sigmoid, `1 / (1 + exp(-x))`.")
 ReluOp = _unary("nn.relu", "Rectifier, `max(x, 0)`.", numeric=True)
 SiluOp = _unary("nn.silu", "SiLU, `x * sigmoid(x)`.")
@@ -468,7 +470,7 @@ from fusec.dialects.nn_structured import (  # noqa: E402  (kept beside their kin
 NN = Dialect(
     "nn",
     [
-        NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp,
+        NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp, SinOp, CosOp,
         SigmoidOp, ReluOp, SiluOp, GeluOp, ClampOp,
         AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, CmpOp, SelectOp, CastOp,
         ConstantOp,

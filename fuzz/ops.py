@@ -16,7 +16,7 @@ from fusec.fuzz.generate import POSITIVE_SLOTS, Builder
 from fusec.fuzz.graph import TType
 
 UNARY = ["nn.neg", "nn.abs", "nn.exp", "nn.log", "nn.sqrt", "nn.rsqrt", "nn.reciprocal",
-         "nn.tanh", "nn.erf", "nn.sigmoid", "nn.relu", "nn.silu"]
+         "nn.tanh", "nn.erf", "nn.sin", "nn.cos", "nn.sigmoid", "nn.relu", "nn.silu"]
 BINARY = ["nn.add", "nn.sub", "nn.mul", "nn.div", "nn.max", "nn.min", "nn.pow"]
 REDUCE = ["nn.reduce_sum", "nn.reduce_max", "nn.reduce_min", "nn.reduce_mean"]
 

@@ -346,6 +346,8 @@ OP_FUNCTIONS: dict[type[Operation], OpFunction] = {
     nn.ReciprocalOp: _unary(_reciprocal),
     nn.TanhOp: _unary(np.tanh),
     nn.ErfOp: _unary(erf),
+    nn.SinOp: _unary(np.sin),
+    nn.CosOp: _unary(np.cos),
     nn.SigmoidOp: _unary(sigmoid),
     nn.ReluOp: _unary(_relu),
     nn.SiluOp: _unary(_silu),

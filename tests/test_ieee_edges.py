@@ -27,7 +27,7 @@ EDGES = [0.0, -0.0, -1.0, 1.0, -2.0, 2.5, 1e-30, -1e-30, 100.0, -100.0, 1000.0, 
 PIPELINE = "decompose,group-each-op"
 
 UNARY = ["nn.exp", "nn.log", "nn.sqrt", "nn.rsqrt", "nn.reciprocal", "nn.tanh", "nn.erf",
-         "nn.sigmoid", "nn.silu", "nn.relu", "nn.abs", "nn.neg", "nn.gelu",
+         "nn.sin", "nn.cos", "nn.sigmoid", "nn.silu", "nn.relu", "nn.abs", "nn.neg", "nn.gelu",
          'nn.gelu {approximate = "tanh"}']
 BINARY = ["nn.pow", "nn.div", "nn.add", "nn.sub", "nn.mul"]
 
@@ -108,8 +108,10 @@ func.func @f(%x: tensor<8xf32>, %h: tensor<8xf16>, %d: tensor<8xf64>)
     f"  %{v}8 = nn.gelu %{v}7 : tensor<8x{e}>\n"
     f'  %{v}9 = nn.gelu %{v}8 {{approximate = "tanh"}} : tensor<8x{e}>\n'
     f"  %{v}10 = nn.pow %{v}9, %{v} : (tensor<8x{e}>, tensor<8x{e}>) -> tensor<8x{e}>\n"
+    f"  %{v}11 = nn.sin %{v}10 : tensor<8x{e}>\n"
+    f"  %{v}12 = nn.cos %{v}11 : tensor<8x{e}>\n"
     for v, e in (("x", "f32"), ("h", "f16"), ("d", "f64"))
-) + """  func.return %x10, %h10, %d10 : tensor<8xf32>, tensor<8xf16>, tensor<8xf64>
+) + """  func.return %x12, %h12, %d12 : tensor<8xf32>, tensor<8xf16>, tensor<8xf64>
 }
 """
 
@@ -121,7 +123,7 @@ def test_gpu_code_is_the_same_as_calling_math_directly() -> None:
     program = compile_text(ALL_IEEE_OPS, "decompose,form-fusion-groups")
     source = program.kernels_source
     assert "ieee_pow(" in source and "math.exp(" not in source
-    direct = re.sub(r"\bieee_(exp|log|sqrt|tanh|erf|pow)\(", r"math.\1(", source)
+    direct = re.sub(r"\bieee_(exp|log|sqrt|tanh|erf|pow|sin|cos)\(", r"math.\1(", source)
     pairs = [(la, fp.values) for fp in program.functions.values() for la in fp.launches]
     ieee, plain = compile_kernels_ptx(source, pairs), compile_kernels_ptx(direct, pairs)
     assert ieee.keys() == plain.keys() and ieee

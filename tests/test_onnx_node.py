@@ -41,7 +41,8 @@ from fusec.reference.interpreter import run_module  # noqa: E402
 GENERATORS: dict[str, str] = {
     "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Neg": "neg",
     "Abs": "abs", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal",
-    "Tanh": "tanh", "Erf": "erf", "Sigmoid": "sigmoid", "Relu": "relu", "Gelu": "gelu",
+    "Tanh": "tanh", "Erf": "erf", "Sin": "sin", "Cos": "cos", "Sigmoid": "sigmoid",
+    "Relu": "relu", "Gelu": "gelu",
     "Clip": "clip", "Softmax": "softmax", "LogSoftmax": "logsoftmax",
     "LayerNormalization": "layernormalization", "BatchNormalization": "batch_normalization",
     "ReduceSum": "reducesum", "ReduceMean": "reducemean", "ReduceMax": "reducemax",
@@ -62,7 +63,7 @@ GENERATORS: dict[str, str] = {
 EXPECTED_PASSES: dict[str, int] = {
     "Abs": 1, "Add": 2, "AveragePool": 13, "BatchNormalization": 2, "Cast": 8, "Clip": 9,
     "Clip (expanded)": 9, "Concat": 12, "Constant": 1, "ConstantOfShape": 3, "Conv": 6,
-    "Div": 3, "Dropout": 8, "Equal": 2, "Erf": 1, "Exp": 2, "Expand": 2, "Flatten": 9,
+    "Cos": 2, "Div": 3, "Dropout": 8, "Equal": 2, "Erf": 1, "Exp": 2, "Expand": 2, "Flatten": 9,
     "Gather": 4, "GatherND": 3, "Gelu": 4, "Gelu (expanded)": 4, "Gemm": 11, "GlobalAveragePool": 2,
     "GlobalMaxPool": 2, "Greater": 2, "GreaterOrEqual": 2, "GreaterOrEqual (expanded)": 2,
     "Identity": 1, "IsInf": 4, "IsNaN": 2, "LayerNormalization": 19,
@@ -71,8 +72,9 @@ EXPECTED_PASSES: dict[str, int] = {
     "LogSoftmax (expanded)": 14, "MatMul": 7, "Max": 8, "MaxPool": 11, "Min": 8, "Mul": 3,
     "Neg": 2, "Pow": 6, "Reciprocal": 2, "ReduceMax": 11, "ReduceMean": 8, "ReduceMin": 10,
     "ReduceSum": 12, "Relu": 1, "Relu (expanded)": 1, "Reshape": 10, "Shape": 11, "Sigmoid": 2,
-    "Size": 2, "Slice": 8, "Softmax": 7, "Softmax (expanded)": 14, "Split": 16, "Sqrt": 2,
-    "Squeeze": 2, "Sub": 3, "Tanh": 2, "Transpose": 7, "Trilu": 18, "Unsqueeze": 7, "Where": 2,
+    "Sin": 2, "Size": 2, "Slice": 8, "Softmax": 7, "Softmax (expanded)": 14, "Split": 16,
+    "Sqrt": 2, "Squeeze": 2, "Sub": 3, "Tanh": 2, "Transpose": 7, "Trilu": 18, "Unsqueeze": 7,
+    "Where": 2,
 }
 
 

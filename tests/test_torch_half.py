@@ -160,11 +160,11 @@ def test_half_module_runs_in_fusec(case: str, dtype: str) -> None:
     _assert_close(out, expected, dtype)
 
 
-class Rotary(nn.Module):
-    """A rotary embedding's `cos` (fusec has no `nn.cos`) between bf16 ops."""
+class RunningSum(nn.Module):
+    """A `cumsum` (fusec has no scan) between bf16 ops."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cos(x * 2.0).to(x.dtype) * x + 1.0
+        return torch.cumsum(x * 2.0, dim=-1).to(x.dtype) * x + 1.0
 
 
 def test_a_missing_op_is_named_with_its_reason_and_in_the_summary(
@@ -174,16 +174,16 @@ def test_a_missing_op_is_named_with_its_reason_and_in_the_summary(
     torch._dynamo.reset()
     backend = Backend(remarks=True)
     with torch.no_grad():
-        out = torch.compile(Rotary(), backend=backend)(x)
+        out = torch.compile(RunningSum(), backend=backend)(x)
     (report,) = backend.reports
-    assert report.compute_fallbacks == ["cos"]
+    assert report.compute_fallbacks == ["cumsum"]
     summary = report.summary()
-    assert summary.endswith("1 left to PyTorch (0 glue): cos")
+    assert summary.endswith("1 left to PyTorch (0 glue): cumsum")
     err = capfd.readouterr().err
-    assert "fallback: node 'cos' (aten.cos.default)" in err
-    assert "fusec has no translation for aten.cos.default" in err
+    assert "fallback: node 'cumsum' (aten.cumsum.default)" in err
+    assert "fusec has no translation for aten.cumsum.default" in err
     assert f"fusec: {summary}\n" in err
-    _assert_close(out, Rotary()(x), "bf16")
+    _assert_close(out, RunningSum()(x), "bf16")
 
 
 class PoolIndices(nn.Module):

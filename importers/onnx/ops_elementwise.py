@@ -30,6 +30,8 @@ _UNARY: dict[str, tuple[str, frozenset[str]]] = {
     "Reciprocal": ("reciprocal", FLOAT_DTYPES),
     "Tanh": ("tanh", FLOAT_DTYPES),
     "Erf": ("erf", FLOAT_DTYPES),
+    "Sin": ("sin", FLOAT_DTYPES),
+    "Cos": ("cos", FLOAT_DTYPES),
     "Sigmoid": ("sigmoid", FLOAT_DTYPES),
     "Relu": ("relu", NUMERIC),
 }

@@ -91,7 +91,7 @@ class GraphReport:
 
     def summary(self) -> str:
         """`graph: 29 nodes fused in 1 partition(s) (9 launches); 2 left to
-        PyTorch (0 glue): cos, sin`."""
+        PyTorch (0 glue): cumsum, sort`."""
         left = self.fallback_nodes
         text = (f"graph: {len(self.fused_nodes)} nodes fused in "
                 f"{len(self.fusec_partitions)} partition(s) ({self.launches} launches); "

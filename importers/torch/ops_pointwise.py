@@ -207,6 +207,8 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.reciprocal.default: _unary("reciprocal"),
     aten.tanh.default: _unary("tanh"),
     aten.erf.default: _unary("erf"),
+    aten.sin.default: _unary("sin"),
+    aten.cos.default: _unary("cos"),
     aten.sigmoid.default: _unary("sigmoid"),
     aten.relu.default: _unary("relu"),
     aten.silu.default: _unary("silu"),

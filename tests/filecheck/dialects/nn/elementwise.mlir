@@ -17,7 +17,9 @@ func.func @unary_chain(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // CHECK-NEXT: %[[RECIP:.*]] = nn.reciprocal %[[RSQRT]] : tensor<4x8xf32>
   // CHECK-NEXT: %[[TANH:.*]] = nn.tanh %[[RECIP]] : tensor<4x8xf32>
   // CHECK-NEXT: %[[ERF:.*]] = nn.erf %[[TANH]] : tensor<4x8xf32>
-  // CHECK-NEXT: %[[SIG:.*]] = nn.sigmoid %[[ERF]] : tensor<4x8xf32>
+  // CHECK-NEXT: %[[SIN:.*]] = nn.sin %[[ERF]] : tensor<4x8xf32>
+  // CHECK-NEXT: %[[COS:.*]] = nn.cos %[[SIN]] : tensor<4x8xf32>
+  // CHECK-NEXT: %[[SIG:.*]] = nn.sigmoid %[[COS]] : tensor<4x8xf32>
   // CHECK-NEXT: %[[RELU:.*]] = nn.relu %[[SIG]] : tensor<4x8xf32>
   // CHECK-NEXT: %[[SILU:.*]] = nn.silu %[[RELU]] : tensor<4x8xf32>
   // CHECK-NEXT: func.return %[[SILU]] : tensor<4x8xf32>
@@ -30,7 +32,9 @@ func.func @unary_chain(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %6 = nn.reciprocal %5 : tensor<4x8xf32>
   %7 = nn.tanh %6 : tensor<4x8xf32>
   %8 = nn.erf %7 : tensor<4x8xf32>
-  %9 = nn.sigmoid %8 : tensor<4x8xf32>
+  %s = nn.sin %8 : tensor<4x8xf32>
+  %c = nn.cos %s : tensor<4x8xf32>
+  %9 = nn.sigmoid %c : tensor<4x8xf32>
   %10 = nn.relu %9 : tensor<4x8xf32>
   %11 = nn.silu %10 : tensor<4x8xf32>
   func.return %11 : tensor<4x8xf32>

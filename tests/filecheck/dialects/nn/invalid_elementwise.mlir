@@ -43,6 +43,14 @@ func.func @exp_of_integers(%a: tensor<4xi32>) -> tensor<4xi32> {
 
 // -----
 
+func.func @sin_of_integers(%a: tensor<4xi64>) -> tensor<4xi64> {
+  // CHECK: {{.*}}invalid_elementwise.mlir:[[# @LINE + 1]]:3: error: 'nn.sin' op operand #0 must have floating-point elements, got i64
+  %0 = nn.sin %a : tensor<4xi64>
+  func.return %0 : tensor<4xi64>
+}
+
+// -----
+
 func.func @div_of_integers(%a: tensor<4xi64>) -> tensor<4xi64> {
   // CHECK: {{.*}}invalid_elementwise.mlir:[[# @LINE + 1]]:3: error: 'nn.div' op operand #0 must have floating-point elements, got i64
   %0 = nn.div %a, %a : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
