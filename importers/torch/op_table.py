@@ -1,4 +1,4 @@
-"""The ATen ops fusec translates: overload -> translator, from the three op files.
+"""The ATen ops fusec translates: overload -> translator, from the four op files.
 
 The graphs fusec receives are decomposed to PyTorch's core ATen op set
 (`torch._decomp.core_aten_decompositions()`), so this table is short; an op
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fusec.importers.torch import ops_layout, ops_pointwise, ops_structured
+from fusec.importers.torch import ops_layout, ops_pointwise, ops_statistics, ops_structured
 from fusec.importers.torch.context import Translator
 
 TRANSLATORS: dict[Any, Translator] = {
     **ops_pointwise.TRANSLATORS,
     **ops_structured.TRANSLATORS,
+    **ops_statistics.TRANSLATORS,
     **ops_layout.TRANSLATORS,
 }
 """Every translated ATen overload -> its translator."""
