@@ -12,11 +12,14 @@ model, `register-budget` and code generation ask the registry instead of
 switching on kind strings.
 
 The protocol and the registry live here, in the low layer, so that legality
-can use them; the built-in kinds are implemented and registered by
-`fusec.scheduling.kinds` (they need the schedulers and emitters above this
-layer). The first lookup loads that module, so every entry point (the
-driver, a pass run through `fusec -p`, a test calling a model directly) sees
-the built-in kinds; `register_kind` adds one more (docs/writing-passes.md).
+can use them; the built-in kinds are implemented in `fusec.scheduling.kinds`
+(they need the schedulers and emitters above this layer), whose
+`register_builtin_kinds` fills the registry. This layer cannot import that
+one, so whoever builds the context for fusec programs calls it:
+`compiler.parsing.make_context` (the driver, `fusec.compile`, the importers,
+tests) and the `xdsl-opt` universe (`compiler/universe.py`). A lookup in an
+empty registry is an internal error that says so; `register_kind` adds one
+more kind (docs/writing-passes.md).
 
 ```python
 from fusec.analysis.group_kind import group_kind
@@ -27,13 +30,12 @@ attr, line, shared = kind.choose(ctx, group)
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from xdsl.ir import Operation, SSAValue
 
-from fusec.analysis.diagnostics import FusecError, op_error
+from fusec.analysis.diagnostics import FusecError, InternalError, op_error
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
 from fusec.dialects.schedule import ScheduleAttr
@@ -45,10 +47,6 @@ if TYPE_CHECKING:  # types only: these layers sit above this one
     from fusec.codegen.kernel_source import KernelSource
     from fusec.codegen.register_model import RegisterEstimate
     from fusec.dialects.fusion import GroupOp
-
-BUILTIN_KINDS_MODULE = "fusec.scheduling.kinds"
-"""The module that registers the built-in kinds (loaded on first lookup)."""
-
 
 @dataclass
 class ScheduleContext:
@@ -190,21 +188,25 @@ def register_kind(kind: GroupKind) -> GroupKind:
     return kind
 
 
-def _load_builtins() -> None:
+def _require_kinds() -> None:
+    # A lookup before anyone registered the built-in kinds would call every
+    # group unknown; say what was missed instead.
     if not _REGISTRY:
-        importlib.import_module(BUILTIN_KINDS_MODULE)
+        raise InternalError(
+            "no group kind is registered: fusec.scheduling.kinds.register_builtin_kinds() "
+            "registers the built-in ones (compiler.parsing.make_context calls it)")
 
 
 def registered_kinds() -> dict[str, GroupKind]:
-    """Every registered kind by name (the built-in ones loaded)."""
-    _load_builtins()
+    """Every registered kind by name, in registration order."""
+    _require_kinds()
     return dict(_REGISTRY)
 
 
 def find_kind(name: str) -> GroupKind | None:
     """The kind called `name`, None when none is (legality's summaries also
     use kinds no emitter schedules: "view", "composite", ...)."""
-    _load_builtins()
+    _require_kinds()
     return _REGISTRY.get(name)
 
 

@@ -34,14 +34,21 @@ MAX_REGION_DEPTH = 32
 
 
 def make_context() -> Context:
-    """A context with exactly the dialects fusec programs use.
+    """A context with exactly the dialects fusec programs use, the built-in
+    group kinds registered for their `fusion.group`s.
 
     The `nn` and `fusion` dialects are loaded here directly, not through the
     `xdsl.universe` entry point (which exists for stock `xdsl-opt`), so they
-    are registered once.
+    are registered once. The group-kind registry (`analysis/group_kind.py`)
+    sits below the kinds it holds (`scheduling/kinds/`) and cannot load them
+    itself: every program fusec reads comes through here, so they are
+    registered here.
     """
     from fusec.dialects.fusion import Fusion
     from fusec.dialects.nn import NN
+    from fusec.scheduling.kinds import register_builtin_kinds
+
+    register_builtin_kinds()
 
     ctx = Context()
     for dialect in (Builtin, Func, NN, Fusion):

@@ -1,6 +1,6 @@
 """The pass registry: names to lazily imported `ModulePass` classes.
 
-Built-in passes are listed by module path and imported only when used, so
+Built-in passes (`compiler/builtin_passes.py`) are imported only when used, so
 start-up stays fast; xDSL's generic passes that apply to `nn` (`cse`, `dce`,
 `canonicalize`) are registered beside them. Users add passes two ways:
 
@@ -16,37 +16,17 @@ start-up stays fast; xDSL's generic passes that apply to `nn` (`cse`, `dce`,
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
 from xdsl.passes import ModulePass
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.compiler.builtin_passes import BUILTIN_PASSES, PassFactory
 from fusec.compiler.suggest import did_you_mean
-
-PassFactory = Callable[[], type[ModulePass]]
-
-# name -> "module:Class"; the file of each pass is its name in snake_case.
-BUILTIN_PASSES: dict[str, str] = {
-    "check-precision": "fusec.passes.check_precision:CheckPrecisionPass",
-    "decompose": "fusec.passes.decompose:DecomposePass",
-    "dependency-analysis": "fusec.passes.dependency_analysis:DependencyAnalysisPass",
-    "fold-constants": "fusec.passes.fold_constants:FoldConstantsPass",
-    "fuse-attention": "fusec.passes.fuse_attention:FuseAttentionPass",
-    "fold-empty": "fusec.passes.fold_empty:FoldEmptyPass",
-    "form-fusion-groups": "fusec.passes.form_fusion_groups:FormFusionGroupsPass",
-    "group-each-op": "fusec.passes.group_each_op:GroupEachOpPass",
-    "lower-to-numba": "fusec.passes.lower_to_numba:LowerToNumbaPass",
-    "register-budget": "fusec.passes.register_budget:RegisterBudgetPass",
-    "sink-transposes": "fusec.passes.sink_transposes:SinkTransposesPass",
-    "tile-and-promote": "fusec.passes.tile_and_promote:TileAndPromotePass",
-    "unmerge-broadcasts": "fusec.passes.unmerge_broadcasts:UnmergeBroadcastsPass",
-}
 
 # xDSL's generic passes that apply to `nn` programs (every `nn` op is Pure):
 # `cse` computes identical ops once, `dce` drops ops nothing reads, and
@@ -69,18 +49,11 @@ def _xdsl_pass(name: str) -> PassFactory:
     return load
 
 
-def _lazy(target: str) -> PassFactory:
-    module, cls = target.split(":")
-    return lambda: getattr(importlib.import_module(module), cls)
-
-
 class PassRegistry:
     """Known passes by name; plugins and entry points add to it."""
 
     def __init__(self) -> None:
-        self.factories: dict[str, PassFactory] = {
-            name: _lazy(target) for name, target in BUILTIN_PASSES.items()
-        }
+        self.factories: dict[str, PassFactory] = dict(BUILTIN_PASSES)
         self.origins: dict[str, str] = dict.fromkeys(BUILTIN_PASSES, "fusec")
         for name in XDSL_PASSES:
             self.factories[name] = _xdsl_pass(name)

@@ -4,13 +4,11 @@ the `nn` and `fusion` dialects and fusec's own passes, so that
 driver does not use this: it loads its dialects directly
 (`compiler.parsing.make_context`) and its passes from `compiler.registry`."""
 
-from collections.abc import Callable
-
 from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.universe import Universe
 
-from fusec.compiler.registry import BUILTIN_PASSES
+from fusec.compiler.builtin_passes import BUILTIN_PASSES, PassFactory
 
 
 def _nn() -> Dialect:
@@ -25,17 +23,21 @@ def _fusion() -> Dialect:
     return Fusion
 
 
-def _pass(target: str) -> Callable[[], type[ModulePass]]:
-    def load() -> type[ModulePass]:
-        import importlib
+def _with_kinds(factory: PassFactory) -> PassFactory:
+    """`factory`, registering the built-in group kinds first: `xdsl-opt`
+    builds its own context (not `compiler.parsing.make_context`), and the
+    passes that form, schedule or emit groups look their kinds up."""
 
-        module, cls = target.split(":")
-        return getattr(importlib.import_module(module), cls)
+    def load() -> type[ModulePass]:
+        from fusec.scheduling.kinds import register_builtin_kinds
+
+        register_builtin_kinds()
+        return factory()
 
     return load
 
 
 FUSEC_UNIVERSE = Universe(
     all_dialects={"nn": _nn, "fusion": _fusion},
-    all_passes={name: _pass(target) for name, target in BUILTIN_PASSES.items()},
+    all_passes={name: _with_kinds(factory) for name, factory in BUILTIN_PASSES.items()},
 )

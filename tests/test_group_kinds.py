@@ -1,7 +1,8 @@
 """The group-kind registry (analysis/group_kind.py): every built-in kind
-implements the whole protocol, an unknown kind is a located error, and a
-kind registered from outside is scheduled, priced and emitted like the
-built-in ones (docs/writing-passes.md, "A new group kind")."""
+implements the whole protocol, an unknown kind is a located error, a lookup
+before the built-in kinds are registered says so, and a kind registered from
+outside is scheduled, priced and emitted like the built-in ones
+(docs/writing-passes.md, "A new group kind")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import inspect
 import pytest
 
 from fusec.analysis import group_kind as registry
-from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.analysis.group_kind import GroupKind, group_kind, register_kind, registered_kinds
 from fusec.analysis.schedule_choice import proposed_schedule
 from fusec.analysis.targets import get_target
@@ -19,6 +20,7 @@ from fusec.codegen.register_model import estimate_registers
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import legal_splits
+from fusec.scheduling.kinds import register_builtin_kinds
 from fusec.scheduling.kinds.pointwise import PointwiseKind
 
 BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")
@@ -40,6 +42,25 @@ def program(kind: str) -> str:
   func.return %y : tensor<4x8xf32>
 }}
 """
+
+
+@pytest.fixture(autouse=True)
+def _builtin_kinds() -> None:
+    # as `compiler.parsing.make_context` does; some tests here look up before parsing
+    register_builtin_kinds()
+
+
+def test_a_lookup_before_the_kinds_are_registered_says_what_was_missed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+    for lookup in (registered_kinds, lambda: registry.find_kind("pointwise"),
+                   lambda: group_kind("pointwise")):
+        with pytest.raises(InternalError, match=r"no group kind is registered: "
+                           r"fusec\.scheduling\.kinds\.register_builtin_kinds\(\)"):
+            lookup()
+    # the registry of a fresh process is filled by the context every program is read with
+    make_context()
+    assert tuple(registered_kinds()) == BUILTIN
 
 
 def test_every_builtin_kind_implements_the_protocol() -> None:

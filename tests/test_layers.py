@@ -15,13 +15,8 @@ PACKAGES = ("analysis", "codegen", "compiler", "dialects", "fuzz", "importers", 
 # Lookups by name that `lint-imports` cannot see, each a debt to remove (then
 # drop its line here: the test fails on a stale entry too).
 KNOWN_DYNAMIC_IMPORTS = {
-    # the first lookup loads the built-in kinds, which live in the scheduling layer
-    "analysis/group_kind.py",
-    # `fusec run` and `fusec import` (the importers sit above the driver)
+    # `fusec import` (the importers sit above the driver)
     "compiler/cli.py",
-    # built-in passes named by "module:Class", imported when first used
-    "compiler/registry.py",
-    "compiler/universe.py",
 }
 
 

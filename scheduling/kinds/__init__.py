@@ -1,6 +1,7 @@
-"""The built-in group kinds, one per module, registered with
-`analysis/group_kind.register_kind` on import (the registry imports this
-package on its first lookup). The order is the one error messages list."""
+"""The built-in group kinds, one per module. `register_builtin_kinds` adds
+them to the registry of `analysis/group_kind.py`, which sits below this layer
+and so cannot load them itself: `compiler.parsing.make_context` and the
+`xdsl-opt` universe call it. The order is the one error messages list."""
 
 from fusec.analysis.group_kind import register_kind
 from fusec.scheduling.kinds.attention import AttentionKind
@@ -14,5 +15,9 @@ BUILTIN_KINDS = (PointwiseKind(), LayoutKind(), ReductionKind(), ContractionKind
                  WindowKind(), AttentionKind())
 """One instance of each built-in kind, in registration order."""
 
-for _kind in BUILTIN_KINDS:
-    register_kind(_kind)
+
+def register_builtin_kinds() -> None:
+    """Add every built-in kind to the group-kind registry; calling it again
+    changes nothing."""
+    for kind in BUILTIN_KINDS:
+        register_kind(kind)
