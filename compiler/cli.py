@@ -20,12 +20,19 @@ fusec --list-passes
 Bad input prints `file:line:col: error: message` and exits with code 1; a
 crash inside fusec prints an internal-error line (the traceback with
 `--traceback`).
+
+This is the driver's command line: its jobs and `fusec run`. The `fusec`
+console script is `fusec/command.py`, which adds `fusec import` (the
+importers sit above the driver, so this module cannot reach them);
+`python -m fusec.compiler.cli` runs every command but `import`.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from fusec.analysis.diagnostics import FusecError, InternalError, escape_controls
 from fusec.compiler.arg_parser import FusecArgumentParser
@@ -34,42 +41,57 @@ from fusec.compiler.instrument import Instrumentation
 from fusec.compiler.pipeline import InternalPassError
 from fusec.version import __version__
 
-# Subcommands, imported only when used: `fusec run ...`, `fusec import ...`.
-# Each target is a `main(argv: list[str]) -> int` function.
-SUBCOMMANDS: dict[str, str] = {
-    "run": "fusec.compiler.run_command:main",
-    "import": "fusec.importers.onnx.cli:main",
+
+@dataclass(frozen=True)
+class Subcommand:
+    """A command `fusec NAME ...`: the function that runs it
+    (`main(argv) -> exit code`, importing its module only when called), its
+    line in `fusec --help`, and its usage after the name."""
+
+    main: Callable[[list[str]], int]
+    summary: str
+    usage: str
+
+
+def _run(argv: list[str]) -> int:
+    from fusec.compiler.run_command import main as run_main
+
+    return run_main(argv)
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "run": Subcommand(_run, "run a compiled model's kernels (--check: compare with the "
+                      "reference)", "MODEL_OR_OUT [options]"),
 }
+"""The driver's own subcommands. The `fusec` command (`fusec/command.py`, above
+every layer) adds `fusec import`, whose importers sit above the driver."""
 
 
-# One line each for `fusec --help`; their own `--help` has the details.
-SUBCOMMAND_SUMMARIES: dict[str, str] = {
-    "run": "run a compiled model's kernels (--check: compare with the reference)",
-    "import": "write an ONNX model or a torch.export program (.pt2) as nn IR",
-}
-
-USAGE = """fusec MODEL [-o OUT] [-p PIPELINE] [options]
-       fusec run MODEL_OR_OUT [options]
-       fusec import MODEL [-o FILE.mlir] [options]
-       fusec --list-passes | --version | --help"""
+def _usage(subcommands: Mapping[str, Subcommand]) -> str:
+    lines = ["fusec MODEL [-o OUT] [-p PIPELINE] [options]",
+             *(f"fusec {name} {sub.usage}" for name, sub in subcommands.items()),
+             "fusec --list-passes | --version | --help"]
+    return "\n       ".join(lines)
 
 
-def _epilog() -> str:
+def _epilog(subcommands: Mapping[str, Subcommand]) -> str:
     """The commands, one line each, as `git --help` lists them."""
     rows = [("MODEL", "compile MODEL (-o OUT), or print its IR after the pipeline "
-             "(the options above)"), *SUBCOMMAND_SUMMARIES.items()]
+             "(the options above)"),
+            *((name, sub.summary) for name, sub in subcommands.items())]
     lines = [f"  fusec {name:<7} {text}" for name, text in rows]
-    more = " and ".join(f"'fusec {name} --help'" for name in SUBCOMMANDS)
+    more = " and ".join(f"'fusec {name} --help'" for name in subcommands)
     return "commands:\n" + "\n".join(lines) + f"\n\n{more} show their options."
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The arguments of the main (compile / transform) job."""
+def build_parser(subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> argparse.ArgumentParser:
+    """The arguments of the main (compile / transform) job; `--help` also
+    lists `subcommands`."""
     p = FusecArgumentParser(
         prog="fusec",
-        usage=USAGE,
+        usage=_usage(subcommands),
         description="fusec: a kernel-fusion compiler for tensor programs in the nn dialect.",
-        epilog=_epilog(),
+        epilog=_epilog(subcommands),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("input", nargs="?", help="the model (.mlir); '-' reads stdin")
@@ -165,13 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `fusec` console script."""
+def main(argv: list[str] | None = None,
+         subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> int:
+    """Run the driver on `argv` (default: the command line) with
+    `subcommands` (the `fusec` command passes its own, `import` included);
+    returns the exit code."""
     args = sys.argv[1:] if argv is None else argv
     sources: dict[str, str] = {}
     traceback = "--traceback" in args
     try:
-        return _dispatch(args, sources)
+        return _dispatch(args, sources, subcommands)
     except FusecError as err:
         print(err.render(sources), file=sys.stderr)
         return 1
@@ -202,13 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _dispatch(argv: list[str], sources: dict[str, str]) -> int:
-    if argv and argv[0] in SUBCOMMANDS:
-        module, func = SUBCOMMANDS[argv[0]].split(":")
-        import importlib
-
-        return int(getattr(importlib.import_module(module), func)(argv[1:]))
-    args = build_parser().parse_args(argv)
+def _dispatch(argv: list[str], sources: dict[str, str],
+              subcommands: Mapping[str, Subcommand]) -> int:
+    if argv and argv[0] in subcommands:
+        return subcommands[argv[0]].main(argv[1:])
+    args = build_parser(subcommands).parse_args(argv)
     if args.list_passes:
         return _list_passes(args.load_pass_plugin)
     if args.input is None:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from fusec.command import COMMANDS
 from fusec.compiler import run_command
-from fusec.compiler.cli import SUBCOMMAND_SUMMARIES, SUBCOMMANDS, build_parser
+from fusec.compiler.cli import build_parser
 from fusec.importers.onnx import cli as import_cli
 
 SOFTMAX = str(Path(__file__).resolve().parent.parent / "examples" / "softmax.mlir")
@@ -32,18 +33,37 @@ def test_help_lists_every_command_with_one_line() -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("usage: fusec MODEL")
-    assert SUBCOMMANDS.keys() == SUBCOMMAND_SUMMARIES.keys()
-    for name, summary in SUBCOMMAND_SUMMARIES.items():
-        assert any(line.split() == ["fusec", name, *summary.split()] for line in lines), name
-        assert any(line.startswith(f"       fusec {name} ") for line in lines), name
+    assert list(COMMANDS) == ["run", "import"]
+    for name, command in COMMANDS.items():
+        assert any(line.split() == ["fusec", name, *command.summary.split()]
+                   for line in lines), name
+        assert f"       fusec {name} {command.usage}" in lines, name
     assert "'fusec run --help' and 'fusec import --help' show their options." in lines
 
 
-@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+@pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_each_command_has_its_own_help(command: str) -> None:
     done = fusec(command, "--help")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"usage: fusec {command} ")
+
+
+def test_python_dash_m_fusec_is_the_fusec_command(tmp_path: Path) -> None:
+    def module(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", name, *args], capture_output=True,
+                              text=True, check=False, timeout=120)
+
+    assert module("fusec", "--help").stdout == fusec("--help").stdout
+    done = module("fusec", "import", "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: fusec import ")
+    # the driver alone runs its own commands, and its help lists only those
+    out = tmp_path / "out"
+    assert module("fusec.compiler.cli", SOFTMAX, "-o", str(out)).returncode == 0
+    done = module("fusec.compiler.cli", "run", str(out))
+    assert done.returncode == 0, done.stderr
+    help_text = module("fusec.compiler.cli", "--help").stdout
+    assert "fusec run " in help_text and "fusec import" not in help_text
 
 
 @pytest.mark.parametrize("parser", [build_parser(), run_command.build_parser(),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fusec.compiler.cli import main
+from fusec.command import main
 
 VALID = """\
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -12,7 +12,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
-from fusec.compiler.cli import main  # noqa: E402
+from fusec.command import main  # noqa: E402
 from fusec.importers.onnx import OnnxImportError, import_model  # noqa: E402
 
 

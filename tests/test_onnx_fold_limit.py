@@ -52,7 +52,7 @@ def test_constant_of_shape_100000_squared_imports_without_allocating(tmp_path: P
     path = tmp_path / "m.onnx"
     onnx.save(_filled([100000, 100000]), path)
     proc = subprocess.run(
-        [sys.executable, "-m", "fusec.compiler.cli", "import", str(path)],
+        [sys.executable, "-m", "fusec", "import", str(path)],
         capture_output=True, text=True, timeout=120, check=False,
         preexec_fn=lambda: _limited(4 << 30))
     assert proc.returncode == 0, proc.stderr

@@ -17,7 +17,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from fusec.compiler.cli import main as fusec_main  # noqa: E402
+from fusec.command import main as fusec_main  # noqa: E402
 from fusec.importers.onnx import NeedsConstantError, OnnxImportError, import_model  # noqa: E402
 from fusec.importers.onnx.emit import sanitize  # noqa: E402
 from fusec.reference.interpreter import run_module  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from fusec.compiler.cli import main as fusec_main  # noqa: E402
+from fusec.command import main as fusec_main  # noqa: E402
 from fusec.compiler.parsing import make_context, parse_module  # noqa: E402
 from fusec.compiler.verify import verify_module  # noqa: E402
 from fusec.importers.onnx import import_model  # noqa: E402

@@ -16,8 +16,8 @@ from typing import IO, Any
 import numpy as np
 import pytest
 
+from fusec.command import main
 from fusec.compiler import outputs
-from fusec.compiler.cli import main
 
 MODEL = """
 func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {

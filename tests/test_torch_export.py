@@ -16,7 +16,7 @@ nn = torch.nn
 F = torch.nn.functional
 
 import fusec  # noqa: E402
-from fusec.compiler.cli import main as fusec_main  # noqa: E402
+from fusec.command import main as fusec_main  # noqa: E402
 from fusec.importers.torch import TorchImportError, from_torch  # noqa: E402
 
 # torch.export.export/save warn about PyTorch's own deprecated internals.
