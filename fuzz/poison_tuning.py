@@ -81,11 +81,11 @@ Entries = dict[Path, bytes]
 Mutator = Callable[[np.random.Generator, Path, Entries], Mutation | None]
 
 
-def poison_tuning(seed: int, count: int) -> Result:
-    """Autotune the random program of `seed` with `count` poisoned entries
-    (module docstring); ok, or the first failure."""
+def poison_tuning(seed: int, count: int, text: str | None = None) -> Result:
+    """Autotune the random program of `seed` (or the program `text`) with
+    `count` poisoned entries (module docstring); ok, or the first failure."""
     rng = np.random.default_rng([seed, 0x7C])
-    text = random_graph(np.random.default_rng(seed)).text()
+    text = text if text is not None else random_graph(np.random.default_rng(seed)).text()
     with tempfile.TemporaryDirectory(prefix="fusec-poison-") as folder:
         outcome = _poison(text, seed, rng, Path(folder), count)
     return Result(seed, outcome, mode="poison-tuning")

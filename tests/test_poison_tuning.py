@@ -4,9 +4,13 @@ reference; with the entry check disabled it reports the failure."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fusec.fuzz.poison_tuning import poison_tuning
+
+PROGRAM = Path(__file__).parent / "fixtures" / "fuzz" / "poison_tuning_program.mlir"
 
 
 def test_poisoned_entries_of_a_random_program() -> None:
@@ -21,6 +25,8 @@ def test_reports_an_illegal_entry_that_is_used(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(tuning_entry, "refusal", lambda attr, choices: None)
     monkeypatch.setattr(tuning_entry, "_canonical", lambda attr, choices: attr)
-    result = poison_tuning(seed=14, count=8)
+    # A fixed program (the generator's seed 14 before nn.sin/nn.cos joined
+    # it), so a change of the generator cannot make this control pass.
+    result = poison_tuning(seed=14, count=8, text=PROGRAM.read_text())
     assert result.category == "error poison-warning new", result.outcome.detail
     assert "elements_per_thread = 2147483648" in result.outcome.detail
