@@ -28,6 +28,7 @@ kernel, its group and numba's first error line, and fusec stops.
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 import time
 from collections.abc import Sequence
@@ -124,7 +125,9 @@ class KernelProbe:
             future, kernel = self._future(group, target, cap)
             # Without a cap, wait no longer than the budget left: a build that
             # misses it goes on in its worker and is kept for the next compile.
-            wait = None if cap else max(0.0, self.budget_s - self.seconds)
+            # (an unbounded budget waits as long as the build takes: no timeout)
+            left = self.budget_s - self.seconds
+            wait = None if cap or math.isinf(left) else max(0.0, left)
             try:
                 built = _result(future, wait)
             except TimeoutError:
