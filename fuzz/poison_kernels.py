@@ -45,6 +45,7 @@ import numpy as np
 from fusec.analysis.diagnostics import FusecError
 from fusec.fuzz.check import Outcome, half_type, match_outputs, one_line, reference_outputs
 from fusec.fuzz.generate import random_graph
+from fusec.fuzz.poison import poison_rounds
 from fusec.fuzz.run import Result
 
 WARNING = "fusec: warning: ignoring kernel cache entry"
@@ -106,20 +107,16 @@ def _poison(text: str, seed: int, rng: np.random.Generator, cache: Path, count: 
     if again.stderr.strip() or again.kernels != clean.kernels:
         return Outcome("error", "poison-reread", "a sound cache changed the compile: "
                        + (again.stderr.strip().splitlines() or ["another kernels.py"])[0])
-    for i in range(count):
-        for path, data in entries.items():
-            path.write_bytes(data)
-        path = list(entries)[int(rng.integers(len(entries)))]
+
+    def one_round(i: int, path: Path) -> tuple[str, Outcome]:
         others = [d for p, d in entries.items() if p != path]
         what, data, usable = _mutate(rng, entries[path], others)
         path.write_bytes(data)
         run = check.run(f"poison-{i}")
-        problem = run.outcome if run.outcome.failed else \
+        return what, run.outcome if run.outcome.failed else \
             _check_miss(run, clean.kernels, path, usable)
-        if problem.failed:
-            return Outcome(problem.status, problem.stage,
-                           f"{problem.detail} [entry {path.name}: {what}]")
-    return Outcome("ok")
+
+    return poison_rounds(entries, count, rng, one_round)
 
 
 @dataclass(frozen=True)

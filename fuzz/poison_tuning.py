@@ -50,6 +50,7 @@ from fusec.analysis.program import KernelLaunch
 from fusec.compiler.autotune import AutotuneOptions
 from fusec.fuzz.check import Outcome, half_type, match_outputs, reference_outputs
 from fusec.fuzz.generate import random_graph
+from fusec.fuzz.poison import poison_rounds
 from fusec.fuzz.run import Result
 
 WARNING = "fusec: warning: ignoring the tuning cache entry"
@@ -112,18 +113,15 @@ def _poison(text: str, seed: int, rng: np.random.Generator, cache: Path, count: 
     if again.stderr or again.timed:
         return Outcome("error", "poison-reread", "a legal entry was not used: "
                        + (again.stderr.strip().splitlines() or ["timed again"])[0])
-    for i in range(count if legal else 0):
-        for path, data in legal.items():
-            path.write_bytes(data)
-        path = list(legal)[int(rng.integers(len(legal)))]
+
+    def one_round(i: int, path: Path) -> tuple[str, Outcome]:
         mutation = _mutate(rng, path, legal)
         path.write_bytes(mutation.data)
         run = _compile_and_check(text, name, inputs, references, rng, cache, f"poison-{i}")
-        problem = run.outcome if run.outcome.failed else _check_miss(run, path, mutation)
-        if problem.failed:
-            return Outcome(problem.status, problem.stage,
-                           f"{problem.detail} [entry {path.name}: {mutation.what}]")
-    return Outcome("ok")
+        return mutation.what, run.outcome if run.outcome.failed else \
+            _check_miss(run, path, mutation)
+
+    return poison_rounds(legal, count, rng, one_round)
 
 
 @dataclass(frozen=True)
