@@ -31,7 +31,12 @@ CHAIN = """func.func @f(%x: tensor<4096xf32>, %y: tensor<4096xf32>) -> tensor<40
 
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from fusec.codegen import build_pool
+
     monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path / "cache"))
+    # Kernels another test of this process built would come from memory and
+    # never reach this folder.
+    build_pool.forget_builds()
     return tmp_path / "cache"
 
 
