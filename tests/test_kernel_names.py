@@ -90,3 +90,19 @@ def test_a_kernel_name_keeps_its_partials_name_free() -> None:
     # Neither name, nor its partials kernel, is handed out again.
     assert names.fresh("f_g1_sum_2_partials") == "f_g1_sum_2_partials_2"
     assert names.fresh("f_g1_sum_2") == "f_g1_sum_2_2"
+
+
+def test_kernels_with_one_body_are_checked_under_their_own_names() -> None:
+    """Kernels that differ only in their names and comments are parsed once
+    (repeated layers): each still binds its own name, and a helper two of
+    them bind is still a clash."""
+    def kernel(name: str, helper: str = "") -> KernelSource:
+        text = f"# group {name}\n@cuda.jit\ndef {name}(in0, out0):\n    out0[0] = in0[0]\n"
+        return KernelSource(name, f"{helper}{text}", (1, 1, 1), (1, 1, 1), [])
+
+    check_unique_names([kernel(f"layer{i}_add") for i in range(6)])
+    with pytest.raises(RuntimeError, match="'shared_helper' twice"):
+        check_unique_names([kernel("a", "def shared_helper():\n    pass\n"),
+                            kernel("b", "def shared_helper():\n    pass\n")])
+    with pytest.raises(RuntimeError, match="'b' twice"):
+        check_unique_names([kernel("a", "b = 1\n"), kernel("b")])
