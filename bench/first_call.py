@@ -3,7 +3,8 @@
     python -m fusec.bench.first_call bench/results/DATE-DEVICE-first-call.md
         [--models gpt2,resnet50,llama] [--timeout 1800] [--dry-run]
 
-For each model (random weights, seeded, eval mode, fp32, CUDA):
+For each model (bench/real_models.py: random weights, seeded, eval mode,
+fp32, CUDA; no key/value cache):
 - `gpt2`: Hugging Face GPT-2 (`GPT2Config`, 6 layers), B4 S256;
 - `resnet50`: torchvision's `resnet50(weights=None)`, B32 224x224;
 - `llama`: a Llama-style decoder (`LlamaConfig`: 4 layers, hidden 1024,
@@ -77,31 +78,11 @@ def plan(models: list[str], root: Path) -> list[Run]:
 
 
 def build_model(name: str) -> tuple[Any, tuple[Any, ...]]:
-    """The model (eval, on CUDA) and its inputs."""
-    import torch
+    """The model (eval, on CUDA) and its inputs, as bench/real_models.py builds them."""
+    from fusec.bench.real_models import build
 
-    torch.manual_seed(0)
-    if name == "gpt2":
-        from transformers import GPT2Config, GPT2Model
-
-        model = GPT2Model(GPT2Config(n_layer=6, n_positions=1024))
-        inputs: tuple[Any, ...] = (torch.randint(0, 50257, (4, 256)),)
-    elif name == "resnet50":
-        from torchvision.models import resnet50
-
-        model = resnet50(weights=None)
-        inputs = (torch.randn(32, 3, 224, 224),)
-    elif name == "llama":
-        from transformers import LlamaConfig, LlamaModel
-
-        config = LlamaConfig(num_hidden_layers=4, hidden_size=1024, intermediate_size=2816,
-                             num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
-                             max_position_embeddings=1024)
-        model = LlamaModel(config)
-        inputs = (torch.randint(0, 32000, (2, 256)),)
-    else:
-        raise ValueError(f"unknown model {name!r}")
-    return model.eval().cuda(), tuple(t.cuda() for t in inputs)
+    case = build(name)
+    return case.module.cuda(), tuple(t.cuda() for t in case.inputs)
 
 
 def first_call(model_name: str, backend: str) -> dict[str, Any]:
