@@ -12,6 +12,9 @@ every minimized failure kept under `tests/fuzz_regressions/`,
 - `generate.py`, `ops.py`: random programs over every `nn` op;
 - `conv_graphs.py`, `reuse_graphs.py`: programs around conv2d, and around
   values read directly and through gather / transpose chains;
+- `data_movement.py`, `movement_extents.py`: the data-movement corpus
+  `bench/data_movement.py` times (permutations, view chains, windows,
+  strides, gathers, concat/split, with pointwise neighbours);
 - `special.py`: edge and special input values;
 - `modes.py`: the modes, one table row each;
 - `check.py`: compile, run, compare; what a failure is;
