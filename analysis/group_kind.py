@@ -4,16 +4,17 @@ layout), behind one protocol and one registry.
 
 A kind says how two groups merge (or why they cannot), the resources a
 merged summary and a scheduled kernel need, the candidate schedules for a
-target, the schedule the model chooses, the emitter, and the kernel path
-that prices it, and what `register-budget` may do with a group over the
-budget (a leaner schedule, a split). Legality (`fusion_legality.py`), the
-scheduler (`analysis/schedule_choice.py`), the autotuner's candidates, the register
-model, `register-budget` and code generation ask the registry instead of
-switching on kind strings.
+target, the schedule the model chooses and the kernel path that prices it,
+and what `register-budget` may do with a group over the budget (a leaner
+schedule, a split). Legality (`fusion_legality.py`), the scheduler
+(`analysis/schedule_choice.py`), the autotuner's candidates, the register
+model and `register-budget` ask the registry instead of switching on kind
+strings. Writing a scheduled group is not the kind's: the writers of
+`codegen/writers.py` do it, keyed by (backend, kind).
 
 The protocol and the registry live here, in the low layer, so that legality
 can use them; the built-in kinds are implemented in `fusec.scheduling.kinds`
-(they need the schedulers and emitters above this layer), whose
+(they need the schedulers above this layer), whose
 `register_builtin_kinds` fills the registry. This layer cannot import that
 one, so whoever builds the context for fusec programs calls it:
 `compiler.parsing.make_context` (the driver, `fusec.compile`, the importers,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:  # types only: these layers sit above this one
     from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
     from fusec.analysis.scheduled_cost import ScheduledKernel
     from fusec.codegen.contraction_schedule import GemmTile
-    from fusec.codegen.kernel_source import KernelSource
     from fusec.codegen.register_model import RegisterEstimate
     from fusec.dialects.fusion import GroupOp
 
@@ -168,10 +168,6 @@ class GroupKind(Protocol):
         crossing values `cross` (results of the first stage read by the
         second) go through memory; legality of the two stages themselves
         is checked by the pass."""
-        ...
-
-    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
-        """The kernel of a scheduled `group`, named `kernel_name`."""
         ...
 
 

@@ -17,15 +17,23 @@ The collapsed group is a detached copy (its inputs are not wired to the
 program's values); its block arguments keep the original's order, so the
 kernel's parameters refer to the same group operands. Each argument is
 passed as a flat contiguous view, so its collapsed shape needs no copy.
+
+`layout_ops` checks what a layout group holds and `collapsed` gives the
+collapsed group: the layout kind schedules it (`scheduling/kinds/layout.py`)
+and the emitter writes it.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.view_operands import CHAINED_VIEWS, computed_root
+from fusec.codegen.kernel_source import UnsupportedTypeError, value_dtype
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import element_type, int_list, tensor_shape
@@ -126,3 +134,50 @@ def collapsed_group(group: GroupOp, op: Operation) -> GroupOp:
     new = type(op).create(operands=operands, result_types=[result], attributes=attrs)
     block.add_ops([new, YieldOp([new.results[0]])])
     return GroupOp([], [result], Region(block), dict(group.attributes))
+
+
+_LAYOUT_OPS = (nn.TransposeOp, nn.SliceOp, nn.ConcatOp, nn.GatherOp, nn.ReshapeOp)
+
+
+def layout_ops(group: GroupOp) -> list[Operation]:
+    """The layout op of the group (or its chain of slices, reshapes and
+    transposes, each reading the one before), or a located error."""
+    ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
+    inside = set(ops)
+    # an elementwise op whose result only the chain reads is evaluated at the
+    # element the chain's view reads (`codegen/computed_root.py`), with the
+    # splat constants it reads as literals (moved in by `group-each-op`)
+    literals = [op for op in ops if isinstance(op, nn.ConstantOp) and all(
+        computed_root(u.operation, inside) for u in op.results[0].uses)]
+    ops = [op for op in ops if op not in literals]
+    roots = [op for op in ops[:1] if computed_root(op, inside)]
+    ops = ops[len(roots):]
+    chain = len(ops) > 1 and all(isinstance(op, CHAINED_VIEWS) for op in ops)
+    if not ops or not (chain or (len(ops) == 1 and isinstance(ops[0], _LAYOUT_OPS))):
+        names = ", ".join(op.name for op in ops) or "no op"
+        raise op_error(group, "a layout group must hold one layout op or a chain of slices, "
+                       f"reshapes and transposes, got {names}")
+    terminator = group.block.last_op
+    assert isinstance(terminator, YieldOp)
+    links = all(op.operands[0] is prev.results[0] for prev, op in itertools.pairwise(ops))
+    if list(terminator.values) != list(ops[-1].results) or not links or any(
+        operand.owner is not group.block and operand.owner not in roots
+        for operand in ops[0].operands
+    ) or (roots and not chain):
+        raise op_error(group, "a layout group must read its inputs and yield its op's result"
+                       + (" (each op of a chain reading the one before)" if chain else ""))
+    try:
+        for v in (*ops[0].operands, *(r for op in ops for r in op.results)):
+            value_dtype(v)
+    except UnsupportedTypeError as err:
+        raise op_error(ops[0], str(err)) from None
+    return ops
+
+
+def collapsed(group: GroupOp) -> GroupOp:
+    """The checked layout `group` as a detached pointwise-view group over its
+    collapsed shapes (what both the scheduler and the emitter read); a chain
+    as it is (the pointwise emitter reads its composed view and merges the
+    axes the view steps across alike)."""
+    ops = layout_ops(group)
+    return collapsed_group(group, ops[0]) if len(ops) == 1 else group

@@ -19,6 +19,9 @@ present: `"bias"` (the value of the N-element bias vector), `"residual"`
 (`"relu"` or `"gelu_tanh"`); their values follow C in `args`, bias first.
 `c` is then D, the epilogue's result. The runtime runs such a launch
 through cuBLASLt (`runtime/cublaslt.py`).
+
+`LibraryGemmWriter` is the writer of backend "library", kind "contraction"
+in the registry of `codegen/writers.py`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from fusec.analysis.library_epilogue import EpilogueFold, fold_epilogue
 from fusec.analysis.program import ArgSpec, KernelLaunch
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.kernel_source import value_dtype
+from fusec.codegen.writers import LIBRARY, WriteTask, Written
 from fusec.dialects import nn
 from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -95,6 +99,18 @@ def library_launch(group: GroupOp, value_id: Callable[[SSAValue, Operation | Non
                         args=args, ops=[op.name for op in group.block.ops
                                         if not isinstance(op, YieldOp)],
                         group=group_name, library=spec)
+
+
+class LibraryGemmWriter:
+    """The "library" backend's contraction writer: the group's plan launch
+    (`library_launch`), no kernel."""
+
+    backend = LIBRARY
+    kind = "contraction"
+
+    def write(self, task: WriteTask) -> Written:
+        """The library launch of `task.group`."""
+        return library_launch(task.group, task.value_id, task.group_name)
 
 
 def _loaded(mm: nn.MatmulOp) -> list[BlockArgument]:

@@ -37,6 +37,7 @@ from xdsl.ir import Operation
 
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.rewriting import copy_location
+from fusec.codegen.writers import LIBRARY, group_backend
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import numpy_to_dense, splat_value, tensor_shape
@@ -64,8 +65,8 @@ def _readable(group: GroupOp, reader: Operation) -> bool:
         return True
     attr = group.attributes.get("kind")
     group_kind = attr.data if isinstance(attr, StringAttr) else ""
-    if group.attributes.get("gemm") == StringAttr("library"):
-        return False  # a cuBLAS call reads its operands from memory
+    if group_backend(group) == LIBRARY:
+        return False  # a library call reads its operands from memory
     return kind in _POINT_READERS.get(group_kind, ())
 
 

@@ -44,6 +44,7 @@ from fusec.codegen.build_pool import BuildFailed, Built, kernel_code
 from fusec.codegen.compile_errors import first_error_line
 from fusec.codegen.kernel_source import KernelParam, KernelSource, numba_type, value_dtype
 from fusec.codegen.kernel_unit import unit_of_kernel
+from fusec.codegen.writers import ValueId, WriteTask, group_backend, writer_for
 from fusec.dialects.fusion import GroupOp
 
 PROBE_KERNEL = "probe_kernel"  # the generated kernel's name (its unit's name is the placeholder)
@@ -219,15 +220,26 @@ def _generate(group: GroupOp, target: Target) -> tuple[KernelSource, list[tuple[
     """`group`'s kernel under its schedule (a clone of the group is scheduled
     for `target` when it has none yet), named `PROBE_KERNEL`."""
     from fusec.analysis.schedule_choice import ensure_schedules
-    from fusec.codegen.generate import group_attr, load_emitter
+    from fusec.codegen.generate import group_attr
     from fusec.codegen.launch_grid import fit_grid
 
     clone = group.clone()
     ensure_schedules([clone], target)
-    kernel = load_emitter(group_attr(clone, "kind", ""), clone)(clone, PROBE_KERNEL)
-    kernel = fit_grid(kernel, target)
+    name = group_attr(clone, "name", "?")
+    written = writer_for(clone).write(WriteTask(clone, PROBE_KERNEL, name, _local_ids()))
+    if not isinstance(written, KernelSource):
+        raise InternalError(f"group {name} runs on backend \"{group_backend(clone)}\", "
+                            "which writes no kernel for ptxas to count")
+    kernel = fit_grid(written, target)
     return kernel, [(len(p.view_shape), numba_type(_param_dtype(group, kernel, p)))
                     for p in kernel.params]
+
+
+def _local_ids() -> ValueId:
+    """Value ids for a writer that names values itself (a library call):
+    a probed group has no program around it, so its own `v0`, `v1`, ..."""
+    ids: dict[SSAValue, str] = {}
+    return lambda value, where: ids.setdefault(value, f"v{len(ids)}")
 
 
 def _param_dtype(group: GroupOp, kernel: KernelSource, param: KernelParam) -> str:

@@ -1,8 +1,8 @@
 """The group-kind registry (analysis/group_kind.py): every built-in kind
 implements the whole protocol, an unknown kind is a located error, a lookup
 before the built-in kinds are registered says so, and a kind registered from
-outside is scheduled, priced and emitted like the built-in ones
-(docs/writing-passes.md, "A new group kind")."""
+outside (with a writer) is scheduled, priced and emitted like the built-in
+ones (docs/writing-passes.md, "A new group kind")."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.analysis.group_kind import GroupKind, group_kind, register_kind, registered_kinds
 from fusec.analysis.schedule_choice import proposed_schedule
 from fusec.analysis.targets import get_target
+from fusec.codegen import pointwise, writers
 from fusec.codegen.generate import generate_program
 from fusec.codegen.register_model import estimate_registers
 from fusec.compiler.parsing import make_context, parse_module
@@ -25,7 +26,7 @@ from fusec.scheduling.kinds.pointwise import PointwiseKind
 
 BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")
 METHODS = ("merge", "summary_registers", "summary_shared", "kernel_path", "choose",
-           "candidates", "registers", "emit", "priced_by_schedule", "scheduled_kernel",
+           "candidates", "registers", "priced_by_schedule", "scheduled_kernel",
            "leaner", "leanest", "may_cross_split")
 
 
@@ -96,8 +97,8 @@ def test_register_kind_refuses_what_is_not_a_kind() -> None:
 
 
 class ToyKind(PointwiseKind):
-    """A kind of its own name that schedules, emits and fits the register
-    budget as pointwise does."""
+    """A kind of its own name that schedules and fits the register budget as
+    pointwise does (its writer: the pointwise emitter's, registered beside it)."""
 
     name = "toy"
 
@@ -106,8 +107,10 @@ def test_a_registered_kind_is_scheduled_priced_and_emitted(
         monkeypatch: pytest.MonkeyPatch) -> None:
     builtin = {k: v for k, v in registered_kinds().items() if k in BUILTIN}
     monkeypatch.setattr(registry, "_REGISTRY", builtin)
+    monkeypatch.setattr(writers, "_REGISTRY", writers.registered_writers())
     assert registry.find_kind("toy") is None
     toy = register_kind(ToyKind())
+    writers.register_writer(writers.NumbaWriter("toy", pointwise.emit))
     assert group_kind("toy") is toy
     h200 = get_target("h200")
     toy_module = parse_module(make_context(), program("toy"), "toy.mlir")

@@ -18,8 +18,9 @@ from types import ModuleType
 
 import pytest
 
-from fusec.codegen import build_pool, build_worker, generate, ptx
+from fusec.codegen import build_pool, build_worker, ptx, writers
 from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.writers import Writer, WriteTask, Written
 from fusec.compiler.cli import main
 from fusec.scheduling import kernel_probe
 
@@ -49,21 +50,30 @@ def fresh_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[No
 
 def _untypable(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every emitted kernel gets a statement numba cannot type."""
-    real = generate.load_emitter
+    @dataclasses.dataclass(frozen=True)
+    class Broken:
+        writer: Writer
 
-    def broken(kind: str, group: generate.GroupOp) -> generate.Emitter:
-        emit = real(kind, group)
+        @property
+        def backend(self) -> str:
+            return self.writer.backend
 
-        def wrapped(g: generate.GroupOp, name: str) -> KernelSource:
-            kernel = emit(g, name)
+        @property
+        def kind(self) -> str:
+            return self.writer.kind
+
+        def write(self, task: WriteTask) -> Written:
+            kernel = self.writer.write(task)
+            if not isinstance(kernel, KernelSource):
+                return kernel  # a library call: no kernel to break
             lines = kernel.text.splitlines()
             at = next(i for i, line in enumerate(lines) if line.startswith("def "))
             lines.insert(at + 1, "    bad = (1, 2) + 1.5")
             return dataclasses.replace(kernel, text="\n".join(lines) + "\n")
 
-        return wrapped
-
-    monkeypatch.setattr(generate, "load_emitter", broken)
+    # every writer, as code generation and the register probe find them
+    monkeypatch.setattr(writers, "_REGISTRY", {
+        key: Broken(w) for key, w in writers.registered_writers().items()})
 
 
 def test_a_kernel_that_does_not_compile_is_an_internal_error(

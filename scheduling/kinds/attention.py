@@ -10,13 +10,11 @@ from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen import attention as emitter
 from fusec.codegen.attention import group_registers
 from fusec.codegen.attention import group_shape as attention_group_shape
 from fusec.codegen.attention_schedule import recorded_tile as recorded_attention_tile
 from fusec.codegen.attention_schedule import shared_bytes as attention_shared
 from fusec.codegen.contraction_schedule import GemmTile
-from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import AttentionSchedule, ScheduleAttr
@@ -102,7 +100,3 @@ class AttentionKind(SplitOverBudget):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`codegen/attention.group_registers`."""
         return group_registers(group)
-
-    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
-        """`codegen/attention.py`."""
-        return emitter.emit(group, kernel_name)

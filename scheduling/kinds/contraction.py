@@ -15,7 +15,6 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen import contraction as emitter
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.contraction_schedule import (
     FALLBACK_TILES,
@@ -27,7 +26,6 @@ from fusec.codegen.contraction_schedule import (
 )
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import GroupBody, compute_type
-from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.register_model import RegisterEstimate, contraction_estimate, current_tile
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr
@@ -137,7 +135,3 @@ class ContractionKind(SplitOverBudget, SummaryResources):
                 return Leaner(tile_attr(tile), est, f"tile {tile.bm}x{tile.bn}x{tile.bk}, "
                               f"{tile.tm}x{tile.tn} per thread")
         return None
-
-    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
-        """`codegen/contraction.py` under its recorded tile."""
-        return emitter.emit(group, kernel_name)

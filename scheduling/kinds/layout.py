@@ -13,9 +13,8 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen import layout as emitter
 from fusec.codegen.contraction_schedule import GemmTile
-from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.layout_collapse import collapsed
 from fusec.codegen.register_model import RegisterEstimate, layout_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr
@@ -40,8 +39,8 @@ class LayoutKind(SplitOverBudget, SummaryResources):
 
     def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
         """The pointwise kind's schedule of the collapsed copy read as a view
-        (`codegen/layout.py`): a tile when it transposes the innermost axis."""
-        attr, line, used = PointwiseKind().choose(ctx, emitter.collapsed(group))
+        (`codegen/layout_collapse.py`): a tile when it transposes the innermost axis."""
+        attr, line, used = PointwiseKind().choose(ctx, collapsed(group))
         return attr, "layout: index remapping copy, " + line.removeprefix("pointwise: "), used
 
     def priced_by_schedule(self, info: GroupInfo) -> bool:
@@ -62,7 +61,3 @@ class LayoutKind(SplitOverBudget, SummaryResources):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`register_model.layout_estimate`, under its schedule."""
         return layout_estimate(group, target)
-
-    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
-        """`codegen/layout.py`."""
-        return emitter.emit(group, kernel_name)

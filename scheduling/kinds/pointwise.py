@@ -21,9 +21,7 @@ from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import tile_axes, tile_bytes
 from fusec.analysis.view_operands import FOLDED_VIEWS
-from fusec.codegen import pointwise as emitter
 from fusec.codegen.contraction_schedule import GemmTile
-from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.pointwise_transpose import plan_group as plan_transposed
 from fusec.codegen.pointwise_transpose import tile_shared_bytes
 from fusec.codegen.register_model import RegisterEstimate, pointwise_estimate
@@ -116,7 +114,3 @@ class PointwiseKind(SplitOverBudget):
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`register_model.pointwise_estimate`."""
         return pointwise_estimate(group, target)
-
-    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
-        """`codegen/pointwise.py` (its transposed tile included)."""
-        return emitter.emit(group, kernel_name)

@@ -20,12 +20,10 @@ from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.view_operands import FOLDED_VIEWS
-from fusec.codegen import reduction as emitter
 from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.contraction_schedule import GemmTile
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import GroupBody
-from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.reduction_plan import analyze as analyze_rows
 from fusec.codegen.register_model import RegisterEstimate, reduction_estimate
 from fusec.dialects.fusion import GroupOp
@@ -159,7 +157,3 @@ class ReductionKind(SplitOverBudget, SummaryResources):
         ops = body_ops(group)
         full = max((tensor_shape(r) for op in ops for r in op.results), key=len, default=())
         return all(tensor_shape(v) == full for v in cross)
-
-    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
-        """`codegen/reduction.py`."""
-        return emitter.emit(group, kernel_name)

@@ -15,10 +15,8 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen import window as emitter
 from fusec.codegen.contraction_schedule import GemmTile
 from fusec.codegen.conv_pool import POOL_TILE, shared_tile
-from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.register_model import (
     RegisterEstimate,
     window_estimate,
@@ -158,10 +156,6 @@ class WindowKind(SplitOverBudget, SummaryResources):
         best = min(options, key=lambda o: o[1].registers, default=None)
         return _leaner(*best) if best is not None and best[1].registers < now.registers \
             else None
-
-    def emit(self, group: GroupOp, kernel_name: str) -> KernelSource:
-        """`codegen/window.py` (tiled, direct or conv + pool)."""
-        return emitter.emit(group, kernel_name)
 
 
 def _leaner(tiled: TiledWindow, est: RegisterEstimate) -> Leaner:
