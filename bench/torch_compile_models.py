@@ -152,7 +152,9 @@ def convert(torch: Any, module: Any, inputs: Sequence[Any], dtype: str
             ) -> tuple[Any, tuple[Any, ...]]:
     """`module` and `inputs` in `dtype` (f32, f16, bf16): the module's parameters
     and buffers and the floating-point inputs; integer inputs (token ids) stay."""
-    kind = getattr(torch, {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype])
+    from fusec.dialects.element_types import element
+
+    kind = getattr(torch, element(dtype).torch_name)
     return module.to(kind), tuple(t.to(kind) if t.is_floating_point() else t for t in inputs)
 
 
