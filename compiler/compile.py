@@ -137,7 +137,7 @@ class CompiledArtifacts:
     tuning: TuningResult | None = None  # `--autotune`: what was measured
 
 
-def _source_text(source: str | Path) -> tuple[str, str]:
+def source_text(source: str | Path) -> tuple[str, str]:
     """(text, name for messages): a Path or a one-line string naming a file is
     read; anything else is the model's text."""
     if isinstance(source, Path) or ("\n" not in source and "{" not in source):
@@ -196,7 +196,7 @@ def compile_model(
     `autotune` times candidate schedules on the GPU (`compiler/autotune.py`;
     True: the default options)."""
     instrument = instrument or Instrumentation()
-    text, name = _source_text(source)
+    text, name = source_text(source)
     if sources is not None:
         sources[name] = text
     if ptx_info:

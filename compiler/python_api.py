@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fusec.compiler.compile import ScheduleOptions, compile_model
+from fusec.analysis.targets import get_target
+from fusec.compiler.compile import ScheduleOptions, compile_model, source_text
+from fusec.compiler.program_cache import ProgramStore, program_key
 from fusec.runtime.compiled_model import CompiledModel
 from fusec.runtime.device import select_device
 
@@ -28,6 +30,7 @@ def compile(
     graphs: bool | None = None,
     autotune: bool = False,
     library_epilogue: bool = True,
+    cache: bool = True,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
@@ -38,14 +41,34 @@ def compile(
     graph from the second call on (the default where a GPU and CuPy are
     present; docs/running.md); `autotune=True` is `fusec --autotune`
     (docs/scheduling.md); `library_epilogue=False` keeps a library GEMM's
-    whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`)."""
-    if select_device(device) == "gpu":  # before anything could import numba.cuda
+    whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`).
+
+    A model compiled before, with the same options, target and fusec, is read
+    back from the per-user cache instead of compiled again
+    (`compiler/program_cache.py`; docs/running.md); `cache=False` (and
+    `autotune=True`) always compiles."""
+    kind = select_device(device)
+    if kind == "gpu":  # before anything could import numba.cuda
         from fusec.codegen.build_pool import start_workers
 
         start_workers()  # they import numba while the front end runs, and serve every model
+    text, _ = source_text(source)
+    store = ProgramStore.user() if cache and not autotune else None
+    key = ""
+    if store is not None:
+        options = {"fusion": fusion, "gemm": gemm, "fold_constants": fold_constants,
+                   "library_epilogue": library_epilogue}
+        key = program_key(text, options, get_target(target), kind)
+        hit = store.load(key)
+        if hit is not None:
+            program, memory, plan, kernels_path = hit
+            return CompiledModel(program, memory, plan, device, kernels_path=kernels_path,
+                                 graphs=graphs)
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm,
                                                        library_epilogue=library_epilogue),
                               fold_constants=fold_constants, autotune=autotune or None)
+    if store is not None:
+        store.store(key, artifacts)
     return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
                          graphs=graphs)

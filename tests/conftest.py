@@ -30,6 +30,11 @@ for _variable, _prefix in (("FUSEC_CONFIG_DIR", "fusec-test-config-"),
         os.environ[_variable] = _folder
         atexit.register(shutil.rmtree, _folder, ignore_errors=True)
 
+# A test compiles what it asks for: a program another test compiled would
+# otherwise come back from the compiled-program cache, past whatever this test
+# patched (tests/test_program_cache.py turns the cache on for itself).
+os.environ.setdefault("FUSEC_PROGRAM_CACHE", "0")
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 

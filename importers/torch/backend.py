@@ -234,8 +234,11 @@ class _ForwardCompiler:
         if not translation.args:
             # Only constants: PyTorch computes them once per call, no kernel needed.
             return PartitionInfo(name, nodes, None)
+        # Remarks come from a compile: asked for, the partition is compiled
+        # even where the compiled-program cache holds it.
+        options = {"cache": not self.remarks, **self.compile_options}
         with remarks_to_stderr() if self.remarks else contextlib.nullcontext():
-            model = fusec_compile(translation.text, **self.compile_options)
+            model = fusec_compile(translation.text, **options)
         outputs = next(n for n in sub.graph.nodes if n.op == "output").args[0]
         setattr(fused, name, FusecPartition(model, isinstance(outputs, tuple | list)))
         return PartitionInfo(name, nodes, model.launches, translation.text, model)

@@ -1,0 +1,168 @@
+"""Compiled programs kept across processes, for `fusec.compile`.
+
+A model compiled once (the same text, the same options, the same target and
+the same fusec source) is not compiled again in a later process: the compile
+writes its OUT into the per-user cache, and the next `fusec.compile` of it
+reads that OUT back (`runtime/compiled_model.read_out`), as `fusec.load_out`
+does. A `torch.compile(backend="fusec")` first call in a new process then
+skips the front end, and runs the very program the first process ran (the
+register probe's time budget cannot make it choose differently).
+
+```python
+store = ProgramStore.user()                  # None when FUSEC_PROGRAM_CACHE=0
+key = program_key(text, {"fusion": True}, target, "gpu")
+hit = store.load(key)                        # (program, memory, plan, kernels.py) or None
+store.store(key, artifacts)                  # after a compile
+```
+
+- The folder is `programs/` in the per-user cache folder of the kernel cache
+  (`$FUSEC_CACHE_DIR`, else platformdirs' user cache folder for "fusec");
+  an entry is `KEY[:2]/KEY`, an OUT like any other, signed with the user's
+  key (`runtime/out_signature.py`) and naming its key in plan.json
+  (`program_key`). Removing the folder clears it.
+- The key is a SHA-256 over the program text, the compile options, every
+  fact of the target profile, the device kind, the numba, numba-cuda and
+  xdsl versions and a digest of fusec's own source files, so an edited fusec
+  never reads an entry an earlier one wrote.
+- An entry that is missing is a miss; one that is damaged, unsigned, signed
+  by another key or filed under another key is a miss with one warning line
+  (`fusec: warning: ignoring the compiled program '...' (...)`), compiled
+  again and replaced. Writing is atomic (a staging folder renamed), so
+  processes racing on one entry leave a whole one.
+- Not kept: a compile whose folded constants exceed `MAX_ENTRY_CONSTANT_BYTES`
+  (the cache holds programs, not weights), and what the caller compiles with
+  the cache off (`fusec.compile(..., cache=False)`, autotuning, remarks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fusec.analysis.diagnostics import FusecError, escape_controls
+from fusec.analysis.targets import Target
+from fusec.codegen.kernel_cache import user_cache_root
+
+if TYPE_CHECKING:
+    from fusec.analysis.memory_plan import MemoryPlan
+    from fusec.analysis.program import Program
+    from fusec.compiler.compile import CompiledArtifacts
+
+PROGRAM_CACHE_ENV = "FUSEC_PROGRAM_CACHE"
+ENTRY_FORMAT = "fusec-program"
+ENTRY_VERSION = 1
+KEY_FIELD = "program_key"
+"""plan.json's field naming the key an entry was stored under."""
+MAX_ENTRY_CONSTANT_BYTES = 64 * 1024 * 1024
+"""Folded constants past this are not kept: the entry would copy weights."""
+# The folders of fusec's source whose files the digest covers (the package
+# as installed; tests, benches and docs change no compile).
+_SOURCE_PACKAGES = ("analysis", "codegen", "compiler", "dialects", "importers", "passes",
+                    "reference", "runtime", "scheduling")
+
+Hit = tuple["Program", dict[str, "MemoryPlan"], dict[str, Any], Path]
+
+
+@functools.cache
+def source_digest() -> str:
+    """A SHA-256 over fusec's own source files (paths and contents), read
+    once per process."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    files = sorted(root.glob("*.py")) + sorted(
+        p for package in _SOURCE_PACKAGES for p in (root / package).rglob("*.py"))
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+@functools.cache
+def _versions() -> tuple[tuple[str, str], ...]:
+    found = []
+    for dist in ("numba", "numba-cuda", "xdsl"):
+        try:
+            found.append((dist, metadata.version(dist)))
+        except metadata.PackageNotFoundError:
+            found.append((dist, "none"))
+    return tuple(found)
+
+
+def program_key(text: str, options: dict[str, Any], target: Target, device: str) -> str:
+    """The cache key of `text` compiled with `options` (JSON values) for
+    `target` and run on `device` ("gpu", "sim", "cpu")."""
+    payload = {
+        "format": ENTRY_FORMAT,
+        "version": ENTRY_VERSION,
+        "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "options": options,
+        "target": dataclasses.asdict(target),
+        "device": device,
+        "fusec": source_digest(),
+        **dict(_versions()),
+    }
+    encoded = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+def _warn(message: str) -> None:
+    print(f"fusec: warning: {escape_controls(message)}", file=sys.stderr)
+
+
+class ProgramStore:
+    """A folder of compiled programs, one OUT per key."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    @staticmethod
+    def user() -> ProgramStore | None:
+        """The per-user store, or None when `FUSEC_PROGRAM_CACHE=0`."""
+        if os.environ.get(PROGRAM_CACHE_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
+            return None
+        return ProgramStore(user_cache_root() / "programs")
+
+    def entry(self, key: str) -> Path:
+        """The folder of `key`'s entry."""
+        return self.root / key[:2] / key
+
+    def load(self, key: str) -> Hit | None:
+        """The program stored under `key`, its memory plans, plan.json and
+        kernels.py's path; None when there is none or it cannot be used."""
+        from fusec.runtime.compiled_model import read_out
+
+        folder = self.entry(key)
+        if not (folder / "plan.json").is_file():
+            return None
+        try:
+            program, memory, plan = read_out(folder)
+        except FusecError as err:
+            _warn(f"ignoring the compiled program '{folder}' ({err}); compiling again")
+            return None
+        if plan.get(KEY_FIELD) != key:
+            _warn(f"ignoring the compiled program '{folder}' (stored under another key); "
+                  "compiling again")
+            return None
+        return program, memory, plan, folder / "kernels.py"
+
+    def store(self, key: str, artifacts: CompiledArtifacts) -> None:
+        """Keep `artifacts` under `key` (nothing when its constants are too
+        large; a folder that cannot be written is said once, not an error)."""
+        from fusec.compiler.compile import write_out
+
+        if sum(int(a.nbytes) for a in artifacts.constants.values()) > MAX_ENTRY_CONSTANT_BYTES:
+            return
+        folder = self.entry(key)
+        stored = dataclasses.replace(artifacts, plan={**artifacts.plan, KEY_FIELD: key})
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            write_out(stored, folder)
+        except (OSError, FusecError) as err:
+            _warn(f"cannot keep the compiled program in '{folder}' ({err})")

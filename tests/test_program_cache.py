@@ -1,0 +1,148 @@
+"""The compiled-program cache of `fusec.compile` (compiler/program_cache.py):
+a model compiled before is read back, not compiled again; anything that would
+make the entry wrong (other options, another fusec, a damaged or moved entry)
+compiles again, and a damaged entry is said once and replaced."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fusec
+from fusec.compiler import program_cache, python_api
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.reference.interpreter import find_function, random_inputs, run_function
+
+PROGRAM = """
+func.func @f(%x: tensor<8x32xf32>, %w: tensor<32xf32>) -> tensor<8x32xf32> {
+  %a = nn.mul %x, %w : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %s = nn.softmax %a {axis = 1} : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  %t = nn.tanh %s : tensor<8x32xf32>
+  func.return %t : tensor<8x32xf32>
+}
+"""
+
+
+@pytest.fixture
+def compiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The cache on, in a folder of this test's; counts the real compiles."""
+    monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(program_cache.PROGRAM_CACHE_ENV, "1")
+    calls: list[str] = []
+    real = python_api.compile_model
+
+    def counted(source: Any, **kwargs: Any) -> Any:
+        calls.append(str(source))
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(python_api, "compile_model", counted)
+    return calls
+
+
+def _check(compile_it: Callable[[], Any], seed: int) -> None:
+    """The compiled model against the reference on fresh random inputs."""
+    func = find_function(parse_module(make_context(), PROGRAM, "m.mlir"), None)
+    inputs = random_inputs(func, np.random.default_rng(seed))
+    expected = run_function(func, inputs)
+    got = compile_it()(*inputs)
+    np.testing.assert_allclose(np.asarray(got), expected[0], rtol=1e-5, atol=1e-6)
+
+
+def _entries(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "cache" / "programs").glob("*/*"))
+
+
+def test_a_second_compile_reads_the_first(tmp_path: Path, compiles: list[str]) -> None:
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=1)
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=2)
+    assert len(compiles) == 1
+    assert len(_entries(tmp_path)) == 1
+
+
+def test_other_options_or_another_fusec_compile_again(tmp_path: Path, compiles: list[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=3)
+    _check(lambda: fusec.compile(PROGRAM, device="sim", fusion=False), seed=4)
+    assert len(compiles) == 2
+    monkeypatch.setattr(program_cache, "source_digest", lambda: "an edited fusec")
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=5)
+    assert len(compiles) == 3 and len(_entries(tmp_path)) == 3
+
+
+def test_no_cache_asked_or_autotune_compiles_and_keeps_nothing(
+        tmp_path: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    _check(lambda: fusec.compile(PROGRAM, device="sim", cache=False), seed=6)
+    _check(lambda: fusec.compile(PROGRAM, device="sim", cache=False), seed=7)
+    monkeypatch.setenv(program_cache.PROGRAM_CACHE_ENV, "0")
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=8)
+    assert len(compiles) == 3 and _entries(tmp_path) == []
+
+
+@pytest.mark.parametrize("damage", ["kernels", "plan", "unsigned", "moved"])
+def test_a_damaged_entry_is_compiled_again_and_replaced(
+        damage: str, tmp_path: Path, compiles: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=9)
+    (entry,) = _entries(tmp_path)
+    if damage == "kernels":
+        path = entry / "kernels.py"
+        path.write_text(path.read_text() + "\nimport os  # planted\n")
+    elif damage == "plan":
+        (entry / "plan.json").write_text("{broken")
+    elif damage == "unsigned":
+        text = (entry / "plan.json").read_text()
+        (entry / "plan.json").write_text(text.replace('"out_hmac_sha256"', '"x_hmac"'))
+    capsys.readouterr()
+    if damage == "moved":
+        # A whole, signed entry filed under another program's key: its signed
+        # plan names the key it was stored under, so it is refused.
+        store = program_cache.ProgramStore(tmp_path / "cache" / "programs")
+        moved = store.entry("e" * 64)
+        moved.parent.mkdir(parents=True)
+        shutil.copytree(entry, moved)
+        assert store.load("e" * 64) is None
+        assert "stored under another key" in capsys.readouterr().err
+        assert store.load(entry.name) is not None
+        return
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=10)
+    err = capsys.readouterr().err
+    assert err.count("ignoring the compiled program") == 1, err
+    assert len(compiles) == 2
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=11)  # replaced: a hit again
+    assert len(compiles) == 2
+    assert "ignoring" not in capsys.readouterr().err
+
+
+def test_large_folded_constants_are_not_kept(tmp_path: Path, compiles: list[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(program_cache, "MAX_ENTRY_CONSTANT_BYTES", -1)
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=12)
+    assert _entries(tmp_path) == []
+
+
+def test_torch_partitions_come_from_the_cache_unless_remarks_are_asked(
+        compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    from fusec.importers.torch.backend import fusec_backend
+
+    module = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()).eval()
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
+
+    def first_call(options: dict[str, Any] | None = None) -> Any:
+        torch._dynamo.reset()  # a new compile, as a new process makes
+        compiled = torch.compile(module, backend=fusec_backend, options=options)
+        with torch.no_grad():
+            return compiled(x)
+
+    expected = module(x).detach()
+    torch.testing.assert_close(first_call(), expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(first_call(), expected, rtol=1e-4, atol=1e-5)
+    assert len(compiles) == 1
+    capsys.readouterr()
+    torch.testing.assert_close(first_call({"remarks": True}), expected, rtol=1e-4, atol=1e-5)
+    assert len(compiles) == 2 and "partition" in capsys.readouterr().err
