@@ -5,6 +5,7 @@ NumPy reference interpreter.
 fusec run MODEL.mlir --check                 # compile in memory, random inputs, compare
 fusec run OUT --inputs in.npz --output out.npz --device gpu
 fusec run OUT --registers                    # + registers per kernel on the GPU
+fusec run OUT --profile --roofline r.svg     # + each launch timed, and a roofline picture
 ```
 
 - MODEL_OR_OUT: a `.mlir` file (compiled in memory; `--no-fusion`, `--target`
@@ -29,6 +30,11 @@ fusec run OUT --registers                    # + registers per kernel on the GPU
   beside the registers, local memory (spills) and static shared memory the
   driver reports for the variant numba compiled for this run (GPU only; a
   note on the simulator, which compiles no machine code).
+- `--profile` times each launch of one more call after the run, beside the
+  cost model's estimate, against the copy bandwidth measured in the same run
+  (`compiler/run_profile.py`); `--roofline FILE.svg` (which implies it) also
+  draws the launches on a roofline. In the simulator the times are the
+  host's, with a note.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from fusec.compiler.arg_parser import FusecArgumentParser
 from fusec.compiler.arg_types import non_negative_int
 from fusec.dialects.element_types import HALF_NAMES, tolerance_of, unit_roundoff_of
 from fusec.dialects.nn_base import element_type_name
+from fusec.runtime.launch_timer import PROFILE_CALLS
 
 # Relative tolerance (against max |reference|) per output dtype for --check:
 # float32 kernels may reorder sums and use fused multiply-adds, so they differ
@@ -81,6 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--registers", action="store_true",
                    help="after the run, print each kernel's registers and local memory on "
                    "the GPU beside the estimate (GPU only)")
+    p.add_argument("--profile", action="store_true",
+                   help="after the run, time each kernel launch of one call on the device "
+                   f"(the median of {PROFILE_CALLS} calls after a warm-up call) and the "
+                   "device's copy bandwidth, and print per kernel the time beside the "
+                   "estimate, the bytes moved, the bandwidth as a fraction of the copy "
+                   "floor, flops and FLOP/s, and whether it is memory-bound (in the "
+                   "simulator: the simulator's times, which say nothing of a GPU)")
+    p.add_argument("--roofline", metavar="FILE.svg",
+                   help="with --profile (implied): also write the kernels on a roofline "
+                   "(log-log, the measured copy roof and the target's compute roof) as an "
+                   "SVG a browser opens")
     p.add_argument("--no-graphs", action="store_true",
                    help="launch the kernels one by one instead of replaying a captured CUDA "
                    "graph (which repeated calls use on a GPU with CuPy)")
@@ -99,6 +117,8 @@ class _Loaded:
 
     model: object  # CompiledModel (imported lazily)
     module: ModuleOp | None
+    compiled: ModuleOp | None = None  # the IR after the pipeline (flops for --profile)
+    target: str = "auto"  # the profile the model was compiled for
 
 
 def main(argv: list[str]) -> int:
@@ -106,6 +126,10 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.output:
         _refuse_overwriting_inputs(args.output, args.model, args.inputs)
+    if args.roofline is not None:
+        from fusec.compiler.run_profile import check_roofline_path
+
+        check_roofline_path(args.roofline, _given_inputs(args.model, args.inputs), args.output)
     from fusec.runtime.device import print_held_notice, select_device
     from fusec.runtime.progress import set_quiet
 
@@ -130,6 +154,10 @@ def main(argv: list[str]) -> int:
         _save(args.output, {f"output_{i}": o for i, o in enumerate(outputs)})
     if args.registers:
         _print_registers(model, device)
+    if args.profile or args.roofline is not None:
+        from fusec.compiler.run_profile import profile_call
+
+        profile_call(model, inputs, loaded.compiled, loaded.target, args.roofline)
     if not args.check:
         return 0
     if func is None:
@@ -162,11 +190,13 @@ def _load(args: argparse.Namespace, device: str) -> _Loaded:
         program, memory, plan = read_out(path, args.trust_modified_kernels)
         model = CompiledModel(program, memory, plan, device, args.function,
                               path / "kernels.py", graphs=False if args.no_graphs else None)
+        target = str(plan.get("target", "auto"))
         if not (path / "model.mlir").exists():
-            return _Loaded(model, None)
+            return _Loaded(model, None, target=target)
         from fusec.runtime.out_dir import out_path
 
-        return _Loaded(model, _parse(out_path(path, "model.mlir")))
+        module = _parse(out_path(path, "model.mlir"))  # the IR after the pipeline
+        return _Loaded(model, module, module, target)
     if not path.exists():
         raise FusecError(f"cannot read '{args.model}': no such file or directory")
     from fusec.compiler.compile import compile_model
@@ -175,7 +205,7 @@ def _load(args: argparse.Namespace, device: str) -> _Loaded:
     model = CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
                           args.function, graphs=False if args.no_graphs else None)
     # The reference runs the model as written, before any pass.
-    return _Loaded(model, _parse(path))
+    return _Loaded(model, _parse(path), artifacts.module, args.target)
 
 
 def _parse(path: Path) -> ModuleOp:
@@ -233,10 +263,15 @@ def _refuse_overwriting_inputs(output: str, model: str, inputs: str | None) -> N
     inputs file or a file of the OUT folder being run."""
     from fusec.compiler.outputs import refuse_input_as_output
 
+    refuse_input_as_output(output, _given_inputs(model, inputs))
+
+
+def _given_inputs(model: str, inputs: str | None) -> list[str | Path | None]:
+    """The files a run reads: the model, the inputs, every file of an OUT."""
     given: list[str | Path | None] = [model, inputs]
     if Path(model).is_dir():
         given += [p for p in Path(model).iterdir() if p.is_file()]
-    refuse_input_as_output(output, given)
+    return given
 
 
 def _save(path: str, arrays: dict[str, np.ndarray]) -> None:

@@ -375,10 +375,21 @@ class Executor:
         allocation nor synchronisation is counted. Returns the output arrays
         (still being written) and the value storage.
         """
-        cuda = self.cuda
         if self.stream is None:
-            self.stream = cuda.stream()
+            self.stream = self.cuda.stream()
         stream = stream if stream is not None else self.stream
+        calls, results, storage = self.bind_call(inputs, outputs, stream)
+        self.enqueue(calls, stream)
+        return results, storage
+
+    def bind_call(self, inputs: Sequence[Any], outputs: Sequence[Any] | None, stream: Any
+                  ) -> tuple[list[Any], list[Any], dict[str, Any]]:
+        """What `launch` enqueues, bound to arrays but not enqueued: the
+        (launch, kernel, argument views) of every launch, the output arrays
+        and the value storage. Inputs on the host are copied over on
+        `stream`. `enqueue(calls[i:i + 1], stream)` runs launch `i` alone,
+        which is how `runtime/launch_timer.py` times each launch."""
+        cuda = self.cuda
         if not self.simulator:
             self._resolve_kernels()
         storage: dict[str, Any] = {}
@@ -394,8 +405,7 @@ class Executor:
                 storage[root] = out if out is not None else cuda.device_array(
                     spec.shape, dtype=np.dtype(spec.dtype), stream=stream)
         calls, results = self._bind(storage)
-        self.enqueue(calls, stream)
-        return results, storage
+        return calls, results, storage
 
     def enqueue(self, calls: list[Any], stream: Any, blas: Any = None) -> None:
         """Launch bound `calls` on `stream`: library GEMMs through CuPy (or,
