@@ -126,3 +126,24 @@ def test_a_roofline_path_that_cannot_be_written_is_refused_before_running(
     assert expected in err
     assert {p: p.read_bytes() for p in before} == before
     assert not (tmp_path / "same.npz").exists()
+
+
+def test_calls_rotate_over_copies_of_arguments_that_fit_the_l2(model: Path) -> None:
+    from fusec.compiler.compile import compile_model
+    from fusec.runtime.compiled_model import CompiledModel
+    from fusec.runtime.launch_timer import time_launches
+    from fusec.runtime.tuning_timer import MAX_COPIES, rotation_copies
+
+    artifacts = compile_model(model, fusion=False, target="h200")
+    m = CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, "sim")
+    rng = np.random.default_rng(7)
+    inputs = [rng.standard_normal((3, 8)).astype(np.float32),
+              rng.standard_normal(8).astype(np.float32)]
+    m(*inputs)
+    # 96 + 32 bytes in, 96 + 12 out, and the buffers between the launches.
+    nbytes = 96 + 32 + 96 + 12 + m.executor.memory.total_bytes
+    l2 = 20 * nbytes
+    times = time_launches(m.executor, inputs, l2_bytes=l2, calls=3)
+    assert times.copies == rotation_copies(nbytes, l2) == 40 < MAX_COPIES
+    assert times.calls == 3 and len(times.us) == 3 and min(times.us) > 0
+    assert time_launches(m.executor, inputs, l2_bytes=0, calls=1).copies == 1
