@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from fusec.analysis.targets import DEFAULT_TARGET, TARGETS, Target
+
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -95,3 +97,7 @@ class Program:
 
     kernels_source: str  # the text of kernels.py
     functions: dict[str, FunctionProgram]
+    target: Target = TARGETS[DEFAULT_TARGET]
+    """The profile the program was generated for: what `--ptx-info` and
+    `--save-kernels` compile for without a GPU. A program read back from
+    plan.json keeps the default: the runtime compiles for the device present."""

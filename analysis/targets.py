@@ -29,8 +29,20 @@ from fusec.analysis.diagnostics import FusecError
 STATIC_SHARED_BYTES = 48 * 1024
 """Bytes of `cuda.shared.array` a block may declare statically, and of dynamic
 shared memory a launch may take without the opt-in attribute: the same on
-every CUDA GPU (`Target.static_shared_memory_per_block` of every profile).
-The emitters whose tiles are static arrays and the runtime read it here."""
+every CUDA GPU. The default of `Target.static_shared_memory_per_block`, which
+is what the schedules and emitters read (a compile asks its target); the
+runtime reads it here, for the driver's default on whatever device it runs."""
+
+WARP_SIZE = 32
+"""Threads of a warp, on every CUDA GPU: the one name every emitter and
+schedule uses for it."""
+
+
+def ptxas_arch_of(compute_capability: tuple[int, int]) -> str:
+    """ptxas's `-arch` for a compute capability: `sm_90` for (9, 0). The build
+    workers, which see a kernel's capability and no target, derive it here too."""
+    major, minor = compute_capability
+    return f"sm_{major}{minor}"
 
 
 @dataclass(frozen=True)
@@ -150,7 +162,11 @@ class Target:
     only a kernel that takes its tiles from dynamic shared memory goes up
     to `shared_memory_per_block`."""
     compute_capability: tuple[int, int] = (9, 0)
-    """What kernels are compiled for when ptxas counts their registers."""
+    """What kernels are compiled for: numba's PTX, ptxas's architecture
+    (`ptxas_arch`) and the kernel cache key of a compile for this target."""
+    max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
+    """Threads a block may have along x, y and z (their product at most
+    `max_threads_per_block`)."""
     max_grid_x: int = 2**31 - 1
     """Blocks a launch may have along grid x (CUDA's limit since sm_30)."""
     max_grid_yz: int = 65535
@@ -162,6 +178,11 @@ class Target:
     def static_shared_limit(self) -> int:
         """Bytes a kernel of static shared arrays may use on this target."""
         return min(self.shared_memory_per_block, self.static_shared_memory_per_block)
+
+    @property
+    def ptxas_arch(self) -> str:
+        """ptxas's `-arch` for this target's compute capability (`sm_90`)."""
+        return ptxas_arch_of(self.compute_capability)
 
     @property
     def max_resident_threads(self) -> int:

@@ -51,6 +51,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import IO, Any
 
+from fusec.analysis.targets import ptxas_arch_of
 from fusec.codegen.kernel_cache import KernelCode, KernelStore, Signature, kernel_key, user_store
 from fusec.codegen.kernel_unit import KernelUnit
 
@@ -379,7 +380,8 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
         return future
     request = {"source": unit.source, "name": unit.name,
                "signature": [[int(n), str(t)] for n, t in signature],
-               "cc": [int(c) for c in cc], "max_registers": unit.max_registers,
+               "cc": [int(c) for c in cc], "arch": ptxas_arch_of((int(cc[0]), int(cc[1]))),
+               "max_registers": unit.max_registers,
                "ptxas": find_ptxas(), "key": key, "label": label,
                "store": str(cache.root) if cache is not None else None}
     pool = start_workers()

@@ -12,7 +12,8 @@ compiles nothing; the pool removes it from the environment).
 One JSON request per line on stdin, one reply per line on stdout:
 
     {"source": KERNEL UNIT, "name": "fusec_kernel", "signature": [[1, "float32"], ...],
-     "cc": [9, 0], "max_registers": 0, "ptxas": "/usr/local/cuda/bin/ptxas" or null,
+     "cc": [9, 0], "arch": "sm_90", "max_registers": 0,
+     "ptxas": "/usr/local/cuda/bin/ptxas" or null,
      "key": CACHE KEY, "label": "f_g0_add", "store": KERNEL CACHE FOLDER or null}
     -> {"ptx": ..., "cubin": base64 or null, "registers": 30, "spill_bytes": 0}
     -> {"error": "TypingError: ...", "environment": false}
@@ -56,9 +57,10 @@ def linkable(ptx: str) -> bool:
     return len(ENTRY.findall(ptx)) == 1 and not _EXTERN_FUNC.search(ptx)
 
 
-def assemble(ptx: str, cc: tuple[int, int], ptxas: str,
+def assemble(ptx: str, arch: str, ptxas: str,
              max_registers: int = 0) -> tuple[bytes | None, int | None, int | None]:
-    """`ptx` assembled by `ptxas -v` for `sm_<cc>` (capped at `max_registers`
+    """`ptx` assembled by `ptxas -v` for `arch` (`Target.ptxas_arch`, which
+    the pool sends with each request: the worker imports no target; capped at `max_registers`
     per thread when > 0): (cubin, registers, spill bytes); (None, None, None)
     when ptxas cannot run or rejects the PTX (e.g. older than the NVVM that
     wrote it: the driver then links the PTX at load time)."""
@@ -68,7 +70,7 @@ def assemble(ptx: str, cc: tuple[int, int], ptxas: str,
             f.write(ptx)
         cap = [f"-maxrregcount={max_registers}"] if max_registers > 0 else []
         try:
-            proc = subprocess.run([ptxas, f"-arch=sm_{cc[0]}{cc[1]}", "-v", *cap, "-o", out, src],
+            proc = subprocess.run([ptxas, f"-arch={arch}", "-v", *cap, "-o", out, src],
                                   capture_output=True, text=True, timeout=PTXAS_TIMEOUT_S,
                                   check=False)
         except (OSError, subprocess.TimeoutExpired):
@@ -102,7 +104,7 @@ def compile_request(request: dict[str, Any]) -> dict[str, Any]:
                 "environment": environmental(err)}
     cubin = registers = spills = None
     if request.get("ptxas"):
-        cubin, registers, spills = assemble(ptx, cc, request["ptxas"],
+        cubin, registers, spills = assemble(ptx, str(request["arch"]), request["ptxas"],
                                             int(request.get("max_registers") or 0))
         if not linkable(ptx):  # counts stand; the runtime JIT-compiles such a kernel
             cubin = None

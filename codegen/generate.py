@@ -389,4 +389,4 @@ def generate_program(module: ModuleOp, target: Target | None = None,
                                                       max_constant_bytes).build()
     if not functions:
         raise FusecError("the module has no public function to compile")
-    return Program(kernels_source=kernels_text(kernels), functions=functions)
+    return Program(kernels_source=kernels_text(kernels), functions=functions, target=profile)

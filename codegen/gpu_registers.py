@@ -1,6 +1,6 @@
 """Read each generated kernel's register use from the GPU that is present.
 
-`codegen/ptx.py` asks `ptxas -arch=sm_90` (no GPU needed); this module asks
+`codegen/ptx.py` asks ptxas for the target's architecture (no GPU needed); this module asks
 the CUDA driver for the kernel as compiled for the device actually in the
 machine. numba compiles each kernel with its launch signature
 (`program_signatures`) and loads it, and the driver reports, per kernel:

@@ -120,8 +120,9 @@ def build_parser(subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> argpars
                    "and spills in plan.json and report.md, beside the estimate (slow)")
     p.add_argument("--register-source", choices=["auto", "ptxas", "gpu"],
                    help="compile job, implies --ptx-info: where the real counts come from: "
-                   "'ptxas' (-arch=sm_90, no GPU needed), 'gpu' (the kernels compiled for "
-                   "the GPU present) or 'auto' (the GPU if any, else ptxas; the default)")
+                   "'ptxas' (the target's architecture, no GPU needed), 'gpu' (the kernels "
+                   "compiled for the GPU present) or 'auto' (the GPU if any, else ptxas; the "
+                   "default)")
     p.add_argument("--check-precision", action="store_true",
                    help="default pipeline: run each fused group on random data and split the "
                    "groups whose result differs from the unfused one by more than the "

@@ -47,7 +47,8 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
 ```
 
 `registers`, `spill_bytes` and `register_source` appear only when measured
-(`--ptx-info`, `compiler/register_source.py`): from `ptxas sm_90`, registers
+(`--ptx-info`, `compiler/register_source.py`): from `ptxas sm_90` (the
+target's architecture: `sm_80` for `--target a100`), registers
 per thread and spill stores + loads in bytes; from the GPU present
 (`gpu NVIDIA H200 (cc 9.0)`), registers per thread and local memory per
 thread in bytes (where spills go). `est_registers` is the register model's

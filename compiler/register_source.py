@@ -1,7 +1,8 @@
 """Where `--ptx-info` takes each kernel's real register count from.
 
-- `ptxas`: the kernels compiled to PTX and assembled by `ptxas -arch=sm_90 -v`
-  (`codegen/ptx.py`); no GPU needed. `spill_bytes` is ptxas's spill stores
+- `ptxas`: the kernels compiled to PTX and assembled by `ptxas -v` for the
+  compile's target (`-arch=sm_90` on h200, `Target.ptxas_arch`;
+  `codegen/ptx.py`); no GPU needed. `spill_bytes` is ptxas's spill stores
   plus spill loads.
 - `gpu`: the kernels compiled for the GPU that is present and read back from
   the driver (`codegen/gpu_registers.py`). `spill_bytes` is the local memory
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import Program
+from fusec.analysis.targets import Target
 
 if TYPE_CHECKING:  # imported when measuring: it pulls in numba's type system
     from fusec.codegen.gpu_registers import GpuUsage
@@ -45,21 +47,20 @@ class MeasuredRegisters:
     note: str = ""
 
 
-def ptxas_source() -> str:
-    from fusec.codegen.ptx import PTXAS_ARCH
+def ptxas_source(target: Target) -> str:
+    """`ptxas sm_90`: where counts assembled for `target` came from."""
+    return f"ptxas {target.ptxas_arch}"
 
-    return f"ptxas {PTXAS_ARCH}"
 
-
-def from_ptxas(info: Mapping[str, Mapping[str, Any]]) -> MeasuredRegisters:
-    """The counts of `compile_program_ptx`'s result (none where its counts
-    are -1: ptxas was missing)."""
+def from_ptxas(info: Mapping[str, Mapping[str, Any]], target: Target) -> MeasuredRegisters:
+    """The counts of `compile_program_ptx`'s result for `target` (none where
+    its counts are -1: ptxas was missing)."""
     kernels: dict[str, tuple[int, int]] = {}
     for kernel, entry in info.items():
         regs = int(entry.get("registers", -1))
         if regs >= 0:
             kernels[kernel] = (regs, max(0, int(entry.get("spill_bytes", 0))))
-    return MeasuredRegisters(ptxas_source(), kernels)
+    return MeasuredRegisters(ptxas_source(target), kernels)
 
 
 def from_gpu(usage: GpuUsage) -> MeasuredRegisters:
@@ -108,4 +109,4 @@ def measure_registers(program: Program, source: str = "auto") -> MeasuredRegiste
     if shutil.which("ptxas") is None:  # auto, without a GPU
         return MeasuredRegisters(note="not measured: no CUDA GPU is present and ptxas is "
                                  "not installed")
-    return from_ptxas(compile_program_ptx(program))
+    return from_ptxas(compile_program_ptx(program), program.target)

@@ -12,10 +12,10 @@ number of launches and HBM bytes before fusion (one kernel per op) and after.
 
 With `--ptx-info` each kernel row also shows the measured registers and
 spill bytes beside the estimate, and the source they came from (`ptxas
-sm_90`, or the GPU present: `compiler/register_source.py`). A kernel that
-spills gets a line under its function's table with the remark that explains
-it (register-budget's `... has no legal split point: ptxas may spill`), or
-says that none does.
+sm_90`: ptxas for the target's architecture, or the GPU present:
+`compiler/register_source.py`). A kernel that spills gets a line under its
+function's table with the remark that explains it (register-budget's
+`... has no legal split point: ptxas may spill`), or says that none does.
 
 Fusion decisions and refused fusions are rendered from the remarks the fusion
 pass stores on the module (`fusion.remarks`: `remark:`/`note:` lines, and

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.targets import ptxas_arch_of
 from fusec.codegen.build_pool import BuildFailed, Built, find_ptxas, kernel_code
 from fusec.codegen.build_worker import ENTRY, assemble, linkable
 from fusec.codegen.kernel_cache import KernelCode, KernelStore, Signature, kernel_key
@@ -77,9 +78,10 @@ def array_types(signature: Signature) -> tuple[Any, ...]:
 
 def assemble_cubin(ptx: str, cc: tuple[int, int], ptxas: str | None,
                    max_registers: int = 0) -> bytes | None:
-    """`ptx` assembled by `ptxas` for `sm_<cc>` (capped at `max_registers`
-    per thread when > 0), or None (no ptxas, or one that rejects this PTX)."""
-    return assemble(ptx, cc, ptxas, max_registers)[0] if ptxas else None
+    """`ptx` assembled by `ptxas` for `cc`'s architecture (capped at
+    `max_registers` per thread when > 0), or None (no ptxas, or one that
+    rejects this PTX)."""
+    return assemble(ptx, ptxas_arch_of(cc), ptxas, max_registers)[0] if ptxas else None
 
 
 def declared_max_registers(dispatcher: Any) -> int:

@@ -89,13 +89,14 @@ def load_gpu_kernels(cuda: Any, module: ModuleType, source: str,
 
 def compile_for_out(program: Program) -> list[tuple[str, str, KernelCode]]:
     """(key, kernel, code) of every distinct kernel of `program`, compiled in
-    the build workers for the GPU present (the profile's Hopper compute
-    capability without one), also stored in the per-user cache: `fusec MODEL
-    -o OUT --save-kernels` writes them to OUT/kernels."""
+    the build workers for the GPU present (without one, for the compute
+    capability of the target the program was compiled for), also stored in
+    the per-user cache: `fusec MODEL -o OUT --save-kernels` writes them to
+    OUT/kernels."""
     from fusec.codegen.ptx import program_signatures
 
     signatures = program_signatures(program)
-    builds = compile_parallel(program.kernels_source, signatures, _compile_target_cc())
+    builds = compile_parallel(program.kernels_source, signatures, _compile_target_cc(program))
     entries: dict[str, tuple[str, str, KernelCode]] = {}
     for name in sorted(builds.code):
         key = builds.keys[name]
@@ -103,13 +104,13 @@ def compile_for_out(program: Program) -> list[tuple[str, str, KernelCode]]:
     return list(entries.values())
 
 
-def _compile_target_cc() -> tuple[int, int]:
-    """The GPU's compute capability, or Hopper's (codegen/ptx.py) without one."""
-    from fusec.codegen.ptx import TARGET_CC
+def _compile_target_cc(program: Program) -> tuple[int, int]:
+    """The GPU's compute capability, or without one that of the target
+    `program` was compiled for."""
     from fusec.runtime.device import gpu_available, select_device
 
     if gpu_available() and select_device("auto") == "gpu":
         from numba import cuda
 
         return device_cc(cuda)
-    return TARGET_CC
+    return program.target.compute_capability

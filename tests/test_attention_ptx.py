@@ -20,7 +20,7 @@ from fusec.codegen.attention_schedule import (
     AttentionTile,
     shared_bytes,
 )
-from fusec.codegen.ptx import TARGET_CC, kernel_workdir, program_signatures, run_without_simulator
+from fusec.codegen.ptx import kernel_workdir, program_signatures, run_without_simulator
 from fusec.scheduling.attention import legal_tiles
 
 # (head dim, tile): static and dynamic, one and two stages, 2-, 4- and 8-word
@@ -63,7 +63,7 @@ def _ptx() -> dict[tuple[int, AttentionTile], str]:
         ((name, sig),) = program_signatures(program).items()
         sources.append(program.kernels_source.replace(name, f"k{n}"))
         signatures[f"k{n}"] = sig
-    driver = _DRIVER.replace("tuple(TARGET_CC)", repr(TARGET_CC))
+    driver = _DRIVER.replace("tuple(TARGET_CC)", repr(H200.compute_capability))
     with kernel_workdir("\n".join(sources), signatures, "fusec-attn-ptx-") as work:
         run_without_simulator(driver, work, "(attention fragment loads)")
         return {key: (work / f"k{n}.ptx").read_text(encoding="utf-8")

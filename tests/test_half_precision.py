@@ -17,9 +17,10 @@ import pytest
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import Program
+from fusec.analysis.targets import H200
 from fusec.codegen.kernel_source import KERNEL_PRELUDE
 from fusec.codegen.ptx import _DRIVER as PTX_DRIVER  # pyright: ignore[reportPrivateUsage]
-from fusec.codegen.ptx import TARGET_CC, compile_program_ptx, kernel_workdir, run_without_simulator
+from fusec.codegen.ptx import compile_program_ptx, kernel_workdir, run_without_simulator
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.element_types import bf16_bits, element, round_to_bf16
 from fusec.dialects.nn_base import element_type_name
@@ -266,7 +267,7 @@ def test_an_in_kernel_uint64_view_gives_8_byte_half_loads() -> None:
     """The probe for vectorised half loads (docs/nn-dialect.md): numba needs
     a device to compile `ndarray.view` in a kernel, so this runs on a GPU."""
     with kernel_workdir(VECTOR_PROBE, {"k": [(1, "uint16"), (1, "uint16")]}, "fusec-probe-",
-                        cc=list(TARGET_CC)) as work:
+                        cc=list(H200.compute_capability)) as work:
         run_without_simulator(PTX_DRIVER, work, "(uint64 view probe)")
         ptx = (work / "0.ptx").read_text(encoding="utf-8")
     assert "ld.global.u64" in ptx or "ld.global.b64" in ptx or "ld.global.v2" in ptx, ptx

@@ -93,13 +93,14 @@ def test_save_kernels_writes_code_to_out_and_user_cache(saved_out: Path) -> None
     if find_ptxas() is not None:  # machine code for sm_90 beside the PTX
         assert code.cubin is not None and code.cubin.startswith(b"\x7fELF")
     kernels_py = (saved_out / "out" / "kernels.py").read_text()
-    from fusec.codegen.ptx import TARGET_CC, program_signatures
+    from fusec.analysis.targets import H200
+    from fusec.codegen.ptx import program_signatures
     from fusec.runtime.compiled_model import read_out
 
     program, _, _ = read_out(saved_out / "out")
     sig = program_signatures(program)[name]
     unit = units_of_source(kernels_py, [name])[name]
-    assert kernel_key(unit, sig, TARGET_CC) == key  # what the runtime asks for
+    assert kernel_key(unit, sig, H200.compute_capability) == key  # what the runtime asks for
     assert KernelStore(saved_out / "out" / "kernels").load(key, name) == code
 
 
