@@ -41,8 +41,8 @@ from xdsl.ir import BlockArgument
 from fusec.analysis.attention_pattern import AttentionPattern, match_attention
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.strided_view import StridedView
+from fusec.analysis.targets import Target
 from fusec.codegen.attention_schedule import (
-    STATIC_SHARED_LIMIT,
     VECTOR,
     AttentionShape,
     AttentionTile,
@@ -101,19 +101,20 @@ def find_pattern(body: GroupBody) -> AttentionPattern:
     raise op_error(body.group, "an attention group must hold softmax(f(Q @ K^T)) @ V")
 
 
-def emit(group: GroupOp, kernel_name: str) -> KernelSource:
-    """The kernel of a `kind = "attention"` group (see the module docstring)."""
+def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
+    """The kernel of a `kind = "attention"` group (see the module docstring);
+    its tiles are static shared arrays when they fit `target`'s static limit."""
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         pattern = find_pattern(body)
         shape = AttentionSizes.of(pattern)
-        tile = _tile(group)
+        tile = _tile(group, target)
         name = sanitize_identifier(kernel_name)
         qtiles = -(-shape.s // tile.block_q)
         grid = (max(1, numel(shape.batch)) * qtiles, 1, 1)
         block = (tile.threads, 1, 1)
         smem = shared_bytes(tile, shape.d, shape.dv, shape.element)
-        dynamic = smem > STATIC_SHARED_LIMIT
+        dynamic = smem > target.static_shared_limit
         notes = [
             f"O[{fmt(shape.out)}] = softmax(f(Q[{fmt(tensor_shape(pattern.qk.lhs))}] @ K^T)) @ "
             f"V[{fmt(tensor_shape(pattern.pv.rhs))}], online softmax, scores stay on chip",
@@ -138,7 +139,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         elif tile.splits > 1:
             from fusec.codegen.attention_split import emit_split  # it extends _Writer
 
-            return emit_split(flat, body, pattern, shape, tile, name, notes)
+            return emit_split(flat, body, pattern, shape, tile, name, notes, target)
         else:
             per_thread = (f"{tile.rows}x{tile.cols} scores and {tile.rows}x"
                           f"{tile.dims(shape.dv)} outputs per thread")
@@ -152,25 +153,26 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
                             shared_bytes=smem if dynamic else 0, notes=notes)
 
 
-def _tile(group: GroupOp) -> AttentionTile:
+def _tile(group: GroupOp, target: Target) -> AttentionTile:
     """The recorded tile (`analysis/schedule_choice.py` records one on every
-    attention group before code generation: the emitter chooses nothing)."""
+    attention group before code generation: the emitter chooses nothing),
+    checked against `target`."""
     tile = recorded_tile(group)
     if tile is None:
         raise op_error(group, "attention group has no #fusion.attention schedule "
                        "(tile-and-promote records one)")
-    if (problem := tile.problem()) is not None:
+    if (problem := tile.problem(target)) is not None:
         raise op_error(group, f"attention tile {tile.text()} is invalid: {problem}")
     return tile
 
 
-def group_tile(group: GroupOp) -> tuple[AttentionTile, AttentionSizes, int]:
-    """The tile of an attention group (recorded, else chosen for h200), its
-    sizes and its kernel's parameter count."""
+def group_tile(group: GroupOp, target: Target) -> tuple[AttentionTile, AttentionSizes, int]:
+    """The recorded tile of an attention group (checked against `target`),
+    its sizes and its kernel's parameter count."""
     with decomposed(group) as flat:
         body = GroupBody.of(flat)
         shape = AttentionSizes.of(find_pattern(body))
-    return _tile(group), shape, len(body.args) + 1
+    return _tile(group, target), shape, len(body.args) + 1
 
 
 def group_shape(group: GroupOp) -> AttentionShape:
@@ -181,9 +183,9 @@ def group_shape(group: GroupOp) -> AttentionShape:
     return shape.sizes(len(body.args) + 1)
 
 
-def group_registers(group: GroupOp) -> RegisterEstimate:
-    """The register estimate of an attention group's kernel."""
-    tile, shape, params = group_tile(group)
+def group_registers(group: GroupOp, target: Target) -> RegisterEstimate:
+    """The register estimate of an attention group's kernel on `target`."""
+    tile, shape, params = group_tile(group, target)
     return attention_registers(tile, shape.d, shape.dv, params)
 
 

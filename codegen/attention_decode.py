@@ -27,6 +27,7 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.targets import WARP_SIZE
 from fusec.codegen.attention import (
     F32,
     NEG_INF,
@@ -34,7 +35,7 @@ from fusec.codegen.attention import (
     AttentionSizes,
     _Writer,
 )
-from fusec.codegen.attention_schedule import WARP, AttentionTile, SplitPlan
+from fusec.codegen.attention_schedule import AttentionTile, SplitPlan
 from fusec.codegen.attention_split import (
     PARTIALS,
     SplitWriter,
@@ -65,7 +66,7 @@ def emit_decode(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,
     writer = DecodeWriter(body, pattern, shape, tile, qtiles, plan)
     grid = (max(1, numel(shape.batch)) * qtiles * plan.splits, 1, 1)
     block = (tile.threads, 1, 1)
-    per_thread = (f"{tile.rows}x{shape.d // WARP} Q and {tile.rows}x{shape.dv // WARP} "
+    per_thread = (f"{tile.rows}x{shape.d // WARP_SIZE} Q and {tile.rows}x{shape.dv // WARP_SIZE} "
                   f"outputs per lane, {plan.chunk_keys} keys per block")
     if plan.splits == 1:
         head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
@@ -98,12 +99,12 @@ class DecodeWriter(_Writer):
         super().__init__(body, p, shape, tile, qtiles)
         self.plan = plan
         self.warps = tile.lanes
-        self.dl, self.dvl = shape.d // WARP, shape.dv // WARP
+        self.dl, self.dvl = shape.d // WARP_SIZE, shape.dv // WARP_SIZE
 
     def lines(self) -> list[str]:
         t, plan = self.t, self.plan
         n = plan.splits
-        out = ["tid = cuda.threadIdx.x", f"lane = tid % {WARP}", f"w = tid // {WARP}",
+        out = ["tid = cuda.threadIdx.x", f"lane = tid % {WARP_SIZE}", f"w = tid // {WARP_SIZE}",
                f"sp = cuda.blockIdx.x % {n}  # this block's chunk of the keys",
                f"ks = sp * {plan.chunk_keys}",
                f"nsteps = min({plan.chunk_tiles}, {plan.steps} - sp * {plan.chunk_tiles})",
@@ -128,7 +129,7 @@ class DecodeWriter(_Writer):
                   f"Ls = cuda.shared.array(({w}, {bq}), {F32})",
                   f"Os = cuda.shared.array(({w}, {bq}, {dv}), {F32})"]
         return [*arrays, f"if {SIMULATED}:",
-                f"    X = cuda.shared.array(({w}, {WARP}, 8), {F32})", "else:",
+                f"    X = cuda.shared.array(({w}, {WARP_SIZE}, 8), {F32})", "else:",
                 f"    X = cuda.shared.array((1, 1, 8), {F32})  # unused: lanes shuffle"]
 
     def _load(self, which: str, row: str, dim: str) -> str:
@@ -165,7 +166,7 @@ class DecodeWriter(_Writer):
                 for d in range(1, self.dl):
                     acc = f"cuda.fma(qf{i}_{d}, kf{u}_{d}, {acc})"
                 lines.append(f"s{i}_{u} = {acc}")
-        step = WARP // 2
+        step = WARP_SIZE // 2
         while step >= 1:  # the warp's sum of the lanes' partial products
             lines += [f"s{i}_{u} += xor_lanes(X, w, lane, s{i}_{u}, {step})"
                       for i in range(t.rows) for u in u_keys]

@@ -12,9 +12,9 @@ split-KV (`codegen/attention_split.py`).
 
 from __future__ import annotations
 
+from fusec.analysis.targets import WARP_SIZE
 from fusec.codegen.register_model import RegisterEstimate
 
-WARP = 32
 DECODE_MAX_QUERIES = 4  # queries a warp holds (Q and the outputs stay in registers)
 DECODE_WARPS = (2, 4, 8)
 DECODE_MAX_UNROLL = 8
@@ -27,16 +27,17 @@ DECODE_MIN_REGISTERS = 32
 
 
 def decode_problem(block_q: int, block_k: int, rows: int, cols: int, stages: int,
-                   splits: int) -> str | None:
-    """Why a decode tile cannot be emitted, or None."""
+                   splits: int, max_threads: int) -> str | None:
+    """Why a decode tile cannot be emitted in blocks of at most `max_threads`
+    threads, or None."""
     if not 1 <= rows <= DECODE_MAX_QUERIES or block_q != rows:
         return f"a decode tile has block_q = rows <= {DECODE_MAX_QUERIES} queries"
     if not 1 <= cols <= DECODE_MAX_UNROLL or block_k % cols:
         return f"a decode tile has cols (keys per warp step) <= {DECODE_MAX_UNROLL} " \
                "dividing block_k"
     warps = block_k // cols
-    if not 1 <= warps <= 32:
-        return "a decode tile has 1 to 32 warps (block_k / cols)"
+    if not 1 <= warps <= max_threads // WARP_SIZE:
+        return f"a decode tile has 1 to {max_threads // WARP_SIZE} warps (block_k / cols)"
     if stages != 1 or splits < 1:
         return "a decode tile has one stage and splits >= 1"
     return None
@@ -44,8 +45,8 @@ def decode_problem(block_q: int, block_k: int, rows: int, cols: int, stages: int
 
 def decode_head_problem(d: int, dv: int) -> str | None:
     """Why head dims `d`, `dv` cannot take a decode tile, or None."""
-    if d % WARP or dv % WARP or d < WARP or dv < WARP:
-        return f"a decode tile needs head dims that are multiples of {WARP} (D {d}, Dv {dv})"
+    if d % WARP_SIZE or dv % WARP_SIZE or d < WARP_SIZE or dv < WARP_SIZE:
+        return f"a decode tile needs head dims that are multiples of {WARP_SIZE} (D {d}, Dv {dv})"
     return None
 
 
@@ -56,7 +57,7 @@ def decode_shared_words(rows: int, warps: int, dv: int) -> int:
 
 def decode_registers(rows: int, cols: int, d: int, dv: int, params: int) -> RegisterEstimate:
     """Registers per thread (see the constants above)."""
-    dl, dvl = -(-d // WARP), -(-dv // WARP)
+    dl, dvl = -(-d // WARP_SIZE), -(-dv // WARP_SIZE)
     parts = [("base", DECODE_BASE_REGISTERS),
              ("q and outputs", rows * (dl + dvl + 2)),
              ("rows in flight", cols * (dl + dvl)),

@@ -36,6 +36,7 @@ import re
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.targets import WARP_SIZE
 from fusec.codegen.attention import (
     ALIGN,
     F32,
@@ -53,7 +54,7 @@ from fusec.codegen.attention_mma_schedule import (
     split_offsets,
     staged_parts,
 )
-from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, WARP, AttentionTile
+from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, AttentionTile
 from fusec.codegen.group_body import GroupBody, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import float_literal, unravel
 from fusec.codegen.mma import mma_helpers
@@ -102,8 +103,8 @@ class MmaWriter(_Writer):
         w, t, sh = self, self.t, self.sh
         out = [
             "tid = cuda.threadIdx.x",
-            f"lane = tid % {WARP}",
-            f"wp = tid // {WARP}",
+            f"lane = tid % {WARP_SIZE}",
+            f"wp = tid // {WARP_SIZE}",
             "g = lane // 4",
             "t2 = (lane % 4) * 2",
             f"q0 = (cuda.blockIdx.x % {w.qtiles}) * {t.block_q}",
@@ -116,7 +117,7 @@ class MmaWriter(_Writer):
         ]
         if t.stages == 2:
             out += ["# the first K/V tile", *self._stage_kv_loop(str(w.kv_base), "0")]
-        out += [f"qf = {self.q_base} + (wp * {self.n_dims * WARP} + lane) * 4"]
+        out += [f"qf = {self.q_base} + (wp * {self.n_dims * WARP_SIZE} + lane) * 4"]
         for r in range(2):
             out += [f"qr{r} = q0 + wp * {MMA_ROWS} + g + {8 * r}",
                     f"qc{r} = min(qr{r}, {sh.s - 1})",  # side inputs of rows past S
@@ -133,7 +134,7 @@ class MmaWriter(_Writer):
         size = 0 if self.dynamic else words
         alias = ["Qt = SM", "KV = SM"]
         sim = [f"SM = cuda.shared.array({size}, {F32})", *alias,
-               f"X = cuda.shared.array(({warps}, {WARP}, 8), {F32})"]
+               f"X = cuda.shared.array(({warps}, {WARP_SIZE}, 8), {F32})"]
         gpu = [f"SM = cuda.shared.array({size}, {F32}, alignment={ALIGN})", *alias,
                f"X = cuda.shared.array((1, 1, 8), {F32})  # unused: lanes shuffle"]
         return [f"if {SIMULATED}:", *indent(sim, 1), "else:", *indent(gpu, 1)]
@@ -204,7 +205,7 @@ class MmaWriter(_Writer):
         r, col = _u(r), _u(col)
         frag = f"({r} // {_u(MMA_ROWS)}) * {_u(self.n_dims)} + {col} // {_u(MMA_K)}"
         lane = f"({r} % {_u(8)}) * {_u(4)} + ({col} % {_u(MMA_K)}) // {_u(2)}"
-        return (f"{base} + (({frag}) * {_u(WARP)} + {lane}) * {_u(4)} + ({col} % {_u(2)}) * "
+        return (f"{base} + (({frag}) * {_u(WARP_SIZE)} + {lane}) * {_u(4)} + ({col} % {_u(2)}) * "
                 f"{_u(2)} + ({r} // {_u(8)}) % {_u(2)}")
 
     def _dest(self, tile: _Tile, offset: str) -> str:
@@ -278,7 +279,7 @@ class MmaWriter(_Writer):
         """`qa<kk>`: this lane's Q fragment of dims `8 kk + t2 (+1)`, rows g
         and g + 8 of its warp: one vector in fragment order (`_q_slot`),
         and one of its small parts for f32."""
-        name, at = f"qa{kk}", f"qf + {kk * WARP * 4}"
+        name, at = f"qa{kk}", f"qf + {kk * WARP_SIZE * 4}"
         lines = [f"{name}_0, {name}_2, {name}_1, {name}_3 = ld_vec4_f32(Qt, {at})"]
         if not self.split:
             return [*lines, self._frag_a(name)]

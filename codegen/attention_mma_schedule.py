@@ -30,7 +30,6 @@ from fusec.codegen.register_model import RegisterEstimate
 if TYPE_CHECKING:
     from fusec.codegen.attention_schedule import AttentionTile
 
-WARP = 32
 PRODUCT_FLOPS = 2 * 16 * 8 * 8  # one mma.m16n8k8
 TF32_PASSES = 3  # an f32 product is three TF32 products (`codegen/mma.py`)
 PAIR_ROW = 16  # rows are 8 (mod PAIR_ROW) words: conflict-free 8-byte fragment loads

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation
 
-from fusec.analysis.targets import STATIC_SHARED_BYTES, Target
+from fusec.analysis.targets import WARP_SIZE, Target
 from fusec.codegen.attention_decode_schedule import (
     decode_problem,
     decode_registers,
@@ -40,13 +40,10 @@ from fusec.codegen.attention_mma_schedule import (
 from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects.schedule import SCHEDULE_KEY, AttentionSchedule
 
-WARP = 32
 MMA_ROWS = 16  # queries per warp of an mma tile (the m of mma.m16n8k8)
 MMA_K = 8  # keys (and head dims) per product of an mma tile (its n and k)
 VECTOR = 4  # f32 words per 16-byte shared-memory access
 ITEM = 4  # shared tiles hold f32 (half-precision operands are widened when staged)
-STATIC_SHARED_LIMIT = STATIC_SHARED_BYTES  # what a numba kernel may declare statically: past it
-# the tiles are taken from dynamic shared memory (up to the target's per-block limit)
 BANK_SKEW = 4  # transposed tiles' rows are padded to 4 (mod 32) words: staging stores hit
 # 32 distinct banks when a warp writes 4 rows x 8 head dims.
 
@@ -122,39 +119,40 @@ class AttentionTile:
     @property
     def threads(self) -> int:
         if self.engine == "mma":
-            return self.block_q // MMA_ROWS * WARP
+            return self.block_q // MMA_ROWS * WARP_SIZE
         if self.engine == "decode":
-            return self.lanes * WARP  # lanes: the warps
+            return self.lanes * WARP_SIZE  # lanes: the warps
         return self.row_groups * self.lanes
 
     def dims(self, dv: int) -> int:
         """Output head dims a thread accumulates."""
         return -(-dv // self.lanes)
 
-    def problem(self) -> str | None:
-        """Why the tile cannot be emitted, or None."""
+    def problem(self, target: Target) -> str | None:
+        """Why the tile cannot be emitted on `target`, or None."""
+        most = target.max_threads_per_block
         if self.engine == "mma":
             if self.rows != MMA_ROWS or self.cols != self.block_k or self.block_q % MMA_ROWS \
                     or self.block_k % MMA_K or self.block_k < MMA_K:
                 return "an mma tile has 16 rows, cols = block_k, and block_k a multiple of 8"
-            if self.threads > 1024 or self.stages not in (1, 2):
-                return "at most 1024 threads, stages 1 or 2"
+            if self.threads > most or self.stages not in (1, 2):
+                return f"at most {most} threads, stages 1 or 2"
             if self.splits != 1:
                 return "an mma tile takes no splits (split-KV is a simt schedule)"
             return None
         if self.engine == "decode":
             return decode_problem(self.block_q, self.block_k, self.rows, self.cols, self.stages,
-                                  self.splits)
+                                  self.splits, most)
         if self.splits < 1:
             return "splits must be >= 1"
         lanes = self.lanes
         if min(self.block_q, self.block_k, self.rows, self.cols) < 1 or \
                 self.block_q % self.rows or self.block_k % self.cols:
             return "rows must divide block_q and cols block_k"
-        if lanes & (lanes - 1) or lanes > WARP or self.threads % min(WARP, self.threads):
+        if lanes & (lanes - 1) or lanes > WARP_SIZE or self.threads % min(WARP_SIZE, self.threads):
             return "block_k / cols must be a power of two <= 32"
-        if self.threads > 1024 or self.stages not in (1, 2):
-            return "at most 1024 threads, stages 1 or 2"
+        if self.threads > most or self.stages not in (1, 2):
+            return f"at most {most} threads, stages 1 or 2"
         return None
 
     def text(self) -> str:
@@ -235,7 +233,7 @@ def recorded_tile(group: Operation) -> AttentionTile | None:
 
 def padded(width: int) -> int:
     """A transposed tile's row length: >= width, 4 (mod 32) words."""
-    return width + (BANK_SKEW - width) % WARP
+    return width + (BANK_SKEW - width) % WARP_SIZE
 
 
 def vwidth(tile: AttentionTile, dv: int) -> int:
@@ -334,10 +332,10 @@ def step_clocks(tile: AttentionTile, target: Target, d: int, dv: int,
     An mma tile: `codegen/attention_mma_schedule.mma_step_clocks`."""
     if tile.engine == "mma":
         return mma_step_clocks(tile, target, d, dv, element)
-    warps = -(-tile.threads // WARP)
+    warps = -(-tile.threads // WARP_SIZE)
     dims = tile.dims(dv)
-    groups = max(1, WARP // tile.lanes)  # row groups per warp (they read distinct Q/P rows)
-    lanes = min(tile.lanes, WARP)
+    groups = max(1, WARP_SIZE // tile.lanes)  # row groups per warp (they read distinct Q/P rows)
+    lanes = min(tile.lanes, WARP_SIZE)
     fmas = d * tile.rows * tile.cols + tile.block_k * tile.rows * dims
     fma_clocks = tile.threads * fmas / target.fma_lanes_per_sm
     words = d * (groups * tile.rows + lanes * tile.cols)  # Q and K fragments

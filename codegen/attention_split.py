@@ -28,10 +28,10 @@ from __future__ import annotations
 import dataclasses
 
 from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.targets import Target
 from fusec.codegen.attention import (
     F32,
     NEG_INF,
-    STATIC_SHARED_LIMIT,
     ZERO,
     AttentionSizes,
     _Writer,
@@ -67,12 +67,13 @@ def partial_rows(shape: AttentionSizes) -> int:
 
 def emit_split(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,
                shape: AttentionSizes, tile: AttentionTile, name: str,
-               notes: list[str]) -> KernelSource:
-    """The combine kernel, with the partials kernel in its `before`."""
+               notes: list[str], target: Target) -> KernelSource:
+    """The combine kernel, with the partials kernel in its `before` (its
+    tiles dynamic past `target`'s static shared-memory limit)."""
     plan = tile.split_plan(shape.skv)
     qtiles = -(-shape.s // tile.block_q)
     smem = shared_bytes(tile, shape.d, shape.dv, shape.element)
-    dynamic = smem > STATIC_SHARED_LIMIT
+    dynamic = smem > target.static_shared_limit
     spaces = workspaces(shape, plan)
     held = [KernelParam("workspace", k, (numel(w.shape),)) for k, w in enumerate(spaces)]
     notes = [*notes, f"split-KV: {plan.splits} chunks of {plan.chunk_keys} keys "

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from fusec.codegen import attention, contraction, layout, pointwise, reduction, window
 from fusec.codegen.library_gemm import LibraryGemmWriter
-from fusec.codegen.writers import NumbaWriter, Writer, register_writer
+from fusec.codegen.writers import NumbaWriter, Writer, ignoring_target, register_writer
 
 BUILTIN_WRITERS: tuple[Writer, ...] = (
-    NumbaWriter("pointwise", pointwise.emit),
-    NumbaWriter("layout", layout.emit),
-    NumbaWriter("reduction", reduction.emit),
-    NumbaWriter("contraction", contraction.emit),
+    NumbaWriter("pointwise", ignoring_target(pointwise.emit)),
+    NumbaWriter("layout", ignoring_target(layout.emit)),
+    NumbaWriter("reduction", ignoring_target(reduction.emit)),
+    NumbaWriter("contraction", ignoring_target(contraction.emit)),
     NumbaWriter("window", window.emit),
     NumbaWriter("attention", attention.emit),
     LibraryGemmWriter(),

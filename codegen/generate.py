@@ -230,7 +230,8 @@ class _FunctionBuilder:
         kind = group_attr(group, "kind", "")
         writer = writer_for(group)
         try:
-            kernel = writer.write(WriteTask(group, kernel_name, group_name, self.value_id))
+            kernel = writer.write(WriteTask(group, kernel_name, group_name, self.value_id,
+                                            self.target))
         except NotImplementedError as err:  # a writer's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
         if isinstance(kernel, KernelLaunch):  # a library call: no kernel of kernels.py

@@ -47,7 +47,7 @@ later passes need into a shared-memory row cache and each thread reads back
 its own elements (no barrier needed). The cache holds either the row-varying
 inputs the later passes read or the values they need that no reduction feeds
 (`x + r` before a layer norm rather than `x` and `r`), whichever is smaller,
-as far as it fits `SHARED_BUDGET_BYTES` beside the tree scratch; what does
+as far as it fits the target's static shared memory beside the tree scratch; what does
 not fit is recomputed from global memory (mostly hitting L2).
 
 Mean and variance follow the IR: `reduce_mean` is the sum divided by the

@@ -37,8 +37,9 @@ from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.diagnostics import InternalError
 from fusec.analysis.reduction_views import Layout, folded_views, natural_layout, read_layout
-from fusec.analysis.targets import STATIC_SHARED_BYTES, Target
+from fusec.analysis.targets import WARP_SIZE, Target
 from fusec.codegen.group_body import compute_type
 from fusec.codegen.reduction_online import online_pair
 from fusec.codegen.reduction_plan import RowAnalysis
@@ -47,22 +48,19 @@ from fusec.dialects.schedule import ReductionSchedule
 
 BLOCK_THREADS = 256  # threads per block
 MAX_LANES = 256  # threads cooperating on one row (a power of two)
-COLUMN_ROWS = 32  # rows per block in the column schedule: one warp of consecutive rows
-SHARED_BUDGET_BYTES = STATIC_SHARED_BYTES  # static shared memory a block may declare
+COLUMN_ROWS = WARP_SIZE  # rows per block in the column schedule: one warp of consecutive rows
 # Register-resident rows: at most this many row elements per lane. Measured on
 # H200 (2026-11-30, 16384 rows of 4096 f32): softmax with 32 elements x 128
 # lanes ran at 93% of copy bandwidth, 16 x 256 at 88%, 8 x 512 at 75%,
 # 4 x 1024 at 52%; add + layer_norm + gelu 82%, 80%, 77%, 54%; 64 x 64 lanes
 # 83% and 66%.
 REGISTER_ELEMS = 32
-# Lanes of one register-resident row at most (a CUDA block holds 1024 threads).
-MAX_REGISTER_LANES = 1024
 # Threads per block of the register schedule (more rows per block when rows
 # are short): the measured 4096-element rows ran best as one 128-lane row.
 REGISTER_BLOCK_THREADS = 128
 # Lanes of a row at least, when the row is that long: one warp reads one
 # contiguous 128-byte line per element.
-MIN_REGISTER_LANES = 32
+MIN_REGISTER_LANES = WARP_SIZE
 # Threads a reduction should run as, at least: `FILL_WAVES` times what the
 # target holds at once (H200: 132 SMs x 2048), so the last wave's idle SMs
 # cost little. A schedule with fewer than half as many splits its rows over
@@ -78,11 +76,6 @@ MAX_SPLITS = 4096
 # another so their loads are in flight together: one load per lane at a time
 # keeps about 8 KB in flight per SM, far from what HBM needs.
 STREAM_UNROLL = 4
-# Threads per block at most (the CUDA limit): a multi-pass reduction that
-# cannot split its rows over blocks (`splittable`) widens its lanes along the
-# reduced axis up to this many threads per block when its rows are too few
-# to fill the GPU.
-MAX_BLOCK_THREADS = 1024
 # Columns of a column block at least, when a wide block trades columns for
 # lanes: a warp then reads two rows of 64 contiguous bytes (whole sectors).
 MIN_COLUMN_ROWS = 16
@@ -90,7 +83,8 @@ MIN_COLUMN_ROWS = 16
 
 @dataclass(frozen=True)
 class ReductionOptions:
-    """Tunables of the reduction schedule (defaults: the named constants).
+    """Tunables of the reduction schedule (defaults: the named constants;
+    None: the target's limit, which `for_target` fills in).
 
     `registers` allows the register-resident row schedule
     (`codegen/reduction_registers.py`) for row (not column) reductions whose
@@ -99,17 +93,19 @@ class ReductionOptions:
 
     block_threads: int = BLOCK_THREADS
     max_lanes: int = MAX_LANES
-    shared_budget: int = SHARED_BUDGET_BYTES
+    shared_budget: int | None = None  # bytes of shared memory (None: the target's static limit)
     registers: bool = True
     register_elems: int = REGISTER_ELEMS
-    max_register_lanes: int = MAX_REGISTER_LANES
+    # Lanes of one register-resident row at most (None: the target's block limit).
+    max_register_lanes: int | None = None
     split: bool = True  # rows split over blocks when they cannot fill the GPU
     fill_threads: int = 0  # 0: FILL_WAVES x the target's resident threads (for_target)
     min_split_elems: int = MIN_SPLIT_ELEMS
     unroll: int = STREAM_UNROLL
     # Threads per block at most when a schedule that cannot split widens its
-    # lanes to fill the GPU (see `_widen`).
-    max_block_threads: int = MAX_BLOCK_THREADS
+    # lanes along the reduced axis to fill the GPU (see `_widen`; None: the
+    # target's block limit).
+    max_block_threads: int | None = None
     # A softmax's max and sum of exps in one pass when its row is re-read
     # from memory (`codegen/reduction_online.py`): two reads, not three.
     online: bool = True
@@ -126,14 +122,28 @@ DEFAULT_OPTIONS = ReductionOptions()
 def for_target(target: Target, opts: ReductionOptions | None = None,
                shared_limit: int = 0) -> ReductionOptions:
     """`opts` (default `DEFAULT_OPTIONS`) on `target`: the threads that fill
-    it, and the shared-memory budget no larger than `shared_limit` (0: none)."""
+    it, the target's limits where `opts` leaves them open, and the
+    shared-memory budget no larger than `shared_limit` (0: none)."""
     opts = opts or DEFAULT_OPTIONS
     fill = opts.fill_threads or FILL_WAVES * target.max_resident_threads
-    budget = min(opts.shared_budget, shared_limit) if shared_limit else opts.shared_budget
+    own = target.static_shared_limit if opts.shared_budget is None else opts.shared_budget
+    budget = min(own, shared_limit) if shared_limit else own
+    most = target.max_threads_per_block
+    lanes = most if opts.max_register_lanes is None else opts.max_register_lanes
     # A block of more threads could not launch with the registers the target
     # budgets per thread (numba sets no register cap).
-    block = min(opts.max_block_threads, target.registers_per_sm // target.register_budget)
-    return replace(opts, fill_threads=fill, shared_budget=budget, max_block_threads=block)
+    block = min(most if opts.max_block_threads is None else opts.max_block_threads,
+                target.registers_per_sm // target.register_budget)
+    return replace(opts, fill_threads=fill, shared_budget=budget, max_register_lanes=lanes,
+                   max_block_threads=block)
+
+
+def _limit(value: int | None) -> int:
+    """A limit of options `for_target` resolved (None there is a bug)."""
+    if value is None:
+        raise InternalError("reduction options used before for_target filled in the target's "
+                            "limits")
+    return value
 
 
 @dataclass
@@ -195,7 +205,7 @@ def plan_schedule(ra: RowAnalysis, opts: ReductionOptions) -> RowSchedule:
     cache_bytes = 0
     for v in cache_candidates(ra):
         size = rows * ra.row_length * _bytes(v)
-        if scratch + cache_bytes + size <= opts.shared_budget:
+        if scratch + cache_bytes + size <= _limit(opts.shared_budget):
             cached.append(v)
             cache_bytes += size
     sched = RowSchedule(column, lanes, rows, cached, scratch, cache_bytes, unroll=opts.unroll,
@@ -232,8 +242,8 @@ def _widen(ra: RowAnalysis, sched: RowSchedule, opts: ReductionOptions) -> None:
         return sched.grid(ra.rows)[0] * sched.rows_per_block * sched.lanes
 
     while 2 * threads() <= opts.fill_threads and sched.lanes * sched.vector < ra.row_length:
-        if (2 * sched.lanes * sched.rows_per_block <= opts.max_block_threads
-                and sched.cache_bytes + 2 * sched.scratch_bytes <= opts.shared_budget):
+        if (2 * sched.lanes * sched.rows_per_block <= _limit(opts.max_block_threads)
+                and sched.cache_bytes + 2 * sched.scratch_bytes <= _limit(opts.shared_budget)):
             sched.scratch_bytes *= 2
         elif sched.column and sched.rows_per_block > MIN_COLUMN_ROWS and not sched.cached:
             sched.rows_per_block //= 2
@@ -293,7 +303,7 @@ def _register_schedule(ra: RowAnalysis, opts: ReductionOptions,
     elements; None when even the widest row of lanes would need more."""
     want = _pow2_at_least(-(-ra.row_length // max(opts.register_elems, vec)))
     lanes = max(min(MIN_REGISTER_LANES, _pow2_at_least(ra.row_length // vec)), want)
-    if lanes > opts.max_register_lanes:
+    if lanes > _limit(opts.max_register_lanes):
         return None
     rows = max(1, min(REGISTER_BLOCK_THREADS // lanes, _pow2_at_least(ra.rows)))
     scratch = sum(rows * lanes * _bytes(r.results[0]) for r in ra.reductions)

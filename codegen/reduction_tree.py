@@ -23,12 +23,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fusec.analysis.targets import WARP_SIZE
 from fusec.codegen.group_body import compute_type
 from fusec.codegen.kernel_source import float_literal, int_literal, max_expr, min_expr
 from fusec.dialects import nn
 
-# Threads of a warp: the reach of a shuffle.
-WARP_SIZE = 32
 # True while kernels run in numba's CUDA simulator, which has no warp
 # shuffles; a compile-time constant on the GPU, so the branch not taken is
 # removed before PTX is written.

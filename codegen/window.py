@@ -37,6 +37,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.targets import Target
 from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.group_body import (
     POINT_KINDS,
@@ -121,10 +122,10 @@ def analyze(body: GroupBody) -> WindowShape:
     return WindowShape(body, op, x, out, (kernel[0], kernel[1]), op.strides, op.pads, [1, 1])
 
 
-def emit(group: GroupOp, kernel_name: str) -> KernelSource:
+def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
     """The kernel of a `kind = "window"` group (see the module docstring)
     on the path its `#fusion.window` schedule names: conv + pool, a tiled
-    kernel, or the direct kernel."""
+    kernel (checked against `target`'s limits), or the direct kernel."""
     schedule = group_schedule(group, WindowSchedule)
     path = schedule.str_field("path")
     with decomposed(group) as flat:
@@ -138,7 +139,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         if path != "direct":
             from fusec.codegen.window_tiled import emit_tiled
 
-            return emit_tiled(flat, kernel_name, w, _recorded_schedule(group, w))
+            return emit_tiled(flat, kernel_name, w, _recorded_schedule(group, w, target))
         name = kernel_name  # from NameTable: unique in kernels.py
         total = numel(w.out)
         grid, block = grid_stride_launch(total)
@@ -154,12 +155,13 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
 
 
-def _recorded_schedule(group: GroupOp, w: WindowShape) -> TiledWindow:
-    """The tiled schedule `tile-and-promote` recorded on the group, checked."""
+def _recorded_schedule(group: GroupOp, w: WindowShape, target: Target) -> TiledWindow:
+    """The tiled schedule `tile-and-promote` recorded on the group, checked
+    against `target`."""
     plan = recorded_plan(group)
     assert plan is not None
     tiled = TiledWindow(geometry(w.op), plan)
-    problem = check_plan(tiled)
+    problem = check_plan(tiled, target)
     if problem is not None:
         raise op_error(group, f"cannot build the recorded window schedule: {problem}")
     return tiled

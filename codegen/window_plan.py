@@ -39,17 +39,13 @@ from typing import Literal
 
 from xdsl.ir import Operation
 
-from fusec.analysis.targets import STATIC_SHARED_BYTES
+from fusec.analysis.targets import WARP_SIZE, Target
 from fusec.codegen.group_body import compute_type
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.schedule import SCHEDULE_KEY, WindowSchedule
 
-# numba allocates `cuda.shared.array` statically, and a block's static shared
-# memory is capped at 48 KiB whatever the GPU offers dynamically.
-STATIC_SHARED_LIMIT = STATIC_SHARED_BYTES
-MAX_THREADS = 1024
-MIN_THREADS = 32  # a block stages its tiles with at least a warp
+MIN_THREADS = WARP_SIZE  # a block stages its tiles with at least a warp
 
 # Statements a window kernel may unroll in its text per loop body: past it
 # the taps (per input channel; the channels of a step are a loop already)
@@ -395,8 +391,10 @@ def window_op(group: GroupOp) -> Operation | None:
     return wins[0] if len(wins) == 1 else None
 
 
-def check_plan(tiled: TiledWindow) -> str | None:
-    """Why a (recorded) plan cannot be built, or None when it can."""
+def check_plan(tiled: TiledWindow, target: Target) -> str | None:
+    """Why a (recorded) plan cannot be built on `target`, or None when it
+    can: numba allocates `cuda.shared.array` statically, so the tiles must
+    fit the target's static shared memory whatever it offers dynamically."""
     p, mode = tiled.plan, tiled.mode
     if p.oc_t % p.ot or (mode != "pixels" and p.th % p.pt) or (mode == "pixels" and p.tw % p.pt):
         return f"window_tile {p.text()} is not a whole number of thread tiles"
@@ -404,8 +402,8 @@ def check_plan(tiled: TiledWindow) -> str | None:
         return "a depthwise window plan has one channel per block and per thread"
     if mode == "pixels" and p.th != 1:
         return "a 1x1 conv's pixel tile is one row (th = 1)"
-    if tiled.threads > MAX_THREADS:
+    if tiled.threads > target.max_threads_per_block:
         return f"window_tile {p.text()} needs {tiled.threads} threads per block"
-    if tiled.shared_bytes > STATIC_SHARED_LIMIT:
+    if tiled.shared_bytes > target.static_shared_limit:
         return f"window_tile {p.text()} needs {tiled.shared_bytes} bytes of shared memory"
     return None

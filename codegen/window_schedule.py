@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from fusec.analysis.targets import Target
 from fusec.codegen.window_plan import (
-    STATIC_SHARED_LIMIT,
     TiledWindow,
     WindowGeometry,
     WindowPlan,
@@ -163,10 +163,11 @@ def shrink_steps(tiled: TiledWindow) -> Iterator[TiledWindow]:
         yield cur
 
 
-def fit_shared(tiled: TiledWindow, limit: int) -> TiledWindow | None:
+def fit_shared(tiled: TiledWindow, limit: int, target: Target) -> TiledWindow | None:
     """The first of `tiled` and its shrink steps whose shared memory fits
-    `limit` (and the static 48 KiB), or None."""
-    limit = min(limit, STATIC_SHARED_LIMIT)
+    `limit` (and `target`'s static shared memory: the tiles are static
+    arrays), or None."""
+    limit = min(limit, target.static_shared_limit)
     if tiled.shared_bytes <= limit:
         return tiled
     return next((t for t in shrink_steps(tiled) if t.shared_bytes <= limit), None)

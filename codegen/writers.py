@@ -19,7 +19,7 @@ recorded on it; `writer_for` finds the writer of its (backend, kind);
 
 ```python
 from fusec.codegen.writers import WriteTask, writer_for
-written = writer_for(group).write(WriteTask(group, "f_g0_exp", "g0", value_id))
+written = writer_for(group).write(WriteTask(group, "f_g0_exp", "g0", value_id, target))
 # a KernelSource (generated source) or a KernelLaunch (a library call)
 ```
 """
@@ -36,6 +36,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.diagnostics import InternalError
 from fusec.analysis.group_kind import find_kind, group_kind, kind_name
 from fusec.analysis.program import KernelLaunch
+from fusec.analysis.targets import Target
 from fusec.codegen.kernel_source import KernelSource
 from fusec.dialects.fusion import GroupOp
 
@@ -53,6 +54,9 @@ GEMM_ATTR = "gemm"
 ValueId = Callable[[SSAValue, Operation | None], str]
 """The id plan.json gives a value (`v3`), assigned on first sight; an
 unsupported element type is reported at the operation given."""
+
+Emit = Callable[[GroupOp, str, Target], KernelSource]
+"""A numba emitter: (scheduled group, kernel name, target) -> its kernel."""
 
 Written = KernelSource | KernelLaunch
 """What a writer returns: a generated kernel (`KernelSource`: its source goes
@@ -76,6 +80,8 @@ class WriteTask:
     value_id: ValueId
     """Plan ids of the group's operands and results, for a writer that
     names them itself (a library call's `a`, `b`, `c`)."""
+    target: Target
+    """The target the group's schedule was chosen for (its limits)."""
 
 
 @runtime_checkable
@@ -98,16 +104,21 @@ class Writer(Protocol):
 
 @dataclass(frozen=True)
 class NumbaWriter:
-    """A "numba" writer for the kind `kind`: `emit(group, kernel_name)`, the
-    kind's emitter, writes the kernel's source."""
+    """A "numba" writer for the kind `kind`: `emit(group, kernel_name,
+    target)`, the kind's emitter, writes the kernel's source."""
 
     kind: str
-    emit: Callable[[GroupOp, str], KernelSource]
+    emit: Emit
     backend: str = NUMBA
 
     def write(self, task: WriteTask) -> Written:
         """The emitter's kernel, named `task.kernel_name`."""
-        return self.emit(task.group, task.kernel_name)
+        return self.emit(task.group, task.kernel_name, task.target)
+
+
+def ignoring_target(emit: Callable[[GroupOp, str], KernelSource]) -> Emit:
+    """An emitter whose kernels read no target fact, as a `NumbaWriter`'s."""
+    return lambda group, kernel_name, _target: emit(group, kernel_name)
 
 
 _REGISTRY: dict[tuple[str, str], Writer] = {}

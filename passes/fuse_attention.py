@@ -44,7 +44,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from fusec.analysis.attention_pattern import AttentionPattern, Refusal, match_attention
 from fusec.analysis.dependency_graph import value_names
 from fusec.analysis.remarks import RemarkCollector, format_bytes
-from fusec.analysis.targets import Target, resolve_target, unknown_target
+from fusec.analysis.targets import WARP_SIZE, Target, resolve_target, unknown_target
 from fusec.codegen.attention import attention_shape
 from fusec.codegen.attention_schedule import AttentionTile
 from fusec.dialects import nn
@@ -161,7 +161,7 @@ class _Fuser:
             self.remarks.add("missed", f"{where}: {tile}")
             return
         tile = normalized_splits(tile, shape)
-        if (problem := tile.problem()) is not None:
+        if (problem := tile.problem(self.target)) is not None:
             self.remarks.add("missed", f"{where}: tile {tile.text()} is invalid: {problem}")
             return
         fused = fused_time(tile, shape, self.target)
@@ -237,9 +237,12 @@ class FuseAttentionPass(ModulePass):
             raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
         if self.engine not in ("simt", "mma", "decode"):
             raise ValueError("engine must be simt, mma or decode")
+        # A fixed tile must launch on the target asked for (its block limit).
+        target, _ = resolve_target(self.target)
         if self.engine == "decode":
             if self.block_q or self.block_k or self.rows or self.stages != 1 or \
-                    self.threads % 32 or not 0 <= self.threads <= 1024 or self.cols < 0:
+                    self.threads % WARP_SIZE or \
+                    not 0 <= self.threads <= target.max_threads_per_block or self.cols < 0:
                 raise ValueError("engine=decode takes threads (a multiple of 32), cols and "
                                  "splits only")
             return
@@ -253,7 +256,7 @@ class FuseAttentionPass(ModulePass):
             raise ValueError("block_q, block_k, rows and cols must be given together"
                              if self.engine == "simt" else
                              "block_q and block_k must be given together")
-        if any(fixed) and (problem := self._fixed().problem()) is not None:
+        if any(fixed) and (problem := self._fixed().problem(target)) is not None:
             raise ValueError(f"tile {self._fixed().text()} is invalid: {problem}")
 
     def _fixed(self) -> AttentionTile:

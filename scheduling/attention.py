@@ -113,7 +113,7 @@ def legal_tiles(shape: AttentionShape, target: Target, limit: int | None = None,
     for t in simt + mma:
         bq, bk = t.block_q, t.block_k
         fewest = MIN_SPLIT_THREADS if t.splits > 1 else MIN_THREADS
-        if t.problem() is not None or not fewest <= t.threads <= MAX_THREADS:
+        if t.problem(target) is not None or not fewest <= t.threads <= MAX_THREADS:
             continue
         if bq > max(BLOCK_Q[0], shape.s) or bk > max(BLOCK_K[0], shape.skv):
             continue
@@ -148,7 +148,7 @@ def forced_decode_tile(shape: AttentionShape, target: Target, warps: int, unroll
     if (problem := decode_head_problem(shape.d, shape.dv)) is not None:
         return problem
     tile = AttentionTile.decode(shape.s, warps, unroll or DECODE_UNROLL)
-    if (problem := tile.problem()) is not None:
+    if (problem := tile.problem(target)) is not None:
         return problem
     n = splits or choose_decode_splits(tile, shape, target)
     return normalized_splits(replace(tile, splits=n), shape)
@@ -192,7 +192,7 @@ def split_tiles(shape: AttentionShape, target: Target, splits: int | None = None
     for bq, bk, rows, cols in itertools.product(block_q, BLOCK_K, sorted({*SPLIT_ROWS, *ROWS}),
                                                 sorted({*SPLIT_COLS, *COLS})):
         tile = AttentionTile(bq, bk, rows, cols)
-        if tile.problem() is not None:
+        if tile.problem(target) is not None:
             continue
         n = splits or choose_splits(tile, shape, target)
         if n > 1:

@@ -226,7 +226,7 @@ def _generate(group: GroupOp, target: Target) -> tuple[KernelSource, list[tuple[
     clone = group.clone()
     ensure_schedules([clone], target)
     name = group_attr(clone, "name", "?")
-    written = writer_for(clone).write(WriteTask(clone, PROBE_KERNEL, name, _local_ids()))
+    written = writer_for(clone).write(WriteTask(clone, PROBE_KERNEL, name, _local_ids(), target))
     if not isinstance(written, KernelSource):
         raise InternalError(f"group {name} runs on backend \"{group_backend(clone)}\", "
                             "which writes no kernel for ptxas to count")

@@ -88,7 +88,7 @@ def test_decode_schedule_round_trips(text: str) -> None:
     assert isinstance(attr, AttentionSchedule)
     assert str(attr) == text
     tile = AttentionTile.of(attr)
-    assert tile.engine == "decode" and tile.attr() == attr and tile.problem() is None
+    assert tile.engine == "decode" and tile.attr() == attr and tile.problem(H200) is None
 
 
 def test_decode_schedule_rejects_bad_threads() -> None:

@@ -19,7 +19,6 @@ from test_attention import PIPELINE, _causal_constant, attention_text
 
 from fusec.analysis.targets import H200, TARGETS
 from fusec.codegen.attention_schedule import (
-    STATIC_SHARED_LIMIT,
     AttentionShape,
     AttentionTile,
     shared_bytes,
@@ -45,7 +44,7 @@ def _causal(s: int, d: int) -> str:
 
 def _dynamic_launch(program: Any) -> Any:
     (launch,) = program.functions["f"].launches
-    assert launch.shared_bytes > STATIC_SHARED_LIMIT
+    assert launch.shared_bytes > H200.static_shared_limit
     assert "cuda.shared.array(0, float32" in program.kernels_source
     return launch
 
@@ -86,7 +85,7 @@ def test_launch_carries_the_bytes_and_the_attribute_is_raised_once() -> None:
     assert allow_launches([launch], [kernel], setter) == 1
     assert asked == [(0x5E1, launch.shared_bytes)]
     assert allow_launches([launch], [kernel], setter) == 0  # once per loaded kernel
-    assert not allow_dynamic_shared(_fake_kernel(0x5E2), STATIC_SHARED_LIMIT, setter)
+    assert not allow_dynamic_shared(_fake_kernel(0x5E2), H200.static_shared_limit, setter)
     assert allow_dynamic_shared(kernel, launch.shared_bytes + 1024, setter)  # more: again
     assert len(asked) == 2
 
@@ -105,7 +104,7 @@ def test_legal_tiles_fit_each_targets_dynamic_limit(name: str, d: int) -> None:
         # at D = 128 a two-stage tile needs more than the budget's 128 registers
         # (ptxas: 130 for the smallest, tests/test_attention_registers.py)
         assert any(t.stages == 2 for t in tiles if t.engine == "simt") == (d == 64)
-        assert any(shared_bytes(t, d, d) > STATIC_SHARED_LIMIT for t in tiles)
+        assert any(shared_bytes(t, d, d) > H200.static_shared_limit for t in tiles)
     # a smaller per-block limit (--shared-memory-limit) is respected too
     assert all(shared_bytes(t, d, d) <= 40000 for t in legal_tiles(shape, target, 40000))
 
@@ -137,7 +136,7 @@ def test_dynamic_shared_tile_on_gpu_matches_the_reference() -> None:
     # 85504 bytes, two stages; 128 registers (ptxas) x 512 threads fill an SM
     tile = "block_q=128 block_k=32 rows=4 cols=2 stages=2"
     program = compile_text(text, _fixed(tile))
-    assert program.functions["f"].launches[0].shared_bytes > STATIC_SHARED_LIMIT
+    assert program.functions["f"].launches[0].shared_bytes > H200.static_shared_limit
     func = find_function(parse_module(make_context(), text, "t.mlir"), None)
     inputs = random_inputs(func, seed=5)
     expected = run_function(func, inputs)

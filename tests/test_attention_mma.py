@@ -17,6 +17,7 @@ import pytest
 from codegen_harness import check_program, compile_text, tensor
 from test_attention import GPT2_HEADS, MODELS, attention_text
 
+from fusec.analysis.targets import H200
 from fusec.codegen.attention_schedule import AttentionTile
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
@@ -146,7 +147,7 @@ def test_head_dims_not_a_multiple_of_8_are_refused_with_an_error() -> None:
 
 def test_schedule_attribute_round_trips_with_its_engine() -> None:
     tile = AttentionTile.mma(64, 32, 2)
-    assert tile.problem() is None and tile.threads == 128
+    assert tile.problem(H200) is None and tile.threads == 128
     text = str(tile.attr())
     assert 'engine = "mma"' in text and AttentionTile.of(tile.attr()) == tile
     assert 'engine' not in str(AttentionTile(64, 32, 4, 2).attr())  # the default is left out

@@ -15,7 +15,6 @@ from test_attention import PIPELINE, attention_text
 
 from fusec.analysis.targets import H200
 from fusec.codegen.attention_schedule import (
-    STATIC_SHARED_LIMIT,
     AttentionShape,
     AttentionTile,
     shared_bytes,
@@ -71,10 +70,10 @@ def _ptx() -> dict[tuple[int, AttentionTile], str]:
 
 
 def test_the_tiles_are_valid_and_of_each_kind() -> None:
-    assert all(tile.problem() is None for _, tile in TILES)
+    assert all(tile.problem(H200) is None for _, tile in TILES)
     shape = AttentionShape(96, 512, 512, 64, 64)
     assert AttentionTile(128, 64, 4, 4, 1) in legal_tiles(shape, H200)
-    dynamic = {shared_bytes(t, d, d) > STATIC_SHARED_LIMIT for d, t in TILES}
+    dynamic = {shared_bytes(t, d, d) > H200.static_shared_limit for d, t in TILES}
     assert dynamic == {True, False}
     assert {t.stages for _, t in TILES} == {1, 2}
 

@@ -7,11 +7,18 @@ from __future__ import annotations
 import pytest
 
 from fusec.analysis.diagnostics import FusecError
-from fusec.codegen.window import emit
+from fusec.analysis.targets import H200
+from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.window import emit as emit_for
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import conv2d_shape, pool2d_shape
 from tests.codegen_harness import check_program, emit_scheduled, tensor
+
+
+def emit(group: GroupOp, name: str) -> KernelSource:
+    """The window emitter for h200 (the target `emit_scheduled` schedules for)."""
+    return emit_for(group, name, H200)
 
 
 def _conv_program(

@@ -12,6 +12,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from fusec.analysis.remarks import collect_remarks
+from fusec.analysis.targets import H200
 from fusec.codegen.generate import generate_program
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
@@ -400,7 +401,7 @@ def test_recorded_plan_that_cannot_be_built_is_an_error() -> None:
     g = next(op for op in parse_module(make_context(), text, "t.mlir").walk()
              if isinstance(op, GroupOp))
     with pytest.raises(FusecError, match="not a whole number of thread tiles"):
-        emit(g, "k")
+        emit(g, "k", H200)
     g.attributes["schedule"] = WindowSchedule.make(path="general", th=4, tw=4, oc_t=4,
                                                    ci_step=2, pt=2, ot=1)
-    emit(g, "k")  # 4 rows of 2 per thread, 4 channels of 1: buildable
+    emit(g, "k", H200)  # 4 rows of 2 per thread, 4 channels of 1: buildable

@@ -82,8 +82,8 @@ class ReductionKind(SplitOverBudget, SummaryResources):
 
     def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
         """`reduction.plan_schedule` for the target, its shared-memory cache
-        within `SHARED_BUDGET_BYTES` (or the limit when smaller)."""
-        budget = min(reduction.SHARED_BUDGET_BYTES, ctx.limit)
+        within the target's static shared memory (or the limit when smaller)."""
+        budget = min(ctx.target.static_shared_limit, ctx.limit)
         with decomposed(group) as flat:
             ra = analyze_rows(GroupBody.of(flat))
             sched = reduction.plan_schedule(
@@ -127,7 +127,7 @@ class ReductionKind(SplitOverBudget, SummaryResources):
                    limit: int) -> list[ScheduleAttr]:
         """The schedules `plan_schedule` makes from every combination of
         `REDUCTION_GRID` whose shared memory fits `limit`."""
-        budget = min(reduction.SHARED_BUDGET_BYTES, limit)
+        budget = min(target.static_shared_limit, limit)
         out: list[ScheduleAttr] = []
         keys = list(REDUCTION_GRID)
         with decomposed(group) as flat:

@@ -23,7 +23,6 @@ from fusec.codegen.register_model import (
     window_group_estimate,
 )
 from fusec.codegen.window_plan import (
-    STATIC_SHARED_LIMIT,
     TiledWindow,
     WindowPlan,
     check_plan,
@@ -90,16 +89,17 @@ class WindowKind(SplitOverBudget, SummaryResources):
                     "loop over input channels and taps", ch * cw * 4)
         start = group_window(group)
         assert start is not None
-        tiled = fit_shared(start, ctx.limit)
+        tiled = fit_shared(start, ctx.limit, ctx.target)
         if tiled is None:
             tiled = smallest(start)
             ctx.remarks.add("missed", f"group {group_name(group)}: no window tile fits "
                             f"{ctx.limit} bytes of shared memory; using the smallest, "
                             f"{tiled.plan.text()} ({tiled.shared_bytes} bytes)")
         elif tiled != start:
+            limit = min(ctx.limit, ctx.target.static_shared_limit)
             ctx.remarks.add("remark", f"group {group_name(group)}: window tile "
                             f"{start.plan.text()} needs {start.shared_bytes} bytes of shared "
-                            f"memory, over the limit of {min(ctx.limit, STATIC_SHARED_LIMIT)}; "
+                            f"memory, over the limit of {limit}; "
                             f"using {tiled.plan.text()} ({tiled.shared_bytes} bytes)")
         return plan_attr(tiled.plan, tiled.mode), tiled.describe(), tiled.shared_bytes
 
@@ -125,7 +125,7 @@ class WindowKind(SplitOverBudget, SummaryResources):
             return []
         plans = [start, *shrink_steps(start), *thread_tiles_below(start)]
         return [plan_attr(t.plan, t.mode) for t in plans
-                if t.shared_bytes <= limit and check_plan(t) is None]
+                if t.shared_bytes <= limit and check_plan(t, target) is None]
 
     def registers(self, group: GroupOp, target: Target,
                   tile: GemmTile | None = None) -> RegisterEstimate:
