@@ -164,6 +164,10 @@ class Target:
     compute_capability: tuple[int, int] = (9, 0)
     """What kernels are compiled for: numba's PTX, ptxas's architecture
     (`ptxas_arch`) and the kernel cache key of a compile for this target."""
+    max_blocks_per_sm: int = 32
+    """Blocks one SM holds at once, whatever their size (32 on sm_80 and
+    sm_90): with registers, shared memory and threads, what bounds the
+    blocks resident per SM."""
     max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
     """Threads a block may have along x, y and z (their product at most
     `max_threads_per_block`)."""

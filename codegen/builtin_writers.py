@@ -9,7 +9,7 @@ from fusec.codegen.library_gemm import LibraryGemmWriter
 from fusec.codegen.writers import NumbaWriter, Writer, ignoring_target, register_writer
 
 BUILTIN_WRITERS: tuple[Writer, ...] = (
-    NumbaWriter("pointwise", ignoring_target(pointwise.emit)),
+    NumbaWriter("pointwise", pointwise.emit),
     NumbaWriter("layout", ignoring_target(layout.emit)),
     NumbaWriter("reduction", ignoring_target(reduction.emit)),
     NumbaWriter("contraction", ignoring_target(contraction.emit)),

@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.half_math_cost import result_is_half
+from fusec.analysis.targets import Target
 from fusec.codegen.fast_erf import FAST_ERF_NAMES, fast_erf_prelude
 from fusec.codegen.fast_tanh import FAST_TANH_NAMES, fast_tanh_prelude
 from fusec.codegen.mma import MMA_NAMES, MMA_PRELUDE
@@ -451,12 +452,11 @@ def broadcast_index(
 # Threads per block of the grid-stride kernels: 8 warps per block hide memory
 # latency and leave the register file room for 8 blocks per SM.
 THREADS_PER_BLOCK = 256
-# Grid-stride kernels launch at most SMS * BLOCKS_PER_SM blocks: enough to fill
-# H200's 132 SMs many times over, few enough that each thread loops over
-# several elements and the block scheduler does not become the bottleneck.
-TARGET_SMS = 132
+# Grid-stride kernels launch at most BLOCKS_PER_SM blocks per SM of the
+# target: enough to fill its SMs many times over, few enough that each thread
+# loops over several elements and the block scheduler does not become the
+# bottleneck.
 BLOCKS_PER_SM = 32
-MAX_GRID_BLOCKS = TARGET_SMS * BLOCKS_PER_SM
 # Header comments wrap their op lists at this width.
 _HEADER_WIDTH = 96
 
@@ -501,11 +501,12 @@ def narrow(dtype: str, text: str) -> str:
 
 
 def grid_stride_launch(
-    work_items: int, threads: int = THREADS_PER_BLOCK
+    work_items: int, target: Target, threads: int = THREADS_PER_BLOCK
 ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(grid, block) of a 1-D grid-stride loop over `work_items` items: one
-    item per thread up to `MAX_GRID_BLOCKS` blocks, never an empty grid."""
-    blocks = max(1, min(-(-work_items // threads), MAX_GRID_BLOCKS))
+    item per thread up to `BLOCKS_PER_SM` blocks per SM of `target`, never an
+    empty grid."""
+    blocks = max(1, min(-(-work_items // threads), target.sms * BLOCKS_PER_SM))
     return (blocks, 1, 1), (threads, 1, 1)
 
 

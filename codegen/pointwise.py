@@ -52,6 +52,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.kernel_source import (
     KernelParam,
@@ -87,7 +88,6 @@ from fusec.dialects.schedule import PointwiseSchedule
 
 # CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop
 # over chunks beyond.
-MAX_GRID_X = 2**31 - 1
 
 _POINTWISE_KINDS = (OpKind.ELEMENTWISE, OpKind.BROADCAST)
 _INDENT = "    "
@@ -472,9 +472,9 @@ def _body(plan: _Plan) -> list[str]:
             "else:", *(_INDENT + line for line in _chunk_lines(plan, wide=False))]
 
 
-def _loop_lines(plan: _Plan) -> list[str]:
+def _loop_lines(plan: _Plan, max_grid_x: int) -> list[str]:
     """One chunk per block: its first access (`base`, in accesses) and the
-    unrolled body. Past `MAX_GRID_X` chunks, a loop over them (a loop whose
+    unrolled body. Past `max_grid_x` chunks (the target's), a loop over them (a loop whose
     trip count depends on gridDim costs a 64-bit division per thread, so it
     is only used there)."""
     if plan.numel == 0:
@@ -482,7 +482,7 @@ def _loop_lines(plan: _Plan) -> list[str]:
     itype = index_type(plan.numel)
     chunk = f"{itype}({int_literal(plan.threads * plan.unroll // plan.vector)})"
     body = _body(plan)
-    if _chunks(plan) <= MAX_GRID_X:
+    if _chunks(plan) <= max_grid_x:
         return [f"base = {itype}({itype}(cuda.blockIdx.x) * {chunk} + {itype}(t))", *body]
     return [f"for c in range(cuda.blockIdx.x, {int_literal(_chunks(plan))}, cuda.gridDim.x):",
             f"{_INDENT}base = {itype}(c) * {chunk} + {itype}(t)",
@@ -493,9 +493,9 @@ def _view_shape(access: _Access) -> tuple[int, ...]:
     return (access.numel,)  # flat: broadcast inputs are indexed by coordinates
 
 
-def emit(group: GroupOp, kernel_name: str) -> KernelSource:
+def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
     """Generate the kernel of pointwise `group`, named `kernel_name`, under
-    its `#fusion.pointwise` schedule."""
+    its `#fusion.pointwise` schedule, within `target`'s grid."""
     if has_views(group):  # operands read through layout ops: their own emitter
         return pointwise_transpose.emit(group, kernel_name)
     schedule = group_schedule(group, PointwiseSchedule)
@@ -503,7 +503,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     plan.unroll = schedule.int_field("elements_per_thread")
     plan.threads = schedule.int_field("block")
     plan.vector = vector_width(plan)
-    grid, block = (min(_chunks(plan), MAX_GRID_X), 1, 1), (plan.threads, 1, 1)
+    grid, block = (min(_chunks(plan), target.max_grid_x), 1, 1), (plan.threads, 1, 1)
     per_thread = f"{plan.unroll} elements per thread, {plan.threads} apart"
     notes = [f"iteration shape {shapes.fmt(plan.iter_shape)} (dimensions collapsed)"]
     header = kernel_header(group, plan.ops, launch_text(grid, block, per_thread), notes)
@@ -511,7 +511,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     body = [
         "t = cuda.threadIdx.x",
         *_scalar_loads(plan),
-        *_loop_lines(plan),
+        *_loop_lines(plan, target.max_grid_x),
     ]
     text = "\n".join([
         *header,

@@ -142,7 +142,7 @@ def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
             return emit_tiled(flat, kernel_name, w, _recorded_schedule(group, w, target))
         name = kernel_name  # from NameTable: unique in kernels.py
         total = numel(w.out)
-        grid, block = grid_stride_launch(total)
+        grid, block = grid_stride_launch(total, target)
         notes = [_describe(w)]
         launch = launch_text(grid, block, "one output per thread")
         head = kernel_header(flat, body.ops, launch, notes)

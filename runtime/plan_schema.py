@@ -6,10 +6,12 @@ the JSON path of the bad field (`functions.f.launches[0].grid[2]`), never
 with an internal error from deep inside the runtime or an out-of-bounds
 launch. Checked: every field the runtime reads has its type and range; every
 value id a function mentions is one of its `values`; a launch's grid and
-block are within CUDA's limits; each argument's `view_shape` has as many
-elements as its value; views form no cycle and alias values of equal size;
-each pooled buffer is big enough for the values placed in it; the files the
-plan names are plain names inside OUT; the digests and the signature
+block are within the launch limits of the target the plan names (its
+profile in analysis/targets.py; the default profile for `auto`); each
+argument's `view_shape` has as many elements as its value; views form no
+cycle and alias values of equal size; each pooled buffer is big enough for
+the values placed in it; the files the plan names are plain names inside
+OUT; the digests and the signature
 (`out_hmac_sha256`, `runtime/out_signature.py`) are 64 hex digits.
 """
 
@@ -24,15 +26,13 @@ import numpy as np
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.library_epilogue import ACTIVATIONS
+from fusec.analysis.targets import DEFAULT_TARGET, TARGETS, Target
 from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import SUPPORTED_TYPES
 
 PLAN_DTYPES = frozenset(element(t).device_dtype for t in SUPPORTED_TYPES)
 """The device dtypes a plan may name: those the code generator emits (uint16 is bf16)."""
 
-MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's gridDim limits (x, y, z)
-MAX_BLOCK = (1024, 1024, 64)  # CUDA's blockDim limits; x*y*z <= MAX_THREADS
-MAX_THREADS = 1024
 MAX_DIM = 2**31 - 1  # kernels index with 32-bit ints past this
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -45,8 +45,9 @@ PLAN_VERSION = 1
 class _Checker:
     """Type and range checks that name `file` and the JSON path on failure."""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, target: Target) -> None:
         self.file = file
+        self.target = target  # whose launch limits the grids and blocks must keep
 
     def fail(self, path: str, what: str) -> NoReturn:
         raise FusecError(f"'{self.file}' is invalid at {path}: {what}; "
@@ -121,7 +122,7 @@ def check_plan(plan: Any, file: str, file_name_ok: Callable[[str], bool]) -> Non
     of `plan` (plan.json, parsed); `file_name_ok` says whether a file name the
     plan gives (kernels, constants) may be opened."""
 
-    c = _Checker(file)
+    c = _Checker(file, _launch_target(plan))
     top = c.obj(plan, "$")
     if top.get("format") != PLAN_FORMAT or top.get("version") != PLAN_VERSION:
         c.fail("$.format", f"not a {PLAN_FORMAT} version {PLAN_VERSION} plan")
@@ -135,6 +136,14 @@ def check_plan(plan: Any, file: str, file_name_ok: Callable[[str], bool]) -> Non
     _check_signature_fields(c, top)
     for name, f in c.obj(c.field(top, "functions", "$"), "$.functions").items():
         _check_function(c, f, _key("$.functions", name))
+
+
+def _launch_target(plan: Any) -> Target:
+    """The profile of the target `plan` was compiled for (`auto`, or a name
+    that is none, the default profile: every profile launches the same)."""
+    name = plan.get("target") if isinstance(plan, dict) else None
+    return TARGETS.get(name.lower(), TARGETS[DEFAULT_TARGET]) if isinstance(name, str) \
+        else TARGETS[DEFAULT_TARGET]
 
 
 def _check_signature_fields(c: _Checker, top: dict[str, Any]) -> None:
@@ -193,11 +202,14 @@ def _check_launch(c: _Checker, e: Any, path: str,
     grid = c.seq(c.field(e, "grid", path), f"{path}.grid", 3)
     block = c.seq(c.field(e, "block", path), f"{path}.block", 3)
     low = 0 if "library" in e else 1  # a library call launches no kernel: 0 x 0 x 0
+    t = c.target
+    max_grid = (t.max_grid_x, t.max_grid_yz, t.max_grid_yz)
     for i in range(3):
-        c.int_(grid[i], f"{path}.grid[{i}]", low, MAX_GRID[i])
-        c.int_(block[i], f"{path}.block[{i}]", low, MAX_BLOCK[i])
-    if math.prod(block) > MAX_THREADS:
-        c.fail(f"{path}.block", f"{math.prod(block)} threads per block (at most {MAX_THREADS})")
+        c.int_(grid[i], f"{path}.grid[{i}]", low, max_grid[i])
+        c.int_(block[i], f"{path}.block[{i}]", low, t.max_block_dims[i])
+    if math.prod(block) > t.max_threads_per_block:
+        c.fail(f"{path}.block", f"{math.prod(block)} threads per block "
+               f"(at most {t.max_threads_per_block})")
     c.int_(c.field(e, "shared_bytes", path), f"{path}.shared_bytes")
     for i, op in enumerate(c.seq(c.field(e, "ops", path), f"{path}.ops")):
         c.str_(op, f"{path}.ops[{i}]")

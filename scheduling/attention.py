@@ -62,7 +62,6 @@ MMA_REGISTER_MARGIN = 16  # below the thread's limit: ptxas spilled 128 bytes at
 MIN_THREADS = 64  # two warps: fewer leaves the SM's schedulers idle
 MAX_THREADS = 512
 REGISTER_GRANULE = 8  # registers are allocated per thread in units of 8
-MAX_BLOCKS_PER_SM = 32
 # The three-kernel path: the scores are written by the QK kernel, read and
 # written by the softmax, read by the PV kernel.
 SCORE_PASSES = 4
@@ -233,7 +232,7 @@ def resident_blocks(tile: AttentionTile, shape: AttentionShape, target: Target) 
     smem = shared_bytes(tile, shape.d, shape.dv, shape.element)
     by_smem = target.shared_memory_per_sm // max(1, smem)
     by_threads = target.max_threads_per_sm // tile.threads
-    return max(1, min(by_regs, by_smem, by_threads, MAX_BLOCKS_PER_SM))
+    return max(1, min(by_regs, by_smem, by_threads, target.max_blocks_per_sm))
 
 
 def clock_hz(target: Target) -> float:

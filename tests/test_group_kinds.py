@@ -110,7 +110,7 @@ def test_a_registered_kind_is_scheduled_priced_and_emitted(
     monkeypatch.setattr(writers, "_REGISTRY", writers.registered_writers())
     assert registry.find_kind("toy") is None
     toy = register_kind(ToyKind())
-    writers.register_writer(writers.NumbaWriter("toy", writers.ignoring_target(pointwise.emit)))
+    writers.register_writer(writers.NumbaWriter("toy", pointwise.emit))
     assert group_kind("toy") is toy
     h200 = get_target("h200")
     toy_module = parse_module(make_context(), program("toy"), "toy.mlir")

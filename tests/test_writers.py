@@ -15,7 +15,6 @@ from fusec.codegen.writers import (
     NUMBA,
     NumbaWriter,
     group_backend,
-    ignoring_target,
     register_writer,
     registered_writers,
     writer_for,
@@ -68,6 +67,6 @@ def test_register_writer_refuses_what_is_not_a_writer_and_a_taken_pair(
         register_writer(object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="backend 'numba' and kind 'pointwise' is registered "
                        "twice"):
-        register_writer(NumbaWriter("pointwise", ignoring_target(pointwise.emit)))
+        register_writer(NumbaWriter("pointwise", pointwise.emit))
     again = registered_writers()[(NUMBA, "pointwise")]
     assert register_writer(again) is again  # the same writer again changes nothing
