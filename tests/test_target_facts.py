@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fusec.analysis.targets import H200, TARGETS
+from fusec.analysis.targets import A100, H200, ORIN, TARGETS
+from fusec.codegen.generate import generate_program
+from fusec.codegen.kernel_source import BLOCKS_PER_SM
 from fusec.compiler.cli import main
+from fusec.compiler.parsing import make_context, parse_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -203,3 +206,29 @@ def test_the_scan_finds_a_fact_written_as_a_literal(tmp_path: Path) -> None:
                      'LIMIT = 48 * 1024\nARCH = "-arch=sm_80"\nTHREADS = min(n, 1024)\n')
     found = _facts_in(probe, "probe.py")
     assert [f.split(":")[1] for f in found] == ["3", "4", "5"], found
+
+
+def test_the_direct_window_kernel_caps_its_grid_by_the_targets_sms() -> None:
+    """A grid-stride kernel launches at most `BLOCKS_PER_SM` blocks per SM of
+    the target it is compiled for (it was capped by h200's 132 SMs on every
+    target). 1.2 M outputs: more threads than either cap launches, so the
+    loop strides; compiled only (too large for the simulator)."""
+    text = """
+func.func @f(%x: tensor<1x1x1100x1100xf32>, %w: tensor<1x1x3x3xf32>)
+    -> tensor<1x1x1100x1100xf32> {
+  %y = fusion.group (%x, %w) {name = "g0", kind = "window",
+      schedule = #fusion.window<path = "direct", th = 1, tw = 1, oc_t = 1, ci_step = 1, pt = 1,
+                                ot = 1>}
+      : (tensor<1x1x1100x1100xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x1100x1100xf32> {
+  ^bb0(%a: tensor<1x1x1100x1100xf32>, %b: tensor<1x1x3x3xf32>):
+    %c = nn.conv2d %a, %b {strides = [1, 1], pads = [1, 1, 1, 1], dilations = [1, 1],
+                           groups = 1}
+        : (tensor<1x1x1100x1100xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x1100x1100xf32>
+    fusion.yield %c : tensor<1x1x1100x1100xf32>
+  }
+  func.return %y : tensor<1x1x1100x1100xf32>
+}"""
+    for target in (H200, A100, ORIN):
+        program = generate_program(parse_module(make_context(), text, "t.mlir"), target)
+        (launch,) = program.functions["f"].launches
+        assert launch.grid == (target.sms * BLOCKS_PER_SM, 1, 1), target.name
