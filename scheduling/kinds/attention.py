@@ -99,4 +99,4 @@ class AttentionKind(SplitOverBudget):
     def registers(self, group: GroupOp, target: Target,
                   tile: GemmTile | None = None) -> RegisterEstimate:
         """`codegen/attention.group_registers`."""
-        return group_registers(group)
+        return group_registers(group, target)
