@@ -125,7 +125,8 @@ def test_gpu_code_is_the_same_as_calling_math_directly() -> None:
     assert "ieee_pow(" in source and "math.exp(" not in source
     direct = re.sub(r"\bieee_(exp|log|sqrt|tanh|erf|pow|sin|cos)\(", r"math.\1(", source)
     pairs = [(la, fp.values) for fp in program.functions.values() for la in fp.launches]
-    ieee, plain = compile_kernels_ptx(source, pairs), compile_kernels_ptx(direct, pairs)
+    ieee = compile_kernels_ptx(source, pairs, program.target)
+    plain = compile_kernels_ptx(direct, pairs, program.target)
     assert ieee.keys() == plain.keys() and ieee
     for name in ieee:
         assert ieee[name]["ptx"] == plain[name]["ptx"], name
@@ -145,7 +146,7 @@ def test_f32_exp_runs_on_the_special_function_unit() -> None:
     kernels compute it), float64 exp stays libdevice's."""
     program = compile_text(EXP_F32_F64, "group-each-op")
     pairs = [(la, fp.values) for fp in program.functions.values() for la in fp.launches]
-    ptx = compile_kernels_ptx(program.kernels_source, pairs)
+    ptx = compile_kernels_ptx(program.kernels_source, pairs, program.target)
     by_dtype = {str(fp.values[la.args[0].value].dtype): ptx[la.kernel]["ptx"]
                 for fp in program.functions.values() for la in fp.launches}
     assert "ex2.approx.f32" in by_dtype["float32"]
