@@ -38,6 +38,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from fusec.compiler.arg_types import non_negative_int, positive_int  # noqa: E402
 from fusec.fuzz.data_movement import (  # noqa: E402  (after the path of the bench's helpers)
     DEFAULT_COUNT,
     FAMILIES,
@@ -80,8 +81,8 @@ class Result:
 def build_parser() -> argparse.ArgumentParser:
     """The bench's arguments."""
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
-    p.add_argument("--seed", type=_non_negative, default=0, help="corpus seed (default 0)")
-    p.add_argument("--count", type=_positive, default=DEFAULT_COUNT,
+    p.add_argument("--seed", type=non_negative_int, default=0, help="corpus seed (default 0)")
+    p.add_argument("--count", type=positive_int, default=DEFAULT_COUNT,
                    help=f"programs in the corpus (default {DEFAULT_COUNT})")
     p.add_argument("--small", action="store_true",
                    help="the programs shrunk to a few hundred elements (the simulator's size)")
@@ -91,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the programs' names, families, shapes and traffic, and stop")
     p.add_argument("--write", metavar="DIR",
                    help="write each program to DIR/NAME.mlir, and stop")
-    p.add_argument("--iters", type=_positive, default=20)
-    p.add_argument("--repeat", type=_positive, default=7)
+    p.add_argument("--iters", type=positive_int, default=20)
+    p.add_argument("--repeat", type=positive_int, default=7)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     p.add_argument("--out", default=str(HERE / "results"), help="where the table is written")
     return p
@@ -322,23 +323,6 @@ def _write(out_dir: str, lines: list[str], torch: Any, quiet: bool = False) -> N
     target.write_text("\n".join(lines) + "\n", encoding="utf-8")
     if not quiet:
         print(f"wrote {target}")
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, not {text}")
-    return value
 
 
 if __name__ == "__main__":

@@ -15,3 +15,11 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (for iteration and program counts)."""
+    value = non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a positive integer, not 0")
+    return value

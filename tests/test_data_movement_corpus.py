@@ -199,8 +199,8 @@ def test_write_gives_programs_fusec_runs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--only", "48"], "--only: '48' is not within the corpus's indexes 0-47"),
     (["--only", "dm99_nothing"], "--only: no program 'dm99_nothing' in the corpus"),
-    (["--count", "0"], "argument --count: must be at least 1, not 0"),
-    (["--seed", "x"], "argument --seed: not an integer: 'x'"),
+    (["--count", "0"], "argument --count: must be a positive integer, not 0"),
+    (["--seed", "x"], "argument --seed: invalid integer: 'x'"),
     ([], "error: timing needs PyTorch with CUDA"),
 ])
 def test_bad_arguments_and_no_torch_are_errors(args: list[str], message: str) -> None:
