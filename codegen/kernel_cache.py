@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fusec.analysis.diagnostics import escape_controls
+from fusec.analysis.env_switch import switched_off
 
 if TYPE_CHECKING:
     from fusec.codegen.kernel_unit import KernelUnit
@@ -218,7 +219,7 @@ def _check_entry(raw: bytes, key: str) -> tuple[str, KernelCode | None]:
 
 def user_store() -> KernelStore | None:
     """The per-user kernel cache, or None when `FUSEC_KERNEL_CACHE=0`."""
-    if os.environ.get(CACHE_SWITCH_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
+    if switched_off(CACHE_SWITCH_ENV):
         return None
     return KernelStore(user_cache_root() / "kernels")
 

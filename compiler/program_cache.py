@@ -40,13 +40,13 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import sys
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fusec.analysis.diagnostics import FusecError, escape_controls
+from fusec.analysis.env_switch import switched_off
 from fusec.analysis.targets import Target
 from fusec.codegen.kernel_cache import user_cache_root
 
@@ -125,7 +125,7 @@ class ProgramStore:
     @staticmethod
     def user() -> ProgramStore | None:
         """The per-user store, or None when `FUSEC_PROGRAM_CACHE=0`."""
-        if os.environ.get(PROGRAM_CACHE_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
+        if switched_off(PROGRAM_CACHE_ENV):
             return None
         return ProgramStore(user_cache_root() / "programs")
 

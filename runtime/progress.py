@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from fusec.analysis.env_switch import switched_off
+
 PROGRESS_ENV = "FUSEC_PROGRESS"
 _quiet = False
 
@@ -42,7 +44,7 @@ def set_quiet(quiet: bool) -> None:
 
 
 def _silenced() -> bool:
-    return os.environ.get(PROGRESS_ENV, "").strip().lower() in ("0", "off", "no", "false")
+    return switched_off(PROGRESS_ENV)
 
 
 def progress_wanted() -> bool:
