@@ -37,7 +37,6 @@ is reported and skipped.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 import traceback
@@ -54,8 +53,6 @@ from real_models import BUILDERS, Case  # noqa: E402  (beside this script)
 
 MODELS = ["gpt2", "llama", "vit", "gpt2_layer", "mobilenet_v2"]
 DTYPES = ("f32", "f16", "bf16")
-_REMARK = re.compile(r"^fallback: node '(?P<name>[^']*)' \((?P<op>[^)]*)\)"
-                     r"(?: at .*?)? runs in PyTorch: (?P<why>.*)$")
 
 
 @dataclass
@@ -248,38 +245,16 @@ def summarize(case: Case, dtype: str, status: str, graph_reports: Sequence[Any])
 
 
 def fallback_ops(graph_reports: Sequence[Any]) -> list[tuple[str, int, str]]:
-    """The FX nodes left to PyTorch grouped by op: (op, nodes, reason), most
-    nodes first. The op and reason come from the node's `fallback:` remark;
-    a node without one was translated but left outside every fusec partition
-    (glue such as a `getitem` of an unsupported op, or a partition of
-    constants only), grouped by its name without the numeric suffix."""
+    """The FX nodes left to PyTorch grouped by op over every graph: (op,
+    nodes, the first node's reason), most nodes first (each graph's
+    `GraphReport.fallbacks`)."""
     counts: Counter[str] = Counter()
     reasons: dict[str, str] = {}
-    for report in graph_reports:
-        remarked = {}
-        for line in report.remarks:
-            match = _REMARK.match(line)
-            if match:
-                remarked[match["name"]] = (match["op"], match["why"])
-        for part in report.partitions:
-            if part.launches is not None:
-                continue
-            for node in part.nodes:
-                if node in remarked:
-                    op, why = remarked[node]
-                elif part.name != "torch":
-                    op, why = _stem(node), "in a partition of constants only (PyTorch computes it)"
-                else:
-                    kind = "glue" if node in report.glue else "translated"
-                    op, why = _stem(node), f"{kind}, but outside every fusec partition"
-                counts[op] += 1
-                reasons.setdefault(op, why)
+    for graph in graph_reports:
+        for op, n, why in graph.fallbacks_by_op():
+            counts[op] += n
+            reasons.setdefault(op, why)
     return [(op, n, reasons[op]) for op, n in counts.most_common()]
-
-
-def _stem(node: str) -> str:
-    """`getitem` for `getitem_12`: the op a node was named after."""
-    return re.sub(r"_[0-9]+$", "", node)
 
 
 def report(results: Sequence[Result], skipped: Sequence[str], timed: bool) -> list[str]:

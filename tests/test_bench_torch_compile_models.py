@@ -128,8 +128,8 @@ def test_nodes_left_to_pytorch_by_op_with_the_reason(
         reason = "fusec has no translation for aten.cumsum.default"
         assert f"| cumsum_model | {dtype} | aten.cumsum.default | 2 | {reason} |" in out
         assert f"| cumsum_model | {dtype} | aten.sort.default | 1 |" in out
-        assert (f"| cumsum_model | {dtype} | getitem | 1 | glue, but outside every fusec "
-                "partition |") in out
+        assert (f"| cumsum_model | {dtype} | getitem | 1 | glue (a view or an output "
+                "pick), outside every fusec partition |") in out
 
 
 def test_a_model_that_fails_is_a_row_and_a_nonzero_exit(

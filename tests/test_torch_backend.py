@@ -17,6 +17,7 @@ F = torch.nn.functional
 
 from fusec.analysis.diagnostics import FusecError  # noqa: E402
 from fusec.importers.torch import Backend, fusec_backend, reports  # noqa: E402
+from fusec.importers.torch.backend import Fallback  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,6 +122,11 @@ def test_unsupported_op_falls_back_to_pytorch(caplog: pytest.LogCaptureFixture) 
     (report,) = backend.reports
     assert report.fallback_nodes == ["cumsum"]
     assert len(report.fusec_partitions) == 2  # before and after the cumsum
+    # The report itself says what PyTorch runs and why, beside the remarks.
+    assert report.fallbacks == {"cumsum": Fallback(
+        "aten.cumsum.default", "fusec has no translation for aten.cumsum.default")}
+    assert report.fallbacks_by_op() == [
+        ("aten.cumsum.default", 1, "fusec has no translation for aten.cumsum.default")]
     assert any("fallback: node 'cumsum' (aten.cumsum.default)" in r.message
                for r in caplog.records)
     with torch.no_grad():

@@ -42,6 +42,7 @@ from torch import fx
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.remarks import remarks_to_stderr
+from fusec.importers.torch.context import target_name
 from fusec.importers.torch.decompositions import attention_as_math, decompositions
 from fusec.importers.torch.partition import is_glue, partition, scan_support
 from fusec.importers.torch.translate import translate_graph
@@ -70,6 +71,20 @@ class PartitionInfo:
     """The `fusec.CompiledModel` (None for PyTorch parts)."""
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """Why PyTorch runs one FX node: its op (`aten.cumsum.default`) and the reason."""
+
+    op: str
+    reason: str
+
+
+# The reasons of nodes PyTorch runs although fusec translates them.
+CONSTANTS_ONLY = "in a partition of constants only (PyTorch computes it once per call)"
+GLUE_OUTSIDE = "glue (a view or an output pick), outside every fusec partition"
+LEFT_OUTSIDE = "translated, but outside every fusec partition"
+
+
 @dataclass
 class GraphReport:
     """What the backend did with one graph Dynamo handed it."""
@@ -78,6 +93,18 @@ class GraphReport:
     remarks: list[str] = field(default_factory=list)
     glue: list[str] = field(default_factory=list)
     """The nodes PyTorch runs that are glue (`partition.is_glue`), by name."""
+    fallbacks: dict[str, Fallback] = field(default_factory=dict)
+    """Every node PyTorch runs, by name: its op and why (`fallback:` remarks
+    say the same for the nodes fusec cannot translate)."""
+
+    def fallbacks_by_op(self) -> list[tuple[str, int, str]]:
+        """(op, nodes, the first node's reason) of the nodes PyTorch runs,
+        most nodes first."""
+        counts = collections.Counter(f.op for f in self.fallbacks.values())
+        first: dict[str, str] = {}
+        for f in self.fallbacks.values():
+            first.setdefault(f.op, f.reason)
+        return [(op, n, first[op]) for op, n in counts.most_common()]
 
     @property
     def fused_nodes(self) -> list[str]:
@@ -139,6 +166,26 @@ class Backend:
         attention_as_math(gm)
         return aot_autograd(fw_compiler=compile_forward, bw_compiler=_eager,
                             decompositions=decompositions())(gm, example_inputs)
+
+
+def _fallbacks(report: GraphReport, nodes: dict[str, fx.Node],
+               reasons: dict[str, str]) -> dict[str, Fallback]:
+    """Each node PyTorch runs: its op and why."""
+    found: dict[str, Fallback] = {}
+    for part in report.partitions:
+        if part.launches is not None:
+            continue
+        for name in part.nodes:
+            node = nodes.get(name)
+            op = target_name(node) if node is not None else name
+            if name in reasons:
+                why = reasons[name]
+            elif part.name != "torch":
+                why = CONSTANTS_ONLY
+            else:
+                why = GLUE_OUTSIDE if name in report.glue else LEFT_OUTSIDE
+            found[name] = Fallback(op, why)
+    return found
 
 
 def fusec_backend(gm: fx.GraphModule, example_inputs: Sequence[Any],
@@ -214,6 +261,8 @@ class _ForwardCompiler:
         if left:
             report.partitions.append(PartitionInfo("torch", left, None))
         report.glue = [n for n in report.fallback_nodes if n in glue]
+        report.fallbacks = _fallbacks(report, {n.name: n for n in calls},
+                                      {n.name: why for n, why in scan.reasons.items()})
         report.remarks = scan.remarks() + [
             f"fallback: partition {p.name} ({len(p.nodes)} nodes) runs in PyTorch: "
             "it computes constants only" for p in report.partitions
