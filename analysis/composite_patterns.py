@@ -2,7 +2,7 @@
 layer_norm, rms_norm, batch_norm) into `nn` primitives, each new op carrying
 the location of the composite it came from. The `decompose` pass
 (`passes/decompose.py`) applies them to a module; code generation
-(`codegen/decompose_group.py`) to a copy of a group that still holds one.
+(`analysis/decompose_group.py`) to a copy of a group that still holds one.
 
 ```python
 patterns = [PATTERNS[name]() for name in ("softmax", "layer_norm")]

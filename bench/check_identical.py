@@ -17,7 +17,7 @@ a few minutes on two cores.
 
 What would vary between two runs of the same compiler is left out or pinned:
 - the register probe's budget is 0 s, so the estimate alone decides
-  (`scheduling/kernel_probe.py`; otherwise what ptxas counts in time decides);
+  (`codegen/kernel_probe.py`; otherwise what ptxas counts in time decides);
 - the kernel, tuning and key folders are fresh, empty temporary folders;
 - plan.json's `out_hmac_sha256` (signed with the user's key) and `source`
   (an absolute path) are dropped before digesting.
@@ -48,7 +48,7 @@ TARGET = "h200"
 # Run in the child: the probe's budget pinned to 0 s, then fusec's own CLI.
 _CHILD = (
     "import sys\n"
-    "from fusec.scheduling import kernel_probe\n"
+    "from fusec.codegen import kernel_probe\n"
     "kernel_probe.PROBE_BUDGET_S = 0.0\n"
     "from fusec.compiler.cli import main\n"
     "sys.exit(main(sys.argv[1:]))\n"

@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern, match_attention
+from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.targets import Target
 from fusec.codegen.attention_schedule import (
@@ -54,8 +56,6 @@ from fusec.codegen.attention_schedule import (
     shared_words,
     vwidth,
 )
-from fusec.codegen.decompose_group import decomposed
-from fusec.codegen.group_body import GroupBody, PointEvaluator, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import (
     KernelSource,
     broadcast_index,
@@ -65,6 +65,7 @@ from fusec.codegen.kernel_source import (
     sanitize_identifier,
     unravel,
 )
+from fusec.codegen.point_evaluator import PointEvaluator, body_params, indent, load_expr, store_expr
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects import nn
@@ -149,7 +150,7 @@ def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
         text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                           *indent(lines, 1)])
         # A static kernel requests nothing at launch; a dynamic one, its tiles.
-        return KernelSource(name, text, grid, block, body.params(),
+        return KernelSource(name, text, grid, block, body_params(body),
                             shared_bytes=smem if dynamic else 0, notes=notes)
 
 

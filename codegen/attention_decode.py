@@ -27,6 +27,7 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.targets import WARP_SIZE
 from fusec.codegen.attention import (
     F32,
@@ -43,7 +44,6 @@ from fusec.codegen.attention_split import (
     partial_rows,
     workspaces,
 )
-from fusec.codegen.group_body import GroupBody, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -51,6 +51,7 @@ from fusec.codegen.kernel_source import (
     kernel_header,
     launch_text,
 )
+from fusec.codegen.point_evaluator import body_params, indent, load_expr, store_expr
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import numel
@@ -72,7 +73,7 @@ def emit_decode(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,
         head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
         text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                           *indent(writer.lines(), 1)])
-        return KernelSource(name, text, grid, block, body.params(), notes=notes)
+        return KernelSource(name, text, grid, block, body_params(body), notes=notes)
     spaces = workspaces(shape, plan)
     held = [KernelParam("workspace", k, (numel(w.shape),)) for k, w in enumerate(spaces)]
     notes = [*notes, f"split-KV: {plan.splits} chunks of {plan.chunk_keys} keys, one launch "
@@ -84,7 +85,7 @@ def emit_decode(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,
     text = "\n".join([*head, "@cuda.jit", f"def {first}({params}):",
                       *indent(writer.lines(), 1)])
     partials = KernelSource(first, text, grid, block,
-                            [p for p in body.params() if p.role == "input"] + held,
+                            [p for p in body_params(body) if p.role == "input"] + held,
                             notes=notes, workspaces=spaces)
     combiner = SplitWriter(body, pattern, shape, tile, qtiles, False, plan)
     return combine_kernel(flat, body, combiner, name, notes, held, partials)

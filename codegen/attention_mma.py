@@ -36,6 +36,7 @@ import re
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.targets import WARP_SIZE
 from fusec.codegen.attention import (
     ALIGN,
@@ -55,9 +56,9 @@ from fusec.codegen.attention_mma_schedule import (
     staged_parts,
 )
 from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, AttentionTile
-from fusec.codegen.group_body import GroupBody, indent, load_expr, store_expr
 from fusec.codegen.kernel_source import float_literal, unravel
 from fusec.codegen.mma import mma_helpers
+from fusec.codegen.point_evaluator import indent, load_expr, store_expr
 from fusec.codegen.reduction_tree import SIMULATED
 
 VEC = 4  # head dims a thread stages per step

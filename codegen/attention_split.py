@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.targets import Target
 from fusec.codegen.attention import (
     F32,
@@ -37,7 +38,6 @@ from fusec.codegen.attention import (
     _Writer,
 )
 from fusec.codegen.attention_schedule import AttentionTile, SplitPlan, shared_bytes
-from fusec.codegen.group_body import GroupBody, indent, store_expr
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -46,6 +46,7 @@ from fusec.codegen.kernel_source import (
     kernel_header,
     launch_text,
 )
+from fusec.codegen.point_evaluator import body_params, indent, store_expr
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import numel
 
@@ -90,7 +91,7 @@ def emit_split(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,
     text = "\n".join([*head, "@cuda.jit", f"def {first}({params}):",
                       *indent(writer.lines(), 1)])
     partials = KernelSource(first, text, grid, (tile.threads, 1, 1),
-                            [p for p in body.params() if p.role == "input"] + held,
+                            [p for p in body_params(body) if p.role == "input"] + held,
                             shared_bytes=smem if dynamic else 0, notes=notes,
                             workspaces=spaces)
     return combine_kernel(flat, body, writer, name, notes, held, partials)
@@ -106,7 +107,7 @@ def combine_kernel(flat: GroupOp, body: GroupBody, writer: SplitWriter, name: st
     chead = kernel_header(flat, body.ops, launch_text(
         cgrid, (COMBINE_THREADS, 1, 1), f"one output of {writer.plan.splits} partials per thread"),
         notes)
-    out = [p for p in body.params() if p.role == "output"]
+    out = [p for p in body_params(body) if p.role == "output"]
     ctext = "\n".join([*chead, "@cuda.jit", f"def {name}(out0, {', '.join(PARTIALS)}):",
                        *indent(writer.combine_lines(elements), 1)])
     read = [dataclasses.replace(p, read_only=True) for p in held]  # the combine only reads them

@@ -8,7 +8,7 @@ environmental handling for those (a note, or a `FusecError` saying the tool
 is missing).
 
 The subprocesses that compile kernels without the simulator
-(`codegen/ptx.py`, `codegen/gpu_registers.py`, `scheduling/kernel_probe.py`)
+(`codegen/ptx.py`, `codegen/gpu_registers.py`, `codegen/kernel_probe.py`)
 import this module (stdlib only, so it loads fast) to classify their errors;
 a driver reports a kernel's error by `exit_for_kernel_error`, and its parent
 reads it back with `kernel_error_of`.

@@ -38,7 +38,9 @@ from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
 
+from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type, fits_domain
 from fusec.analysis.op_kinds import op_kind
 from fusec.codegen.contraction_schedule import (
     LARGE_TILE,
@@ -49,17 +51,7 @@ from fusec.codegen.contraction_schedule import (
     gemm_shared_bytes,
     tile_of,
 )
-from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import OperandTile
-from fusec.codegen.group_body import (
-    POINT_KINDS,
-    GroupBody,
-    PointEvaluator,
-    compute_type,
-    fits_domain,
-    indent,
-    store_lines,
-)
 from fusec.codegen.kernel_source import (
     KernelSource,
     float_literal,
@@ -70,6 +62,7 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.operand_reader import fused_prologue
+from fusec.codegen.point_evaluator import PointEvaluator, body_params, indent, store_lines
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
@@ -158,7 +151,7 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
         text = "\n".join(
             [*head, "@cuda.jit", f"def {name}({body.signature()}):", *indent(lines, 1)]
         )
-        return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes,
+        return KernelSource(name, text, grid, block, body_params(body), shared_bytes=0, notes=notes,
                             grid_loops=writer.grid_loops)
 
 

@@ -28,13 +28,7 @@ counted), as `codegen/window.py` does.
 from __future__ import annotations
 
 from fusec.analysis.diagnostics import op_error
-from fusec.codegen.group_body import (
-    GroupBody,
-    PointEvaluator,
-    compute_type,
-    indent,
-    store_lines,
-)
+from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.codegen.kernel_source import (
     KernelSource,
     float_literal,
@@ -44,6 +38,7 @@ from fusec.codegen.kernel_source import (
     max_expr,
 )
 from fusec.codegen.launch_grid import block_index_lines
+from fusec.codegen.point_evaluator import PointEvaluator, body_params, indent, store_lines
 from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[reportPrivateUsage]
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
@@ -120,7 +115,7 @@ def emit(group: GroupOp, kernel_name: str, body: GroupBody,
     lines = setup + per_block
     text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
                       *indent(lines, 1)])
-    return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes,
+    return KernelSource(name, text, grid, block, body_params(body), shared_bytes=0, notes=notes,
                         grid_loops=looped)
 
 

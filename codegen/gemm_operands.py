@@ -28,9 +28,10 @@ from typing import Literal
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from fusec.codegen.group_body import GroupBody, indent, load_expr
+from fusec.analysis.group_body import GroupBody
 from fusec.codegen.kernel_source import broadcast_index, int_literal
 from fusec.codegen.operand_reader import read_at
+from fusec.codegen.point_evaluator import indent, load_expr
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape

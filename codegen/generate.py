@@ -32,6 +32,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.cost_model import op_flops
+from fusec.analysis.device_dtypes import UnsupportedTypeError, value_dtype
 from fusec.analysis.diagnostics import FusecError, op_error
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.program import (
@@ -50,10 +51,8 @@ from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
     NameTable,
-    UnsupportedTypeError,
     capped,
     kernel_prelude,
-    value_dtype,
 )
 from fusec.codegen.launch_grid import fit_grid, launch_register_cap
 from fusec.codegen.splat_inputs import inline_splat_inputs, is_splat

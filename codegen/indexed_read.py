@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.view_operands import CHAINED_VIEWS, INDEXED_READS, operand_view
 from fusec.codegen.computed_root import root_load
-from fusec.codegen.group_body import GroupBody, load_expr
 from fusec.codegen.kernel_source import int_literal
+from fusec.codegen.point_evaluator import load_expr
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 
@@ -148,7 +149,7 @@ def _select(body: GroupBody, op: nn.ConcatOp, cs: tuple[str, ...], ints: Ints, n
     the coordinate along the axis, each arm evaluating its operand's
     expression at the coordinates local to the operand (only that arm's
     loads and arithmetic run), into `<name>_sel`."""
-    from fusec.codegen.group_body import PointEvaluator, indent  # it imports this module
+    from fusec.codegen.point_evaluator import PointEvaluator, indent  # it imports this module
 
     if not name:
         raise op_error(op, f"{op.name} with computed operands cannot be read here in place")

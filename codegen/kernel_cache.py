@@ -42,7 +42,7 @@ store.store(key, "f_g0_add", KernelCode(ptx, cubin, registers=30, spill_bytes=0)
   `OUT/kernels/`.
 
 It lives in codegen/ (not the runtime) because the register probe
-(`scheduling/kernel_probe.py`) stores the kernels it compiles here too.
+(`codegen/kernel_probe.py`) stores the kernels it compiles here too.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from xdsl.dialects.builtin import StringAttr, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation
 
 from fusec.analysis.half_math_cost import result_is_half
 from fusec.analysis.targets import Target
@@ -38,8 +38,7 @@ from fusec.codegen.fast_tanh import FAST_TANH_NAMES, fast_tanh_prelude
 from fusec.codegen.mma import MMA_NAMES, MMA_PRELUDE
 from fusec.codegen.wide_access import WIDE_ACCESS_PRELUDE
 from fusec.dialects import nn
-from fusec.dialects.element_types import BY_NAME, of_device_dtype
-from fusec.dialects.nn_base import SUPPORTED_TYPES, element_type_name
+from fusec.dialects.element_types import of_device_dtype
 
 KERNEL_PRELUDE = """\
 import math
@@ -459,33 +458,6 @@ THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 32
 # Header comments wrap their op lists at this width.
 _HEADER_WIDTH = 96
-
-
-class UnsupportedTypeError(ValueError):
-    """An element type code generation has no kernel for (bf16)."""
-
-
-def value_dtype(value: SSAValue) -> str:
-    """The NumPy dtype name of a tensor value's device buffer (`float32`,
-    `bool`, ...; `uint16` for bf16, whose elements are stored as bits)."""
-    t = value.type
-    assert isinstance(t, TensorType)
-    name = element_type_name(t.element_type)
-    if name not in SUPPORTED_TYPES:
-        raise UnsupportedTypeError(
-            f"element type {name} is not supported by code generation"
-        )
-    return BY_NAME[name].device_dtype
-
-
-def numba_type(dtype: str) -> str:
-    """The numba type name of a stored element of device dtype `dtype`."""
-    return of_device_dtype(dtype).numba_type
-
-
-def compute_type(dtype: str) -> str:
-    """The numba type arithmetic on `dtype` elements runs in (halves -> f32)."""
-    return of_device_dtype(dtype).compute_type
 
 
 def widen(dtype: str, text: str) -> str:

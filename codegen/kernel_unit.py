@@ -9,7 +9,7 @@ to `@cuda.jit` (the `max_registers` it declared is kept beside it: a linker
 option, not part of the PTX) and its name replaced by `UNIT_NAME`, after the
 prelude of just the helpers it calls (`kernel_prelude`). Equal units compile
 to equal code, whatever program, partition or process they come from; the
-register probe (`scheduling/kernel_probe.py`) makes the same unit from the
+register probe (`codegen/kernel_probe.py`) makes the same unit from the
 kernel it generates, so its build is the runtime's.
 
 ```python

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from fusec.analysis.device_dtypes import UnsupportedTypeError, value_dtype
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.view_operands import CHAINED_VIEWS, computed_root
-from fusec.codegen.kernel_source import UnsupportedTypeError, value_dtype
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import element_type, int_list, tensor_shape

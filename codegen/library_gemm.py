@@ -31,11 +31,11 @@ from typing import Any
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.library_epilogue import EpilogueFold, fold_epilogue
 from fusec.analysis.program import ArgSpec, KernelLaunch
 from fusec.codegen.gemm_operands import operand_mode
-from fusec.codegen.kernel_source import value_dtype
 from fusec.codegen.writers import LIBRARY, WriteTask, Written
 from fusec.dialects import nn
 from fusec.dialects.element_types import of_device_dtype

@@ -24,15 +24,10 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type
 from fusec.analysis.op_kinds import op_kind
-from fusec.codegen.group_body import (
-    POINT_KINDS,
-    GroupBody,
-    compute_type,
-    constant_literal,
-    load_expr,
-)
 from fusec.codegen.kernel_source import broadcast_index, int_literal, scalar_expr, unravel
+from fusec.codegen.point_evaluator import constant_literal, load_expr
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 

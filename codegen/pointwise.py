@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.device_dtypes import UnsupportedTypeError, compute_type, numba_type, value_dtype
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.targets import Target
@@ -57,16 +58,12 @@ from fusec.codegen import pointwise_transpose
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
-    UnsupportedTypeError,
-    compute_type,
     float_literal,
     int_literal,
     kernel_header,
     launch_text,
     narrow,
-    numba_type,
     scalar_expr,
-    value_dtype,
     widen,
 )
 from fusec.codegen.pointwise_index import ElementIndex, index_type

@@ -49,6 +49,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import POINT_KINDS, GroupBody
 from fusec.analysis.in_place_reads import pointwise_read_refusal
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
@@ -63,13 +64,6 @@ from fusec.analysis.view_operands import (
     operand_view,
 )
 from fusec.codegen.computed_root import root_load
-from fusec.codegen.group_body import (
-    POINT_KINDS,
-    GroupBody,
-    PointEvaluator,
-    load_expr,
-    store_lines,
-)
 from fusec.codegen.indexed_read import Ints, read_element
 from fusec.codegen.kernel_source import (
     KernelSource,
@@ -78,6 +72,7 @@ from fusec.codegen.kernel_source import (
     kernel_header,
     launch_text,
 )
+from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr, store_lines
 from fusec.codegen.pointwise_index import ElementIndex, index_type
 from fusec.codegen.pointwise_tile import passes_edge, read_directly, tile_type, tiled_lines
 from fusec.codegen.schedule_input import group_schedule
@@ -293,7 +288,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     header = kernel_header(group, plan.body.ops, launch_text(grid, block, per_thread), notes)
     text = "\n".join([*header, "@cuda.jit", f"def {kernel_name}({plan.body.signature()}):",
                       *(_INDENT + line for line in body)])
-    return KernelSource(kernel_name, text + "\n", grid, block, plan.body.params(),
+    return KernelSource(kernel_name, text + "\n", grid, block, body_params(plan.body),
                         # the tiles are static arrays (`shared_bytes_est` records their
                         # size): the launch asks for no dynamic shared memory on top
                         shared_bytes=0, notes=[f"pointwise, {per_thread}"],

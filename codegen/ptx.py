@@ -33,11 +33,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fusec.analysis.device_dtypes import numba_type
 from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.analysis.program import KernelLaunch, Program, TensorSpec
 from fusec.analysis.targets import Target
 from fusec.codegen.compile_errors import KERNEL_ERROR_EXIT, kernel_error_of
-from fusec.codegen.kernel_source import numba_type
 
 # Generous bounds: numba compiles a kernel in about a second.
 COMPILE_TIMEOUT_S = 600

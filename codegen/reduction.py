@@ -63,18 +63,9 @@ from dataclasses import replace
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import op_error
-from fusec.codegen.decompose_group import decomposed
-from fusec.codegen.group_body import (
-    GroupBody,
-    Loader,
-    PointEvaluator,
-    compute_type,
-    fits_domain,
-    indent,
-    load_expr,
-    store_expr,
-)
+from fusec.analysis.group_body import GroupBody, compute_type, fits_domain
 from fusec.codegen.kernel_source import (
     PARTIALS_SUFFIX,
     KernelParam,
@@ -84,6 +75,14 @@ from fusec.codegen.kernel_source import (
     int_literal,
     kernel_header,
     launch_text,
+)
+from fusec.codegen.point_evaluator import (
+    Loader,
+    PointEvaluator,
+    body_params,
+    indent,
+    load_expr,
+    store_expr,
 )
 from fusec.codegen.reduction_index import plan_index
 from fusec.codegen.reduction_online import (
@@ -160,14 +159,14 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
             before.append(KernelSource(
                 name=first, text=_RowKernelWriter(ra, sched, "partials").write(first),
                 grid=sched.grid(ra.rows), block=sched.block,
-                params=[p for p in body.params() if p.role == "input"] + written,
+                params=[p for p in body_params(body) if p.role == "input"] + written,
                 notes=_notes(ra, sched), workspaces=spaces))
         return KernelSource(
             name=name,
             text=text,
             grid=sched.grid(ra.rows),
             block=sched.block,
-            params=body.params() + held,
+            params=body_params(body) + held,
             # Static shared arrays only: nothing to request at launch time.
             shared_bytes=0,
             notes=_notes(ra, sched),

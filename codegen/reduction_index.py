@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fusec.analysis.group_body import fits_domain
 from fusec.analysis.view_operands import READ_IN_PLACE
-from fusec.codegen.group_body import fits_domain
 from fusec.codegen.kernel_source import int_literal, unravel_into
 from fusec.codegen.pointwise import dim_groups
 from fusec.codegen.pointwise_index import index_type

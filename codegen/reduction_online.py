@@ -37,8 +37,8 @@ share of them with the pair rule above.
 
 from __future__ import annotations
 
+from fusec.analysis.group_body import compute_type
 from fusec.analysis.reduction_passes import online_softmax_max
-from fusec.codegen.group_body import compute_type
 from fusec.codegen.kernel_source import exp_function, float_literal, int_literal
 from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.codegen.reduction_tree import combine

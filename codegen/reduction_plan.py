@@ -33,10 +33,10 @@ from typing import Literal
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import POINT_KINDS, GroupBody, fits_domain
 from fusec.analysis.in_place_reads import is_reduction_leaf, reduction_leaf_refusal
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.view_operands import CHAINED_VIEWS, READ_IN_PLACE, computed_root
-from fusec.codegen.group_body import POINT_KINDS, GroupBody, fits_domain
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from fusec.codegen.group_body import PointEvaluator
+from fusec.codegen.point_evaluator import PointEvaluator
 from fusec.codegen.reduction_index import RowIndex
 from fusec.codegen.reduction_tree import combine
 from fusec.dialects import nn

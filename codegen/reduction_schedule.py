@@ -38,9 +38,9 @@ from dataclasses import dataclass, replace
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import InternalError
+from fusec.analysis.group_body import compute_type
 from fusec.analysis.reduction_views import Layout, folded_views, natural_layout, read_layout
 from fusec.analysis.targets import WARP_SIZE, Target
-from fusec.codegen.group_body import compute_type
 from fusec.codegen.reduction_online import online_pair
 from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.codegen.reduction_vector import vector_width

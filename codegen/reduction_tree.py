@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fusec.analysis.group_body import compute_type
 from fusec.analysis.targets import WARP_SIZE
-from fusec.codegen.group_body import compute_type
 from fusec.codegen.kernel_source import float_literal, int_literal, max_expr, min_expr
 from fusec.dialects import nn
 

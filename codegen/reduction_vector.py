@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.group_body import dtype_name, fits_domain
 from fusec.analysis.reduction_views import folded_views
-from fusec.codegen.group_body import dtype_name, fits_domain
 from fusec.codegen.reduction_index import plan_index
 from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.codegen.wide_access import lane_value, pack_values, wide_load, wide_store

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.decompose_group import decomposed
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.group_kind import group_kind
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTERS
@@ -44,9 +46,7 @@ from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.contraction_schedule import GemmTile, tile_of
-from fusec.codegen.decompose_group import decomposed
 from fusec.codegen.gemm_operands import operand_mode
-from fusec.codegen.group_body import GroupBody
 from fusec.codegen.pointwise import plan_group, vector_width, wide_arrays
 from fusec.codegen.pointwise_transpose import has_views
 from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op

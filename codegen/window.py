@@ -35,20 +35,11 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type, fits_domain
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.targets import Target
-from fusec.codegen.decompose_group import decomposed
-from fusec.codegen.group_body import (
-    POINT_KINDS,
-    GroupBody,
-    PointEvaluator,
-    compute_type,
-    fits_domain,
-    indent,
-    load_expr,
-    store_lines,
-)
 from fusec.codegen.kernel_source import (
     KernelSource,
     float_literal,
@@ -60,6 +51,13 @@ from fusec.codegen.kernel_source import (
     unravel,
 )
 from fusec.codegen.operand_reader import fused_prologue, read_at
+from fusec.codegen.point_evaluator import (
+    PointEvaluator,
+    body_params,
+    indent,
+    load_expr,
+    store_lines,
+)
 from fusec.codegen.schedule_input import group_schedule
 from fusec.codegen.window_plan import TiledWindow, check_plan, geometry, recorded_plan
 from fusec.dialects import nn
@@ -152,7 +150,7 @@ def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
         ]
         signature = f"def {name}({body.signature()}):"
         text = "\n".join([*head, "@cuda.jit", signature, *indent(lines, 1)])
-        return KernelSource(name, text, grid, block, body.params(), shared_bytes=0, notes=notes)
+        return KernelSource(name, text, grid, block, body_params(body), shared_bytes=0, notes=notes)
 
 
 def _recorded_schedule(group: GroupOp, w: WindowShape, target: Target) -> TiledWindow:

@@ -39,8 +39,8 @@ from typing import Literal
 
 from xdsl.ir import Operation
 
+from fusec.analysis.group_body import compute_type
 from fusec.analysis.targets import WARP_SIZE, Target
-from fusec.codegen.group_body import compute_type
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.schedule import SCHEDULE_KEY, WindowSchedule

@@ -40,8 +40,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fusec.codegen.group_body import indent
 from fusec.codegen.kernel_source import int_literal
+from fusec.codegen.point_evaluator import indent
 from fusec.codegen.window_plan import STAGE_BATCH, UNROLL_BUDGET, pass_scheme, tile_passes
 
 # --- index arithmetic in generated code -----------------------------------------------------

@@ -63,16 +63,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from fusec.codegen.group_body import (
-    GroupBody,
-    Loader,
-    PointEvaluator,
-    compute_type,
-    indent,
-    load_expr,
-    store_expr,
-    store_lines,
-)
+from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.codegen.kernel_source import (
     KernelSource,
     broadcast_index,
@@ -84,6 +75,15 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.operand_reader import prologue_ops, read_at
+from fusec.codegen.point_evaluator import (
+    Loader,
+    PointEvaluator,
+    body_params,
+    indent,
+    load_expr,
+    store_expr,
+    store_lines,
+)
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.window import WindowShape
 from fusec.codegen.window_plan import TiledWindow, weight_pad
@@ -122,7 +122,7 @@ def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
                       *indent(writer.lines(), 1)])
     # The tiles are static shared arrays: nothing to request at launch time
     # (a launch's shared_bytes is dynamic memory on top of the static).
-    return KernelSource(name, text, tiled.grid, tiled.block, w.body.params(),
+    return KernelSource(name, text, tiled.grid, tiled.block, body_params(w.body),
                         shared_bytes=0, notes=notes, grid_loops=writer.grid_loops)
 
 

@@ -13,7 +13,7 @@ A *backend* is one way to run a group. Two are built in:
 `group_backend` says which backend a group uses, from what the passes
 recorded on it; `writer_for` finds the writer of its (backend, kind);
 `generate.py` writes every group through it, and the register probe
-(`scheduling/kernel_probe.py`) the group it counts. The built-in writers
+(`codegen/kernel_probe.py`) the group it counts. The built-in writers
 (`codegen/builtin_writers.py`) are registered on the first lookup;
 `register_writer` adds one more (docs/adding-a-backend.md).
 

@@ -21,10 +21,10 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from fusec.analysis.cost_model import op_flops
+from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.program import TensorSpec
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
-from fusec.codegen.kernel_source import value_dtype
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape

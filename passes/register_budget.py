@@ -45,6 +45,7 @@ from fusec.analysis.group_kind import GroupKind, Leaner, group_kind
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target, resolve_target, unknown_target
+from fusec.codegen.kernel_probe import KernelCount, KernelProbe
 from fusec.codegen.kernel_source import MAX_REGISTERS_ATTR
 from fusec.codegen.register_model import RegisterEstimate, estimate_registers
 from fusec.dialects import nn
@@ -54,7 +55,6 @@ from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import ShapeError, broadcast_shapes
 from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
 from fusec.passes.register_prices import crossing_values, spill_seconds, split_seconds, us
-from fusec.scheduling.kernel_probe import KernelCount, KernelProbe
 
 EST_ATTR = "est_registers"
 REGISTER_GRANULE = 8  # registers are allocated per thread in multiples of 8

@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 from xdsl.ir import Operation, OpResult, SSAValue
 
+from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.targets import Target
-from fusec.codegen.kernel_source import value_dtype
+from fusec.codegen.kernel_probe import KernelCount
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
-from fusec.scheduling.kernel_probe import KernelCount
 
 
 def spill_seconds(count: KernelCount, target: Target) -> float:

@@ -31,11 +31,11 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.cost_model import GemmChoice, gemm_choice
+from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.library_epilogue import EpilogueFold, fold_epilogue
 from fusec.analysis.library_gemm_cost import library_element
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
-from fusec.codegen.kernel_source import value_dtype
 from fusec.dialects import nn
 from fusec.dialects.element_types import ELEMENT_TYPES, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp

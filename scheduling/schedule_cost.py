@@ -23,12 +23,12 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from fusec.analysis.cost_model import POINTWISE_ELEMENTS_PER_THREAD
+from fusec.analysis.decompose_group import decomposed
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.contraction_schedule import tile_of
-from fusec.codegen.decompose_group import decomposed
-from fusec.codegen.group_body import GroupBody
 from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.codegen.reduction_plan import analyze as analyze_rows
 from fusec.codegen.window_schedule import group_window

@@ -63,6 +63,6 @@ def examples_dir() -> Path:
 def no_ptxas_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """register-budget decides by its estimate alone (no time for ptxas):
     for tests of something else that compile large models many times."""
-    from fusec.scheduling import kernel_probe
+    from fusec.codegen import kernel_probe
 
     monkeypatch.setattr(kernel_probe, "PROBE_BUDGET_S", 0.0)

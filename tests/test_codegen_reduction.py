@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.targets import H200
 from fusec.codegen import reduction_schedule as reduction
-from fusec.codegen.group_body import GroupBody
 from fusec.codegen.reduction import emit
 from fusec.codegen.reduction_plan import RowAnalysis, analyze
 from fusec.codegen.reduction_schedule import ReductionOptions, for_target, to_attr

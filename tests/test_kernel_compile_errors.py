@@ -18,11 +18,10 @@ from types import ModuleType
 
 import pytest
 
-from fusec.codegen import build_pool, build_worker, ptx, writers
+from fusec.codegen import build_pool, build_worker, kernel_probe, ptx, writers
 from fusec.codegen.kernel_source import KernelSource
 from fusec.codegen.writers import Writer, WriteTask, Written
 from fusec.compiler.cli import main
-from fusec.scheduling import kernel_probe
 
 pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas")
 

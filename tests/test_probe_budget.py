@@ -10,9 +10,9 @@ import pytest
 
 from fusec.analysis.targets import get_target
 from fusec.codegen.build_pool import find_ptxas, forget_builds
+from fusec.codegen.kernel_probe import KernelProbe
 from fusec.compiler.compile import compile_model
 from fusec.dialects.fusion import GroupOp
-from fusec.scheduling.kernel_probe import KernelProbe
 
 PROGRAM = """func.func @f(%x: tensor<64x96xf32>) -> tensor<64x96xf32> {
   %0 = nn.softmax %x {axis = 1} : tensor<64x96xf32>

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.targets import H200
 from fusec.codegen import reduction_schedule as reduction
-from fusec.codegen.group_body import GroupBody
 from fusec.codegen.reduction_plan import RowAnalysis, analyze
 from fusec.codegen.reduction_schedule import ReductionOptions, for_target
 from fusec.compiler.parsing import make_context, parse_module

@@ -16,8 +16,9 @@ from xdsl.dialects.builtin import ModuleOp
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.remarks import RemarkCollector, collect_remarks
 from fusec.analysis.targets import get_target
-from fusec.codegen import build_pool
+from fusec.codegen import build_pool, kernel_probe
 from fusec.codegen.generate import generate_program
+from fusec.codegen.kernel_probe import KernelCount, KernelProbe
 from fusec.codegen.ptx import compile_program_ptx, program_signatures
 from fusec.compiler.compile import ScheduleOptions, compile_model
 from fusec.compiler.driver import make_registry
@@ -25,8 +26,6 @@ from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import _Budgeter  # pyright: ignore[reportPrivateUsage]
-from fusec.scheduling import kernel_probe
-from fusec.scheduling.kernel_probe import KernelCount, KernelProbe
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDE_TANH = ROOT / "bench" / "programs" / "wide_tanh.mlir"

@@ -7,7 +7,7 @@ generator do not change the corpus. They were not used to fit the model
 (seeds 100-199 and the examples were; `codegen/register_model.py`). Each
 compiles with the default pipeline (register-budget on estimates alone, so
 the estimate is what is measured), and each group's kernel is counted by
-`ptxas -arch=sm_90 -v` through `scheduling/kernel_probe.py`.
+`ptxas -arch=sm_90 -v` through `codegen/kernel_probe.py`.
 
 Regenerate a file with:
 
@@ -28,12 +28,12 @@ import pytest
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.targets import get_target
+from fusec.codegen.kernel_probe import KernelProbe
 from fusec.compiler.compile import compile_model
 from fusec.compiler.compile_pipeline import PipelineOptions, default_pipeline
 from fusec.compiler.driver import make_registry
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import recorded_estimate
-from fusec.scheduling.kernel_probe import KernelProbe
 
 CORPUS = Path(__file__).resolve().parent / "register_corpus"
 TOLERANCE = 0.25

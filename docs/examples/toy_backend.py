@@ -22,14 +22,13 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
+from fusec.analysis.device_dtypes import compute_type, value_dtype
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
     broadcast_index,
-    compute_type,
     scalar_expr,
     unravel,
-    value_dtype,
 )
 from fusec.codegen.pointwise import splat_literal
 from fusec.codegen.writers import BACKEND_ATTR, WriteTask, Written, register_writer

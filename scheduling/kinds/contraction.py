@@ -4,6 +4,7 @@ no kernel of fusec's)."""
 
 from __future__ import annotations
 
+from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -12,6 +13,7 @@ from fusec.analysis.fusion_legality import (
     fold_view,
     indexed_read,
 )
+from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
@@ -24,8 +26,6 @@ from fusec.codegen.contraction_schedule import (
     recorded_tile,
     tile_attr,
 )
-from fusec.codegen.decompose_group import decomposed
-from fusec.codegen.group_body import GroupBody, compute_type
 from fusec.codegen.register_model import RegisterEstimate, contraction_estimate, current_tile
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr

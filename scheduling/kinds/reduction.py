@@ -8,6 +8,7 @@ import itertools
 
 from xdsl.ir import SSAValue
 
+from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
@@ -16,14 +17,13 @@ from fusec.analysis.fusion_legality import (
     indexed_read,
     merge_reduction,
 )
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.view_operands import FOLDED_VIEWS
 from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.contraction_schedule import GemmTile
-from fusec.codegen.decompose_group import decomposed
-from fusec.codegen.group_body import GroupBody
 from fusec.codegen.reduction_plan import analyze as analyze_rows
 from fusec.codegen.register_model import RegisterEstimate, reduction_estimate
 from fusec.dialects.fusion import GroupOp

@@ -38,11 +38,12 @@ from dataclasses import dataclass, field
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 
+from fusec.analysis.device_dtypes import numba_type, value_dtype
 from fusec.analysis.diagnostics import InternalError, counted
 from fusec.analysis.targets import Target
 from fusec.codegen.build_pool import BuildFailed, Built, kernel_code
 from fusec.codegen.compile_errors import first_error_line
-from fusec.codegen.kernel_source import KernelParam, KernelSource, numba_type, value_dtype
+from fusec.codegen.kernel_source import KernelParam, KernelSource
 from fusec.codegen.kernel_unit import unit_of_kernel
 from fusec.codegen.writers import ValueId, WriteTask, group_backend, writer_for
 from fusec.dialects.fusion import GroupOp

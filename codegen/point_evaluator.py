@@ -1,5 +1,6 @@
-"""Reading a `fusion.group` body for the reduction, contraction and window
-emitters, and writing straight-line scalar code for its elementwise ops.
+"""Writing straight-line scalar code for the elementwise ops of a
+`fusion.group` body (`analysis/group_body.py` reads the body), for the
+reduction, contraction, window and attention emitters.
 
 Every fused kernel evaluates some elementwise ops at one point of an iteration
 domain (a row element, one accumulator of a matmul tile, one conv output).
@@ -25,12 +26,12 @@ the model.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
-from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type, dtype_name, owner_of
+from fusec.analysis.op_kinds import op_kind
 from fusec.codegen import kernel_source
 from fusec.codegen.kernel_source import (
     KernelParam,
@@ -41,12 +42,8 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.dialects import nn
 from fusec.dialects.element_types import smallest_normal
-from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import splat_value, tensor_shape
 from fusec.dialects.shapes import Shape, numel
-
-# Op kinds a point evaluator computes: elementwise ops and nn.broadcast_to.
-POINT_KINDS = (OpKind.ELEMENTWISE, OpKind.BROADCAST)
 
 _VIEWS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
 """Layout ops a point evaluator reads in place, through their chain's
@@ -55,79 +52,18 @@ strided view (`codegen/indexed_read.py`)."""
 Loader = Callable[[BlockArgument, Shape, Sequence[str]], str]
 
 
-def dtype_name(value: SSAValue) -> str:
-    """NumPy dtype name of a tensor value's device buffer (`float32`, `bool`,
-    `uint16` for bf16 bits, ...)."""
-    try:
-        return kernel_source.value_dtype(value)
-    except kernel_source.UnsupportedTypeError as err:
-        raise op_error(_owner(value), str(err)) from None
-
-
-def storage_type(value: SSAValue) -> str:
-    """The numba type name an element of `value` is stored as."""
-    return kernel_source.numba_type(dtype_name(value))
-
-
-def compute_type(value: SSAValue) -> str:
-    """The numba type name `value` is computed in (half precision widens)."""
-    return kernel_source.compute_type(dtype_name(value))
-
-
-def _owner(value: SSAValue) -> Operation:
-    if isinstance(value, BlockArgument):
-        parent = value.block.parent_op()
-        assert parent is not None
-        return parent
-    assert isinstance(value.owner, Operation)
-    return value.owner
-
-
-@dataclass
-class GroupBody:
-    """The ops of a group in program order, its inputs and its outputs."""
-
-    group: GroupOp
-    ops: list[Operation]
-    args: list[BlockArgument]
-    outputs: list[SSAValue]  # yielded values, output i is outputs[i]
-    names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
-
-    @staticmethod
-    def of(group: GroupOp) -> GroupBody:
-        """Collect the body of `group` and name every value."""
-        ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
-        last = group.block.last_op
-        assert isinstance(last, YieldOp)
-        body = GroupBody(group, ops, list(group.block.args), list(last.values))
-        for k, arg in enumerate(body.args):
-            body.names[arg] = f"a{k}"
-        for k, op in enumerate(ops):
-            for r in op.results:
-                body.names[r] = f"v{k}"
-        return body
-
-    def params(self) -> list[KernelParam]:
-        """Every input, then every output, each as a flat contiguous view."""
-        ins = [
-            KernelParam("input", k, (max(1, numel(tensor_shape(a))),))
-            for k, a in enumerate(self.args)
-        ]
-        outs = [
-            KernelParam("output", k, (max(1, numel(tensor_shape(v))),))
-            for k, v in enumerate(self.outputs)
-        ]
-        return ins + outs
-
-    def signature(self) -> str:
-        """The kernel's parameter list: `in0, in1, out0`."""
-        names = [f"in{k}" for k in range(len(self.args))]
-        names += [f"out{k}" for k in range(len(self.outputs))]
-        return ", ".join(names)
-
-    def arg_index(self, arg: BlockArgument) -> int:
-        """The group operand number of a block argument."""
-        return self.args.index(arg)
+def body_params(body: GroupBody) -> list[KernelParam]:
+    """The kernel parameters of a group: every input, then every output, each
+    as a flat contiguous view."""
+    ins = [
+        KernelParam("input", k, (max(1, numel(tensor_shape(a))),))
+        for k, a in enumerate(body.args)
+    ]
+    outs = [
+        KernelParam("output", k, (max(1, numel(tensor_shape(v))),))
+        for k, v in enumerate(body.outputs)
+    ]
+    return ins + outs
 
 
 def constant_literal(op: nn.ConstantOp) -> str:
@@ -195,7 +131,7 @@ class PointEvaluator:
         if isinstance(v, BlockArgument):
             self.lines.append(f"{name} = {self._load(v)}")
         else:
-            op = _owner(v)
+            op = owner_of(v)
             if isinstance(op, nn.ConstantOp):
                 self.bound[v] = constant_literal(op)
                 return self.bound[v]
@@ -285,14 +221,6 @@ def store_lines(k: int, v: SSAValue, val: str, domain: Shape, coords: Sequence[s
     line = f"out{k}[{broadcast_index(shape, domain, coords)}] = {store_expr(v, val)}"
     guard = broadcast_guard(shape, domain, coords)
     return [f"if {guard}:", f"    {line}"] if guard else [line]
-
-
-def fits_domain(shape: Shape, domain: Shape) -> bool:
-    """Whether `shape` broadcasts (right-aligned) into `domain` unchanged."""
-    if len(shape) > len(domain):
-        return False
-    offset = len(domain) - len(shape)
-    return all(s in (1, domain[d + offset]) for d, s in enumerate(shape))
 
 
 def indent(lines: Sequence[str], depth: int) -> list[str]:
