@@ -44,9 +44,9 @@ from fusec.dialects.schedule import ScheduleAttr
 if TYPE_CHECKING:  # types only: these layers sit above this one
     from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
     from fusec.analysis.scheduled_cost import ScheduledKernel
-    from fusec.codegen.contraction_schedule import GemmTile
-    from fusec.codegen.register_model import RegisterEstimate
     from fusec.dialects.fusion import GroupOp
+    from fusec.scheduling.contraction_schedule import GemmTile
+    from fusec.scheduling.register_estimate import RegisterEstimate
 
 @dataclass
 class ScheduleContext:

@@ -7,7 +7,7 @@ or gather in place instead of a copy kernel writing it
 it can depends on what the rest of the kernel computes: a gather reads its
 table only from memory, a pointwise kernel transposes only an operand it
 reads from memory. The writers (`codegen/pointwise_transpose.py`,
-`codegen/reduction_plan.py`) refuse a group that breaks these rules; fusion
+`scheduling/reduction_plan.py`) refuse a group that breaks these rules; fusion
 legality asks the same predicates before it merges two groups
 (`fusion_legality.fuse_infos`) and before a group recomputes a value another
 group writes (`recompute_read_refusal`), so that it never forms a group the

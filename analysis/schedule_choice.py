@@ -20,7 +20,7 @@ Each kind's `choose` (`scheduling/kinds/`) decides:
   the one chosen for the default target;
 - layout: the pointwise schedule of the collapsed copy read as a view
   (`codegen/layout.py`), a tile when it transposes the innermost axis;
-- window: a lone conv or pool the tiled plan (`codegen/window_schedule.py`)
+- window: a lone conv or pool the tiled plan (`scheduling/window_schedule.py`)
   shrunk until it fits the limit; conv + pool its pooled tile.
 """
 

@@ -150,7 +150,7 @@ class Target:
     tensor cores are."""
     attention_mma_efficiency: float = 0.22
     """Fraction of the modelled clocks of an mma attention tile
-    (`codegen/attention_mma_schedule.py`) that the kernel reaches: the
+    (`scheduling/attention_mma_schedule.py`) that the kernel reaches: the
     geometric mean over the 12 tiles measured on the H200 (2026-12-01,
     bench/attention_sweep.py, B8 H12 S512 D64, f32 and bf16, 0.17 to 0.28
     each; best f32 128 x 32 keys 0.261 ms, bf16 128 x 64 0.150). Nsight

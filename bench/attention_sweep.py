@@ -115,13 +115,13 @@ def main() -> None:
     from half_precision import retype  # beside this script
 
     from fusec.analysis.targets import H200
-    from fusec.codegen.attention_schedule import shared_bytes
     from fusec.scheduling.attention import (
         AttentionShape,
         candidate_order,
         fused_time,
         ranked_tiles,
     )
+    from fusec.scheduling.attention_schedule import shared_bytes
 
     b, h, s, d = SHAPE
     item = 4 if args.dtype == "f32" else 2

@@ -48,8 +48,8 @@ def main() -> None:
     import torch.nn.functional as F
 
     from fusec.analysis.targets import H200
-    from fusec.codegen.attention_schedule import AttentionShape, AttentionTile
     from fusec.scheduling.attention import decode_time
+    from fusec.scheduling.attention_schedule import AttentionShape, AttentionTile
 
     b, h, s, skv, d = SHAPE
     text = PROGRAM.read_text()

@@ -4,7 +4,7 @@ SIMT (f16/bf16 operands are widened as they are staged).
 
 One block per (batch x head, tile of `block_q` queries); the block walks the
 keys `block_k` at a time. The tile is the group's `#fusion.attention`
-schedule (`codegen/attention_schedule.py` says which thread owns what):
+schedule (`scheduling/attention_schedule.py` says which thread owns what):
 
 1. Qᵀ is staged in shared memory once; each step stages Kᵀ and V (with
    `stages = 2` the next step's K/V tile is loaded into registers before
@@ -44,18 +44,6 @@ from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.targets import Target
-from fusec.codegen.attention_schedule import (
-    VECTOR,
-    AttentionShape,
-    AttentionTile,
-    attention_registers,
-    p_width,
-    padded,
-    recorded_tile,
-    shared_bytes,
-    shared_words,
-    vwidth,
-)
 from fusec.codegen.kernel_source import (
     KernelSource,
     broadcast_index,
@@ -67,12 +55,24 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, indent, load_expr, store_expr
 from fusec.codegen.reduction_tree import SIMULATED
-from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects import nn
 from fusec.dialects.element_types import element
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type, element_type_name, tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel
+from fusec.scheduling.attention_schedule import (
+    VECTOR,
+    AttentionShape,
+    AttentionTile,
+    attention_registers,
+    p_width,
+    padded,
+    recorded_tile,
+    shared_bytes,
+    shared_words,
+    vwidth,
+)
+from fusec.scheduling.register_estimate import RegisterEstimate
 
 F32 = "float32"
 NEG_INF = float_literal(float("-inf"))
@@ -124,7 +124,7 @@ def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
         ]
         if tile.engine == "mma":
             from fusec.codegen.attention_mma import MmaWriter  # it extends _Writer
-            from fusec.codegen.attention_mma_schedule import mma_problem
+            from fusec.scheduling.attention_mma_schedule import mma_problem
 
             if (problem := mma_problem(shape.d, shape.dv, shape.element)) is not None:
                 raise op_error(group, f"attention tile {tile.text()} cannot take {problem}")
@@ -132,7 +132,7 @@ def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
             writer: _Writer = MmaWriter(body, pattern, shape, tile, qtiles, dynamic)
         elif tile.engine == "decode":
             from fusec.codegen.attention_decode import emit_decode  # it extends _Writer
-            from fusec.codegen.attention_decode_schedule import decode_head_problem
+            from fusec.scheduling.attention_decode_schedule import decode_head_problem
 
             if (problem := decode_head_problem(shape.d, shape.dv)) is not None:
                 raise op_error(group, f"attention tile {tile.text()} cannot take {problem}")

@@ -36,7 +36,6 @@ from fusec.codegen.attention import (
     AttentionSizes,
     _Writer,
 )
-from fusec.codegen.attention_schedule import AttentionTile, SplitPlan
 from fusec.codegen.attention_split import (
     PARTIALS,
     SplitWriter,
@@ -55,6 +54,7 @@ from fusec.codegen.point_evaluator import body_params, indent, load_expr, store_
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import numel
+from fusec.scheduling.attention_schedule import AttentionTile, SplitPlan
 
 
 def emit_decode(flat: GroupOp, body: GroupBody, pattern: AttentionPattern,

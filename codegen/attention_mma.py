@@ -4,7 +4,7 @@ run as warp-level `mma.sync` (`codegen/mma.py`: f32 as TF32x3, f16 and bf16
 natively, f32 accumulation), FlashAttention-2 style.
 
 One block per (batch x head, tile of `block_q` queries), a warp per 16 of
-its queries (`codegen/attention_mma_schedule.py` has the geometry):
+its queries (`scheduling/attention_mma_schedule.py` has the geometry):
 
 1. Q is staged in shared memory once, in the order of the warps' A
    fragments (`_q_slot`), and read each key step; each key step stages K
@@ -49,17 +49,17 @@ from fusec.codegen.attention import (
     _u,
     _Writer,
 )
-from fusec.codegen.attention_mma_schedule import (
+from fusec.codegen.kernel_source import float_literal, unravel
+from fusec.codegen.mma import mma_helpers
+from fusec.codegen.point_evaluator import indent, load_expr, store_expr
+from fusec.codegen.reduction_tree import SIMULATED
+from fusec.scheduling.attention_mma_schedule import (
     mma_shared_words,
     mma_widths,
     split_offsets,
     staged_parts,
 )
-from fusec.codegen.attention_schedule import MMA_K, MMA_ROWS, AttentionTile
-from fusec.codegen.kernel_source import float_literal, unravel
-from fusec.codegen.mma import mma_helpers
-from fusec.codegen.point_evaluator import indent, load_expr, store_expr
-from fusec.codegen.reduction_tree import SIMULATED
+from fusec.scheduling.attention_schedule import MMA_K, MMA_ROWS, AttentionTile
 
 VEC = 4  # head dims a thread stages per step
 

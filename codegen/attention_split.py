@@ -37,7 +37,6 @@ from fusec.codegen.attention import (
     AttentionSizes,
     _Writer,
 )
-from fusec.codegen.attention_schedule import AttentionTile, SplitPlan, shared_bytes
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -49,6 +48,7 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.point_evaluator import body_params, indent, store_expr
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import numel
+from fusec.scheduling.attention_schedule import AttentionTile, SplitPlan, shared_bytes
 
 COMBINE_THREADS = 128  # threads per block of the combine kernel: one per output element
 PARTIALS = ("pml", "po")  # the workspaces' parameter names: (m, l) pairs, outputs

@@ -42,16 +42,8 @@ from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type, fits_domain
 from fusec.analysis.op_kinds import op_kind
-from fusec.codegen.contraction_schedule import (
-    LARGE_TILE,
-    MEDIUM_TILE,
-    SMALL_TILE,
-    SMEM_PAD,
-    GemmTile,
-    gemm_shared_bytes,
-    tile_of,
-)
 from fusec.codegen.gemm_operands import OperandTile
+from fusec.codegen.gemm_tile_text import tile_col, tile_row
 from fusec.codegen.kernel_source import (
     KernelSource,
     float_literal,
@@ -69,6 +61,15 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ContractionSchedule
 from fusec.dialects.shapes import Shape, fmt, numel
+from fusec.scheduling.contraction_schedule import (
+    LARGE_TILE,
+    MEDIUM_TILE,
+    SMALL_TILE,
+    SMEM_PAD,
+    GemmTile,
+    gemm_shared_bytes,
+    tile_of,
+)
 
 __all__ = ["LARGE_TILE", "MEDIUM_TILE", "SMALL_TILE", "GemmTile", "emit"]
 
@@ -259,8 +260,8 @@ class _GemmWriter:
     def _main_loop(self) -> list[str]:
         t = self.t
         more = f"kt + 1 < {int_literal(self.tiles)}"
-        frags = [f"fa{i} = As[cur, kk, {t.row(i, 'ty')}]" for i in range(t.tm)]
-        frags += [f"fb{j} = Bs[cur, kk, {t.col(j, 'tx')}]" for j in range(t.tn)]
+        frags = [f"fa{i} = As[cur, kk, {tile_row(t, i, 'ty')}]" for i in range(t.tm)]
+        frags += [f"fb{j} = Bs[cur, kk, {tile_col(t, j, 'tx')}]" for j in range(t.tn)]
         fmas = [
             f"c{i}_{j} = cuda.fma(fa{i}, fb{j}, c{i}_{j})" for i in range(t.tm) for j in range(t.tn)
         ]
@@ -280,9 +281,9 @@ class _GemmWriter:
         """Per accumulator: the epilogue ops, then the stores of every output."""
         g, t = self.g, self.t
         lines = ["# epilogue in registers, then the stores"]
-        lines += [f"cn{j} = n0 + {t.col(j, 'tx')}" for j in range(t.tn)]
+        lines += [f"cn{j} = n0 + {tile_col(t, j, 'tx')}" for j in range(t.tn)]
         for i in range(t.tm):
-            row = [f"cm = m0 + {t.row(i, 'ty')}"]
+            row = [f"cm = m0 + {tile_row(t, i, 'ty')}"]
             m_guard = self._guard([("cm", g.m, t.bm)])
             cells: list[str] = []
             for j in range(t.tn):

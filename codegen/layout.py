@@ -2,7 +2,7 @@
 copy for a reshape that must materialize, and a chain of slices, reshapes and
 transposes (`analysis/view_chains.py`) copied through its composed strided view.
 
-The group is collapsed first (`codegen/layout_collapse.py`: a transpose of
+The group is collapsed first (`scheduling/layout_collapse.py`: a transpose of
 `[2, 3, 4]` by `perm = [2, 0, 1]` is a 2-d transpose of `[6, 4]`, a concat
 along axis 1 of `[N, C_k, H, W]` a concat of `[N, C_k * H * W]`), then
 emitted as a pointwise group whose one op is read in place
@@ -34,8 +34,8 @@ import dataclasses
 
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.kernel_source import KernelSource
-from fusec.codegen.layout_collapse import collapsed, layout_ops
 from fusec.dialects.fusion import GroupOp
+from fusec.scheduling.layout_collapse import collapsed, layout_ops
 
 
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:

@@ -50,8 +50,7 @@ the f32 tolerance sees).
 
 from __future__ import annotations
 
-MMA_ELEMENTS = ("f32", "f16", "bf16")
-"""Operand element types the warp products take (f32 as TF32x3)."""
+from fusec.scheduling.attention_mma_schedule import MMA_ELEMENTS
 
 
 def mma_helpers(element: str) -> tuple[str, str, str]:

@@ -92,7 +92,6 @@ from fusec.codegen.reduction_online import (
     pair_tree_lines,
     split_combine_lines,
 )
-from fusec.codegen.reduction_plan import Frame, RowAnalysis, analyze
 from fusec.codegen.reduction_registers import RowElements, Term, accumulate_lines
 from fusec.codegen.reduction_schedule import (
     RowSchedule,
@@ -120,6 +119,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule
 from fusec.dialects.shapes import Shape, numel
+from fusec.scheduling.reduction_plan import Frame, RowAnalysis, analyze
 
 
 def workspaces(ra: RowAnalysis, sched: RowSchedule) -> list[Workspace]:

@@ -33,9 +33,9 @@ from fusec.analysis.view_operands import READ_IN_PLACE
 from fusec.codegen.kernel_source import int_literal, unravel_into
 from fusec.codegen.pointwise import dim_groups
 from fusec.codegen.pointwise_index import index_type
-from fusec.codegen.reduction_plan import Frame, RowAnalysis
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, numel
+from fusec.scheduling.reduction_plan import Frame, RowAnalysis
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,9 @@ from __future__ import annotations
 from fusec.analysis.group_body import compute_type
 from fusec.analysis.reduction_passes import online_softmax_max
 from fusec.codegen.kernel_source import exp_function, float_literal, int_literal
-from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.codegen.reduction_tree import combine
 from fusec.dialects import nn
+from fusec.scheduling.reduction_plan import RowAnalysis
 
 
 def online_pair(ra: RowAnalysis) -> tuple[nn.ReduceMaxOp, nn.ReduceSumOp] | None:

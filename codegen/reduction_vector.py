@@ -30,10 +30,10 @@ from xdsl.ir import BlockArgument, SSAValue
 from fusec.analysis.group_body import dtype_name, fits_domain
 from fusec.analysis.reduction_views import folded_views
 from fusec.codegen.reduction_index import plan_index
-from fusec.codegen.reduction_plan import RowAnalysis
 from fusec.codegen.wide_access import lane_value, pack_values, wide_load, wide_store
 from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.nn_base import tensor_shape
+from fusec.scheduling.reduction_plan import RowAnalysis
 
 VECTOR = 4
 """Row elements per vector access."""

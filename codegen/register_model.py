@@ -32,7 +32,6 @@ estimate_registers(group).registers   # 31 for `nn.mul %x, %c` on tensor<1024xf3
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
@@ -45,11 +44,9 @@ from fusec.analysis.pointwise_registers import pointwise_register_parts
 from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.contraction import analyze as analyze_gemm
-from fusec.codegen.contraction_schedule import GemmTile, tile_of
 from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.pointwise import plan_group, vector_width, wide_arrays
 from fusec.codegen.pointwise_transpose import has_views
-from fusec.codegen.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -61,6 +58,9 @@ from fusec.dialects.schedule import (
     ScheduleAttr,
 )
 from fusec.dialects.shapes import numel
+from fusec.scheduling.contraction_schedule import GemmTile, tile_of
+from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.window_plan import TiledWindow, geometry, recorded_plan, window_op
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
 # A layout copy (the pointwise view machinery, codegen/layout.py), refit
@@ -118,19 +118,6 @@ WINDOW_DEPTHWISE_ACROSS = 12  # a tile narrower than the image
 # ptxas 31-56; a thread with one output row is unchanged)
 WINDOW_POOL_PER_OUTPUT_ROW = 4
 WINDOW_PREFETCHED = {"pixels": 1.375, "general": 1.75}  # per element held by a pipelined step
-
-
-@dataclass(frozen=True)
-class RegisterEstimate:
-    """Estimated registers per thread and the parts they come from."""
-
-    registers: int
-    parts: tuple[tuple[str, int], ...]
-
-    def summary(self) -> str:
-        """`~31 registers (base 13, addressing 6, in flight 4, unroll 8)`."""
-        inner = ", ".join(f"{k} {v}" for k, v in self.parts if v)
-        return f"~{self.registers} registers ({inner})"
 
 
 def _make(*parts: tuple[str, float]) -> RegisterEstimate:
@@ -332,7 +319,7 @@ def _window(group: GroupOp) -> RegisterEstimate:
     conv + pool group."""
     op = window_op(group)
     if op is not None:
-        from fusec.codegen.window_schedule import default_plan
+        from fusec.scheduling.window_schedule import default_plan
 
         geo = geometry(op)
         return window_estimate(group, TiledWindow(geo, recorded_plan(group) or default_plan(geo)))

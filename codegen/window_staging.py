@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.point_evaluator import indent
-from fusec.codegen.window_plan import STAGE_BATCH, UNROLL_BUDGET, pass_scheme, tile_passes
+from fusec.scheduling.window_plan import STAGE_BATCH, UNROLL_BUDGET, pass_scheme, tile_passes
 
 # --- index arithmetic in generated code -----------------------------------------------------
 

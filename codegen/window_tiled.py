@@ -1,6 +1,6 @@
 """Tiled kernels for a lone window op (`nn.conv2d`, `nn.max_pool2d`,
 `nn.avg_pool2d`) with its elementwise epilogue, following the plan
-`tile-and-promote` recorded (`codegen/window_plan.py`): inputs and weights
+`tile-and-promote` recorded (`scheduling/window_plan.py`): inputs and weights
 are staged once per block in shared memory (`codegen/window_staging.py`)
 and every thread keeps a `pt x ot` tile of outputs in scalar accumulators.
 
@@ -86,7 +86,6 @@ from fusec.codegen.point_evaluator import (
 )
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.window import WindowShape
-from fusec.codegen.window_plan import TiledWindow, weight_pad
 from fusec.codegen.window_staging import (
     Stager,
     Tile,
@@ -100,6 +99,7 @@ from fusec.codegen.window_staging import (
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import fmt
+from fusec.scheduling.window_plan import TiledWindow, weight_pad
 
 
 def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,

@@ -290,8 +290,8 @@ def _attention_contest(group: GroupOp, target: Target) -> Contest:
     gain check prices them: the model cannot rank them reliably (the
     efficiencies behind both are one measured shape's), a GPU can."""
     from fusec.codegen.attention import group_shape
-    from fusec.codegen.attention_schedule import recorded_tile
     from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
+    from fusec.scheduling.attention_schedule import recorded_tile
     from fusec.scheduling.gemm_choice import cupy_tf32, library_available
 
     shape = group_shape(group)

@@ -47,7 +47,7 @@ from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.codegen.kernel_probe import KernelCount, KernelProbe
 from fusec.codegen.kernel_source import MAX_REGISTERS_ATTR
-from fusec.codegen.register_model import RegisterEstimate, estimate_registers
+from fusec.codegen.register_model import estimate_registers
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -55,6 +55,7 @@ from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import ShapeError, broadcast_shapes
 from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
 from fusec.passes.register_prices import crossing_values, spill_seconds, split_seconds, us
+from fusec.scheduling.register_estimate import RegisterEstimate
 
 EST_ATTR = "est_registers"
 REGISTER_GRANULE = 8  # registers are allocated per thread in multiples of 8

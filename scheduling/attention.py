@@ -31,13 +31,15 @@ from dataclasses import replace
 
 from fusec.analysis.cost_model import gemm_choice
 from fusec.analysis.targets import Target
-from fusec.codegen.attention_decode_schedule import (
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import AttentionSchedule
+from fusec.scheduling.attention_decode_schedule import (
     DECODE_MAX_QUERIES,
     DECODE_WARPS,
     decode_head_problem,
 )
-from fusec.codegen.attention_mma_schedule import mma_problem
-from fusec.codegen.attention_schedule import (
+from fusec.scheduling.attention_mma_schedule import mma_problem
+from fusec.scheduling.attention_schedule import (
     ITEM,
     AttentionShape,
     AttentionTile,
@@ -45,8 +47,6 @@ from fusec.codegen.attention_schedule import (
     shared_bytes,
     step_clocks,
 )
-from fusec.dialects.fusion import GroupOp
-from fusec.dialects.schedule import AttentionSchedule
 
 BLOCK_Q = (32, 64, 128)
 BLOCK_K = (16, 32, 64)
@@ -58,7 +58,7 @@ MMA_BLOCK_Q = (32, 64, 128)  # tensor-core tiles: 16 queries per warp
 MMA_BLOCK_K = (32, 64)  # one stage: a register prefetch spilled or was not faster (docs)
 MMA_CAPABILITY = (8, 0)  # TF32 and bf16 mma.sync
 MMA_REGISTER_MARGIN = 16  # below the thread's limit: ptxas spilled 128 bytes at 255
-# registers where the model said 240 (`codegen/attention_mma_schedule.py`)
+# registers where the model said 240 (`scheduling/attention_mma_schedule.py`)
 MIN_THREADS = 64  # two warps: fewer leaves the SM's schedulers idle
 MAX_THREADS = 512
 REGISTER_GRANULE = 8  # registers are allocated per thread in units of 8

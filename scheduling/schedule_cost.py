@@ -28,16 +28,16 @@ from fusec.analysis.group_body import GroupBody
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.contraction import analyze as analyze_gemm
-from fusec.codegen.contraction_schedule import tile_of
-from fusec.codegen.reduction_plan import RowAnalysis
-from fusec.codegen.reduction_plan import analyze as analyze_rows
-from fusec.codegen.window_schedule import group_window
 from fusec.dialects.element_types import BY_NAME
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type_name, tensor_shape
 from fusec.dialects.schedule import ContractionSchedule, ReductionSchedule, ScheduleAttr
 from fusec.dialects.shapes import numel
+from fusec.scheduling.contraction_schedule import tile_of
 from fusec.scheduling.kinds.common import body_results
+from fusec.scheduling.reduction_plan import RowAnalysis
+from fusec.scheduling.reduction_plan import analyze as analyze_rows
+from fusec.scheduling.window_schedule import group_window
 
 
 def value_bytes(v: SSAValue) -> int:

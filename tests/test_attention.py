@@ -15,10 +15,10 @@ from codegen_harness import check_program, compile_text, tensor
 
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.targets import H200
-from fusec.codegen.attention_schedule import AttentionTile
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.scheduling.attention_schedule import AttentionTile
 
 PIPELINE = "decompose,fold-constants,fuse-attention,form-fusion-groups,group-each-op"
 MODELS = Path(__file__).resolve().parent.parent / "bench" / "models"

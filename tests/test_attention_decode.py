@@ -15,10 +15,10 @@ from test_attention import PIPELINE, attention_text
 from xdsl.parser import Parser
 
 from fusec.analysis.targets import H200
-from fusec.codegen.attention_schedule import AttentionShape, AttentionTile
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.schedule import AttentionSchedule
 from fusec.scheduling.attention import choose_tile, decode_time, forced_decode_tile
+from fusec.scheduling.attention_schedule import AttentionShape, AttentionTile
 
 
 def _forced(options: str) -> str:

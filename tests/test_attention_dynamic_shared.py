@@ -18,13 +18,13 @@ from codegen_harness import check_program, compile_text, tensor
 from test_attention import PIPELINE, _causal_constant, attention_text
 
 from fusec.analysis.targets import H200, TARGETS
-from fusec.codegen.attention_schedule import (
+from fusec.runtime.dynamic_shared import allow_dynamic_shared, allow_launches
+from fusec.scheduling.attention import candidate_order, legal_tiles, ranked_tiles, tile_kind
+from fusec.scheduling.attention_schedule import (
     AttentionShape,
     AttentionTile,
     shared_bytes,
 )
-from fusec.runtime.dynamic_shared import allow_dynamic_shared, allow_launches
-from fusec.scheduling.attention import candidate_order, legal_tiles, ranked_tiles, tile_kind
 
 # 128 queries x 16 keys, 8x4 scores per thread: 64 threads, 55552 bytes at D = 64.
 WIDE = "block_q=128 block_k=16 rows=8 cols=4 stages=1"

@@ -18,10 +18,10 @@ from codegen_harness import check_program, compile_text, tensor
 from test_attention import GPT2_HEADS, MODELS, attention_text
 
 from fusec.analysis.targets import H200
-from fusec.codegen.attention_schedule import AttentionTile
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.scheduling.attention_schedule import AttentionTile
 
 TAIL = "form-fusion-groups,group-each-op"
 

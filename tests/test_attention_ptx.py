@@ -14,13 +14,13 @@ from codegen_harness import compile_text
 from test_attention import PIPELINE, attention_text
 
 from fusec.analysis.targets import H200
-from fusec.codegen.attention_schedule import (
+from fusec.codegen.ptx import kernel_workdir, program_signatures, run_without_simulator
+from fusec.scheduling.attention import legal_tiles
+from fusec.scheduling.attention_schedule import (
     AttentionShape,
     AttentionTile,
     shared_bytes,
 )
-from fusec.codegen.ptx import kernel_workdir, program_signatures, run_without_simulator
-from fusec.scheduling.attention import legal_tiles
 
 # (head dim, tile): static and dynamic, one and two stages, 2-, 4- and 8-word
 # fragments. With loop-carried fragment offsets the block_k = 64 and the

@@ -1,4 +1,4 @@
-"""The fused attention kernel's register model (`codegen/attention_schedule.py`
+"""The fused attention kernel's register model (`scheduling/attention_schedule.py`
 `attention_registers`) against ptxas: the fit's data (169 kernels, `ptxas
 -arch=sm_90 -v`, 2026-12-01, numba-cuda 0.30.4) checked in full without
 ptxas, and a few of its kernels compiled again where ptxas is installed."""
@@ -12,7 +12,7 @@ from codegen_harness import compile_text, tensor
 from test_attention import PIPELINE, attention_text
 
 from fusec.analysis.targets import H200
-from fusec.codegen.attention_schedule import AttentionTile, attention_registers
+from fusec.scheduling.attention_schedule import AttentionTile, attention_registers
 
 # (head dim, operand type, masked, block_q, block_k, rows, cols, stages, ptxas registers)
 # of the kernel of S512, head dims equal: unmasked B1 H2, masked (an additive [S, S] mask)

@@ -17,10 +17,10 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
 
 from fusec.analysis.targets import H200
-from fusec.codegen.attention_schedule import AttentionShape, AttentionTile, SplitPlan
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.schedule import AttentionSchedule
 from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
+from fusec.scheduling.attention_schedule import AttentionShape, AttentionTile, SplitPlan
 
 UNFUSED = "decompose,fold-constants,form-fusion-groups,group-each-op"
 

@@ -23,11 +23,11 @@ from fusec.codegen.contraction import (
     GemmTile,
     emit,
 )
-from fusec.codegen.contraction_schedule import choose_tile
 from fusec.codegen.kernel_source import KERNEL_PRELUDE
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import matmul_shape
+from fusec.scheduling.contraction_schedule import choose_tile
 from tests.codegen_harness import check_program, emit_scheduled, tensor
 
 

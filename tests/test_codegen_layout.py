@@ -8,13 +8,13 @@ import pytest
 
 from fusec.analysis.program import Program
 from fusec.codegen.generate import generate_program
-from fusec.codegen.layout_collapse import collapse_transpose
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.verify import verify_module
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
+from fusec.scheduling.layout_collapse import collapse_transpose
 
 
 def run_text(text: str, launches: int, inputs: list[np.ndarray] | None = None) -> Program:

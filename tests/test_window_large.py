@@ -6,10 +6,10 @@ their unrolled code."""
 from __future__ import annotations
 
 from fusec.codegen.kernel_source import KERNEL_PRELUDE
-from fusec.codegen.window_plan import UNROLL_BUDGET, TiledWindow, WindowPlan, geometry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects import nn
 from fusec.dialects.shapes import conv2d_shape
+from fusec.scheduling.window_plan import UNROLL_BUDGET, TiledWindow, WindowPlan, geometry
 from tests.codegen_harness import check_program, compile_text, tensor
 from tests.test_window_tiled import recorded_group
 

@@ -12,16 +12,16 @@ from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen.attention import group_registers
 from fusec.codegen.attention import group_shape as attention_group_shape
-from fusec.codegen.attention_schedule import recorded_tile as recorded_attention_tile
-from fusec.codegen.attention_schedule import shared_bytes as attention_shared
-from fusec.codegen.contraction_schedule import GemmTile
-from fusec.codegen.register_model import RegisterEstimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import AttentionSchedule, ScheduleAttr
 from fusec.scheduling.attention import attention_candidates
 from fusec.scheduling.attention import choose_tile as choose_attention_tile
+from fusec.scheduling.attention_schedule import recorded_tile as recorded_attention_tile
+from fusec.scheduling.attention_schedule import shared_bytes as attention_shared
+from fusec.scheduling.contraction_schedule import GemmTile
 from fusec.scheduling.kinds.common import group_name
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
+from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.schedule_cost import pointwise_kernel
 
 ATTENTION_CANDIDATES = 12

@@ -6,8 +6,8 @@ from __future__ import annotations
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
-from fusec.codegen.contraction_schedule import GemmTile
 from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.scheduling.contraction_schedule import GemmTile
 
 
 def group_name(group: GroupOp) -> str:

@@ -18,7 +18,11 @@ from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.codegen.contraction import analyze as analyze_gemm
-from fusec.codegen.contraction_schedule import (
+from fusec.codegen.register_model import contraction_estimate, current_tile
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr
+from fusec.dialects.shapes import numel
+from fusec.scheduling.contraction_schedule import (
     FALLBACK_TILES,
     GemmTile,
     choose_tile,
@@ -26,13 +30,10 @@ from fusec.codegen.contraction_schedule import (
     recorded_tile,
     tile_attr,
 )
-from fusec.codegen.register_model import RegisterEstimate, contraction_estimate, current_tile
-from fusec.dialects.fusion import GroupOp
-from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr
-from fusec.dialects.shapes import numel
 from fusec.scheduling.kinds.common import group_name, tile_text
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
+from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.schedule_cost import contraction_kernel
 
 BASE_REGISTERS = 96

@@ -1,6 +1,6 @@
 """The layout kind: a transpose, slice, concat or gather left as its own
 kernel, an index-remapping copy (or the tiled transpose) on the pointwise
-schedule of its collapsed copy (`codegen/layout_collapse.py`)."""
+schedule of its collapsed copy (`scheduling/layout_collapse.py`)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen.contraction_schedule import GemmTile
-from fusec.codegen.layout_collapse import collapsed
-from fusec.codegen.register_model import RegisterEstimate, layout_estimate
+from fusec.codegen.register_model import layout_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr
+from fusec.scheduling.contraction_schedule import GemmTile
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.pointwise import PointwiseKind
 from fusec.scheduling.kinds.summary import SummaryResources
+from fusec.scheduling.layout_collapse import collapsed
+from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.schedule_cost import pointwise_kernel
 
 
@@ -39,7 +40,7 @@ class LayoutKind(SplitOverBudget, SummaryResources):
 
     def choose(self, ctx: ScheduleContext, group: GroupOp) -> Choice:
         """The pointwise kind's schedule of the collapsed copy read as a view
-        (`codegen/layout_collapse.py`): a tile when it transposes the innermost axis."""
+        (`scheduling/layout_collapse.py`): a tile when it transposes the innermost axis."""
         attr, line, used = PointwiseKind().choose(ctx, collapsed(group))
         return attr, "layout: index remapping copy, " + line.removeprefix("pointwise: "), used
 

@@ -23,15 +23,16 @@ from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.view_operands import FOLDED_VIEWS
 from fusec.codegen import reduction_schedule as reduction
-from fusec.codegen.contraction_schedule import GemmTile
-from fusec.codegen.reduction_plan import analyze as analyze_rows
-from fusec.codegen.register_model import RegisterEstimate, reduction_estimate
+from fusec.codegen.register_model import reduction_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule, ScheduleAttr
+from fusec.scheduling.contraction_schedule import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
+from fusec.scheduling.reduction_plan import analyze as analyze_rows
+from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.schedule_cost import reduction_kernel
 
 BASE_REGISTERS = 24

@@ -1,5 +1,5 @@
 """The window kind: a convolution or pool with its elementwise epilogue, a
-tiled kernel (`codegen/window_schedule.py`), or a conv with the pool
+tiled kernel (`scheduling/window_schedule.py`), or a conv with the pool
 reading it in one kernel (`codegen/conv_pool.py`)."""
 
 from __future__ import annotations
@@ -15,33 +15,30 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen.contraction_schedule import GemmTile
 from fusec.codegen.conv_pool import POOL_TILE, shared_tile
-from fusec.codegen.register_model import (
-    RegisterEstimate,
-    window_estimate,
-    window_group_estimate,
-)
-from fusec.codegen.window_plan import (
+from fusec.codegen.register_model import window_estimate, window_group_estimate
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
+from fusec.scheduling.contraction_schedule import GemmTile
+from fusec.scheduling.kinds.common import body_ops, group_name
+from fusec.scheduling.kinds.over_budget import SplitOverBudget
+from fusec.scheduling.kinds.summary import SummaryResources
+from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.schedule_cost import window_kernel
+from fusec.scheduling.window_plan import (
     TiledWindow,
     WindowPlan,
     check_plan,
     plan_attr,
 )
-from fusec.codegen.window_schedule import (
+from fusec.scheduling.window_schedule import (
     fit_shared,
     group_window,
     shrink_steps,
     smallest,
     thread_tiles_below,
 )
-from fusec.dialects import nn
-from fusec.dialects.fusion import GroupOp
-from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
-from fusec.scheduling.kinds.common import body_ops, group_name
-from fusec.scheduling.kinds.over_budget import SplitOverBudget
-from fusec.scheduling.kinds.summary import SummaryResources
-from fusec.scheduling.schedule_cost import window_kernel
 
 BASE_REGISTERS = 40
 """Legality's base registers of a window thread (its sliding inputs)."""

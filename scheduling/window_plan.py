@@ -1,7 +1,7 @@
 """The tiled schedule of a lone window op (one `nn.conv2d`, `nn.max_pool2d`
 or `nn.avg_pool2d` with its elementwise epilogue): which path generates it,
 the block and thread tiles, its launch shape and what it costs in shared
-memory. `codegen/window_schedule.py` chooses a plan (`tile-and-promote`,
+memory. `scheduling/window_schedule.py` chooses a plan (`tile-and-promote`,
 `register-budget`), `codegen/register_model.py` prices it and
 `codegen/window_tiled.py` builds it.
 

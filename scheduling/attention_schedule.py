@@ -26,19 +26,19 @@ from dataclasses import dataclass
 from xdsl.ir import Operation
 
 from fusec.analysis.targets import WARP_SIZE, Target
-from fusec.codegen.attention_decode_schedule import (
+from fusec.dialects.schedule import SCHEDULE_KEY, AttentionSchedule
+from fusec.scheduling.attention_decode_schedule import (
     decode_problem,
     decode_registers,
     decode_shared_words,
 )
-from fusec.codegen.attention_mma_schedule import (
+from fusec.scheduling.attention_mma_schedule import (
     mma_prefetch_values,
     mma_registers,
     mma_shared_words,
     mma_step_clocks,
 )
-from fusec.codegen.register_model import RegisterEstimate
-from fusec.dialects.schedule import SCHEDULE_KEY, AttentionSchedule
+from fusec.scheduling.register_estimate import RegisterEstimate
 
 MMA_ROWS = 16  # queries per warp of an mma tile (the m of mma.m16n8k8)
 MMA_K = 8  # keys (and head dims) per product of an mma tile (its n and k)

@@ -1,6 +1,6 @@
 """What an mma attention tile (`codegen/attention_mma.py`) costs the SM:
 its shared tiles, registers and the clocks of one key step. The SIMT
-engine's counterparts are in `codegen/attention_schedule.py`, which calls
+engine's counterparts are in `scheduling/attention_schedule.py`, which calls
 these for a tile whose `engine` is `mma`.
 
 A block is `block_q / 16` warps; warp `w` holds queries `16 w .. 16 w + 15`
@@ -24,12 +24,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fusec.analysis.targets import Target
-from fusec.codegen.mma import MMA_ELEMENTS
-from fusec.codegen.register_model import RegisterEstimate
+from fusec.scheduling.register_estimate import RegisterEstimate
 
 if TYPE_CHECKING:
-    from fusec.codegen.attention_schedule import AttentionTile
+    from fusec.scheduling.attention_schedule import AttentionTile
 
+MMA_ELEMENTS = ("f32", "f16", "bf16")
+"""Operand element types the warp products take (f32 as TF32x3), which
+`codegen/mma.py` writes helpers for."""
 PRODUCT_FLOPS = 2 * 16 * 8 * 8  # one mma.m16n8k8
 TF32_PASSES = 3  # an f32 product is three TF32 products (`codegen/mma.py`)
 PAIR_ROW = 16  # rows are 8 (mod PAIR_ROW) words: conflict-free 8-byte fragment loads

@@ -1,6 +1,6 @@
 """Sizes and costs of the decode attention tile (`engine = "decode"`,
 `codegen/attention_decode.py`), in plain numbers so that
-`codegen/attention_schedule.py` can use them without a cycle.
+`scheduling/attention_schedule.py` can use them without a cycle.
 
 The tile is recorded in the group's `#fusion.attention` schedule as
 `block_q = rows` queries (at most DECODE_MAX_QUERIES), `cols` keys per warp
@@ -13,7 +13,7 @@ split-KV (`codegen/attention_split.py`).
 from __future__ import annotations
 
 from fusec.analysis.targets import WARP_SIZE
-from fusec.codegen.register_model import RegisterEstimate
+from fusec.scheduling.register_estimate import RegisterEstimate
 
 DECODE_MAX_QUERIES = 4  # queries a warp holds (Q and the outputs stay in registers)
 DECODE_WARPS = (2, 4, 8)

@@ -1,4 +1,4 @@
-"""Choosing a lone window op's tiled schedule (`codegen/window_plan.py`):
+"""Choosing a lone window op's tiled schedule (`scheduling/window_plan.py`):
 the default plan `tile-and-promote` starts from, the smaller tiles it falls
 back to under a shared-memory limit, and the smaller thread tiles
 `register-budget` falls back to under a register budget.
@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from fusec.analysis.targets import Target
-from fusec.codegen.window_plan import (
+from fusec.dialects.fusion import GroupOp
+from fusec.scheduling.window_plan import (
     TiledWindow,
     WindowGeometry,
     WindowPlan,
@@ -33,7 +34,6 @@ from fusec.codegen.window_plan import (
     recorded_plan,
     window_op,
 )
-from fusec.dialects.fusion import GroupOp
 
 PIXEL_TILE = 128  # pixels per block of a 1x1 conv: 32 pixel lanes x 4 pixels each
 PIXELS_PER_THREAD = 4  # 4 pixels x 8 channels: 32 FMAs per 12 shared-memory reads

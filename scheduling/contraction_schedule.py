@@ -1,5 +1,6 @@
 """The contraction schedule: the tiles of fusec's SIMT GEMM
-(`codegen/contraction.py` renders it), chosen for a target and recorded as
+(`codegen/contraction.py` renders it, `codegen/gemm_tile_text.py` writes a
+micro-tile's rows and columns), chosen for a target and recorded as
 `#fusion.contraction<...>` (`dialects/schedule.py`)."""
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fusec.analysis.targets import Target
-from fusec.codegen.kernel_source import int_literal
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import SCHEDULE_KEY, ContractionSchedule
 
@@ -31,17 +31,6 @@ class GemmTile:
         assert (self.bm * self.bk) % self.threads == 0 and (self.bk * self.bn) % self.threads == 0
         assert self.tm % self.vec == 0 and self.tn % self.vec == 0
 
-    def row(self, i: int, thread: str) -> str:
-        """Micro-tile row `i` of thread row `thread`, relative to the block tile:
-        strips of `vec` consecutive rows, `threads_m * vec` rows apart."""
-        strip, lane = divmod(i, self.vec)
-        return _affine(thread, self.vec, strip * self.threads_m * self.vec + lane)
-
-    def col(self, j: int, thread: str) -> str:
-        """Micro-tile column `j` of thread column `thread` (as `row`)."""
-        strip, lane = divmod(j, self.vec)
-        return _affine(thread, self.vec, strip * self.threads_n * self.vec + lane)
-
     @property
     def threads_m(self) -> int:
         return self.bm // self.tm
@@ -53,12 +42,6 @@ class GemmTile:
     @property
     def threads(self) -> int:
         return self.threads_m * self.threads_n
-
-
-def _affine(var: str, scale: int, offset: int) -> str:
-    """`var * scale + offset`, without the trivial parts."""
-    text = var if scale == 1 else f"{var} * {int_literal(scale)}"
-    return f"{text} + {int_literal(offset)}" if offset else text
 
 
 # 128x128 tiles, 8x8 per thread (256 threads, 64 accumulators each): the
