@@ -43,8 +43,8 @@ from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[rep
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
+from fusec.scheduling.conv_pool_tile import POOL_TILE, shared_tile
 
-POOL_TILE = 8  # pooled outputs per block side: 64 outputs, a 16x16 conv tile for 2x2/2 pools
 CONV_POOL_THREADS = 128
 
 
@@ -55,14 +55,6 @@ def split_conv_pool(body: GroupBody) -> tuple[nn.Conv2dOp, nn.MaxPool2dOp | nn.A
     if len(convs) != 1 or len(pools) != 1:
         raise op_error(body.group, "a conv + pool group holds one nn.conv2d and one pool")
     return convs[0], pools[0]
-
-
-def shared_tile(pool: nn.MaxPool2dOp | nn.AvgPool2dOp,
-                tile: tuple[int, int] = (POOL_TILE, POOL_TILE)) -> tuple[int, int]:
-    """Rows and columns of conv outputs one block's pool windows cover, for
-    a `tile` of pooled outputs."""
-    (kh, kw), (sh, sw) = pool.kernel, pool.strides
-    return (tile[0] - 1) * sh + kh, (tile[1] - 1) * sw + kw
 
 
 def emit(group: GroupOp, kernel_name: str, body: GroupBody,

@@ -15,12 +15,12 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen.conv_pool import POOL_TILE, shared_tile
 from fusec.codegen.register_model import window_estimate, window_group_estimate
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
 from fusec.scheduling.contraction_schedule import GemmTile
+from fusec.scheduling.conv_pool_tile import POOL_TILE, shared_tile
 from fusec.scheduling.kinds.common import body_ops, group_name
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
