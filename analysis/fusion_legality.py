@@ -188,7 +188,7 @@ def _classify(op: Operation) -> tuple[str, tuple[int, ...], tuple[int, ...], str
         return "pointwise", shape, (), ""
     if isinstance(op, nn.ReduceOp):
         # Any axes: the reduction schedule walks non-trailing ones as a column
-        # (or strided row) layout, several passes included (codegen/reduction_schedule.py).
+        # (or strided row) layout, several passes included (scheduling/reduction_schedule.py).
         return "reduction", op.operand_shape(), op.axes, ""
     if kind is OpKind.CONTRACTION:
         return "contraction", shape, (), ""

@@ -1,4 +1,4 @@
-"""How a reduction group's kernel walks its rows, as `codegen/reduction_schedule.py`
+"""How a reduction group's kernel walks its rows, as `scheduling/reduction_schedule.py`
 will schedule it, for the cost model that prices groups before they are
 scheduled (`fusion_legality.kernel_cost`).
 
@@ -25,7 +25,7 @@ from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 
-# Mirrors of codegen/reduction_schedule.py (analysis may not import it): the
+# Mirrors of scheduling/reduction_schedule.py (analysis may not import it): the
 # columns of the widest column block, and the elements a lane of a split row
 # reduces at least.
 MIN_COLUMN_ROWS = 16

@@ -15,7 +15,7 @@ composed strided view, exactly as a pointwise kernel does
 
 is one row kernel loading `x[i * 40 + 4 + j]`.
 
-The two reduction layouts (`codegen/reduction_schedule.py`) walk one axis of the
+The two reduction layouts (`scheduling/reduction_schedule.py`) walk one axis of the
 iteration space fastest across a warp: the row layout the last reduced axis
 (lanes of a row), the column layout the last kept axis (consecutive rows).
 A read or write is coalesced when that axis is its contiguous one (the

@@ -11,7 +11,7 @@ Each kind's `choose` (`scheduling/kinds/`) decides:
 
 - pointwise: `scheduling/pointwise.py` (a tile for transposed operands,
   its padded shared tiles counted);
-- reduction: `codegen/reduction_schedule.py`, its shared-memory cache within the
+- reduction: `scheduling/reduction_schedule.py`, its shared-memory cache within the
   budget (the target's static shared memory, or the limit when smaller);
 - contraction: the tile `register-budget` chose, or the size-based one, made
   smaller until its shared bytes fit the limit; a library GEMM is recorded

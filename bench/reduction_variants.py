@@ -38,11 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     import fusec
-    from fusec.codegen import reduction_schedule as reduction
     from fusec.compiler.compile import compile_model
     from fusec.compiler.parsing import make_context, parse_module
     from fusec.reference.interpreter import find_function
     from fusec.runtime.device import select_device
+    from fusec.scheduling import reduction_schedule as reduction
 
     select_device("gpu")
     import torch

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.group_body import GroupBody
+from fusec.analysis.index_types import index_type
 from fusec.codegen.kernel_source import broadcast_index, unravel_into
 from fusec.codegen.point_evaluator import PointEvaluator, load_expr
-from fusec.codegen.pointwise_index import index_type
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, numel
 

@@ -44,14 +44,15 @@ accesses apart, and half arrays move one 8-byte (4-byte) word per access
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
+from fusec.analysis.collapsed_dims import collapse_dims
 from fusec.analysis.device_dtypes import UnsupportedTypeError, compute_type, numba_type, value_dtype
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.index_types import index_type
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
@@ -66,7 +67,7 @@ from fusec.codegen.kernel_source import (
     scalar_expr,
     widen,
 )
-from fusec.codegen.pointwise_index import ElementIndex, index_type
+from fusec.codegen.pointwise_index import ElementIndex
 from fusec.codegen.pointwise_transpose import has_views
 from fusec.codegen.schedule_input import group_schedule
 from fusec.codegen.wide_access import (
@@ -88,39 +89,6 @@ from fusec.dialects.schedule import PointwiseSchedule
 
 _POINTWISE_KINDS = (OpKind.ELEMENTWISE, OpKind.BROADCAST)
 _INDENT = "    "
-
-
-def collapse_dims(
-    out_shape: Sequence[int], shapes_in: Sequence[Sequence[int]]
-) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-    """Merge neighbouring dimensions that every operand treats alike.
-
-    Operands are right-aligned against `out_shape`; dimension d of an operand
-    is "full" (size equal to the output's) or "broadcast" (size 1). Output
-    dimensions of size 1 are dropped, and two neighbours merge when every
-    operand is full in both or broadcast in both, so `[4, 8] + [8]` stays 2-d
-    while `[2, 3, 4] + [2, 3, 4]` becomes 1-d. Returns the collapsed output
-    shape and each operand's collapsed shape (same rank, 1 where broadcast).
-    """
-    rank = len(out_shape)
-    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes_in]
-    groups = dim_groups(out_shape, padded)
-    out = tuple(shapes.numel([out_shape[d] for d in g]) for g in groups)
-    operands = [tuple(shapes.numel([p[d] for d in g]) for g in groups) for p in padded]
-    return out, operands
-
-
-def dim_groups(out_shape: Sequence[int], padded: Sequence[Sequence[int]]) -> list[list[int]]:
-    """The dimensions of `out_shape` (those of size 1 dropped) in runs that
-    every operand of `padded` (same rank) is full in throughout or broadcast
-    in throughout: the groups `collapse_dims` merges."""
-    groups: list[list[int]] = []
-    for d in (d for d in range(len(out_shape)) if out_shape[d] != 1):
-        if groups and all((p[groups[-1][-1]] == 1) == (p[d] == 1) for p in padded):
-            groups[-1].append(d)
-        else:
-            groups.append([d])
-    return groups
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,6 @@ from dataclasses import dataclass, field
 from fusec.codegen.kernel_source import int_literal
 from fusec.dialects import shapes
 
-INDEX32_LIMIT = 2**31
-"""Flat indices below this are computed in uint32 (one 32-bit multiply per
-constant division); larger iteration spaces use uint64."""
-
-
-def index_type(numel: int) -> str:
-    """The numba type a kernel over `numel` elements computes indices in."""
-    return "uint32" if numel < INDEX32_LIMIT else "uint64"
-
 
 def runs(shape: Sequence[int], iter_shape: Sequence[int], full: bool) -> list[tuple[int, int]]:
     """Maximal runs `(d0, d1)` of consecutive dimensions where `shape` is full

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.group_body import GroupBody, compute_type
+from fusec.analysis.index_types import index_type
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
@@ -45,7 +46,6 @@ from fusec.codegen.computed_root import root_load
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.point_evaluator import PointEvaluator, load_expr, store_expr
-from fusec.codegen.pointwise_index import index_type
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 

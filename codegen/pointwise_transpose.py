@@ -51,6 +51,7 @@ from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import POINT_KINDS, GroupBody
 from fusec.analysis.in_place_reads import pointwise_read_refusal
+from fusec.analysis.index_types import index_type
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
 from fusec.analysis.strided_view import StridedView
@@ -73,7 +74,7 @@ from fusec.codegen.kernel_source import (
     launch_text,
 )
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr, store_lines
-from fusec.codegen.pointwise_index import ElementIndex, index_type
+from fusec.codegen.pointwise_index import ElementIndex
 from fusec.codegen.pointwise_tile import passes_edge, read_directly, tile_type, tiled_lines
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn

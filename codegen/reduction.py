@@ -84,21 +84,14 @@ from fusec.codegen.point_evaluator import (
     load_expr,
     store_expr,
 )
-from fusec.codegen.reduction_index import plan_index
+from fusec.codegen.reduction_index import row_index
 from fusec.codegen.reduction_online import (
     chunk_update_lines,
     finish_lines,
-    online_pair,
     pair_tree_lines,
     split_combine_lines,
 )
 from fusec.codegen.reduction_registers import RowElements, Term, accumulate_lines
-from fusec.codegen.reduction_schedule import (
-    RowSchedule,
-    from_attr,
-    pass_roots,
-    split_passes,
-)
 from fusec.codegen.reduction_tree import (
     block_combine_lines,
     combine,
@@ -106,20 +99,22 @@ from fusec.codegen.reduction_tree import (
     identity_literal,
     mean_scale,
 )
-from fusec.codegen.reduction_vector import (
-    VECTOR,
-    aligned_condition,
-    load_quad,
-    store_quad,
-    vector_width,
-)
+from fusec.codegen.reduction_vector import aligned_condition, load_quad, store_quad
 from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule
 from fusec.dialects.shapes import Shape, numel
+from fusec.scheduling.online_pair import online_pair
 from fusec.scheduling.reduction_plan import Frame, RowAnalysis, analyze
+from fusec.scheduling.reduction_schedule import (
+    RowSchedule,
+    from_attr,
+    pass_roots,
+    split_passes,
+)
+from fusec.scheduling.row_vector import VECTOR, vector_width
 
 
 def workspaces(ra: RowAnalysis, sched: RowSchedule) -> list[Workspace]:
@@ -213,7 +208,7 @@ class _RowKernelWriter:
         # for the chunked update (`_row_loop`).
         self.online_vals: list[str] = []
         self.body = ra.body
-        self.ix = plan_index(ra)
+        self.ix = row_index(ra)
         # One coordinate per collapsed dimension (reduction_index).
         self.coords = [f"c{i}" for i in range(len(self.ix.shape))]
         # Per-row values: one evaluator per frame, both in the kernel's top scope.

@@ -3,14 +3,14 @@ axes, unsigned 32-bit indices where they fit, and no division per element.
 
 Collapsing. Neighbouring axes of the reduced shape `X` merge when both are
 reduced or both kept and every tensor the kernel reads or writes is full in
-both or broadcast in both (`pointwise.dim_groups`, the rule pointwise
+both or broadcast in both (`analysis/collapsed_dims.py`, the rule pointwise
 kernels collapse by). Channel statistics of NCHW `[64, 128, 56, 56]` over
 axes `[0, 2, 3]` become `[64, 128, 3136]` over `[0, 2]`: a row has two
 coordinates, not three, and the inner one is contiguous in memory. A softmax
 over the last axis of `[B, S, D]` becomes `[B*S, D]`: its index is
 `row * D + j`.
 
-Types. Every index is computed in `pointwise_index.index_type` of the
+Types. Every index is computed in `analysis/index_types.index_type` of the
 element count of `X` (every tensor of the kernel fits in it): `uint32`
 below 2^31 elements, so a division by a constant is one `mul.hi.u32` and an
 index needs no wrap-around test for negative values; `uint64` otherwise.
@@ -28,67 +28,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fusec.analysis.group_body import fits_domain
-from fusec.analysis.view_operands import READ_IN_PLACE
 from fusec.codegen.kernel_source import int_literal, unravel_into
-from fusec.codegen.pointwise import dim_groups
-from fusec.codegen.pointwise_index import index_type
-from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.shapes import Shape, numel
+from fusec.dialects.shapes import Shape
 from fusec.scheduling.reduction_plan import Frame, RowAnalysis
+from fusec.scheduling.row_index import RowIndexPlan, plan_index
 
 
 @dataclass(frozen=True)
-class RowIndex:
-    """The collapsed view of a reduction's shape `X` and how tensors of
-    either frame (`X`, or `K`: the kept axes alone) are indexed in it."""
-
-    x_shape: Shape  # X, uncollapsed
-    axes: tuple[int, ...]  # reduced axes of X
-    groups: tuple[tuple[int, ...], ...]  # axes of X per collapsed dimension
-    itype: str  # "uint32" or "uint64"
-
-    @property
-    def shape(self) -> Shape:
-        """The collapsed shape."""
-        return tuple(numel([self.x_shape[d] for d in g]) for g in self.groups)
-
-    @property
-    def reduce_dims(self) -> tuple[int, ...]:
-        """Collapsed dimensions that are reduced."""
-        return tuple(i for i, g in enumerate(self.groups) if g[0] in self.axes)
-
-    @property
-    def kept_dims(self) -> tuple[int, ...]:
-        """Collapsed dimensions that are kept."""
-        return tuple(i for i, g in enumerate(self.groups) if g[0] not in self.axes)
-
-    @property
-    def reduce_shape(self) -> Shape:
-        return tuple(self.shape[i] for i in self.reduce_dims)
-
-    @property
-    def kept_shape(self) -> Shape:
-        return tuple(self.shape[i] for i in self.kept_dims)
+class RowIndex(RowIndexPlan):
+    """The collapsed indexing of a row reduction (`scheduling/row_index.py`)
+    and the index arithmetic kernels write with it."""
 
     def lit(self, value: int) -> str:
         """An integer literal in the index type."""
         return f"{self.itype}({int_literal(value)})"
-
-    def padded(self, shape: Shape, frame: Frame) -> Shape:
-        """`shape` (right-aligned to X, or in frame K to X's kept axes) at
-        the rank of X, 1 where it has no axis."""
-        rank = len(self.x_shape)
-        if frame == "X":
-            return (1,) * (rank - len(shape)) + tuple(shape)
-        kept = [d for d in range(rank) if d not in self.axes]
-        at = dict(zip(kept[len(kept) - len(shape):], shape, strict=True))
-        return tuple(at.get(d, 1) for d in range(rank))
-
-    def collapsed(self, shape: Shape, frame: Frame) -> Shape:
-        """`shape`, seen in `frame`, over the collapsed dimensions."""
-        p = self.padded(shape, frame)
-        return tuple(numel([p[d] for d in g]) for g in self.groups)
 
     def index(self, shape: Shape, frame: Frame, coords: Sequence[str]) -> str:
         """Flat index into a tensor of `shape` at the point whose collapsed
@@ -149,24 +102,7 @@ class RowIndex:
         return lines
 
 
-def plan_index(ra: RowAnalysis) -> RowIndex:
-    """The collapsed indexing of `ra`'s group: axes merge only where every
-    input and output (in the frames they are read and written in) and the
-    reduced/kept split agree (see the module docstring)."""
-    rank = len(ra.shape)
-    probe = RowIndex(ra.shape, ra.axes, tuple((d,) for d in range(rank)), "uint64")
-    padded: list[Shape] = [tuple(1 if d in ra.axes else n for d, n in enumerate(ra.shape))]
-    body = ra.body
-    for arg in body.args:
-        shape = tensor_shape(arg)
-        if fits_domain(shape, ra.shape):
-            padded.append(probe.padded(shape, "X"))
-        if fits_domain(shape, ra.kept_shape):
-            padded.append(probe.padded(shape, "K"))
-    for v in body.outputs:
-        padded.append(probe.padded(tensor_shape(v), ra.frame.get(v, "X")))
-    groups = tuple(tuple(g) for g in dim_groups(ra.shape, padded))
-    if any(isinstance(op, READ_IN_PLACE) for op in body.ops):
-        # a concat, gather or view is read at every coordinate of its own shape
-        groups = tuple((d,) for d in range(rank) if ra.shape[d] != 1)
-    return RowIndex(ra.shape, ra.axes, groups, index_type(numel(ra.shape)))
+def row_index(ra: RowAnalysis) -> RowIndex:
+    """`plan_index(ra)`, able to write its index arithmetic."""
+    ix = plan_index(ra)
+    return RowIndex(ix.x_shape, ix.axes, ix.groups, ix.itype)

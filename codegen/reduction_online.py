@@ -38,27 +38,9 @@ share of them with the pair rule above.
 from __future__ import annotations
 
 from fusec.analysis.group_body import compute_type
-from fusec.analysis.reduction_passes import online_softmax_max
 from fusec.codegen.kernel_source import exp_function, float_literal, int_literal
 from fusec.codegen.reduction_tree import combine
 from fusec.dialects import nn
-from fusec.scheduling.reduction_plan import RowAnalysis
-
-
-def online_pair(ra: RowAnalysis) -> tuple[nn.ReduceMaxOp, nn.ReduceSumOp] | None:
-    """The (max, sum) reductions that can share one pass: exactly two
-    stages, one `reduce_max` of `a` in the first, and in the second one
-    `reduce_sum` of `exp(a - max)`, in a float compute type; else None."""
-    if ra.stages != 2 or len(ra.reductions) != 2:
-        return None
-    first, second = sorted(ra.reductions, key=lambda r: ra.stage[r.results[0]])
-    if not isinstance(first, nn.ReduceMaxOp) or not isinstance(second, nn.ReduceSumOp):
-        return None
-    if not compute_type(first.results[0]).startswith("float"):
-        return None
-    if online_softmax_max(second) is not first:
-        return None
-    return first, second
 
 
 def _factor(m: str, big: str, ctype: str) -> str:

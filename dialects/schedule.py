@@ -151,7 +151,7 @@ class ReductionSchedule(ScheduleAttr):
     the first `cached` cache candidates, `memory`: re-read); `lanes` threads
     per row, `rows_per_block` rows per block; a row split over `splits`
     blocks of `chunk` elements (a group with a final pass over the row: two
-    kernels, partial statistics then outputs; `codegen/reduction_schedule.py`);
+    kernels, partial statistics then outputs; `scheduling/reduction_schedule.py`);
     `per_lane` row elements per lane held in registers; `unroll` elements
     per lane per step of a streamed pass;
     `online` 1: the max and the sum of `exp(x - max)` of a softmax share the

@@ -239,7 +239,7 @@ def test_half_precision_group() -> None:
 
 
 def test_collapse_dims() -> None:
-    from fusec.codegen.pointwise import collapse_dims
+    from fusec.analysis.collapsed_dims import collapse_dims
 
     assert collapse_dims((2, 3, 4), [(2, 3, 4), (2, 3, 4)]) == ((24,), [(24,), (24,)])
     assert collapse_dims((2, 3, 4), [(2, 3, 4), (4,)]) == ((6, 4), [(6, 4), (1, 4)])

@@ -10,13 +10,13 @@ import pytest
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.targets import H200
-from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.reduction import emit
-from fusec.codegen.reduction_schedule import ReductionOptions, for_target, to_attr
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import reduced_shape
+from fusec.scheduling import reduction_schedule as reduction
 from fusec.scheduling.reduction_plan import RowAnalysis, analyze
+from fusec.scheduling.reduction_schedule import ReductionOptions, for_target, to_attr
 from tests.codegen_harness import check_program, emit_scheduled, tensor
 
 

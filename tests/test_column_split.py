@@ -13,13 +13,13 @@ import re
 import numpy as np
 import pytest
 
-from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.ptx import compile_program_ptx
-from fusec.codegen.reduction_schedule import ReductionOptions
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.reference.interpreter import run_module
 from fusec.runtime.executor import run_program
+from fusec.scheduling import reduction_schedule as reduction
+from fusec.scheduling.reduction_schedule import ReductionOptions
 from tests.codegen_harness import tensor
 from tests.test_column_multipass import _softmax, check_program, column_layer_norm
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from fusec.codegen import reduction_schedule as reduction
-from fusec.codegen.reduction_schedule import ReductionOptions
 from fusec.compiler.compile import CompiledArtifacts, compile_model
+from fusec.scheduling import reduction_schedule as reduction
+from fusec.scheduling.reduction_schedule import ReductionOptions
 from tests.codegen_harness import tensor
 from tests.test_attention import PIPELINE, attention_text
 

@@ -15,9 +15,9 @@ import re
 import numpy as np
 import pytest
 
-import fusec.codegen.pointwise_index as pointwise_index
+import fusec.analysis.index_types as index_types
+from fusec.analysis.collapsed_dims import collapse_dims
 from fusec.analysis.diagnostics import FusecError
-from fusec.codegen.pointwise import collapse_dims
 from fusec.codegen.ptx import compile_program_ptx
 from fusec.dialects.element_types import bf16_bits, element, round_to_bf16
 from tests.codegen_harness import compile_text
@@ -123,7 +123,7 @@ def test_coordinates_only_where_an_operand_varies() -> None:
 def test_uint64_indices_past_2_to_the_31(monkeypatch: pytest.MonkeyPatch) -> None:
     """Iteration spaces of 2^31 elements and more index in uint64 (checked
     here on a tiny one, with the limit lowered)."""
-    monkeypatch.setattr(pointwise_index, "INDEX32_LIMIT", 16)
+    monkeypatch.setattr(index_types, "INDEX32_LIMIT", 16)
     program = check(two_outputs("2x3x4x5", "3x1x1", "2x3x4x5", "f16"), "f16", launches=1,
                     pipeline=FUSED)
     assert "base = uint64(uint64(cuda.blockIdx.x)" in program.kernels_source

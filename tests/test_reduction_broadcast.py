@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusec.codegen import reduction_schedule as reduction
-from fusec.codegen.reduction_schedule import ReductionOptions
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
+from fusec.scheduling import reduction_schedule as reduction
+from fusec.scheduling.reduction_schedule import ReductionOptions
 from tests.codegen_harness import check_program, tensor
 
 

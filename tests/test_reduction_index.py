@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from fusec.codegen import reduction_schedule as reduction
-from fusec.codegen.pointwise_index import INDEX32_LIMIT
+from fusec.analysis.index_types import INDEX32_LIMIT
 from fusec.codegen.reduction_index import RowIndex
-from fusec.codegen.reduction_schedule import ReductionOptions
+from fusec.scheduling import reduction_schedule as reduction
+from fusec.scheduling.reduction_schedule import ReductionOptions
 from tests.codegen_harness import check_program, compile_text
 
 FUSE = "decompose,form-fusion-groups"

@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.ptx import compile_program_ptx
-from fusec.codegen.reduction_schedule import ReductionOptions
+from fusec.scheduling import reduction_schedule as reduction
+from fusec.scheduling.reduction_schedule import ReductionOptions
 from tests.codegen_harness import check_program
 
 HAS_PTXAS = shutil.which("ptxas") is not None

@@ -12,13 +12,13 @@ import pytest
 
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.targets import H200
-from fusec.codegen import reduction_schedule as reduction
-from fusec.codegen.reduction_schedule import ReductionOptions, for_target
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import Executor
+from fusec.scheduling import reduction_schedule as reduction
 from fusec.scheduling.reduction_plan import RowAnalysis, analyze
+from fusec.scheduling.reduction_schedule import ReductionOptions, for_target
 from tests.codegen_harness import check_program, compile_text
 
 SMALL = ReductionOptions(fill_threads=4096, min_split_elems=4)

@@ -13,13 +13,13 @@ import pytest
 from numba import cuda
 
 from fusec.analysis.diagnostics import FusecError
-from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.generate import generate_program
 from fusec.codegen.ptx import compile_program_ptx
-from fusec.codegen.reduction_schedule import ReductionOptions
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.reference.interpreter import find_function, random_inputs, run_module
+from fusec.scheduling import reduction_schedule as reduction
+from fusec.scheduling.reduction_schedule import ReductionOptions
 from tests.codegen_harness import check_program, compile_text
 
 FUSED = "decompose,form-fusion-groups"

@@ -12,11 +12,11 @@ from xdsl.dialects.builtin import ModuleOp
 
 from fusec.analysis.program import Program
 from fusec.analysis.remarks import collect_remarks
-from fusec.codegen import reduction_schedule as reduction
-from fusec.codegen.reduction_schedule import ReductionOptions
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.scheduling import reduction_schedule as reduction
+from fusec.scheduling.reduction_schedule import ReductionOptions
 
 PIPELINE = "decompose,form-fusion-groups,group-each-op,tile-and-promote"
 SMALL_GPU = ReductionOptions(fill_threads=4096, min_split_elems=4)

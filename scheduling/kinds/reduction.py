@@ -1,6 +1,6 @@
 """The reduction kind: reductions sharing one iteration space with the
 elementwise ops around them; a row, column or split schedule
-(`codegen/reduction_schedule.py`)."""
+(`scheduling/reduction_schedule.py`)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.view_operands import FOLDED_VIEWS
-from fusec.codegen import reduction_schedule as reduction
 from fusec.codegen.register_model import reduction_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule, ScheduleAttr
+from fusec.scheduling import reduction_schedule as reduction
 from fusec.scheduling.contraction_schedule import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
 from fusec.scheduling.kinds.over_budget import SplitOverBudget

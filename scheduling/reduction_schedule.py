@@ -41,10 +41,10 @@ from fusec.analysis.diagnostics import InternalError
 from fusec.analysis.group_body import compute_type
 from fusec.analysis.reduction_views import Layout, folded_views, natural_layout, read_layout
 from fusec.analysis.targets import WARP_SIZE, Target
-from fusec.codegen.reduction_online import online_pair
-from fusec.codegen.reduction_vector import vector_width
 from fusec.dialects.schedule import ReductionSchedule
+from fusec.scheduling.online_pair import online_pair
 from fusec.scheduling.reduction_plan import RowAnalysis
+from fusec.scheduling.row_vector import vector_width
 
 BLOCK_THREADS = 256  # threads per block
 MAX_LANES = 256  # threads cooperating on one row (a power of two)
