@@ -33,7 +33,6 @@ from fusec.codegen.attention import (
     F32,
     NEG_INF,
     ZERO,
-    AttentionSizes,
     _Writer,
 )
 from fusec.codegen.attention_split import (
@@ -54,6 +53,7 @@ from fusec.codegen.point_evaluator import body_params, indent, load_expr, store_
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import numel
+from fusec.scheduling.attention_group import AttentionSizes
 from fusec.scheduling.attention_schedule import AttentionTile, SplitPlan
 
 

@@ -43,7 +43,6 @@ from fusec.codegen.attention import (
     F32,
     NEG_INF,
     ZERO,
-    AttentionSizes,
     _fold,
     _Tile,
     _u,
@@ -53,6 +52,7 @@ from fusec.codegen.kernel_source import float_literal, unravel
 from fusec.codegen.mma import mma_helpers
 from fusec.codegen.point_evaluator import indent, load_expr, store_expr
 from fusec.codegen.reduction_tree import SIMULATED
+from fusec.scheduling.attention_group import AttentionSizes
 from fusec.scheduling.attention_mma_schedule import (
     mma_shared_words,
     mma_widths,

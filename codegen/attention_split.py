@@ -34,7 +34,6 @@ from fusec.codegen.attention import (
     F32,
     NEG_INF,
     ZERO,
-    AttentionSizes,
     _Writer,
 )
 from fusec.codegen.kernel_source import (
@@ -48,6 +47,7 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.point_evaluator import body_params, indent, store_expr
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import numel
+from fusec.scheduling.attention_group import AttentionSizes
 from fusec.scheduling.attention_schedule import AttentionTile, SplitPlan, shared_bytes
 
 COMBINE_THREADS = 128  # threads per block of the combine kernel: one per output element

@@ -34,14 +34,8 @@ operand is then read uncoalesced, so the direct path serves group inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from xdsl.ir import SSAValue
-
 from fusec.analysis.decompose_group import decomposed
-from fusec.analysis.diagnostics import op_error
-from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type, fits_domain
-from fusec.analysis.op_kinds import op_kind
+from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.codegen.gemm_operands import OperandTile
 from fusec.codegen.gemm_tile_text import tile_col, tile_row
 from fusec.codegen.kernel_source import (
@@ -53,14 +47,12 @@ from fusec.codegen.kernel_source import (
     unravel,
 )
 from fusec.codegen.launch_grid import block_index_lines
-from fusec.codegen.operand_reader import fused_prologue
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, indent, store_lines
 from fusec.codegen.schedule_input import group_schedule
-from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ContractionSchedule
-from fusec.dialects.shapes import Shape, fmt, numel
+from fusec.dialects.shapes import fmt, numel
 from fusec.scheduling.contraction_schedule import (
     LARGE_TILE,
     MEDIUM_TILE,
@@ -70,65 +62,9 @@ from fusec.scheduling.contraction_schedule import (
     gemm_shared_bytes,
     tile_of,
 )
+from fusec.scheduling.gemm_shape import GemmShape, analyze
 
 __all__ = ["LARGE_TILE", "MEDIUM_TILE", "SMALL_TILE", "GemmTile", "emit"]
-
-@dataclass
-class GemmShape:
-    """The matmul of a contraction group and its epilogue domain."""
-
-    body: GroupBody
-    matmul: nn.MatmulOp
-    a: SSAValue  # a group input, or a value its prologue computes (`operand_reader`)
-    b: SSAValue
-    out: Shape  # (*batch, M, N)
-
-    @property
-    def batch(self) -> Shape:
-        return self.out[:-2]
-
-    @property
-    def m(self) -> int:
-        return self.out[-2]
-
-    @property
-    def n(self) -> int:
-        return self.out[-1]
-
-    @property
-    def k(self) -> int:
-        return tensor_shape(self.a)[-1]
-
-
-def analyze(body: GroupBody) -> GemmShape:
-    """Check that the group is one matmul (operands from group inputs,
-    optionally through a prologue of elementwise ops and transposes) plus an
-    elementwise epilogue over its result shape; raise a located error if not."""
-    mms = [op for op in body.ops if isinstance(op, nn.MatmulOp)]
-    if len(mms) != 1:
-        raise op_error(
-            body.group, f"a contraction group must hold exactly one nn.matmul, found {len(mms)}"
-        )
-    mm = mms[0]
-    a, b = mm.operands
-    prologue = fused_prologue(mm)
-    out = mm.result_shape
-    for op in body.ops:
-        if op is mm or op in prologue or isinstance(op, nn.ConstantOp):
-            continue
-        if op_kind(op) not in POINT_KINDS:
-            raise op_error(op, f"{op.name} cannot be fused into a matmul epilogue")
-        if not fits_domain(tensor_shape(op.results[0]), out):
-            raise op_error(
-                op, f"{op.name} has shape {fmt(tensor_shape(op.results[0]))}, which does not "
-                f"broadcast to the matmul result {fmt(out)}",
-            )
-    for v in body.outputs:
-        if not fits_domain(tensor_shape(v), out):
-            raise op_error(body.group, f"group output of shape {fmt(tensor_shape(v))} does not "
-                           f"broadcast to the matmul result {fmt(out)}")
-    return GemmShape(body, mm, a, b, out)
-
 
 def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> KernelSource:
     """The kernel of a `kind = "contraction"` group (see the module docstring)

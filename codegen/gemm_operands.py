@@ -24,33 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir import SSAValue
 
+from fusec.analysis.gemm_operand_mode import operand_mode
 from fusec.analysis.group_body import GroupBody
 from fusec.codegen.kernel_source import broadcast_index, int_literal
 from fusec.codegen.operand_reader import read_at
 from fusec.codegen.point_evaluator import indent, load_expr
-from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape
-
-Mode = Literal["direct", "transposed", "computed"]
-
-
-def operand_mode(value: SSAValue) -> tuple[Mode, SSAValue]:
-    """How an operand is read, and the value actually loaded."""
-    if isinstance(value, BlockArgument):
-        return "direct", value
-    op = value.owner
-    rank = len(tensor_shape(value))
-    swap = [*range(rank - 2), rank - 1, rank - 2]
-    if isinstance(op, nn.TransposeOp) and op.perm == swap and isinstance(
-        op.operands[0], BlockArgument
-    ):
-        return "transposed", op.operands[0]
-    return "computed", value
 
 
 @dataclass

@@ -33,9 +33,9 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.gemm_operand_mode import operand_mode
 from fusec.analysis.library_epilogue import EpilogueFold, fold_epilogue
 from fusec.analysis.program import ArgSpec, KernelLaunch
-from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.writers import LIBRARY, WriteTask, Written
 from fusec.dialects import nn
 from fusec.dialects.element_types import of_device_dtype

@@ -36,6 +36,7 @@ import math
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.decompose_group import decomposed
+from fusec.analysis.gemm_operand_mode import operand_mode
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.group_kind import group_kind
 from fusec.analysis.op_kinds import OpKind, op_kind
@@ -43,8 +44,6 @@ from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTER
 from fusec.analysis.pointwise_registers import pointwise_register_parts
 from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
-from fusec.codegen.contraction import analyze as analyze_gemm
-from fusec.codegen.gemm_operands import operand_mode
 from fusec.codegen.pointwise import plan_group, vector_width, wide_arrays
 from fusec.codegen.pointwise_transpose import has_views
 from fusec.dialects import nn
@@ -59,6 +58,7 @@ from fusec.dialects.schedule import (
 )
 from fusec.dialects.shapes import numel
 from fusec.scheduling.contraction_schedule import GemmTile, tile_of
+from fusec.scheduling.gemm_shape import analyze as analyze_gemm
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.window_plan import TiledWindow, geometry, recorded_plan, window_op
 

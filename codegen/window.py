@@ -37,6 +37,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import op_error
+from fusec.analysis.fused_prologue import fused_prologue
 from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type, fits_domain
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.targets import Target
@@ -50,7 +51,7 @@ from fusec.codegen.kernel_source import (
     max_expr,
     unravel,
 )
-from fusec.codegen.operand_reader import fused_prologue, read_at
+from fusec.codegen.operand_reader import read_at
 from fusec.codegen.point_evaluator import (
     PointEvaluator,
     body_params,

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.fused_prologue import prologue_ops
 from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.codegen.kernel_source import (
     KernelSource,
@@ -74,7 +75,7 @@ from fusec.codegen.kernel_source import (
     max_expr,
 )
 from fusec.codegen.launch_grid import block_index_lines
-from fusec.codegen.operand_reader import prologue_ops, read_at
+from fusec.codegen.operand_reader import read_at
 from fusec.codegen.point_evaluator import (
     Loader,
     PointEvaluator,

@@ -289,8 +289,8 @@ def _attention_contest(group: GroupOp, target: Target) -> Contest:
     model's choice) and of its three-kernel form, as `fuse-attention`'s
     gain check prices them: the model cannot rank them reliably (the
     efficiencies behind both are one measured shape's), a GPU can."""
-    from fusec.codegen.attention import group_shape
     from fusec.scheduling.attention import choose_tile, fused_time, unfused_time
+    from fusec.scheduling.attention_group import group_shape
     from fusec.scheduling.attention_schedule import recorded_tile
     from fusec.scheduling.gemm_choice import cupy_tf32, library_available
 

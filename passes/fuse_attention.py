@@ -45,7 +45,6 @@ from fusec.analysis.attention_pattern import AttentionPattern, Refusal, match_at
 from fusec.analysis.dependency_graph import value_names
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.targets import WARP_SIZE, Target, resolve_target, unknown_target
-from fusec.codegen.attention import attention_shape
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -59,6 +58,7 @@ from fusec.scheduling.attention import (
     normalized_splits,
     unfused_time,
 )
+from fusec.scheduling.attention_group import attention_shape
 from fusec.scheduling.attention_schedule import AttentionTile
 from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32
 

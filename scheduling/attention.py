@@ -7,7 +7,7 @@ target, and whether fusing pays at all.
   dynamic shared memory) and register budget; where the grid leaves SMs
   idle, the split-KV tiles too (`split_tiles`: query tiles down to one
   query, the threads on keys, and `choose_splits` chunks of the keys);
-- `fused_time`: the modelled time of one tile (`codegen/attention_schedule.
+- `fused_time`: the modelled time of one tile (`scheduling/attention_schedule.
   step_clocks` per key step and block, times the waves the grid needs at the
   occupancy the tile's registers, shared memory and threads allow, over
   `attention_efficiency`), never below the DRAM time of Q, K, V and O;
@@ -38,6 +38,7 @@ from fusec.scheduling.attention_decode_schedule import (
     DECODE_WARPS,
     decode_head_problem,
 )
+from fusec.scheduling.attention_group import group_shape
 from fusec.scheduling.attention_mma_schedule import mma_problem
 from fusec.scheduling.attention_schedule import (
     ITEM,
@@ -346,8 +347,6 @@ def attention_candidates(group: GroupOp, target: Target, limit: int,
     (within `shared_limit` bytes of shared memory, default the target's),
     the cost model's choice first, then the fastest of each other kind
     (`candidate_order`): what an autotuner times."""
-    from fusec.codegen.attention import group_shape  # imports scheduling via the emitter
-
     shape = group_shape(group)
     tiles = candidate_order(ranked_tiles(shape, target, shared_limit), shape, target)
     return [t.attr() for t in tiles[:max(0, limit)]]

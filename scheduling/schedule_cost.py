@@ -26,7 +26,6 @@ from fusec.analysis.cost_model import POINTWISE_ELEMENTS_PER_THREAD
 from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.scheduled_cost import ScheduledKernel
-from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.dialects.element_types import BY_NAME
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type_name, tensor_shape
@@ -34,6 +33,7 @@ from fusec.dialects.schedule import ContractionSchedule, ReductionSchedule, Sche
 from fusec.dialects.shapes import numel
 from fusec.scheduling import reduction_schedule as reduction
 from fusec.scheduling.contraction_schedule import tile_of
+from fusec.scheduling.gemm_shape import analyze as analyze_gemm
 from fusec.scheduling.kinds.common import body_results
 from fusec.scheduling.reduction_plan import RowAnalysis
 from fusec.scheduling.reduction_plan import analyze as analyze_rows

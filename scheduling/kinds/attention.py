@@ -10,12 +10,12 @@ from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen.attention import group_registers
-from fusec.codegen.attention import group_shape as attention_group_shape
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import AttentionSchedule, ScheduleAttr
 from fusec.scheduling.attention import attention_candidates
 from fusec.scheduling.attention import choose_tile as choose_attention_tile
+from fusec.scheduling.attention_group import group_registers
+from fusec.scheduling.attention_group import group_shape as attention_group_shape
 from fusec.scheduling.attention_schedule import recorded_tile as recorded_attention_tile
 from fusec.scheduling.attention_schedule import shared_bytes as attention_shared
 from fusec.scheduling.contraction_schedule import GemmTile
@@ -98,5 +98,5 @@ class AttentionKind(SplitOverBudget):
 
     def registers(self, group: GroupOp, target: Target,
                   tile: GemmTile | None = None) -> RegisterEstimate:
-        """`codegen/attention.group_registers`."""
+        """`scheduling/attention_group.group_registers`."""
         return group_registers(group, target)

@@ -17,7 +17,6 @@ from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen.contraction import analyze as analyze_gemm
 from fusec.codegen.register_model import contraction_estimate, current_tile
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr
@@ -30,6 +29,7 @@ from fusec.scheduling.contraction_schedule import (
     recorded_tile,
     tile_attr,
 )
+from fusec.scheduling.gemm_shape import analyze as analyze_gemm
 from fusec.scheduling.kinds.common import group_name, tile_text
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
