@@ -1,6 +1,6 @@
 """Registers of a pointwise kernel from its ops alone: the part of the
 register model that fusion legality needs before a group (or its schedule)
-exists. `codegen/register_model.py` builds its pointwise estimate from the
+exists. `scheduling/register_model.py` builds its pointwise estimate from the
 same constants, so the two cannot drift apart."""
 
 from __future__ import annotations

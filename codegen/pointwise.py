@@ -44,16 +44,11 @@ accesses apart, and half arrays move one 8-byte (4-byte) word per access
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
-from fusec.analysis.collapsed_dims import collapse_dims
-from fusec.analysis.device_dtypes import UnsupportedTypeError, compute_type, numba_type, value_dtype
-from fusec.analysis.diagnostics import op_error
+from fusec.analysis.device_dtypes import compute_type, numba_type, value_dtype
 from fusec.analysis.index_types import index_type
-from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.targets import Target
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.kernel_source import (
@@ -68,10 +63,8 @@ from fusec.codegen.kernel_source import (
     widen,
 )
 from fusec.codegen.pointwise_index import ElementIndex
-from fusec.codegen.pointwise_transpose import has_views
 from fusec.codegen.schedule_input import group_schedule
 from fusec.codegen.wide_access import (
-    HALF_ACCESS_BYTES,
     WORD_TYPES,
     lane_value,
     pack_values,
@@ -80,58 +73,24 @@ from fusec.codegen.wide_access import (
 )
 from fusec.dialects import nn, shapes
 from fusec.dialects.element_types import of_device_dtype
-from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import splat_value, tensor_shape
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.nn_base import splat_value
 from fusec.dialects.schedule import PointwiseSchedule
+from fusec.scheduling.pointwise_plan import (
+    PointwiseAccess,
+    PointwisePlan,
+    along_inner,
+    is_wide,
+    plan_group,
+    vector_width,
+    wide_arrays,
+)
+from fusec.scheduling.transposed_plan import has_views
 
 # CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop
 # over chunks beyond.
 
-_POINTWISE_KINDS = (OpKind.ELEMENTWISE, OpKind.BROADCAST)
 _INDENT = "    "
-
-
-@dataclass(frozen=True)
-class _Access:
-    """How the kernel reaches one group input or result."""
-
-    name: str  # the kernel parameter
-    shape: tuple[int, ...]  # collapsed, same rank as the iteration shape
-    dtype: str
-
-    @property
-    def numel(self) -> int:
-        return shapes.numel(self.shape)
-
-
-@dataclass
-class _Plan:
-    """Everything decided before the text is written."""
-
-    group: GroupOp
-    ops: list[Operation]
-    results: list[SSAValue]
-    iter_shape: tuple[int, ...]  # collapsed
-    inputs: list[_Access]
-    outputs: list[_Access]
-    unroll: int = 1  # elements per thread (the schedule's `elements_per_thread`)
-    threads: int = 1  # threads per block (the schedule's `block`)
-    vector: int = 1  # consecutive elements per access (halves read wide)
-
-    @property
-    def numel(self) -> int:
-        return shapes.numel(self.iter_shape)
-
-    def is_full(self, access: _Access) -> bool:
-        return access.shape == self.iter_shape
-
-    def needs_coords(self) -> bool:
-        """Whether the loop needs coordinates (unravel): for an input neither
-        full nor a scalar (hoisted), or a result smaller than the iteration
-        shape (its store is guarded by coordinates)."""
-        return any(not self.is_full(a) and a.numel != 1 for a in self.inputs) or any(
-            not self.is_full(a) for a in self.outputs
-        )
 
 
 def splat_literal(op: nn.ConstantOp) -> str | None:
@@ -147,85 +106,12 @@ def splat_literal(op: nn.ConstantOp) -> str | None:
     return float_literal(float(v), ctype)
 
 
-def _check_group(group: GroupOp, ops: list[Operation]) -> None:
-    for op in ops:
-        if isinstance(op, nn.ConstantOp):
-            # A splat constant inside a group is a literal; other constants
-            # stay outside as group inputs.
-            if splat_literal(op) is None:
-                raise op_error(op, "only splat constants can be inside a pointwise group")
-        elif op_kind(op) not in _POINTWISE_KINDS:
-            raise op_error(op, f"'{op.name}' cannot be generated in a pointwise group")
-    try:
-        for v in (*group.block.args, *(r for op in ops for r in op.results)):
-            value_dtype(v)
-    except UnsupportedTypeError as err:
-        raise op_error(group, str(err)) from None
-
-
-def _channel_shape(op: nn.BatchNormOp) -> tuple[int, ...]:
-    """The shape a `[C]` batch-norm parameter is read with: `[C, 1, ..., 1]`
-    right-aligned against the input, so NumPy broadcasting puts C on axis 1."""
-    x_shape = op.operand_shape()
-    return (x_shape[1],) + (1,) * (len(x_shape) - 2)
-
-
-def load_shapes(group: GroupOp) -> list[tuple[int, ...]]:
-    """The shape each group input is indexed with: its own, except for the
-    parameters of `nn.batch_norm` (read along dimension 1, not by NumPy rules),
-    which must be group inputs used only as such parameters."""
-    out = [tensor_shape(a) for a in group.block.args]
-    for arg in group.block.args:
-        bn_uses = [u for u in arg.uses if isinstance(u.operation, nn.BatchNormOp) and u.index]
-        if not bn_uses:
-            continue
-        shapes_seen = {_channel_shape(u.operation) for u in bn_uses}  # pyright: ignore
-        if len(bn_uses) != len(list(arg.uses)) or len(shapes_seen) != 1:
-            raise op_error(bn_uses[0].operation, "a batch_norm parameter in a pointwise group "
-                           "must be a group input used only as a per-channel parameter")
-        out[arg.index] = shapes_seen.pop()
-    for op in group.block.ops:
-        if isinstance(op, nn.BatchNormOp) and any(
-            v.owner is not group.block for v in op.operands[1:]
-        ):
-            raise op_error(op, "batch_norm parameters computed inside a pointwise group "
-                           "cannot be read per channel; run 'decompose' first")
-    return out
-
-
-def plan_group(group: GroupOp) -> _Plan:
-    """Check the group, collapse its dimensions, choose the schedule."""
-    ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
-    _check_group(group, ops)
-    terminator = group.block.last_op
-    assert isinstance(terminator, YieldOp)
-    results = list(terminator.values)
-    in_shapes = load_shapes(group)
-    out_shapes = [tensor_shape(r) for r in results]
-    try:
-        full = shapes.broadcast_shapes(*out_shapes)
-        for s in in_shapes:
-            if shapes.broadcast_shapes(s, full) != full:
-                raise shapes.ShapeError(f"input {shapes.fmt(s)} is larger than the results")
-    except shapes.ShapeError as err:
-        raise op_error(group, f"pointwise group results do not share one shape: {err}") from None
-    iter_shape, collapsed = collapse_dims(full, [*in_shapes, *out_shapes])
-    inputs = [
-        _Access(f"in{i}", collapsed[i], value_dtype(a)) for i, a in enumerate(group.block.args)
-    ]
-    outputs = [
-        _Access(f"out{i}", collapsed[len(inputs) + i], value_dtype(r))
-        for i, r in enumerate(results)
-    ]
-    return _Plan(group, ops, results, iter_shape, inputs, outputs)
-
-
-def _load(access: _Access, index: str) -> str:
+def _load(access: PointwiseAccess, index: str) -> str:
     """Read one element, widened to its compute type (f16 -> f32)."""
     return widen(access.dtype, f"{access.name}[{index}]")
 
 
-def _store(access: _Access, value: str, value_dtype_name: str) -> str:
+def _store(access: PointwiseAccess, value: str, value_dtype_name: str) -> str:
     """The right-hand side that narrows `value` to the stored element type."""
     if compute_type(value_dtype_name) == numba_type(access.dtype):
         return value
@@ -247,7 +133,7 @@ def _op_expr(op: Operation, args: list[str]) -> str:
     return expr
 
 
-def _body_lines(plan: _Plan, names: dict[SSAValue, str], suffix: str = "") -> list[str]:
+def _body_lines(plan: PointwisePlan, names: dict[SSAValue, str], suffix: str = "") -> list[str]:
     """`tK = expr  # nn.op` for every op, in program order."""
     lines: list[str] = []
     for k, op in enumerate(plan.ops):
@@ -266,45 +152,7 @@ def _body_lines(plan: _Plan, names: dict[SSAValue, str], suffix: str = "") -> li
     return lines
 
 
-def vector_width(plan: _Plan) -> int:
-    """Halves per wide access: the most (up to `HALF_ACCESS_BYTES`) that
-    divide both the elements per thread and the innermost extent (so the
-    lanes of an access share every coordinate but the last), when some
-    f16/bf16 array is full along that extent; else 1."""
-    if not plan.iter_shape or not any(
-        _is_half(a) and a.shape[-1] == plan.iter_shape[-1] and a.numel > 1
-        for a in (*plan.inputs, *plan.outputs)
-    ):
-        return 1
-    lanes = HALF_ACCESS_BYTES // 2
-    while lanes > 1 and (plan.unroll % lanes or plan.iter_shape[-1] % lanes):
-        lanes //= 2
-    return lanes
-
-
-def _is_half(access: _Access) -> bool:
-    return of_device_dtype(access.dtype).is_half
-
-
-def _along_inner(plan: _Plan, access: _Access) -> bool:
-    """Whether `access` varies along the innermost extent (its lanes are
-    consecutive elements); true of everything in a 0-d iteration space."""
-    return not plan.iter_shape or access.shape[-1] == plan.iter_shape[-1]
-
-
-def _is_wide(plan: _Plan, access: _Access) -> bool:
-    """Whether `access` is read or written wide: a half array, contiguous
-    along the innermost extent (its lanes are consecutive elements)."""
-    return (plan.vector > 1 and _is_half(access) and access.numel > 1
-            and _along_inner(plan, access))
-
-
-def wide_arrays(plan: _Plan) -> list[str]:
-    """The parameters moved in words (`plan.vector` lanes per access)."""
-    return [a.name for a in (*plan.inputs, *plan.outputs) if _is_wide(plan, a)]
-
-
-def _access_index(plan: _Plan, access: _Access, at: ElementIndex, k: str) -> str:
+def _access_index(plan: PointwisePlan, access: PointwiseAccess, at: ElementIndex, k: str) -> str:
     """The index of lane 0 of an access into `access` (`k`: its flat index)."""
     return k if plan.is_full(access) else at.operand(access.shape)
 
@@ -316,7 +164,7 @@ def _lane(index: str, lane: int, itype: str) -> str:
 
 
 def _access_loads(
-    plan: _Plan, at: ElementIndex, k: str, a: int, wide: bool
+    plan: PointwisePlan, at: ElementIndex, k: str, a: int, wide: bool
 ) -> tuple[list[str], list[dict[SSAValue, str]]]:
     """The loads of access `a` and each lane's names of the group inputs."""
     lanes = plan.vector
@@ -329,12 +177,12 @@ def _access_loads(
                 n[arg] = f"s{i}"  # hoisted above the loop
             continue
         index = _access_index(plan, access, at, k)
-        if not _along_inner(plan, access):  # the same element for every lane
+        if not along_inner(plan, access):  # the same element for every lane
             loads.append(f"a{i}_{a} = {_load(access, index)}")
             for n in names:
                 n[arg] = f"a{i}_{a}"
             continue
-        if wide and _is_wide(plan, access):
+        if wide and is_wide(plan, access):
             word_type = WORD_TYPES[lanes]
             element = of_device_dtype(access.dtype).name
             loads.append(f"v{i}_{a} = {wide_load(word_type, access.name, index)}")
@@ -349,7 +197,7 @@ def _access_loads(
 
 
 def _access_stores(
-    plan: _Plan, at: ElementIndex, k: str, names: list[dict[SSAValue, str]], wide: bool
+    plan: PointwisePlan, at: ElementIndex, k: str, names: list[dict[SSAValue, str]], wide: bool
 ) -> list[str]:
     """The stores of one access: wide, per lane, or (a result smaller than the
     iteration shape) only by the lanes at coordinate 0 of its broadcast
@@ -358,13 +206,13 @@ def _access_stores(
     for value, access in zip(plan.results, plan.outputs, strict=True):
         rhs = [_store(access, n[value], value_dtype(value)) for n in names]
         index = _access_index(plan, access, at, k)
-        if plan.is_full(access) and wide and _is_wide(plan, access):
+        if plan.is_full(access) and wide and is_wide(plan, access):
             word_type = WORD_TYPES[plan.vector]
             element = of_device_dtype(access.dtype).name
             word = pack_values(element, word_type, [n[value] for n in names])
             lines.append(wide_store(word_type, access.name, index, word))
             continue
-        per_lane = _along_inner(plan, access)
+        per_lane = along_inner(plan, access)
         stores = [f"{access.name}[{_lane(index, j, at.itype)}] = {r}"
                   for j, r in enumerate(rhs if per_lane else rhs[:1])]
         if plan.is_full(access):
@@ -375,7 +223,7 @@ def _access_stores(
     return lines
 
 
-def _chunk_lines(plan: _Plan, wide: bool) -> list[str]:
+def _chunk_lines(plan: PointwisePlan, wide: bool) -> list[str]:
     """This thread's accesses of the chunk: `plan.unroll / plan.vector`
     accesses of `plan.vector` consecutive elements each, `plan.threads`
     accesses apart. Every index, then every load, then the arithmetic, then
@@ -412,7 +260,7 @@ def _chunk_lines(plan: _Plan, wide: bool) -> list[str]:
     return index_lines + [line for i in range(3) for part in parts for line in part[i]]
 
 
-def _scalar_loads(plan: _Plan) -> list[str]:
+def _scalar_loads(plan: PointwisePlan) -> list[str]:
     lines: list[str] = []
     for arg, access in zip(plan.group.block.args, plan.inputs, strict=True):
         if access.numel == 1:
@@ -420,12 +268,12 @@ def _scalar_loads(plan: _Plan) -> list[str]:
     return lines
 
 
-def _chunks(plan: _Plan) -> int:
+def _chunks(plan: PointwisePlan) -> int:
     """Block-sized chunks of `plan.unroll` elements per thread."""
     return max(1, -(-plan.numel // (plan.threads * plan.unroll)))
 
 
-def _body(plan: _Plan) -> list[str]:
+def _body(plan: PointwisePlan) -> list[str]:
     """The chunk's accesses; when some array is accessed wide, behind a
     test that every such array is aligned to the access (else per element)."""
     wide = wide_arrays(plan)
@@ -437,7 +285,7 @@ def _body(plan: _Plan) -> list[str]:
             "else:", *(_INDENT + line for line in _chunk_lines(plan, wide=False))]
 
 
-def _loop_lines(plan: _Plan, max_grid_x: int) -> list[str]:
+def _loop_lines(plan: PointwisePlan, max_grid_x: int) -> list[str]:
     """One chunk per block: its first access (`base`, in accesses) and the
     unrolled body. Past `max_grid_x` chunks (the target's), a loop over them (a loop whose
     trip count depends on gridDim costs a 64-bit division per thread, so it
@@ -454,7 +302,7 @@ def _loop_lines(plan: _Plan, max_grid_x: int) -> list[str]:
             *(_INDENT + line for line in body)]
 
 
-def _view_shape(access: _Access) -> tuple[int, ...]:
+def _view_shape(access: PointwiseAccess) -> tuple[int, ...]:
     return (access.numel,)  # flat: broadcast inputs are indexed by coordinates
 
 

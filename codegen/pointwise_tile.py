@@ -4,7 +4,8 @@ its index arithmetic, written to cost next to nothing per element.
 
 Every access the kernel makes (a tiled operand, a broadcast or strided
 input, a result) is linear in the iteration coordinates: element `c` is at
-`offset + sum(c[d] * strides[d])` (`LinearAccess`). So:
+`offset + sum(c[d] * strides[d])` (`LinearAccess`,
+`scheduling/transposed_plan.py`). So:
 
 - Neighbouring iteration axes merge when every access steps across them as
   across one axis (`axis_groups`): NCHW -> NHWC of `[32, 64, 56, 56]` tiles
@@ -28,80 +29,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, SSAValue
 
-from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.analysis.index_types import index_type
-from fusec.analysis.strided_view import StridedView
-from fusec.analysis.view_operands import (
-    CHAINED_VIEWS,
-    FOLDED_VIEWS,
-    INDEXED_READS,
-    computed_root,
-    operand_view,
-)
+from fusec.analysis.view_operands import FOLDED_VIEWS, operand_view
 from fusec.codegen.computed_root import root_load
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.point_evaluator import PointEvaluator, load_expr, store_expr
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
-
-if TYPE_CHECKING:
-    from fusec.codegen.pointwise_transpose import _Plan
+from fusec.scheduling.transposed_plan import (
+    LinearAccess,
+    TransposedPlan,
+    axis_groups,
+    direct_loads,
+    read_directly,
+    result_accesses,
+    tile_type,
+    tiled_accesses,
+)
 
 _INDENT = "    "
-
-# Numba element types a shared tile may hold; narrower integers widen to int32.
-_TILE_TYPES = ("float32", "float64", "int32", "int64", "boolean")
-
-
-@dataclass(frozen=True)
-class LinearAccess:
-    """Element `c` of the iteration space is element `offset + sum(c[d] *
-    strides[d])` of the accessed buffer (stride 0: the access does not vary
-    along `d`)."""
-
-    offset: int
-    strides: tuple[int, ...]
-
-    @staticmethod
-    def of_view(view: StridedView, iter_shape: Sequence[int]) -> LinearAccess:
-        """A view right-aligned against `iter_shape` (broadcast where the
-        view has size 1 or no dimension)."""
-        lead = len(iter_shape) - len(view.shape)
-        strides = [0] * lead + [s if n != 1 else 0 for n, s in zip(view.shape, view.strides,
-                                                                   strict=True)]
-        return LinearAccess(view.offset, tuple(strides))
-
-    @staticmethod
-    def of_shape(shape: Sequence[int], iter_shape: Sequence[int]) -> LinearAccess:
-        """A contiguous buffer of `shape`, broadcast to `iter_shape`."""
-        return LinearAccess.of_view(StridedView.contiguous(shape), iter_shape)
-
-    def stride(self, group: Sequence[int]) -> int:
-        """The stride along a group of merged axes (its innermost axis')."""
-        return self.strides[group[-1]]
-
-
-def axis_groups(iter_shape: Sequence[int],
-                accesses: Sequence[LinearAccess]) -> list[tuple[int, ...]]:
-    """Runs of iteration axes longer than 1 that every access steps across as
-    across one axis: axis `d` joins the run before it when each access's
-    stride there is `stride[d] * iter_shape[d]`. A merged coordinate times
-    the stride of the run's innermost axis is then every access's index."""
-    groups: list[tuple[int, ...]] = []
-    for d, n in enumerate(iter_shape):
-        if n == 1:
-            continue
-        if groups and all(a.strides[groups[-1][-1]] == a.strides[d] * n for a in accesses):
-            groups[-1] = (*groups[-1], d)
-        else:
-            groups.append((d,))
-    return groups
-
 
 @dataclass
 class _Reads:
@@ -111,57 +61,21 @@ class _Reads:
     stores: list[tuple[int, SSAValue, LinearAccess]]
 
 
-def _reads(plan: _Plan) -> _Reads:
-    body, tiled = plan.body, plan.tiled
-    loads: list[tuple[SSAValue, LinearAccess, Callable[[str, str], tuple[list[str], str]]]] = []
-    for op in body.ops:
-        if not isinstance(op, FOLDED_VIEWS) or not read_directly(body, op):
-            continue
-        found = operand_view(op, set(body.ops))
-        assert not isinstance(found, str)  # plan_group refused it otherwise
-        if found in tiled:
-            continue
-        root, view = found
-        loads.append((op.results[0], LinearAccess.of_view(view, plan.shape),
-                      lambda i, n, r=root: root_load(body, r, i, n)))
-    inside = set(body.ops)
-    for arg in body.args:
-        if any(not isinstance(u.operation, FOLDED_VIEWS) and not computed_root(
-                u.operation, inside) for u in arg.uses):
-            loads.append((arg, LinearAccess.of_shape(tensor_shape(arg), plan.shape),
-                          lambda i, n, a=arg: ([], load_expr(body, a, i))))
-    stores = [(k, v, LinearAccess.of_shape(tensor_shape(v), plan.shape))
-              for k, v in enumerate(body.outputs)]
-    return _Reads(loads, stores)
-
-
-def read_directly(body: GroupBody, op: Operation) -> bool:
-    """Whether the kernel loads `op`'s result (something other than another
-    chained layout op, a concat or a gather reads it, or it is a result of
-    the group)."""
-    return op.results[0] in body.outputs or any(
-        not isinstance(u.operation, (*CHAINED_VIEWS, *INDEXED_READS))
-        for u in op.results[0].uses)
-
-
-def tile_type(arg: BlockArgument) -> str:
-    """The numba type `arg`'s shared tile holds (halves staged as float32,
-    narrower integers as int32)."""
-    ctype = compute_type(arg)
-    return ctype if ctype in _TILE_TYPES else "int32"
-
-
-def _tiled_access(plan: _Plan) -> dict[int, tuple[BlockArgument, LinearAccess]]:
-    """Each staged operand's input and access, by tile number."""
-    return {j: (root, LinearAccess.of_view(view, plan.shape))  # type: ignore[misc]
-            for (root, view), j in plan.tiled.items()}
+def _reads(plan: TransposedPlan) -> _Reads:
+    """The plan's direct loads (each with the text that reads it) and stores."""
+    body = plan.body
+    loads: list[tuple[SSAValue, LinearAccess, Callable[[str, str], tuple[list[str], str]]]] = [
+        (value, acc, (lambda i, n, r=root: root_load(body, r, i, n)) if root is not None
+         else (lambda i, n, a=value: ([], load_expr(body, a, i))))
+        for value, root, acc in direct_loads(plan)]
+    return _Reads(loads, result_accesses(plan))
 
 
 @dataclass
 class _Tiling:
     """The merged axes and the names the kernel text uses."""
 
-    plan: _Plan
+    plan: TransposedPlan
     groups: list[tuple[int, ...]]
     a: int  # the group holding the tile's swapped axis
     i: int  # the group holding the innermost axis
@@ -189,7 +103,7 @@ class _Tiling:
         return " + ".join(parts) or self.lit(0)
 
 
-def _tiling(plan: _Plan, accesses: Sequence[LinearAccess]) -> _Tiling:
+def _tiling(plan: TransposedPlan, accesses: Sequence[LinearAccess]) -> _Tiling:
     assert plan.axes is not None
     groups = axis_groups(plan.shape, accesses)
     a = next(k for k, g in enumerate(groups) if plan.axes[0] in g)
@@ -336,22 +250,15 @@ def _owner_conds(tl: _Tiling, acc: LinearAccess, step: int) -> list[str]:
     return conds
 
 
-def _plan_tiling(plan: _Plan) -> tuple[_Tiling, dict[int, tuple[BlockArgument, LinearAccess]],
-                                         _Reads]:
-    tiled, reads = _tiled_access(plan), _reads(plan)
+def _plan_tiling(plan: TransposedPlan) -> tuple[
+        _Tiling, dict[int, tuple[BlockArgument, LinearAccess]], _Reads]:
+    tiled, reads = tiled_accesses(plan), _reads(plan)
     accesses = [acc for _, acc in tiled.values()] + [acc for _, acc, _ in reads.loads] + [
         acc for _, _, acc in reads.stores]
     return _tiling(plan, accesses), tiled, reads
 
 
-def passes_edge(plan: _Plan) -> bool:
-    """Whether some tile passes the edge of a (merged) tile axis: the kernel
-    then clamps coordinates and guards stores."""
-    tl = _plan_tiling(plan)[0]
-    return tl.ext_a % plan.tile != 0 or tl.ext_i % plan.tile != 0
-
-
-def tiled_lines(plan: _Plan) -> tuple[list[str], tuple[int, int, int], frozenset[str]]:
+def tiled_lines(plan: TransposedPlan) -> tuple[list[str], tuple[int, int, int], frozenset[str]]:
     """The tiled kernel's body, its grid and the grid axes it loops over."""
     tl, tiled, reads = _plan_tiling(plan)
     named = {f"t{j}": acc for j, (_, acc) in tiled.items()}
@@ -372,6 +279,6 @@ def tiled_lines(plan: _Plan) -> tuple[list[str], tuple[int, int, int], frozenset
     return head + body, grid, looped
 
 
-def tile_types(plan: _Plan) -> dict[int, str]:
+def tile_types(plan: TransposedPlan) -> dict[int, str]:
     """The numba element type of each shared tile, by tile number."""
     return {j: tile_type(key[0]) for key, j in plan.tiled.items()}  # type: ignore[arg-type]

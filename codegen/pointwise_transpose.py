@@ -43,25 +43,17 @@ nothing. Half precision is staged as float32.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
-from fusec.analysis.group_body import POINT_KINDS, GroupBody
-from fusec.analysis.in_place_reads import pointwise_read_refusal
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.index_types import index_type
-from fusec.analysis.op_kinds import op_kind
-from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
-from fusec.analysis.strided_view import StridedView
-from fusec.analysis.transposed_operands import staged_views, tile_axes
 from fusec.analysis.view_operands import (
-    CHAINED_VIEWS,
     INDEXED_READS,
     READ_IN_PLACE,
     computed_root,
-    extra_reads,
     operand_view,
 )
 from fusec.codegen.computed_root import root_load
@@ -75,101 +67,15 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr, store_lines
 from fusec.codegen.pointwise_index import ElementIndex
-from fusec.codegen.pointwise_tile import passes_edge, read_directly, tile_type, tiled_lines
+from fusec.codegen.pointwise_tile import tiled_lines
 from fusec.codegen.schedule_input import group_schedule
-from fusec.dialects import nn
-from fusec.dialects.element_types import numba_width
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
-from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
+from fusec.dialects.shapes import fmt, numel
+from fusec.scheduling.transposed_plan import TransposedPlan, plan_group, read_directly
 
 _INDENT = "    "
-
-TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
-TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its (64-bit) address
-"""The flat schedule's own constants: it keeps per-element unravelling, so
-the flat pointwise kernel's refit (`analysis/pointwise_registers.py`) does
-not describe it; these are the values its fit below was made with."""
-FLAT_COORD_REGISTERS = 1
-"""Registers per iteration axis of the flat kernel's unravelled coordinates."""
-TILE_BASE = 8
-"""The tiled schedule: thread and block coordinates, the two shared offsets."""
-TILE_ARRAY_REGISTERS_PER_ELEMENT = 1.0
-"""Per array and element of a thread: the value in flight (the bases and
-row offsets fold into the addresses)."""
-TILE_EDGE_REGISTERS = 10
-"""A tile that passes an axis' edge holds its clamped row coordinates, and a
-libdevice sequence (erf, tanh, ...) its temporaries; ptxas overlaps the two
-(either or both: 30-32 registers). Fitted to `ptxas -arch=sm_90 -v`
-(2026-12-01) on 14 tiled kernels, 2-D to 4-D, one or two staged operands,
-broadcasts, f32/f16/bf16, whole and partial tiles: 20-32 registers, every
-estimate within 15%."""
-
-
-def has_views(group: Operation) -> bool:
-    """Whether pointwise `group` reads an operand through a transpose, slice,
-    reshape, concat or gather (this module emits it)."""
-    return any(isinstance(op, READ_IN_PLACE) for op in group.regions[0].block.ops)
-
-
-@dataclass
-class _Plan:
-    """The group's body, iteration shape and tiling, decided before any text."""
-
-    body: GroupBody
-    shape: Shape
-    tile: int
-    threads: int
-    unroll: int
-    axes: tuple[int, int] | None  # (swapped axis A, innermost axis I) when tiled
-    tiled: dict[tuple[SSAValue, StridedView], int] = field(
-        default_factory=dict[tuple[SSAValue, StridedView], int])
-    """Each staged operand (its root and composed view) by tile number."""
-
-    @property
-    def rows(self) -> int:
-        """Threads along y: rows of the tile one pass covers."""
-        return self.threads // self.tile
-
-
-def _check(body: GroupBody, shape: Shape) -> None:
-    for op in body.ops:
-        if isinstance(op, (*CHAINED_VIEWS, *INDEXED_READS)):
-            continue  # read in place: the refusals below say when it cannot be
-        elif isinstance(op, nn.BatchNormOp) or not (
-                isinstance(op, nn.ConstantOp) or op_kind(op) in POINT_KINDS):
-            raise op_error(op, f"'{op.name}' cannot be generated in a pointwise group with "
-                           "transposed operands")
-    # the rule fusion legality applied when it formed the group
-    reason = pointwise_read_refusal(body.ops, shape)
-    if reason is not None:
-        raise op_error(body.group, f"cannot generate this pointwise group: {reason}")
-
-
-def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> _Plan:
-    """Check the group and decide the iteration shape and tiling."""
-    body = GroupBody.of(group)
-    try:
-        shape = broadcast_shapes(*(tensor_shape(v) for v in body.outputs))
-    except ShapeError as err:
-        raise op_error(group, f"pointwise group results do not share one shape: {err}") from None
-    _check(body, shape)
-    tile, threads = schedule.int_field("tile"), schedule.int_field("block")
-    axes = tile_axes(body.ops, shape) if tile and numel(shape) else None
-    if tile and numel(shape) and axes is None:
-        raise op_error(group, f"schedule tile = {tile}, but no transposed operand of "
-                       f"{fmt(shape)} moves the innermost axis")
-    if tile and (threads % tile or tile % (threads // tile or 1) or threads < tile):
-        raise op_error(group, f"schedule block = {threads} does not split a {tile}x{tile} tile "
-                       "into rows of whole warps")
-    plan = _Plan(body, shape, tile, threads, schedule.int_field("elements_per_thread"), axes)
-    if axes is not None:
-        for _, root, view in staged_views(body.ops, shape):
-            if (root, view) not in plan.tiled:
-                plan.tiled[(root, view)] = len(plan.tiled)
-    return plan
-
 
 def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
                lit: Callable[[int], str], name: str) -> tuple[list[str], str]:
@@ -197,7 +103,7 @@ def _own_coords(shape: Sequence[int], coords: Sequence[str],
     return [lit(0) if n == 1 else c for c, n in zip(own, shape, strict=True)]
 
 
-def _element(plan: _Plan, coords: list[str], suffix: str, ints: Ints
+def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints
              ) -> tuple[list[str], list[str], list[str]]:
     """Loads, arithmetic and stores of the element at `coords` (the flat
     schedule); `ints` types the view index's literals (as the
@@ -233,7 +139,7 @@ def _element(plan: _Plan, coords: list[str], suffix: str, ints: Ints
     return loads, ev.take_lines(), stores
 
 
-def _flat_lines(plan: _Plan) -> list[str]:
+def _flat_lines(plan: TransposedPlan) -> list[str]:
     """tile = 0: `unroll` elements per thread, `threads` apart, each at its
     unravelled coordinates; all loads, then the arithmetic, then the stores."""
     n = numel(plan.shape)
@@ -260,12 +166,6 @@ def _flat_lines(plan: _Plan) -> list[str]:
         parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]
                       if tail else stores))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
-
-
-def tile_shared_bytes(plan: _Plan) -> int:
-    """Shared memory of the tiled kernel: one padded tile per tiled operand."""
-    return sum(plan.tile * (plan.tile + 1) * numba_width(tile_type(key[0]))
-               for key in plan.tiled)
 
 
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
@@ -296,24 +196,3 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
                         grid_loops=looped)
 
 
-def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[str, float]]:
-    """The register model's parts for this kernel: base, arrays in flight
-    per element a thread handles (the tiled kernel: `tile * tile / block`
-    rows), scalars, the flat kernel's coordinates, the tiled kernel's edge
-    clamps or math temporaries."""
-    plan = plan_group(group, schedule)
-    tiled = plan.axes is not None
-    per_thread = plan.tile // plan.rows if tiled else plan.unroll
-    arrays = sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1) + len(
-        plan.body.outputs) + extra_reads(plan.body.ops, plan.body.args)
-    scalars = len(plan.body.args) - sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1)
-    if not tiled:
-        return [("base", TRANSPOSE_BASE),
-                ("arrays in flight", TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
-                ("scalars", PARAM_REGISTERS * scalars),
-                ("coordinates", FLAT_COORD_REGISTERS * len(plan.shape))]
-    edge = passes_edge(plan) or any(isinstance(op, MATH_OPS) for op in plan.body.ops)
-    return [("base", TILE_BASE),
-            ("arrays in flight", TILE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
-            ("scalars", PARAM_REGISTERS * scalars),
-            ("edge clamps or math", TILE_EDGE_REGISTERS if edge else 0)]

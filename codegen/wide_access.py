@@ -31,11 +31,6 @@ are NumPy views of the same bytes, so both paths run on the CPU.
 
 from __future__ import annotations
 
-HALF_ACCESS_BYTES = 8
-"""Bytes a thread moves per access of an f16/bf16 array (4 halves; 2 where
-the innermost extent or elements per thread forbid 4): a warp request of
-one half per thread moves 64 bytes, too few to reach the copy floor."""
-
 WIDE_ACCESS_PRELUDE = """
 from llvmlite import ir as _ir
 from numba.core import types as _t

@@ -2,7 +2,7 @@
 and split or re-schedule the groups over the budget.
 
 The estimate comes from the schedule each group's emitter will use
-(`codegen/register_model.py`): values in flight times the vector width,
+(`scheduling/register_model.py`): values in flight times the vector width,
 addressing, reduction partials, GEMM accumulators and fragments, window
 state. The budget is what keeps `occupancy` of the SM's threads resident:
 
@@ -47,7 +47,6 @@ from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.codegen.kernel_probe import KernelCount, KernelProbe
 from fusec.codegen.kernel_source import MAX_REGISTERS_ATTR
-from fusec.codegen.register_model import estimate_registers
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -56,6 +55,7 @@ from fusec.dialects.shapes import ShapeError, broadcast_shapes
 from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
 from fusec.passes.register_prices import crossing_values, spill_seconds, split_seconds, us
 from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.register_model import estimate_registers
 
 EST_ATTR = "est_registers"
 REGISTER_GRANULE = 8  # registers are allocated per thread in multiples of 8

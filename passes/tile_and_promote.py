@@ -37,12 +37,12 @@ from xdsl.passes import ModulePass
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.schedule_choice import Scheduler
 from fusec.analysis.targets import resolve_target, unknown_target
-from fusec.codegen.register_model import estimate_registers
 from fusec.dialects.fusion import GroupOp
 from fusec.passes import register_budget
 from fusec.passes.register_budget import EST_ATTR, record
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.gemm_choice import GEMM_MODES, GemmChooser
+from fusec.scheduling.register_model import estimate_registers
 
 SCHEDULE_SETS_REGISTERS = ("contraction", "window")
 

@@ -1,5 +1,5 @@
 """A group kernel's estimated registers per thread and the parts they come
-from: what the register model (`codegen/register_model.py`), the kinds'
+from: what the register model (`scheduling/register_model.py`), the kinds'
 budget choices (`scheduling/kinds/`) and `register-budget` pass around.
 
 ```python

@@ -2,7 +2,7 @@
 or `nn.avg_pool2d` with its elementwise epilogue): which path generates it,
 the block and thread tiles, its launch shape and what it costs in shared
 memory. `scheduling/window_schedule.py` chooses a plan (`tile-and-promote`,
-`register-budget`), `codegen/register_model.py` prices it and
+`register-budget`), `scheduling/register_model.py` prices it and
 `codegen/window_tiled.py` builds it.
 
 Three paths, chosen by the op's geometry:

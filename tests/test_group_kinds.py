@@ -17,12 +17,12 @@ from fusec.analysis.schedule_choice import proposed_schedule
 from fusec.analysis.targets import get_target
 from fusec.codegen import pointwise, writers
 from fusec.codegen.generate import generate_program
-from fusec.codegen.register_model import estimate_registers
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import legal_splits
 from fusec.scheduling.kinds import register_builtin_kinds
 from fusec.scheduling.kinds.pointwise import PointwiseKind
+from fusec.scheduling.register_model import estimate_registers
 
 BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")
 METHODS = ("merge", "summary_registers", "summary_shared", "kernel_path", "choose",

@@ -14,7 +14,7 @@ import pytest
 from test_pointwise_transpose import check, t, tile_of, transposed_add
 
 from fusec.analysis.strided_view import StridedView
-from fusec.codegen.pointwise_tile import LinearAccess, axis_groups
+from fusec.scheduling.transposed_plan import LinearAccess, axis_groups
 from tests.test_half_precision import check as check_half
 
 PIPELINE = "decompose,form-fusion-groups,tile-and-promote"

@@ -4,7 +4,7 @@
 (`fusec.fuzz.generate.random_graph`, `GenConfig(max_ops=8, max_dim=12)`,
 `numpy.random.default_rng(NNN)`), kept as files so that changes to the
 generator do not change the corpus. They were not used to fit the model
-(seeds 100-199 and the examples were; `codegen/register_model.py`). Each
+(seeds 100-199 and the examples were; `scheduling/register_model.py`). Each
 compiles with the default pipeline (register-budget on estimates alone, so
 the estimate is what is measured), and each group's kernel is counted by
 `ptxas -arch=sm_90 -v` through `codegen/kernel_probe.py`.

@@ -17,7 +17,6 @@ from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen.register_model import contraction_estimate, current_tile
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr
 from fusec.dialects.shapes import numel
@@ -34,6 +33,7 @@ from fusec.scheduling.kinds.common import group_name, tile_text
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.register_model import contraction_estimate, current_tile
 from fusec.scheduling.schedule_cost import contraction_kernel
 
 BASE_REGISTERS = 96

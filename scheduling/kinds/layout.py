@@ -13,7 +13,6 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen.register_model import layout_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr
 from fusec.scheduling.contraction_schedule import GemmTile
@@ -22,6 +21,7 @@ from fusec.scheduling.kinds.pointwise import PointwiseKind
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.layout_collapse import collapsed
 from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.register_model import layout_estimate
 from fusec.scheduling.schedule_cost import pointwise_kernel
 
 

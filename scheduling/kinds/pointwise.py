@@ -21,9 +21,6 @@ from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import tile_axes, tile_bytes
 from fusec.analysis.view_operands import FOLDED_VIEWS
-from fusec.codegen.pointwise_transpose import plan_group as plan_transposed
-from fusec.codegen.pointwise_transpose import tile_shared_bytes
-from fusec.codegen.register_model import pointwise_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule, ScheduleAttr
@@ -33,7 +30,10 @@ from fusec.scheduling.kinds.common import body_ops, body_results
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.pointwise import TRANSPOSE_TILE, pointwise_schedule, transpose_tile
 from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.register_model import pointwise_estimate
 from fusec.scheduling.schedule_cost import pointwise_kernel
+from fusec.scheduling.transposed_plan import plan_group as plan_transposed
+from fusec.scheduling.transposed_plan import tile_shared_bytes
 
 POINTWISE_ELEMENTS = (1, 2, 4, 8)
 """Elements per thread a pointwise candidate takes."""

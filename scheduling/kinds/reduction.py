@@ -22,7 +22,6 @@ from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.analysis.view_operands import FOLDED_VIEWS
-from fusec.codegen.register_model import reduction_estimate
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule, ScheduleAttr
@@ -33,6 +32,7 @@ from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.reduction_plan import analyze as analyze_rows
 from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.register_model import reduction_estimate
 from fusec.scheduling.schedule_cost import reduction_kernel
 
 BASE_REGISTERS = 24

@@ -15,7 +15,6 @@ from fusec.analysis.fusion_legality import (
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
-from fusec.codegen.register_model import window_estimate, window_group_estimate
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ScheduleAttr, WindowSchedule
@@ -25,6 +24,7 @@ from fusec.scheduling.kinds.common import body_ops, group_name
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
 from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.register_model import window_estimate, window_group_estimate
 from fusec.scheduling.schedule_cost import window_kernel
 from fusec.scheduling.window_plan import (
     TiledWindow,

@@ -24,7 +24,7 @@ the examples and of the code generation tests (tests/test_register_budget.py
 asserts the estimate within +-25% of ptxas for all of them).
 
 ```python
-from fusec.codegen.register_model import estimate_registers
+from fusec.scheduling.register_model import estimate_registers
 estimate_registers(group).registers   # 31 for `nn.mul %x, %c` on tensor<1024xf32>
 ```
 """
@@ -43,9 +43,6 @@ from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTERS
 from fusec.analysis.pointwise_registers import pointwise_register_parts
 from fusec.analysis.targets import Target
-from fusec.codegen import pointwise_transpose
-from fusec.codegen.pointwise import plan_group, vector_width, wide_arrays
-from fusec.codegen.pointwise_transpose import has_views
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
@@ -57,9 +54,12 @@ from fusec.dialects.schedule import (
     ScheduleAttr,
 )
 from fusec.dialects.shapes import numel
+from fusec.scheduling import transposed_plan
 from fusec.scheduling.contraction_schedule import GemmTile, tile_of
 from fusec.scheduling.gemm_shape import analyze as analyze_gemm
+from fusec.scheduling.pointwise_plan import plan_group, vector_width, wide_arrays
 from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.transposed_plan import has_views
 from fusec.scheduling.window_plan import TiledWindow, geometry, recorded_plan, window_op
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
@@ -220,7 +220,7 @@ def _pointwise(group: GroupOp, schedule: PointwiseSchedule) -> RegisterEstimate:
     one block's chunk keeps the rest of its accesses clamped and idle); a
     partial last chunk's clamps and flags cost per further access."""
     if has_views(group):
-        return _make(*pointwise_transpose.register_parts(group, schedule))
+        return _make(*transposed_plan.register_parts(group, schedule))
     plan = plan_group(group)
     plan.unroll = schedule.int_field("elements_per_thread")
     plan.threads = schedule.int_field("block")

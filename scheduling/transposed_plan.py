@@ -1,0 +1,264 @@
+"""The plan of a pointwise group that reads operands through layout ops
+(`has_views`): the group checked, its iteration shape, the tiling its
+schedule asks for and each staged operand (`plan_group`), the tiles' shared
+memory (`tile_shared_bytes`), the accesses each phase makes and whether a
+tile passes an edge (`passes_edge`), and the register model's parts of its
+kernel (`register_parts`). The kernel (`codegen/pointwise_transpose.py`,
+`codegen/pointwise_tile.py`, whose docstrings tell it) is written from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type
+from fusec.analysis.in_place_reads import pointwise_read_refusal
+from fusec.analysis.op_kinds import op_kind
+from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
+from fusec.analysis.strided_view import StridedView
+from fusec.analysis.transposed_operands import staged_views, tile_axes
+from fusec.analysis.view_operands import (
+    CHAINED_VIEWS,
+    FOLDED_VIEWS,
+    INDEXED_READS,
+    READ_IN_PLACE,
+    computed_root,
+    extra_reads,
+    operand_view,
+)
+from fusec.dialects import nn
+from fusec.dialects.element_types import numba_width
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.schedule import PointwiseSchedule
+from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
+
+TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
+TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its (64-bit) address
+"""The flat schedule's own constants: it keeps per-element unravelling, so
+the flat pointwise kernel's refit (`analysis/pointwise_registers.py`) does
+not describe it; these are the values its fit below was made with."""
+FLAT_COORD_REGISTERS = 1
+"""Registers per iteration axis of the flat kernel's unravelled coordinates."""
+TILE_BASE = 8
+"""The tiled schedule: thread and block coordinates, the two shared offsets."""
+TILE_ARRAY_REGISTERS_PER_ELEMENT = 1.0
+"""Per array and element of a thread: the value in flight (the bases and
+row offsets fold into the addresses)."""
+TILE_EDGE_REGISTERS = 10
+"""A tile that passes an axis' edge holds its clamped row coordinates, and a
+libdevice sequence (erf, tanh, ...) its temporaries; ptxas overlaps the two
+(either or both: 30-32 registers). Fitted to `ptxas -arch=sm_90 -v`
+(2026-12-01) on 14 tiled kernels, 2-D to 4-D, one or two staged operands,
+broadcasts, f32/f16/bf16, whole and partial tiles: 20-32 registers, every
+estimate within 15%."""
+
+
+def has_views(group: Operation) -> bool:
+    """Whether pointwise `group` reads an operand through a transpose, slice,
+    reshape, concat or gather (this module emits it)."""
+    return any(isinstance(op, READ_IN_PLACE) for op in group.regions[0].block.ops)
+
+
+@dataclass
+class TransposedPlan:
+    """The group's body, iteration shape and tiling, decided before any text."""
+
+    body: GroupBody
+    shape: Shape
+    tile: int
+    threads: int
+    unroll: int
+    axes: tuple[int, int] | None  # (swapped axis A, innermost axis I) when tiled
+    tiled: dict[tuple[SSAValue, StridedView], int] = field(
+        default_factory=dict[tuple[SSAValue, StridedView], int])
+    """Each staged operand (its root and composed view) by tile number."""
+
+    @property
+    def rows(self) -> int:
+        """Threads along y: rows of the tile one pass covers."""
+        return self.threads // self.tile
+
+
+def _check(body: GroupBody, shape: Shape) -> None:
+    for op in body.ops:
+        if isinstance(op, (*CHAINED_VIEWS, *INDEXED_READS)):
+            continue  # read in place: the refusals below say when it cannot be
+        elif isinstance(op, nn.BatchNormOp) or not (
+                isinstance(op, nn.ConstantOp) or op_kind(op) in POINT_KINDS):
+            raise op_error(op, f"'{op.name}' cannot be generated in a pointwise group with "
+                           "transposed operands")
+    # the rule fusion legality applied when it formed the group
+    reason = pointwise_read_refusal(body.ops, shape)
+    if reason is not None:
+        raise op_error(body.group, f"cannot generate this pointwise group: {reason}")
+
+
+def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
+    """Check the group and decide the iteration shape and tiling."""
+    body = GroupBody.of(group)
+    try:
+        shape = broadcast_shapes(*(tensor_shape(v) for v in body.outputs))
+    except ShapeError as err:
+        raise op_error(group, f"pointwise group results do not share one shape: {err}") from None
+    _check(body, shape)
+    tile, threads = schedule.int_field("tile"), schedule.int_field("block")
+    axes = tile_axes(body.ops, shape) if tile and numel(shape) else None
+    if tile and numel(shape) and axes is None:
+        raise op_error(group, f"schedule tile = {tile}, but no transposed operand of "
+                       f"{fmt(shape)} moves the innermost axis")
+    if tile and (threads % tile or tile % (threads // tile or 1) or threads < tile):
+        raise op_error(group, f"schedule block = {threads} does not split a {tile}x{tile} tile "
+                       "into rows of whole warps")
+    plan = TransposedPlan(body, shape, tile, threads, schedule.int_field("elements_per_thread"),
+                          axes)
+    if axes is not None:
+        for _, root, view in staged_views(body.ops, shape):
+            if (root, view) not in plan.tiled:
+                plan.tiled[(root, view)] = len(plan.tiled)
+    return plan
+
+
+# Numba element types a shared tile may hold; narrower integers widen to int32.
+_TILE_TYPES = ("float32", "float64", "int32", "int64", "boolean")
+
+
+@dataclass(frozen=True)
+class LinearAccess:
+    """Element `c` of the iteration space is element `offset + sum(c[d] *
+    strides[d])` of the accessed buffer (stride 0: the access does not vary
+    along `d`)."""
+
+    offset: int
+    strides: tuple[int, ...]
+
+    @staticmethod
+    def of_view(view: StridedView, iter_shape: Sequence[int]) -> LinearAccess:
+        """A view right-aligned against `iter_shape` (broadcast where the
+        view has size 1 or no dimension)."""
+        lead = len(iter_shape) - len(view.shape)
+        strides = [0] * lead + [s if n != 1 else 0 for n, s in zip(view.shape, view.strides,
+                                                                   strict=True)]
+        return LinearAccess(view.offset, tuple(strides))
+
+    @staticmethod
+    def of_shape(shape: Sequence[int], iter_shape: Sequence[int]) -> LinearAccess:
+        """A contiguous buffer of `shape`, broadcast to `iter_shape`."""
+        return LinearAccess.of_view(StridedView.contiguous(shape), iter_shape)
+
+    def stride(self, group: Sequence[int]) -> int:
+        """The stride along a group of merged axes (its innermost axis')."""
+        return self.strides[group[-1]]
+
+
+def axis_groups(iter_shape: Sequence[int],
+                accesses: Sequence[LinearAccess]) -> list[tuple[int, ...]]:
+    """Runs of iteration axes longer than 1 that every access steps across as
+    across one axis: axis `d` joins the run before it when each access's
+    stride there is `stride[d] * iter_shape[d]`. A merged coordinate times
+    the stride of the run's innermost axis is then every access's index."""
+    groups: list[tuple[int, ...]] = []
+    for d, n in enumerate(iter_shape):
+        if n == 1:
+            continue
+        if groups and all(a.strides[groups[-1][-1]] == a.strides[d] * n for a in accesses):
+            groups[-1] = (*groups[-1], d)
+        else:
+            groups.append((d,))
+    return groups
+
+
+def read_directly(body: GroupBody, op: Operation) -> bool:
+    """Whether the kernel loads `op`'s result (something other than another
+    chained layout op, a concat or a gather reads it, or it is a result of
+    the group)."""
+    return op.results[0] in body.outputs or any(
+        not isinstance(u.operation, (*CHAINED_VIEWS, *INDEXED_READS))
+        for u in op.results[0].uses)
+
+
+def tile_type(arg: BlockArgument) -> str:
+    """The numba type `arg`'s shared tile holds (halves staged as float32,
+    narrower integers as int32)."""
+    ctype = compute_type(arg)
+    return ctype if ctype in _TILE_TYPES else "int32"
+
+
+def tile_shared_bytes(plan: TransposedPlan) -> int:
+    """Shared memory of the tiled kernel: one padded tile per tiled operand."""
+    return sum(plan.tile * (plan.tile + 1) * numba_width(tile_type(key[0]))
+               for key in plan.tiled)
+
+
+def tiled_accesses(plan: TransposedPlan) -> dict[int, tuple[BlockArgument, LinearAccess]]:
+    """Each staged operand's input and access, by tile number."""
+    return {j: (root, LinearAccess.of_view(view, plan.shape))  # type: ignore[misc]
+            for (root, view), j in plan.tiled.items()}
+
+
+def direct_loads(plan: TransposedPlan) -> list[tuple[SSAValue, SSAValue | None, LinearAccess]]:
+    """What the tiled kernel's compute phase loads from memory, in order:
+    each value, the root it is read from (None: a group input read whole)
+    and its access."""
+    body, tiled = plan.body, plan.tiled
+    loads: list[tuple[SSAValue, SSAValue | None, LinearAccess]] = []
+    for op in body.ops:
+        if not isinstance(op, FOLDED_VIEWS) or not read_directly(body, op):
+            continue
+        found = operand_view(op, set(body.ops))
+        assert not isinstance(found, str)  # plan_group refused it otherwise
+        if found in tiled:
+            continue
+        root, view = found
+        loads.append((op.results[0], root, LinearAccess.of_view(view, plan.shape)))
+    inside = set(body.ops)
+    for arg in body.args:
+        if any(not isinstance(u.operation, FOLDED_VIEWS) and not computed_root(
+                u.operation, inside) for u in arg.uses):
+            loads.append((arg, None, LinearAccess.of_shape(tensor_shape(arg), plan.shape)))
+    return loads
+
+
+def result_accesses(plan: TransposedPlan) -> list[tuple[int, SSAValue, LinearAccess]]:
+    """Each result of the group, by number, and its access."""
+    return [(k, v, LinearAccess.of_shape(tensor_shape(v), plan.shape))
+            for k, v in enumerate(plan.body.outputs)]
+
+
+def passes_edge(plan: TransposedPlan) -> bool:
+    """Whether some tile passes the edge of a (merged) tile axis: the kernel
+    then clamps coordinates and guards stores."""
+    assert plan.axes is not None
+    accesses = [acc for _, acc in tiled_accesses(plan).values()] + [
+        acc for _, _, acc in direct_loads(plan)] + [acc for _, _, acc in result_accesses(plan)]
+    groups = axis_groups(plan.shape, accesses)
+    ext_a, ext_i = (numel(tuple(plan.shape[d] for d in next(g for g in groups if axis in g)))
+                    for axis in plan.axes)
+    return ext_a % plan.tile != 0 or ext_i % plan.tile != 0
+
+
+def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[str, float]]:
+    """The register model's parts for this kernel: base, arrays in flight
+    per element a thread handles (the tiled kernel: `tile * tile / block`
+    rows), scalars, the flat kernel's coordinates, the tiled kernel's edge
+    clamps or math temporaries."""
+    plan = plan_group(group, schedule)
+    tiled = plan.axes is not None
+    per_thread = plan.tile // plan.rows if tiled else plan.unroll
+    arrays = sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1) + len(
+        plan.body.outputs) + extra_reads(plan.body.ops, plan.body.args)
+    scalars = len(plan.body.args) - sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1)
+    if not tiled:
+        return [("base", TRANSPOSE_BASE),
+                ("arrays in flight", TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
+                ("scalars", PARAM_REGISTERS * scalars),
+                ("coordinates", FLAT_COORD_REGISTERS * len(plan.shape))]
+    edge = passes_edge(plan) or any(isinstance(op, MATH_OPS) for op in plan.body.ops)
+    return [("base", TILE_BASE),
+            ("arrays in flight", TILE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
+            ("scalars", PARAM_REGISTERS * scalars),
+            ("edge clamps or math", TILE_EDGE_REGISTERS if edge else 0)]
