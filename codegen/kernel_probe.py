@@ -43,8 +43,10 @@ from fusec.analysis.diagnostics import InternalError, counted
 from fusec.analysis.targets import Target
 from fusec.codegen.build_pool import BuildFailed, Built, kernel_code
 from fusec.codegen.compile_errors import first_error_line
+from fusec.codegen.generate import KERNEL_NAME_FUNC_CHARS, group_attr, main_op
 from fusec.codegen.kernel_source import KernelParam, KernelSource
 from fusec.codegen.kernel_unit import unit_of_kernel
+from fusec.codegen.launch_grid import fit_grid
 from fusec.codegen.writers import ValueId, WriteTask, group_backend, writer_for
 from fusec.dialects.fusion import GroupOp
 
@@ -152,8 +154,6 @@ class KernelProbe:
             self.note, self.unavailable = str(err), True
             return None
         except KernelDoesNotCompile as err:
-            from fusec.codegen.generate import group_attr
-
             raise InternalError(f"kernel {kernel_name(group)} (group "
                                 f"{group_attr(group, 'name', '?')}) does not compile: {err}") \
                 from None
@@ -204,8 +204,6 @@ class KernelDoesNotCompile(Exception):
 
 def kernel_name(group: GroupOp) -> str:
     """The name the program's kernel for `group` gets (codegen/generate.py)."""
-    from fusec.codegen.generate import KERNEL_NAME_FUNC_CHARS, group_attr, main_op
-
     func = group.parent_op()
     prefix = func.sym_name.data[:KERNEL_NAME_FUNC_CHARS] if isinstance(func, FuncOp) else "f"
     main = op.name.removeprefix("nn.") if (op := main_op(group)) else "copy"
@@ -221,8 +219,6 @@ def _generate(group: GroupOp, target: Target) -> tuple[KernelSource, list[tuple[
     """`group`'s kernel under its schedule (a clone of the group is scheduled
     for `target` when it has none yet), named `PROBE_KERNEL`."""
     from fusec.analysis.schedule_choice import ensure_schedules
-    from fusec.codegen.generate import group_attr
-    from fusec.codegen.launch_grid import fit_grid
 
     clone = group.clone()
     ensure_schedules([clone], target)
