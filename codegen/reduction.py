@@ -65,7 +65,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import op_error
-from fusec.analysis.group_body import GroupBody, compute_type, fits_domain
+from fusec.analysis.group_body import compute_type, fits_domain
 from fusec.codegen.kernel_source import (
     PARTIALS_SUFFIX,
     KernelParam,
@@ -107,7 +107,7 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import ReductionSchedule
 from fusec.dialects.shapes import Shape, numel
 from fusec.scheduling.online_pair import online_pair
-from fusec.scheduling.reduction_plan import Frame, RowAnalysis, analyze
+from fusec.scheduling.reduction_plan import Frame, RowAnalysis, analyze_group
 from fusec.scheduling.reduction_schedule import (
     RowSchedule,
     from_attr,
@@ -138,8 +138,8 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     nn.softmax are expanded first). Raises a located `FusecError` otherwise.
     """
     with decomposed(group) as flat:
-        body = GroupBody.of(flat)
-        ra = analyze(body)
+        ra = analyze_group(flat)
+        body = ra.body
         sched = from_attr(ra, group_schedule(group, ReductionSchedule))
         name = kernel_name  # from NameTable: unique in kernels.py
         text = _RowKernelWriter(ra, sched).write(name)

@@ -38,8 +38,10 @@ from fusec.analysis.in_place_reads import is_reduction_leaf, reduction_leaf_refu
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.view_operands import CHAINED_VIEWS, READ_IN_PLACE, computed_root
 from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel
+from fusec.scheduling.group_memo import planned
 
 Frame = Literal["X", "K"]
 
@@ -173,6 +175,12 @@ def analyze(body: GroupBody) -> RowAnalysis:
         if isinstance(v, BlockArgument) and not fits_domain(tensor_shape(v), ra.shape):
             raise op_error(body.group, "a group input yielded as an output must fit the row domain")
     return ra
+
+
+def analyze_group(group: GroupOp) -> RowAnalysis:
+    """`analyze` of `group`'s body, once while the group is unchanged: the
+    scheduler's analysis is the one its writer reads (`group_memo`)."""
+    return planned("rows", group, lambda g: analyze(GroupBody.of(g)))
 
 
 def _operand_frame(ra: RowAnalysis, v: SSAValue) -> Frame | None:

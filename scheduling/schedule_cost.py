@@ -36,7 +36,7 @@ from fusec.scheduling.contraction_schedule import tile_of
 from fusec.scheduling.gemm_shape import analyze as analyze_gemm
 from fusec.scheduling.kinds.common import body_results
 from fusec.scheduling.reduction_plan import RowAnalysis
-from fusec.scheduling.reduction_plan import analyze as analyze_rows
+from fusec.scheduling.reduction_plan import analyze_group as analyze_rows
 from fusec.scheduling.window_schedule import group_window
 
 
@@ -81,7 +81,7 @@ def reduction_kernel(group: GroupOp, attr: ReductionSchedule, resident: int) -> 
 
 def reduction_rows(flat: GroupOp) -> RowAnalysis:
     """The rows of a (decomposed) reduction group."""
-    return analyze_rows(GroupBody.of(flat))
+    return analyze_rows(flat)
 
 
 def contraction_kernel(group: GroupOp, attr: ScheduleAttr | None) -> ScheduledKernel:

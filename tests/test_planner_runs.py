@@ -132,8 +132,6 @@ RESOLVE = ("fusec.analysis.targets", "resolve_target")
 AFTER_BOUND = 1
 """Runs of each planner per final group from `tile-and-promote` on."""
 AFTER_EXCEPTIONS = {
-    # The scheduler and the writer each analyse the group's rows.
-    "reduction_plan.analyze": 2,
     # The pointwise kind's `choose` and the transposed writer each plan the tile.
     "transposed_plan.plan_group": 2,
     # The contraction kind's `choose`, the register model and the writer.

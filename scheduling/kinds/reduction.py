@@ -17,7 +17,6 @@ from fusec.analysis.fusion_legality import (
     indexed_read,
     merge_reduction,
 )
-from fusec.analysis.group_body import GroupBody
 from fusec.analysis.group_kind import Choice, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
@@ -30,7 +29,7 @@ from fusec.scheduling.contraction_schedule import GemmTile
 from fusec.scheduling.kinds.common import body_ops, group_name
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
-from fusec.scheduling.reduction_plan import analyze as analyze_rows
+from fusec.scheduling.reduction_plan import analyze_group as analyze_rows
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.register_model import reduction_estimate
 from fusec.scheduling.schedule_cost import reduction_kernel
@@ -86,7 +85,7 @@ class ReductionKind(SplitOverBudget, SummaryResources):
         within the target's static shared memory (or the limit when smaller)."""
         budget = min(ctx.target.static_shared_limit, ctx.limit)
         with decomposed(group) as flat:
-            ra = analyze_rows(GroupBody.of(flat))
+            ra = analyze_rows(flat)
             sched = reduction.plan_schedule(
                 ra, reduction.for_target(ctx.target, shared_limit=budget))
             attr = reduction.to_attr(ra, sched)
@@ -132,7 +131,7 @@ class ReductionKind(SplitOverBudget, SummaryResources):
         out: list[ScheduleAttr] = []
         keys = list(REDUCTION_GRID)
         with decomposed(group) as flat:
-            ra = analyze_rows(GroupBody.of(flat))
+            ra = analyze_rows(flat)
             for values in itertools.product(*REDUCTION_GRID.values()):
                 fields = dict(zip(keys, values, strict=True))
                 opts = reduction.ReductionOptions(
