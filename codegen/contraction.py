@@ -35,7 +35,7 @@ operand is then read uncoalesced, so the direct path serves group inputs.
 from __future__ import annotations
 
 from fusec.analysis.decompose_group import decomposed
-from fusec.analysis.group_body import GroupBody, compute_type
+from fusec.analysis.group_body import compute_type
 from fusec.codegen.gemm_operands import OperandTile
 from fusec.codegen.gemm_tile_text import tile_col, tile_row
 from fusec.codegen.kernel_source import (
@@ -62,7 +62,7 @@ from fusec.scheduling.contraction_schedule import (
     gemm_shared_bytes,
     tile_of,
 )
-from fusec.scheduling.gemm_shape import GemmShape, analyze
+from fusec.scheduling.gemm_shape import GemmShape, analyze_group
 
 __all__ = ["LARGE_TILE", "MEDIUM_TILE", "SMALL_TILE", "GemmTile", "emit"]
 
@@ -70,8 +70,8 @@ def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> Kern
     """The kernel of a `kind = "contraction"` group (see the module docstring)
     under its `#fusion.contraction` schedule; `tile` overrides it (tests)."""
     with decomposed(group) as flat:
-        body = GroupBody.of(flat)
-        g = analyze(body)
+        g = analyze_group(flat)
+        body = g.body
         tile = tile or tile_of(group_schedule(group, ContractionSchedule))
         name = kernel_name  # from NameTable: unique in kernels.py
         grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), grid_z(g))

@@ -15,8 +15,10 @@ from fusec.analysis.fused_prologue import fused_prologue
 from fusec.analysis.group_body import POINT_KINDS, GroupBody, fits_domain
 from fusec.analysis.op_kinds import op_kind
 from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, fmt
+from fusec.scheduling.group_memo import planned
 
 
 @dataclass
@@ -74,3 +76,10 @@ def analyze(body: GroupBody) -> GemmShape:
             raise op_error(body.group, f"group output of shape {fmt(tensor_shape(v))} does not "
                            f"broadcast to the matmul result {fmt(out)}")
     return GemmShape(body, mm, a, b, out)
+
+
+def analyze_group(group: GroupOp) -> GemmShape:
+    """`analyze` of `group`'s body, once while the group is unchanged: the
+    contraction kind, the register model, the cost model and the writer read
+    one shape (`group_memo`)."""
+    return planned("gemm", group, lambda g: analyze(GroupBody.of(g)))

@@ -37,7 +37,6 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.gemm_operand_mode import operand_mode
-from fusec.analysis.group_body import GroupBody
 from fusec.analysis.group_kind import group_kind
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTERS
@@ -56,7 +55,7 @@ from fusec.dialects.schedule import (
 from fusec.dialects.shapes import numel
 from fusec.scheduling import transposed_plan
 from fusec.scheduling.contraction_schedule import GemmTile, tile_of
-from fusec.scheduling.gemm_shape import analyze as analyze_gemm
+from fusec.scheduling.gemm_shape import analyze_group as analyze_gemm
 from fusec.scheduling.pointwise_plan import plan_group, vector_width, wide_arrays
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.transposed_plan import has_views
@@ -266,7 +265,7 @@ def current_tile(group: GroupOp, target: Target) -> GemmTile:
 
 def _contraction(group: GroupOp, tile: GemmTile) -> RegisterEstimate:
     with decomposed(group) as flat:
-        g = analyze_gemm(GroupBody.of(flat))
+        g = analyze_gemm(flat)
         epilogue = len(_ops(flat)) - 1
         direct = all(operand_mode(v)[0] == "direct" for v in (g.a, g.b))
         return gemm_registers(tile, g.k, epilogue, direct)

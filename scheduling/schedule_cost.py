@@ -24,7 +24,6 @@ from xdsl.ir import SSAValue
 
 from fusec.analysis.cost_model import POINTWISE_ELEMENTS_PER_THREAD
 from fusec.analysis.decompose_group import decomposed
-from fusec.analysis.group_body import GroupBody
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.dialects.element_types import BY_NAME
 from fusec.dialects.fusion import GroupOp
@@ -33,7 +32,7 @@ from fusec.dialects.schedule import ContractionSchedule, ReductionSchedule, Sche
 from fusec.dialects.shapes import numel
 from fusec.scheduling import reduction_schedule as reduction
 from fusec.scheduling.contraction_schedule import tile_of
-from fusec.scheduling.gemm_shape import analyze as analyze_gemm
+from fusec.scheduling.gemm_shape import analyze_group as analyze_gemm
 from fusec.scheduling.kinds.common import body_results
 from fusec.scheduling.reduction_plan import RowAnalysis
 from fusec.scheduling.reduction_plan import analyze_group as analyze_rows
@@ -87,7 +86,7 @@ def reduction_rows(flat: GroupOp) -> RowAnalysis:
 def contraction_kernel(group: GroupOp, attr: ScheduleAttr | None) -> ScheduledKernel:
     """The GEMM tile's blocks x threads; a library GEMM on the library path."""
     with decomposed(group) as flat:
-        g = analyze_gemm(GroupBody.of(flat))
+        g = analyze_gemm(flat)
         batch, m, n = max(1, numel(g.batch)), g.m, g.n
     if not isinstance(attr, ContractionSchedule) or attr.str_field("impl") == "library":
         return ScheduledKernel("", max(1, batch * m * n), "library_gemm")

@@ -134,8 +134,6 @@ AFTER_BOUND = 1
 AFTER_EXCEPTIONS = {
     # The pointwise kind's `choose` and the transposed writer each plan the tile.
     "transposed_plan.plan_group": 2,
-    # The contraction kind's `choose`, the register model and the writer.
-    "gemm_shape.analyze": 3,
 }
 """Planners that still run more than once per final group after
 `tile-and-promote`, and the bound each meets."""

@@ -13,7 +13,7 @@ from fusec.analysis.fusion_legality import (
     fold_view,
     indexed_read,
 )
-from fusec.analysis.group_body import GroupBody, compute_type
+from fusec.analysis.group_body import compute_type
 from fusec.analysis.group_kind import Choice, Leaner, ScheduleContext
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
@@ -28,7 +28,7 @@ from fusec.scheduling.contraction_schedule import (
     recorded_tile,
     tile_attr,
 )
-from fusec.scheduling.gemm_shape import analyze as analyze_gemm
+from fusec.scheduling.gemm_shape import analyze_group as analyze_gemm
 from fusec.scheduling.kinds.common import group_name, tile_text
 from fusec.scheduling.kinds.over_budget import SplitOverBudget
 from fusec.scheduling.kinds.summary import SummaryResources
@@ -77,7 +77,7 @@ class ContractionKind(SplitOverBudget, SummaryResources):
             return (ContractionSchedule.make(**LIBRARY_SCHEDULE),
                     "library GEMM (cuBLAS through CuPy), no kernel of fusec's", 0)
         with decomposed(group) as flat:
-            g = analyze_gemm(GroupBody.of(flat))
+            g = analyze_gemm(flat)
             item = 8 if compute_type(g.matmul.result) == "float64" else 4
             start = recorded_tile(group) or choose_tile(numel(g.batch), g.m, g.n, ctx.target)
         candidates = [start, *(t for t in FALLBACK_TILES
@@ -114,7 +114,7 @@ class ContractionKind(SplitOverBudget, SummaryResources):
         if not isinstance(first, ContractionSchedule) or first.str_field("impl") != "simt":
             return []
         with decomposed(group) as flat:
-            g = analyze_gemm(GroupBody.of(flat))
+            g = analyze_gemm(flat)
             item = 8 if compute_type(g.matmul.result) == "float64" else 4
             tiles = [choose_tile(numel(g.batch), g.m, g.n, target), *FALLBACK_TILES]
         return [tile_attr(t) for t in tiles if gemm_shared_bytes(t, item) <= limit
