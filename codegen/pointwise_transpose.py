@@ -73,7 +73,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import fmt, numel
-from fusec.scheduling.transposed_plan import TransposedPlan, plan_group, read_directly
+from fusec.scheduling.transposed_plan import TransposedPlan, planned_group, read_directly
 
 _INDENT = "    "
 
@@ -172,7 +172,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """Generate the kernel of pointwise `group` (with transposed operands)
     under its `#fusion.pointwise` schedule."""
     schedule = group_schedule(group, PointwiseSchedule)
-    plan = plan_group(group, schedule)
+    plan = planned_group(group, schedule)
     looped: frozenset[str] = frozenset()
     if plan.axes is not None:
         body, grid, looped = tiled_lines(plan)

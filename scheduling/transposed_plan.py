@@ -36,6 +36,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
+from fusec.scheduling.group_memo import planned
 
 TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
 TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its (64-bit) address
@@ -121,6 +122,13 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
             if (root, view) not in plan.tiled:
                 plan.tiled[(root, view)] = len(plan.tiled)
     return plan
+
+
+def planned_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
+    """`plan_group` of `group` under `schedule`, once while both stay as they
+    are: the pointwise kind's choice, the register model and the writer ask
+    for the same tile (`group_memo`)."""
+    return planned("transposed", group, lambda g: plan_group(g, schedule), extra=schedule)
 
 
 # Numba element types a shared tile may hold; narrower integers widen to int32.
@@ -246,7 +254,7 @@ def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[st
     per element a thread handles (the tiled kernel: `tile * tile / block`
     rows), scalars, the flat kernel's coordinates, the tiled kernel's edge
     clamps or math temporaries."""
-    plan = plan_group(group, schedule)
+    plan = planned_group(group, schedule)
     tiled = plan.axes is not None
     per_thread = plan.tile // plan.rows if tiled else plan.unroll
     arrays = sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1) + len(

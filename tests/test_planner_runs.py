@@ -131,10 +131,7 @@ RESOLVE = ("fusec.analysis.targets", "resolve_target")
 
 AFTER_BOUND = 1
 """Runs of each planner per final group from `tile-and-promote` on."""
-AFTER_EXCEPTIONS = {
-    # The pointwise kind's `choose` and the transposed writer each plan the tile.
-    "transposed_plan.plan_group": 2,
-}
+AFTER_EXCEPTIONS: dict[str, int] = {}
 """Planners that still run more than once per final group after
 `tile-and-promote`, and the bound each meets."""
 BEFORE_BOUND = 4

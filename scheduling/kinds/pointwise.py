@@ -32,7 +32,7 @@ from fusec.scheduling.pointwise import TRANSPOSE_TILE, pointwise_schedule, trans
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.register_model import pointwise_estimate
 from fusec.scheduling.schedule_cost import pointwise_kernel
-from fusec.scheduling.transposed_plan import plan_group as plan_transposed
+from fusec.scheduling.transposed_plan import planned_group as plan_transposed
 from fusec.scheduling.transposed_plan import tile_shared_bytes
 
 POINTWISE_ELEMENTS = (1, 2, 4, 8)
