@@ -29,6 +29,8 @@ store.store(key, artifacts)                  # after a compile
   (`fusec: warning: ignoring the compiled program '...' (...)`), compiled
   again and replaced. Writing is atomic (a staging folder renamed), so
   processes racing on one entry leave a whole one.
+- At most `MAX_ENTRIES` entries are kept: storing one more removes the least
+  recently used (a read marks its entry used).
 - Not kept: a compile whose folded constants exceed `MAX_ENTRY_CONSTANT_BYTES`
   (the cache holds programs, not weights), and what the caller compiles with
   the cache off (`fusec.compile(..., cache=False)`, autotuning, remarks).
@@ -36,10 +38,13 @@ store.store(key, artifacts)                  # after a compile
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
+import os
+import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -62,6 +67,8 @@ KEY_FIELD = "program_key"
 """plan.json's field naming the key an entry was stored under."""
 MAX_ENTRY_CONSTANT_BYTES = 64 * 1024 * 1024
 """Folded constants past this are not kept: the entry would copy weights."""
+MAX_ENTRIES = 256
+"""Entries kept; storing one more removes the least recently used."""
 # The folders of fusec's source whose files the digest covers (the package
 # as installed; tests, benches and docs change no compile).
 _SOURCE_PACKAGES = ("analysis", "codegen", "compiler", "dialects", "importers", "passes",
@@ -150,6 +157,7 @@ class ProgramStore:
             _warn(f"ignoring the compiled program '{folder}' (stored under another key); "
                   "compiling again")
             return None
+        _touch(folder)
         return program, memory, plan, folder / "kernels.py"
 
     def store(self, key: str, artifacts: CompiledArtifacts) -> None:
@@ -166,3 +174,30 @@ class ProgramStore:
             write_out(stored, folder)
         except (OSError, FusecError) as err:
             _warn(f"cannot keep the compiled program in '{folder}' ({err})")
+            return
+        self.evict(MAX_ENTRIES)
+
+    def evict(self, keep: int) -> None:
+        """Remove all but the `keep` most recently used entries (a reader
+        touches its entry). One a reader holds open at that moment is read
+        whole or refused as damaged, then compiled again."""
+        entries = [p.parent for p in self.root.glob("*/*/plan.json")]
+        if len(entries) <= keep:
+            return
+        entries.sort(key=_last_used, reverse=True)
+        for folder in entries[keep:]:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _last_used(folder: Path) -> float:
+    try:
+        return (folder / "plan.json").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _touch(folder: Path) -> None:
+    """Mark `folder` used now (its plan.json's time; the content, and so the
+    signature, stay as they are)."""
+    with contextlib.suppress(OSError):
+        os.utime(folder / "plan.json")

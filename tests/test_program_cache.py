@@ -5,6 +5,7 @@ compiles again, and a damaged entry is said once and replaced."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -146,3 +147,23 @@ def test_torch_partitions_come_from_the_cache_unless_remarks_are_asked(
     capsys.readouterr()
     torch.testing.assert_close(first_call({"remarks": True}), expected, rtol=1e-4, atol=1e-5)
     assert len(compiles) == 2 and "partition" in capsys.readouterr().err
+
+
+def test_the_least_recently_used_entries_go_past_the_cap(
+        tmp_path: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(program_cache, "MAX_ENTRIES", 2)
+    first = PROGRAM
+    second = PROGRAM.replace("nn.tanh", "nn.sigmoid")
+    third = PROGRAM.replace("nn.tanh", "nn.relu")
+    fusec.compile(first, device="sim")
+    fusec.compile(second, device="sim")
+    for path in _entries(tmp_path):  # both older than now
+        os.utime(path / "plan.json", (1_000_000, 1_000_000))
+    fusec.compile(first, device="sim")  # a hit: the first is the most recently used
+    assert len(compiles) == 2
+    fusec.compile(third, device="sim")  # one too many: the second goes
+    assert len(_entries(tmp_path)) == 2 and len(compiles) == 3
+    fusec.compile(first, device="sim")
+    assert len(compiles) == 3  # still kept
+    fusec.compile(second, device="sim")
+    assert len(compiles) == 4  # compiled again
