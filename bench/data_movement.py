@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from fusec.bench.commit_id import commit  # noqa: E402
 from fusec.compiler.arg_types import non_negative_int, positive_int  # noqa: E402
 from fusec.fuzz.data_movement import (  # noqa: E402  (after the path of the bench's helpers)
     DEFAULT_COUNT,
@@ -283,18 +282,6 @@ def _row(r: Result) -> str:
     return (f"| {r.program.name} | {r.moved / (1 << 20):.1f} | {ms(r.fusec_ms)} | {fraction} "
             f"| {r.kernels or ''} | {ms(r.eager_ms)} | {ms(r.compile_ms)} | {speedup} "
             f"| {r.status} |")
-
-
-def commit() -> str:
-    """$FUSEC_COMMIT, else the repository's short HEAD, else `unknown`."""
-    if os.environ.get("FUSEC_COMMIT"):
-        return os.environ["FUSEC_COMMIT"]
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
 
 
 def _header(torch: Any, copy_bw: float, args: argparse.Namespace, count: int) -> list[str]:

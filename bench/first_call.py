@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fusec.bench.commit_id import commit
+
 MODELS = ("gpt2", "resnet50", "llama")
 BACKENDS = ("fusec", "inductor")
 PHASES = ("cold", "warm")
@@ -157,16 +159,6 @@ def table(results: dict[tuple[str, str, str], dict[str, Any]], models: list[str]
     return "\n".join(lines) + "\n"
 
 
-def _commit() -> str:
-    if os.environ.get("FUSEC_COMMIT"):
-        return os.environ["FUSEC_COMMIT"]
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=Path(__file__).parent, check=False).stdout.strip()
-    except OSError:
-        return "unknown"
-
-
 def _device() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
@@ -228,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{run.model} {run.backend} {run.phase}: "
               f"{results[(run.model, run.backend, run.phase)]}", flush=True)
     when = datetime.date.today().isoformat()
-    text = (f"# First call, cold and warm ({when}, {_device()}, commit {_commit()})\n\n"
+    text = (f"# First call, cold and warm ({when}, {_device()}, commit {commit()})\n\n"
             f"{table(results, models)}")
     output.write_text(text, encoding="utf-8")
     print(text)
