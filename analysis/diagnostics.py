@@ -7,6 +7,7 @@ anything else is a bug in fusec and is reported as an internal error.
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from dataclasses import dataclass
 
@@ -74,6 +75,12 @@ def escape_controls(text: str) -> str:
         c.encode("unicode_escape").decode("ascii")
         if unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in _BIDI_CONTROLS else c
         for c in text)
+
+
+def warn(message: str) -> None:
+    """One `fusec: warning: ...` line on stderr (the caller escapes what it
+    quotes)."""
+    print(f"fusec: warning: {message}", file=sys.stderr)
 
 
 def loc_of(op: Operation) -> SourceLoc | None:

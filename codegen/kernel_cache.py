@@ -52,7 +52,6 @@ import binascii
 import hashlib
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,7 +59,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fusec.analysis.diagnostics import escape_controls
+from fusec.analysis.diagnostics import escape_controls, warn
 from fusec.analysis.env_switch import switched_off
 
 if TYPE_CHECKING:
@@ -119,9 +118,6 @@ def kernel_key(unit: KernelUnit, signature: Signature, cc: Sequence[int]) -> str
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _warn(message: str) -> None:
-    print(f"fusec: warning: {message}", file=sys.stderr)
-
 
 class KernelStore:
     """A folder of kernel entries (the per-user cache, or OUT/kernels)."""
@@ -144,12 +140,12 @@ class KernelStore:
         except FileNotFoundError:
             return None
         except OSError as err:
-            _warn(f"cannot read kernel cache entry '{path}' ({err.strerror}); compiling "
+            warn(f"cannot read kernel cache entry '{path}' ({err.strerror}); compiling "
                   f"'{escape_controls(kernel)}' again")
             return None
         problem, code = _check_entry(raw, key)
         if code is None:
-            _warn(f"ignoring kernel cache entry '{path}' ({problem}); compiling "
+            warn(f"ignoring kernel cache entry '{path}' ({problem}); compiling "
                   f"'{escape_controls(kernel)}' again")
         return code
 
@@ -177,7 +173,7 @@ class KernelStore:
             if strict:
                 raise
             if not self._write_failed:
-                _warn(f"cannot write the kernel cache under '{self.root}' "
+                warn(f"cannot write the kernel cache under '{self.root}' "
                       f"({err.strerror or err}); kernels will be compiled again next time")
                 self._write_failed = True
 

@@ -45,15 +45,14 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fusec.analysis.diagnostics import FusecError, escape_controls
+from fusec.analysis.diagnostics import FusecError, escape_controls, warn
 from fusec.analysis.env_switch import switched_off
 from fusec.analysis.targets import Target
-from fusec.codegen.kernel_cache import user_cache_root
+from fusec.codegen.kernel_cache import toolchain_versions, user_cache_root
 
 if TYPE_CHECKING:
     from fusec.analysis.memory_plan import MemoryPlan
@@ -92,14 +91,11 @@ def source_digest() -> str:
 
 
 @functools.cache
-def _versions() -> tuple[tuple[str, str], ...]:
-    found = []
-    for dist in ("numba", "numba-cuda", "xdsl"):
-        try:
-            found.append((dist, metadata.version(dist)))
-        except metadata.PackageNotFoundError:
-            found.append((dist, "none"))
-    return tuple(found)
+def _xdsl_version() -> str:
+    try:
+        return metadata.version("xdsl")
+    except metadata.PackageNotFoundError:
+        return "none"
 
 
 def program_key(text: str, options: dict[str, Any], target: Target, device: str) -> str:
@@ -112,15 +108,13 @@ def program_key(text: str, options: dict[str, Any], target: Target, device: str)
         "options": options,
         "target": dataclasses.asdict(target),
         "device": device,
-        "fusec": source_digest(),
-        **dict(_versions()),
+        **toolchain_versions(),  # numba, numba-cuda and fusec's version
+        "xdsl": _xdsl_version(),
+        "fusec_source": source_digest(),
     }
     encoded = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
-
-def _warn(message: str) -> None:
-    print(f"fusec: warning: {escape_controls(message)}", file=sys.stderr)
 
 
 class ProgramStore:
@@ -151,11 +145,12 @@ class ProgramStore:
         try:
             program, memory, plan = read_out(folder)
         except FusecError as err:
-            _warn(f"ignoring the compiled program '{folder}' ({err}); compiling again")
+            warn(escape_controls(f"ignoring the compiled program '{folder}' ({err}); "
+                                 "compiling again"))
             return None
         if plan.get(KEY_FIELD) != key:
-            _warn(f"ignoring the compiled program '{folder}' (stored under another key); "
-                  "compiling again")
+            warn(escape_controls(f"ignoring the compiled program '{folder}' (stored under "
+                                 "another key); compiling again"))
             return None
         _touch(folder)
         return program, memory, plan, folder / "kernels.py"
@@ -173,7 +168,7 @@ class ProgramStore:
             folder.parent.mkdir(parents=True, exist_ok=True)
             write_out(stored, folder)
         except (OSError, FusecError) as err:
-            _warn(f"cannot keep the compiled program in '{folder}' ({err})")
+            warn(escape_controls(f"cannot keep the compiled program in '{folder}' ({err})"))
             return
         self.evict(MAX_ENTRIES)
 

@@ -31,10 +31,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from fusec.analysis.diagnostics import warn
 
 ENTRY_FORMAT = "fusec-tuning"
 ENTRY_VERSION = 1
@@ -46,9 +47,6 @@ def tuning_key(device: str, target: str, fingerprint: str) -> str:
     text = json.dumps([device, target, fingerprint])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-
-def _warn(message: str) -> None:
-    print(f"fusec: warning: {message}", file=sys.stderr)
 
 
 def _parse(raw: bytes) -> tuple[Any, str | None]:
@@ -126,7 +124,7 @@ class TuningCache:
         if key in self._warned:  # groups of one fingerprint share an entry: say it once
             return
         self._warned.add(key)
-        _warn(f"ignoring the tuning cache entry '{self.path(key)}' ({' '.join(why.split())}); "
+        warn(f"ignoring the tuning cache entry '{self.path(key)}' ({' '.join(why.split())}); "
               f"{then}")
 
     def store(self, key: str, result: dict[str, Any]) -> None:
@@ -145,6 +143,6 @@ class TuningCache:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
             if not self._write_failed:
-                _warn(f"cannot write the tuning cache under '{self.root}' "
+                warn(f"cannot write the tuning cache under '{self.root}' "
                       f"({err.strerror or err}); groups will be timed again next time")
                 self._write_failed = True
