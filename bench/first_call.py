@@ -87,23 +87,28 @@ def build_model(name: str) -> tuple[Any, tuple[Any, ...]]:
     return case.module.cuda(), tuple(t.cuda() for t in case.inputs)
 
 
+def compile_backend(backend: str) -> Any:
+    """What `torch.compile` is handed for `backend`: fusec's backend as the
+    callable itself (its entry point exists only where fusec is installed,
+    not where the checkout is merely importable), inductor by name."""
+    if backend == "fusec":
+        from fusec.importers.torch.backend import fusec_backend
+
+        return fusec_backend
+    return backend
+
+
 def first_call(model_name: str, backend: str) -> dict[str, Any]:
     """Time one compiled first call in this (fresh) process."""
     import torch
 
     counts = {"built": 0, "cached": 0}
-    chosen: Any = backend
     if backend == "fusec":
-        # The callable itself: the entry point exists only where fusec is
-        # installed, not where the checkout is merely importable.
         from fusec.codegen.build_pool import add_listener
-        from fusec.importers.torch.backend import fusec_backend
-
-        chosen = fusec_backend
 
         add_listener(lambda event, _key, _label: counts.__setitem__(event, counts[event] + 1))
     model, inputs = build_model(model_name)
-    compiled = torch.compile(model, backend=chosen)
+    compiled = torch.compile(model, backend=compile_backend(backend))
     torch.cuda.synchronize()
     with torch.no_grad():
         begin = time.perf_counter()

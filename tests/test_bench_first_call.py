@@ -62,3 +62,14 @@ def test_importing_it_imports_nothing_heavy() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_fusec_is_handed_to_torch_compile_as_its_callable() -> None:
+    """Not by the name "fusec": on a machine where the checkout is importable
+    but not installed, Dynamo knows no backend of that name (every fusec row
+    of the first GPU run failed with InvalidBackend)."""
+    pytest.importorskip("torch")
+    from fusec.importers.torch.backend import fusec_backend
+
+    assert first_call.compile_backend("fusec") is fusec_backend
+    assert first_call.compile_backend("inductor") == "inductor"
