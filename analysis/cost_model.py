@@ -318,3 +318,48 @@ def gemm_choice(target: Target, flops: float, operand_bytes: int, result_bytes: 
         return GemmChoice(False, t_lib, t_fused, "CuPy is not importable")
     faster = t_lib < t_fused
     return GemmChoice(faster, t_lib, t_fused, "faster" if faster else "the fused kernel is faster")
+
+
+@dataclass(frozen=True)
+class ConvChoice:
+    """The cost model's decision for one convolution: a library convolution
+    (cuDNN) followed by a separate epilogue kernel, or fusec's own window
+    kernel with its epilogue in registers."""
+
+    library: bool
+    t_library: float  # seconds: the convolution, plus the epilogue kernel re-reading y
+    t_own: float  # seconds: fusec's window kernel, epilogue included
+    reason: str
+
+    def summary(self) -> str:
+        """`library conv + epilogue 41.2 us vs own kernel 230.9 us: library (faster)`."""
+        return (f"library conv + epilogue {_us(self.t_library)} us vs own kernel "
+                f"{_us(self.t_own)} us: {'library' if self.library else 'own'} ({self.reason})")
+
+
+def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
+                epilogue_bytes: int, own_flops_fraction: float, mode: str = "auto",
+                library_available: bool = False, element: str = "f32",
+                tf32: bool = False) -> ConvChoice:
+    """Library or own, by `mode` ("library", "fused", "auto"). The library
+    convolution runs at `target.library_conv_fraction` of the library GEMM
+    rate of `element` (tensor cores for halves, TF32 where allowed) and
+    writes y; an epilogue (`epilogue_bytes` > 0: the other inputs it reads)
+    is a second kernel reading y and writing the result. fusec's kernel
+    computes in f32 FMAs at `own_flops_fraction` of `fp32_flops` (the tiled
+    or the direct path's) and moves `io_bytes` plus the epilogue's inputs.
+    `auto` takes the library only when it is available and faster."""
+    rate = target.library_gemm_rate(element, tf32) * target.library_conv_fraction
+    t_lib = max(io_bytes / target.memory_bandwidth, flops / rate) + target.launch_overhead
+    if epilogue_bytes:
+        t_lib += target.kernel_time(epilogue_bytes + 2 * result_bytes, 0.0)
+    t_own = max((io_bytes + epilogue_bytes) / target.memory_bandwidth,
+                flops / (target.fp32_flops * own_flops_fraction)) + target.launch_overhead
+    if mode == "library":
+        return ConvChoice(True, t_lib, t_own, "--conv library")
+    if mode == "fused":
+        return ConvChoice(False, t_lib, t_own, "--conv fused")
+    if not library_available:
+        return ConvChoice(False, t_lib, t_own, "cuDNN is not installed")
+    faster = t_lib < t_own
+    return ConvChoice(faster, t_lib, t_own, "faster" if faster else "the own kernel is faster")

@@ -48,6 +48,12 @@ if TYPE_CHECKING:  # types only: these layers sit above this one
     from fusec.scheduling.contraction_schedule import GemmTile
     from fusec.scheduling.register_estimate import RegisterEstimate
 
+BACKEND_ATTR = "backend"
+"""The group attribute that names its backend (`backend = "library"`), set by
+the pass that chose it (`codegen/writers.group_backend` reads it)."""
+LIBRARY_BACKEND = "library"
+"""The backend of vendor library calls (cuBLAS GEMMs, cuDNN convolutions)."""
+
 @dataclass
 class ScheduleContext:
     """What choosing a schedule needs: the target, the shared memory a

@@ -97,6 +97,10 @@ class Target:
     tf32_gemm_flops: float = 400e12
     """f32 FLOP/s of the library GEMM when CuPy runs it on TF32 tensor cores
     (`CUPY_TF32=1`), measured on H200."""
+    library_conv_fraction: float = 0.5
+    """Fraction of `library_gemm_rate` a library convolution (cuDNN, implicit
+    GEMM) reaches on a dense convolution: the cost model's rate for one
+    (`cost_model.conv_choice`). An estimate until bench/conv_sweep.py measures it."""
     fused_gemm_flops: float = 27.0e12
     """fp32 FLOP/s of fusec's fused SIMT GEMM with its epilogue (bias + gelu),
     measured on H200 at 4096^3; the rate of a fused contraction kernel."""

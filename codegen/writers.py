@@ -8,7 +8,9 @@ A *backend* is one way to run a group. Two are built in:
   `window.py`, `attention.py`, `layout.py`);
 - "library": a vendor library call instead of a kernel (cuBLAS or cuBLASLt
   for a contraction group the GEMM choice marked `gemm = "library"`,
-  `codegen/library_gemm.py`), a launch of plan.json the runtime runs.
+  `codegen/library_gemm.py`; cuDNN for a window group the convolution
+  choice marked `backend = "library"`, `codegen/library_conv.py`), a launch
+  of plan.json the runtime runs.
 
 `group_backend` says which backend a group uses, from what the passes
 recorded on it; `writer_for` finds the writer of its (backend, kind);
@@ -34,7 +36,13 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import InternalError
-from fusec.analysis.group_kind import find_kind, group_kind, kind_name
+from fusec.analysis.group_kind import (
+    BACKEND_ATTR,
+    LIBRARY_BACKEND,
+    find_kind,
+    group_kind,
+    kind_name,
+)
 from fusec.analysis.program import KernelLaunch
 from fusec.analysis.targets import Target
 from fusec.codegen.kernel_source import KernelSource
@@ -42,11 +50,9 @@ from fusec.dialects.fusion import GroupOp
 
 NUMBA = "numba"
 """The backend of fusec's generated numba.cuda kernels (every group by default)."""
-LIBRARY = "library"
-"""The backend of vendor library calls (a GEMM the GEMM choice gave cuBLAS)."""
-BACKEND_ATTR = "backend"
-"""The group attribute that names its backend (`backend = "toy"`), recorded
-by a pass; without it, `group_backend`'s defaults."""
+LIBRARY = LIBRARY_BACKEND
+"""The backend of vendor library calls (a GEMM the GEMM choice gave cuBLAS,
+a convolution the convolution choice gave cuDNN)."""
 GEMM_ATTR = "gemm"
 """The group attribute the GEMM choice records (`scheduling/gemm_choice.py`,
 `gemm = "library"`): the library backend."""

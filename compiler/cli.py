@@ -138,6 +138,13 @@ def build_parser(subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> argpars
                    help="default pipeline: matmuls as a library GEMM (cuBLAS through CuPy) plus "
                    "an epilogue kernel, as fused SIMT kernels, or as the cost model "
                    "decides (default)")
+    p.add_argument("--conv", choices=["auto", "library", "fused"],
+                   help="default pipeline: convolutions as a library call (cuDNN) plus an "
+                   "epilogue kernel, as fusec's own kernels, or as the cost model decides "
+                   "(default; fusec's own where cuDNN is not installed)")
+    p.add_argument("--conv-tf32", action="store_true",
+                   help="default pipeline: f32 library convolutions may run on TF32 tensor "
+                   "cores (10-bit mantissa products, f32 sums)")
     p.add_argument("--no-library-epilogue", action="store_true",
                    help="default pipeline: keep a library GEMM's bias, residual and "
                    "activation out of its cuBLASLt call (they run in an epilogue kernel)")

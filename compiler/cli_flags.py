@@ -38,6 +38,8 @@ _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {
     "shared_memory_limit": "write tile-and-promote{shared-memory-limit=BYTES} in -p",
     "gemm": "write tile-and-promote{gemm=MODE} in -p",
     "no_library_epilogue": "write tile-and-promote{library-epilogue=false} in -p",
+    "conv": "write tile-and-promote{conv=MODE} in -p",
+    "conv_tf32": "write tile-and-promote{conv-tf32=true} in -p",
 }
 _COMPILE_ONLY_FLAGS = ("ptx_info", "register_source", "save_kernels", "autotune",
                        "autotune_top_k", "no_tuning_cache")
@@ -90,7 +92,8 @@ def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
         fold_constants=not args.no_fold_constants,
         schedule=ScheduleOptions(args.max_registers or 0, args.shared_memory_limit or 0,
                                  args.gemm or "auto",
-                                 library_epilogue=not args.no_library_epilogue),
+                                 library_epilogue=not args.no_library_epilogue,
+                                 conv=args.conv or "auto", conv_tf32=args.conv_tf32),
     )
 
 

@@ -49,13 +49,16 @@ UNMERGE_PASS = "unmerge-broadcasts"
 @dataclass(frozen=True)
 class ScheduleOptions:
     """The scheduling knobs of the compile job (CLI: `--max-registers`,
-    `--shared-memory-limit`, `--gemm`, `--no-library-epilogue`); 0 means the
+    `--shared-memory-limit`, `--gemm`, `--no-library-epilogue`, `--conv`,
+    `--conv-tf32`); 0 means the
     target's limit."""
 
     max_registers: int = 0
     shared_memory_limit: int = 0
     gemm: str = "auto"
     library_epilogue: bool = True  # False: `library-epilogue=false` (docs/scheduling.md)
+    conv: str = "auto"  # `--conv`: cuDNN or fusec's kernel per convolution
+    conv_tf32: bool = False  # `--conv-tf32`: f32 library convolutions on TF32 tensor cores
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,10 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     sched = options.schedule
     passes.append(_with("register-budget", target=target, max_registers=sched.max_registers))
     off: dict[str, str | int] = {} if sched.library_epilogue else {"library_epilogue": False}
+    if sched.conv != "auto":
+        off["conv"] = sched.conv
+    if sched.conv_tf32:
+        off["conv_tf32"] = True
     passes.append(_with("tile-and-promote", target=target,
                         shared_memory_limit=sched.shared_memory_limit, gemm=sched.gemm, **off))
     return ",".join(passes)

@@ -31,6 +31,8 @@ def compile(
     autotune: bool = False,
     library_epilogue: bool = True,
     cache: bool = True,
+    conv: str = "auto",
+    conv_tf32: bool = False,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
@@ -41,7 +43,10 @@ def compile(
     graph from the second call on (the default where a GPU and CuPy are
     present; docs/running.md); `autotune=True` is `fusec --autotune`
     (docs/scheduling.md); `library_epilogue=False` keeps a library GEMM's
-    whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`).
+    whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`);
+    `conv` is "auto" (the cost model picks cuDNN or fusec's window kernel per
+    convolution), "library" or "fused", as `fusec --conv`; `conv_tf32=True`
+    lets f32 library convolutions use TF32 tensor cores (`--conv-tf32`).
 
     A model compiled before, with the same options, target and fusec, is read
     back from the per-user cache instead of compiled again
@@ -57,7 +62,7 @@ def compile(
     key = ""
     if store is not None:
         options = {"fusion": fusion, "gemm": gemm, "fold_constants": fold_constants,
-                   "library_epilogue": library_epilogue}
+                   "library_epilogue": library_epilogue, "conv": conv, "conv_tf32": conv_tf32}
         key = program_key(text, options, get_target(target), kind)
         hit = store.load(key)
         if hit is not None:
@@ -66,7 +71,8 @@ def compile(
                                  graphs=graphs)
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm,
-                                                       library_epilogue=library_epilogue),
+                                                       library_epilogue=library_epilogue,
+                                                       conv=conv, conv_tf32=conv_tf32),
                               fold_constants=fold_constants, autotune=autotune or None)
     if store is not None:
         store.store(key, artifacts)

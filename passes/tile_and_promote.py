@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
+from fusec.analysis.cudnn_library import cudnn_available
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.schedule_choice import Scheduler
 from fusec.analysis.targets import resolve_target, unknown_target
@@ -41,6 +42,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.passes import register_budget
 from fusec.passes.register_budget import EST_ATTR, record
 from fusec.scheduling import gemm_choice
+from fusec.scheduling.conv_choice import CONV_MODES, ConvChooser
 from fusec.scheduling.gemm_choice import GEMM_MODES, GemmChooser
 from fusec.scheduling.register_model import estimate_registers
 
@@ -75,7 +77,11 @@ class TileAndPromotePass(ModulePass):
     `library_epilogue` (`library-epilogue=false`: a library GEMM computes
     the matmul alone, its whole epilogue a pointwise kernel; default true:
     cuBLASLt adds the bias and residual and applies relu or tanh GELU in the
-    same call, `analysis/library_epilogue.py`), `remarks`.
+    same call, `analysis/library_epilogue.py`), `conv` (`auto`: the cost
+    model picks a cuDNN convolution or fusec's window kernel per
+    convolution, `library` where cuDNN can compute it, `fused`: never the
+    library; `scheduling/conv_choice.py`), `conv_tf32` (f32 library
+    convolutions may use TF32 tensor cores), `remarks`.
     """
 
     name = "tile-and-promote"
@@ -84,11 +90,15 @@ class TileAndPromotePass(ModulePass):
     shared_memory_limit: int = 0
     gemm: str = "auto"
     library_epilogue: bool = True
+    conv: str = "auto"
+    conv_tf32: bool = False
     remarks: bool = True
 
     def __post_init__(self) -> None:
         if self.gemm not in GEMM_MODES:
             raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
+        if self.conv not in CONV_MODES:
+            raise ValueError(f"conv must be one of {', '.join(CONV_MODES)}")
         if self.shared_memory_limit < 0:
             raise ValueError("shared_memory_limit must be >= 0 (0: the target's)")
         if (problem := unknown_target(self.target)) is not None:
@@ -103,12 +113,16 @@ class TileAndPromotePass(ModulePass):
         scheduler = Scheduler(target, limit, collector)
         chooser = GemmChooser(target, self.gemm, gemm_choice.library_available(), collector,
                               self.library_epilogue)
+        convs = ConvChooser(target, self.conv, cudnn_available(), collector, self.conv_tf32)
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if not func.body.blocks:
                 continue
             for group in _groups(func):
-                if getattr(group.attributes.get("kind"), "data", "") == "contraction":
+                kind = getattr(group.attributes.get("kind"), "data", "")
+                if kind == "contraction":
                     chooser.decide(group, register_budget)
+                elif kind == "window":
+                    convs.decide(group, register_budget)
             for group in _groups(func):  # the epilogues split from library GEMMs too
                 scheduler.schedule(group)
                 if EST_ATTR not in group.attributes or kind_of(group) in SCHEDULE_SETS_REGISTERS:

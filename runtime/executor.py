@@ -285,8 +285,8 @@ class Executor:
         return measure_kernels(self.cuda, self.module, signatures)
 
     def _kernel(self, launch: KernelLaunch) -> Any:
-        if launch.library:  # run by runtime/library_gemm.py, not a kernel of kernels.py
-            from fusec.runtime.library_gemm import check_library
+        if launch.library:  # run by runtime/library_calls.py, not a kernel of kernels.py
+            from fusec.runtime.library_calls import check_library
 
             check_library(launch)
             return None
@@ -408,7 +408,8 @@ class Executor:
         return calls, results, storage
 
     def enqueue(self, calls: list[Any], stream: Any, blas: Any = None) -> None:
-        """Launch bound `calls` on `stream`: library GEMMs through CuPy (or,
+        """Launch bound `calls` on `stream`: library convolutions through
+        cuDNN, library GEMMs through CuPy (or,
         given `blas`, through that `cublas_direct.DirectCublas`, which can
         be captured in a graph), the GPU's kernels straight through
         `_Kernel.launch` (no dispatcher look-up), the simulator's through
@@ -417,7 +418,7 @@ class Executor:
         with _quiet_float_errors(self.simulator):
             for launch, kernel, args in calls:
                 if kernel is None:
-                    from fusec.runtime.library_gemm import run_library_call
+                    from fusec.runtime.library_calls import run_library_call
 
                     run_library_call(launch, args, stream, blas)
                 elif core is None:

@@ -63,6 +63,7 @@ import numpy as np
 from fusec.runtime.graph_cache import GraphCache, GraphCachePolicy, Key
 from fusec.runtime.graph_inputs import InputFeed
 from fusec.runtime.graph_outputs import DEVICE_KINDS, ResultSink
+from fusec.runtime.library_calls import gemm_calls, prepare_library_calls
 
 if TYPE_CHECKING:
     from fusec.runtime.executor import Executor
@@ -232,6 +233,7 @@ class GraphRunner:
         ex = self.executor
         stream = ex.cuda.external_stream(self.stream.ptr)
         blas = self._library_blas(calls, stream)
+        prepare_library_calls(calls)  # a convolution's algorithm and workspace: not while capturing
         with self.stream:
             self.stream.begin_capture()
             try:
@@ -248,7 +250,7 @@ class GraphRunner:
         operands of the same shapes, outside any capture, against CuPy
         (`DirectCublas.verify`): cuBLAS's one-time set-up is not recorded,
         and a call that disagrees fails the capture instead of a result."""
-        library = [c for c in calls if c[1] is None]
+        library = gemm_calls(calls)
         if not library:
             return None
         if self._blas is None:

@@ -92,6 +92,8 @@ def _library_from_json(e: dict[str, Any]) -> dict[str, Any] | None:
     """The library-call fields of a launch entry (None for a kernel launch)."""
     if "library" not in e:
         return None
+    from fusec.codegen.library_conv import CONV_KEYS, is_conv
     from fusec.codegen.library_gemm import LIBRARY_KEYS
 
-    return {k: e[k] for k in LIBRARY_KEYS if k in e}
+    keys = CONV_KEYS if is_conv(e) else LIBRARY_KEYS
+    return {k: e[k] for k in keys if k in e}

@@ -27,6 +27,7 @@ import numpy as np
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.library_epilogue import ACTIVATIONS
 from fusec.analysis.targets import DEFAULT_TARGET, TARGETS, Target
+from fusec.codegen.library_conv import CONV_PREFIX
 from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import SUPPORTED_TYPES
 
@@ -235,7 +236,9 @@ def _check_launch(c: _Checker, e: Any, path: str,
 
 def _check_library(c: _Checker, e: dict[str, Any], path: str,
                    values: dict[str, tuple[tuple[int, ...], str]]) -> None:
-    c.str_(e["library"], f"{path}.library")
+    if c.str_(e["library"], f"{path}.library").startswith(CONV_PREFIX):
+        _check_conv(c, e, path, values)
+        return
     for key in ("a", "b", "c"):
         c.value(c.field(e, key, path), f"{path}.{key}", values)
     for key in ("transpose_a", "transpose_b"):
@@ -248,6 +251,25 @@ def _check_library(c: _Checker, e: dict[str, Any], path: str,
             c.value(e[key], f"{path}.{key}", values)
     if "activation" in e and c.str_(e["activation"], f"{path}.activation") not in ACTIVATIONS:
         c.fail(f"{path}.activation", f"expected one of {', '.join(ACTIVATIONS)}")
+
+
+def _check_conv(c: _Checker, e: dict[str, Any], path: str,
+                values: dict[str, tuple[tuple[int, ...], str]]) -> None:
+    """A cuDNN convolution: NCHW `x`, OIHW `w`, NCHW `y`, its attributes."""
+    for key in ("x", "w", "y"):
+        v = c.value(c.field(e, key, path), f"{path}.{key}", values)
+        if len(values[v][0]) != 4:
+            c.fail(f"{path}.{key}", f"value {v} is not 4-D")
+    for key, count, low in (("strides", 2, 1), ("pads", 4, 0), ("dilations", 2, 1)):
+        vals = c.field(e, key, path)
+        if not isinstance(vals, list) or len(vals) != count:
+            c.fail(f"{path}.{key}", f"expected a list of {count} integers")
+        for i, v in enumerate(vals):
+            c.int_(v, f"{path}.{key}[{i}]", low, MAX_DIM)
+    if e["pads"][0] != e["pads"][2] or e["pads"][1] != e["pads"][3]:
+        c.fail(f"{path}.pads", "a library convolution pads symmetrically")
+    c.int_(c.field(e, "groups", path), f"{path}.groups", 1, MAX_DIM)
+    c.bool_(c.field(e, "tf32", path), f"{path}.tf32")
 
 
 def _nbytes(spec: tuple[tuple[int, ...], str]) -> int:

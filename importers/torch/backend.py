@@ -231,6 +231,15 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     return dict(options)
 
 
+def _cudnn_tf32() -> bool:
+    """PyTorch's own rule for f32 convolutions (`torch.backends.cudnn.allow_tf32`,
+    on by default): fusec's library convolutions follow it unless the
+    backend's options say `conv_tf32`."""
+    import torch
+
+    return bool(torch.backends.cudnn.allow_tf32)
+
+
 def _eager(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     return gm.forward
 
@@ -285,7 +294,8 @@ class _ForwardCompiler:
             return PartitionInfo(name, nodes, None)
         # Remarks come from a compile: asked for, the partition is compiled
         # even where the compiled-program cache holds it.
-        options = {"cache": not self.remarks, **self.compile_options}
+        options = {"cache": not self.remarks, "conv_tf32": _cudnn_tf32(),
+                   **self.compile_options}
         with remarks_to_stderr() if self.remarks else contextlib.nullcontext():
             model = fusec_compile(translation.text, **options)
         outputs = next(n for n in sub.graph.nodes if n.op == "output").args[0]

@@ -1,0 +1,156 @@
+"""Library convolutions (cuDNN) with their epilogue kernel, checked on a GPU.
+
+For every convolution shape (1x1, 3x3, 3x3 stride 2, 5x5, 7x7 stride 2 with
+3 input channels, dilated, grouped, depthwise) x epilogue (none, bias, bias +
+relu, batch norm + residual + relu, silu, gelu, sigmoid, clamp as relu6) x
+f32 / f16 / bf16, it compiles the model with the library forced
+(`conv="library"`), checks that the plan calls cuDNN for the convolution
+(and at most one kernel after it), runs it, and prints the max error against
+the NumPy reference interpreter relative to the element type's tolerance.
+One model runs again under CUDA-graph capture.
+
+    python bench/library_conv_check.py          # exit status 1 on any failure
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+TYPES = ("f32", "f16", "bf16")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One convolution: NCHW input, O output channels, a k x k window."""
+
+    name: str
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    k: int
+    stride: int = 1
+    pad: int = 0
+    dilation: int = 1
+    groups: int = 1
+
+    def out_hw(self) -> tuple[int, int]:
+        span = self.dilation * (self.k - 1) + 1
+        return ((self.h + 2 * self.pad - span) // self.stride + 1,
+                (self.w + 2 * self.pad - span) // self.stride + 1)
+
+
+SHAPES = (
+    Shape("1x1", 2, 32, 14, 14, 64, 1),
+    Shape("3x3", 2, 16, 13, 13, 32, 3, pad=1),
+    Shape("3x3_s2", 2, 16, 15, 15, 24, 3, stride=2, pad=1),
+    Shape("5x5", 2, 8, 12, 12, 16, 5, pad=2),
+    Shape("7x7_s2_c3", 2, 3, 32, 32, 16, 7, stride=2, pad=3),
+    Shape("3x3_dil2", 2, 16, 17, 17, 16, 3, pad=2, dilation=2),
+    Shape("3x3_groups4", 2, 32, 14, 14, 64, 3, pad=1, groups=4),
+    Shape("3x3_depthwise", 2, 32, 14, 14, 32, 3, pad=1, groups=32),
+)
+
+EPILOGUES = {
+    "none": "",
+    "bias": "%o = nn.add %c, %b : (Y, B) -> Y",
+    "bias_relu": "%s = nn.add %c, %b : (Y, B) -> Y\n%o = nn.relu %s : Y",
+    "bn_residual_relu": "%m = nn.mul %c, %g : (Y, B) -> Y\n%s = nn.add %m, %b : (Y, B) -> Y\n"
+                        "%t = nn.add %s, %r : (Y, Y) -> Y\n%o = nn.relu %t : Y",
+    "silu": "%s = nn.add %c, %b : (Y, B) -> Y\n%o = nn.silu %s : Y",
+    "gelu": "%o = nn.gelu %c : Y",
+    "sigmoid": "%o = nn.sigmoid %c : Y",
+    "relu6": "%o = nn.clamp %c {min = 0.0, max = 6.0} : Y",
+}
+"""What follows `%c = conv(x, w)` (its result `%o`)."""
+
+
+def model_text(s: Shape, epilogue: str, dt: str) -> str:
+    """`%o = epilogue(conv(x, w))` in `nn`."""
+    def t(*dims: int) -> str:
+        return "tensor<" + "x".join(map(str, dims)) + f"x{dt}>"
+
+    oh, ow = s.out_hw()
+    x, w, y, b = t(s.n, s.c, s.h, s.w), t(s.o, s.c // s.groups, s.k, s.k), \
+        t(s.n, s.o, oh, ow), t(s.o, 1, 1)
+    body = EPILOGUES[epilogue].replace("Y", y).replace("B", b)
+    attrs = (f"strides = [{s.stride}, {s.stride}], pads = [{s.pad}, {s.pad}, {s.pad}, {s.pad}], "
+             f"dilations = [{s.dilation}, {s.dilation}], groups = {s.groups}")
+    return (f"func.func @f(%x: {x}, %w: {w}, %b: {b}, %g: {b}, %r: {y}) -> {y} {{\n"
+            f"%c = nn.conv2d %x, %w {{{attrs}}} : ({x}, {w}) -> {y}\n{body}\n"
+            f"func.return {'%c' if epilogue == 'none' else '%o'} : {y}\n}}\n")
+
+
+def _values(x: Any) -> np.ndarray:
+    """A result as float64 (CuPy, numba or NumPy; bf16 bits widened)."""
+    if hasattr(x, "copy_to_host"):
+        x = x.copy_to_host()
+    elif hasattr(x, "get"):
+        x = x.get()
+    x = np.asarray(x)
+    if x.dtype == np.uint16:
+        x = (x.astype(np.uint32) << 16).view(np.float32)
+    return x.astype(np.float64)
+
+
+def check(s: Shape, epilogue: str, dt: str, graphs: bool = False) -> tuple[bool, str]:
+    """Compile, run and compare one case: (passed, a line saying how it went)."""
+    import fusec
+    from fusec.compiler.parsing import make_context, parse_module
+    from fusec.dialects.element_types import element, round_to_bf16
+    from fusec.reference.interpreter import find_function, random_inputs, run_function
+
+    text = model_text(s, epilogue, dt)
+    model = fusec.compile(text, device="gpu", conv="library", graphs=graphs, cache=False)
+    launches = model.signature.launches
+    convs = [la for la in launches if la.library and la.library["library"].startswith("cudnn")]
+    kernels = 0 if epilogue == "none" else 1
+    if len(convs) != 1 or len(launches) != 1 + kernels:
+        return False, (f"plan: {len(launches)} launches, {len(convs)} cuDNN; expected 1 cuDNN "
+                       f"+ {kernels}")
+    worst = 0.0
+    func = find_function(parse_module(make_context(), text, "m.mlir"), None)
+    for seed in range(3 if graphs else 1):
+        host = random_inputs(func, seed=seed)
+        if dt == "bf16":
+            host = [round_to_bf16(a) for a in host]
+        want = run_function(func, host)[0].astype(np.float64)
+        got = _values(model(*host))
+        scale = max(1.0, float(np.abs(want).max()))
+        worst = max(worst, float(np.abs(got - want).max()) / scale)
+    tol = element(dt).tolerance
+    note = ""
+    if graphs:
+        used = getattr(model.executor, "graph", None) is not None
+        note = f", graph {'used' if used else 'NOT used'}"
+        if not used:
+            return False, f"max rel err {worst:.3g} (tol {tol:.3g}){note}"
+    return worst <= tol, f"max rel err {worst:.3g} (tol {tol:.3g}, {worst / tol:.2f} x){note}"
+
+
+def main() -> int:
+    """Every case; a FAIL line for each failure, exit status 1 if any."""
+    failed = 0
+    cases = [(s, e, dt) for dt in TYPES for s in SHAPES for e in EPILOGUES]
+    runs = [(s, e, dt, False) for s, e, dt in cases] + [(SHAPES[1], "bn_residual_relu", "f16",
+                                                          True)]
+    for s, e, dt, graphs in runs:
+        try:
+            ok, line = check(s, e, dt, graphs=graphs)
+        except Exception:  # every failure is reported, none stops the run
+            ok, line = False, traceback.format_exc(limit=4).strip().splitlines()[-1]
+        failed += not ok
+        print(f"{'PASS' if ok else 'FAIL'} {s.name} {e} {dt}{' graphs' if graphs else ''}: "
+              f"{line}", flush=True)
+    print(f"{len(runs) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Library convolution or fusec's own window kernel, per convolution group.
+
+`tile-and-promote` asks `ConvChooser.decide` for every window group whose
+convolution cuDNN can compute (`library_conv`). The cost model
+(`cost_model.conv_choice`) prices both: cuDNN at the target's library
+convolution rate plus a separate kernel for whatever the group computes
+after the convolution (its epilogue, a pool), against fusec's window kernel
+with all of it inside. When the library wins, the group is split after its
+convolution: the convolution alone becomes a group marked
+`backend = "library"` (code generation turns it into a plan launch
+`{"library": "cudnn_conv_f16", ...}`, `codegen/library_conv.py`), the rest
+a group of its own.
+
+```mlir
+%y = fusion.group (%x, %w) {name = "g0_s0", kind = "window", backend = "library"} ...
+%z = fusion.group (%y, %s, %t) {name = "g0_s1", kind = "pointwise"} ...
+```
+
+cuDNN needs the convolution to read its input and weight directly (group
+inputs), to pad symmetrically (top = bottom, left = right) and a float type
+of `analysis/cudnn_library.CONV_LIBRARY`; other convolutions stay fusec's.
+Where cuDNN is not installed (or in the simulator) every convolution is
+fusec's own, with a remark saying so in `auto` mode and a `missed` remark
+under `--conv library`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import BlockArgument, Operation
+
+from fusec.analysis.cost_model import ConvChoice, conv_choice
+from fusec.analysis.cudnn_library import CONV_LIBRARY, TF32_ATTR
+from fusec.analysis.device_dtypes import value_dtype
+from fusec.analysis.group_kind import BACKEND_ATTR, LIBRARY_BACKEND
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.targets import Target
+from fusec.dialects import nn
+from fusec.dialects.element_types import of_device_dtype
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.shapes import numel
+from fusec.scheduling.gemm_choice import GroupSplitter
+from fusec.scheduling.kinds.common import group_name
+from fusec.scheduling.window_schedule import group_window
+
+CONV_MODES = ("auto", "library", "fused")
+
+
+def _ops(group: GroupOp) -> list[Operation]:
+    return [op for op in group.block.ops if not isinstance(op, YieldOp)]
+
+
+def library_conv(group: GroupOp) -> tuple[nn.Conv2dOp | None, str]:
+    """The convolution of `group` cuDNN can compute, or None and why not."""
+    ops = _ops(group)
+    conv = next((op for op in ops if isinstance(op, nn.Conv2dOp)), None)
+    if conv is None:
+        return None, "no convolution"
+    top, left, bottom, right = conv.pads
+    if top != bottom or left != right:
+        return None, f"asymmetric padding {conv.pads}"
+    if of_device_dtype(value_dtype(conv.result)).name not in CONV_LIBRARY:
+        return None, f"no library convolution for {value_dtype(conv.result)}"
+    return conv, ""
+
+
+def _nbytes(shape: tuple[int, ...] | list[int], width: int) -> int:
+    return numel(tuple(shape)) * width
+
+
+@dataclass
+class ConvChooser:
+    """Decides per convolution group and rewrites the library choice."""
+
+    target: Target
+    mode: str
+    available: bool
+    remarks: RemarkCollector
+    tf32: bool = False  # f32 convolutions may run on TF32 tensor cores
+
+    def price(self, group: GroupOp, conv: nn.Conv2dOp) -> ConvChoice:
+        """Both estimates for `group`'s convolution."""
+        row = of_device_dtype(value_dtype(conv.result))
+        out = tensor_shape(conv.result)
+        w = tensor_shape(conv.weight)
+        flops = 2.0 * numel(out) * numel(w[1:])
+        io = sum(_nbytes(tensor_shape(v), row.width) for v in conv.operands)
+        result = _nbytes(out, row.width)
+        ops = _ops(group)
+        rest = [op for op in ops if op is not conv and not isinstance(op, nn.ConstantOp)]
+        epilogue = 0
+        if rest:
+            others = [a for a in group.block.args if any(u.operation in rest for u in a.uses)]
+            width = of_device_dtype(value_dtype(ops[-1].results[0])).width
+            epilogue = sum(_nbytes(tensor_shape(a), of_device_dtype(value_dtype(a)).width)
+                           for a in others)
+            result = max(result, _nbytes(tensor_shape(ops[-1].results[0]), width))
+        tiled = group_window(group) is not None and not any(
+            isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp)) for op in rest)
+        fraction = (self.target.window_tiled_flops_fraction if tiled
+                    else self.target.direct_window_flops_fraction)
+        return conv_choice(self.target, flops, io + result, result, epilogue, fraction,
+                           self.mode, self.available, row.name, self.tf32 and row.name == "f32")
+
+    def decide(self, group: GroupOp, splitter: GroupSplitter) -> GroupOp:
+        """The group to schedule: `group` itself, or its convolution alone
+        (marked library) after `splitter` split the rest off."""
+        conv, why = library_conv(group)
+        if conv is None:
+            if self.mode == "library" and why != "no convolution":
+                self.remarks.add("missed", f"group {group_name(group)}: --conv library: {why}; "
+                                 "fusec's own kernel")
+            return group
+        choice = self.price(group, conv)
+        self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
+        if not choice.library:
+            return group
+        ops = _ops(group)
+        first = ops.index(conv)
+        if any(not isinstance(o, nn.ConstantOp) for o in ops[:first]):
+            # a prologue fused into the convolution: its own kernel before the call
+            if first not in splitter.legal_splits(group):
+                self.remarks.add("missed", f"group {group_name(group)}: what computes the "
+                                 "convolution's input cannot be split from it; fusec's own "
+                                 "kernel")
+                return group
+            _, group = splitter.split_group(group, first)
+            ops = _ops(group)
+        k = ops.index(conv) + 1
+        if not all(isinstance(v, BlockArgument) for v in conv.operands):
+            self.remarks.add("missed", f"group {group_name(group)}: the convolution's operands "
+                             "are not read directly; fusec's own kernel")
+            return group
+        if k < len(ops) and any(not isinstance(o, nn.ConstantOp) for o in ops[k:]):
+            if k not in splitter.legal_splits(group):
+                self.remarks.add("missed", f"group {group_name(group)}: what follows the "
+                                 "convolution cannot be split from it; fusec's own kernel")
+                return group
+            group, _ = splitter.split_group(group, k)
+        group.attributes[BACKEND_ATTR] = StringAttr(LIBRARY_BACKEND)
+        if self.tf32 and of_device_dtype(value_dtype(conv.result)).name == "f32":
+            group.attributes[TF32_ATTR] = StringAttr("true")
+        return group
