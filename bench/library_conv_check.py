@@ -134,10 +134,21 @@ def check(s: Shape, epilogue: str, dt: str, graphs: bool = False) -> tuple[bool,
     return worst <= tol, f"max rel err {worst:.3g} (tol {tol:.3g}, {worst / tol:.2f} x){note}"
 
 
-def main() -> int:
-    """Every case; a FAIL line for each failure, exit status 1 if any."""
+def main(argv: list[str] | None = None) -> int:
+    """Every case (or those `--dtypes`, `--shapes`, `--epilogues` name); a
+    FAIL line for each failure, exit status 1 if any."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dtypes", default=",".join(TYPES))
+    p.add_argument("--shapes", default=",".join(s.name for s in SHAPES))
+    p.add_argument("--epilogues", default=",".join(EPILOGUES))
+    args = p.parse_args(argv)
+    dtypes, shapes, epilogues = (set(a.split(",")) for a in (args.dtypes, args.shapes,
+                                                             args.epilogues))
     failed = 0
-    cases = [(s, e, dt) for dt in TYPES for s in SHAPES for e in EPILOGUES]
+    cases = [(s, e, dt) for dt in TYPES for s in SHAPES for e in EPILOGUES
+             if dt in dtypes and s.name in shapes and e in epilogues]
     runs = [(s, e, dt, False) for s, e, dt in cases] + [(SHAPES[1], "bn_residual_relu", "f16",
                                                           True)]
     for s, e, dt, graphs in runs:
