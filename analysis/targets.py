@@ -97,10 +97,18 @@ class Target:
     tf32_gemm_flops: float = 400e12
     """f32 FLOP/s of the library GEMM when CuPy runs it on TF32 tensor cores
     (`CUPY_TF32=1`), measured on H200."""
-    library_conv_fraction: float = 0.5
+    library_conv_fraction: float = 0.25
     """Fraction of `library_gemm_rate` a library convolution (cuDNN, implicit
     GEMM) reaches on a dense convolution: the cost model's rate for one
-    (`cost_model.conv_choice`). An estimate until bench/conv_sweep.py measures it."""
+    (`cost_model.conv_choice`). Measured on an H100 (bench/conv_sweep.py,
+    bench/results/2026-12-05-NVIDIA_H100_80GB_HBM3-conv-sweep-085cc6b.md):
+    ResNet-class f16 layers at batch 32 ran at 51-178 TFLOP/s, cuDNN call
+    and epilogue kernel together, 0.07-0.23 of the 790 TFLOP/s GEMM rate."""
+    library_conv_tile_n: int = 128
+    """Output channels one tile of a library convolution's implicit GEMM
+    covers: a convolution whose groups have fewer output channels each
+    leaves the rest of every tile idle (measured: a 32-group 3x3 convolution
+    with 8 channels per group ran at 14 TFLOP/s, a depthwise one at 2.3)."""
     fused_gemm_flops: float = 27.0e12
     """fp32 FLOP/s of fusec's fused SIMT GEMM with its epilogue (bias + gelu),
     measured on H200 at 4096^3; the rate of a fused contraction kernel."""

@@ -103,7 +103,8 @@ class ConvChooser:
         fraction = (self.target.window_tiled_flops_fraction if tiled
                     else self.target.direct_window_flops_fraction)
         return conv_choice(self.target, flops, io + result, result, epilogue, fraction,
-                           self.mode, self.available, row.name, self.tf32 and row.name == "f32")
+                           self.mode, self.available, row.name, self.tf32 and row.name == "f32",
+                           out[1] // conv.groups)
 
     def decide(self, group: GroupOp, splitter: GroupSplitter) -> GroupOp:
         """The group to schedule: `group` itself, or its convolution alone
