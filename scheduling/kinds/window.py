@@ -4,11 +4,14 @@ reading it in one kernel (`codegen/conv_pool.py`)."""
 
 from __future__ import annotations
 
+from xdsl.ir import OpResult
+
 from fusec.analysis.fusion_legality import (
     Candidate,
     GroupInfo,
     Merged,
     conv_pool,
+    describe_group,
     epilogue,
     indexed_read,
 )
@@ -32,6 +35,7 @@ from fusec.scheduling.window_plan import (
     check_plan,
     plan_attr,
 )
+from fusec.scheduling.window_prologue import window_prologue
 from fusec.scheduling.window_schedule import (
     fit_shared,
     group_window,
@@ -57,12 +61,20 @@ class WindowKind(SplitOverBudget, SummaryResources):
 
     def merge(self, c: Candidate, mine: GroupInfo, other: GroupInfo) -> Merged | str | None:
         """A concat or gather read in place first; then the pointwise
-        epilogue reading the result, or the pool reading a conv's."""
+        prologue computing the input (`scheduling/window_prologue.py`), the
+        pointwise epilogue reading the result, or the pool reading a conv's
+        (a conv without a prologue: that kernel reads its input directly)."""
         if (indexed := indexed_read(c)) is not None:
             return indexed
         if other.kind == "pointwise":
+            if c.edges(other, mine) and not c.edges(mine, other):
+                return window_prologue(c, mine, other)
             return epilogue(c)
         if other.kind == "window":
+            if (with_prologue := next((g for g in (mine, other) if _has_prologue(g)),
+                                      None)) is not None:
+                return (f"{describe_group(c.dep, with_prologue)} evaluates a prologue on its "
+                        "input; a conv + pool kernel reads its input directly")
             return conv_pool(c)
         return None
 
@@ -153,6 +165,13 @@ class WindowKind(SplitOverBudget, SummaryResources):
         best = min(options, key=lambda o: o[1].registers, default=None)
         return _leaner(*best) if best is not None and best[1].registers < now.registers \
             else None
+
+
+def _has_prologue(g: GroupInfo) -> bool:
+    """Whether an op of `g` computes an operand of its window op."""
+    members = set(g.ops)
+    return g.anchor is not None and any(
+        isinstance(v, OpResult) and v.op in members for v in g.anchor.operands)
 
 
 def _leaner(tiled: TiledWindow, est: RegisterEstimate) -> Leaner:
