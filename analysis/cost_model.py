@@ -340,7 +340,8 @@ class ConvChoice:
 def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
                 epilogue_bytes: int, own_flops_fraction: float, mode: str = "auto",
                 library_available: bool = False, element: str = "f32",
-                tf32: bool = False, group_outputs: int = 0) -> ConvChoice:
+                tf32: bool = False, group_outputs: int = 0,
+                prologue_bytes: int = 0) -> ConvChoice:
     """Library or own, by `mode` ("library", "fused", "auto"). The library
     convolution runs at `target.library_conv_fraction` of the library GEMM
     rate of `element` (tensor cores for halves, TF32 where allowed) and
@@ -349,13 +350,17 @@ def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
     computes in f32 FMAs at `own_flops_fraction` of `fp32_flops` (the tiled
     or the direct path's) and moves `io_bytes` plus the epilogue's inputs.
     `group_outputs` (output channels per group; 0: as many as a tile holds)
-    below `target.library_conv_tile_n` slows the library in proportion.
+    below `target.library_conv_tile_n` slows the library in proportion; a
+    prologue fusec's kernel computes while it stages its input is a kernel of
+    its own before the library call (`prologue_bytes`: what it moves).
     `auto` takes the library only when it is available and faster."""
     tile_use = min(1.0, group_outputs / target.library_conv_tile_n) if group_outputs else 1.0
     rate = target.library_gemm_rate(element, tf32) * target.library_conv_fraction * tile_use
     t_lib = max(io_bytes / target.memory_bandwidth, flops / rate) + target.launch_overhead
     if epilogue_bytes:
         t_lib += target.kernel_time(epilogue_bytes + 2 * result_bytes, 0.0)
+    if prologue_bytes:
+        t_lib += target.kernel_time(prologue_bytes, 0.0)
     t_own = max((io_bytes + epilogue_bytes) / target.memory_bandwidth,
                 flops / (target.fp32_flops * own_flops_fraction)) + target.launch_overhead
     if mode == "library":

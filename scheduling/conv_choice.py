@@ -90,7 +90,13 @@ class ConvChooser:
         io = sum(_nbytes(tensor_shape(v), row.width) for v in conv.operands)
         result = _nbytes(out, row.width)
         ops = _ops(group)
-        rest = [op for op in ops if op is not conv and not isinstance(op, nn.ConstantOp)]
+        before = [op for op in ops[:ops.index(conv)] if not isinstance(op, nn.ConstantOp)]
+        prologue = 0
+        if before:  # reads its inputs, writes the convolution's input
+            reads = [a for a in group.block.args if any(u.operation in before for u in a.uses)]
+            prologue = _nbytes(tensor_shape(conv.x), row.width) + sum(
+                _nbytes(tensor_shape(a), of_device_dtype(value_dtype(a)).width) for a in reads)
+        rest = [op for op in ops[ops.index(conv) + 1:] if not isinstance(op, nn.ConstantOp)]
         epilogue = 0
         if rest:
             others = [a for a in group.block.args if any(u.operation in rest for u in a.uses)]
@@ -104,7 +110,7 @@ class ConvChooser:
                     else self.target.direct_window_flops_fraction)
         return conv_choice(self.target, flops, io + result, result, epilogue, fraction,
                            self.mode, self.available, row.name, self.tf32 and row.name == "f32",
-                           out[1] // conv.groups)
+                           out[1] // conv.groups, prologue)
 
     def decide(self, group: GroupOp, splitter: GroupSplitter) -> GroupOp:
         """The group to schedule: `group` itself, or its convolution alone

@@ -103,6 +103,25 @@ def test_asymmetric_padding_stays_fusec_s_own(capsys: pytest.CaptureFixture[str]
     assert all("library" not in la for la in plan["functions"]["f"]["launches"])
 
 
+def test_a_prologue_fused_into_the_conv_becomes_its_own_kernel_before_the_call() -> None:
+    text = """func.func @f(%x: tensor<2x8x9x9xf32>, %s: tensor<8x1x1xf32>, %w: tensor<16x8x3x3xf32>,
+    %b: tensor<16x1x1xf32>) -> tensor<2x16x9x9xf32> {
+  %a = nn.add %x, %s : (tensor<2x8x9x9xf32>, tensor<8x1x1xf32>) -> tensor<2x8x9x9xf32>
+  %r = nn.silu %a : tensor<2x8x9x9xf32>
+  %c = nn.conv2d %r, %w {strides = [1, 1], pads = [1, 1, 1, 1], dilations = [1, 1], groups = 1}
+    : (tensor<2x8x9x9xf32>, tensor<16x8x3x3xf32>) -> tensor<2x16x9x9xf32>
+  %o = nn.add %c, %b : (tensor<2x16x9x9xf32>, tensor<16x1x1xf32>) -> tensor<2x16x9x9xf32>
+  func.return %o : tensor<2x16x9x9xf32>
+}
+"""
+    own = launches(text, conv="fused")
+    assert [la["ops"] for la in own] == [["nn.add", "nn.silu", "nn.conv2d", "nn.add"]]
+    got = launches(text, conv="library")
+    assert [la["ops"] for la in got] == [["nn.add", "nn.silu"], ["nn.conv2d"], ["nn.add"]]
+    assert got[1]["library"] == "cudnn_conv_f32" and got[1]["x"] in [
+        a["value"] for a in got[0]["args"] if a["writes"]]
+
+
 def test_fused_mode_never_calls_the_library(with_cudnn: None) -> None:
     assert all("library" not in la for la in launches(conv_text("f16", c=64, o=64, hw=28),
                                                        conv="fused"))
