@@ -348,20 +348,24 @@ def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
     writes y; an epilogue (`epilogue_bytes` > 0: the other inputs it reads)
     is a second kernel reading y and writing the result. fusec's kernel
     computes in f32 FMAs at `own_flops_fraction` of `fp32_flops` (the tiled
-    or the direct path's) and moves `io_bytes` plus the epilogue's inputs.
+    or the direct path's) and moves `io_bytes` plus the epilogue's inputs at
+    `target.own_conv_bandwidth_fraction` of the bandwidth.
     `group_outputs` (output channels per group; 0: as many as a tile holds)
     below `target.library_conv_tile_n` slows the library in proportion; a
     prologue fusec's kernel computes while it stages its input is a kernel of
     its own before the library call (`prologue_bytes`: what it moves).
     `auto` takes the library only when it is available and faster."""
     tile_use = min(1.0, group_outputs / target.library_conv_tile_n) if group_outputs else 1.0
-    rate = target.library_gemm_rate(element, tf32) * target.library_conv_fraction * tile_use
+    tensor_cores = element in ("f16", "bf16") or (element == "f32" and tf32)
+    fraction = target.library_conv_fraction if tensor_cores else target.library_conv_fma_fraction
+    rate = target.library_gemm_rate(element, tf32) * fraction * tile_use
     t_lib = max(io_bytes / target.memory_bandwidth, flops / rate) + target.launch_overhead
     if epilogue_bytes:
         t_lib += target.kernel_time(epilogue_bytes + 2 * result_bytes, 0.0)
     if prologue_bytes:
         t_lib += target.kernel_time(prologue_bytes, 0.0)
-    t_own = max((io_bytes + epilogue_bytes) / target.memory_bandwidth,
+    own_bandwidth = target.memory_bandwidth * target.own_conv_bandwidth_fraction
+    t_own = max((io_bytes + epilogue_bytes) / own_bandwidth,
                 flops / (target.fp32_flops * own_flops_fraction)) + target.launch_overhead
     if mode == "library":
         return ConvChoice(True, t_lib, t_own, "--conv library")

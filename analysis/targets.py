@@ -104,6 +104,19 @@ class Target:
     bench/results/2026-12-05-NVIDIA_H100_80GB_HBM3-conv-sweep-085cc6b.md):
     ResNet-class f16 layers at batch 32 ran at 51-178 TFLOP/s, cuDNN call
     and epilogue kernel together, 0.07-0.23 of the 790 TFLOP/s GEMM rate."""
+    library_conv_fma_fraction: float = 0.5
+    """The same fraction for a library convolution on FMA math (f32 without
+    TF32, f64), of the library GEMM's f32 rate: dense f32 layers ran at
+    16-53 TFLOP/s (median 25) against cuBLAS's 51 on the same H100 sweep
+    (bench/results/2026-12-05-NVIDIA_H100_80GB_HBM3-conv-sweep-fcb3cf8.md)."""
+    own_conv_flops_fraction: float = 0.5
+    """Fraction of `fp32_flops` fusec's own tiled convolution kernel reaches
+    on a dense, compute-bound layer (its epilogue included), as the
+    convolution choice prices it: 0.26-0.62, median 0.51, over the dense
+    layers of that sweep (3x3, 3x3 stride 2, 5x5, 7x7 stride 2)."""
+    own_conv_bandwidth_fraction: float = 0.33
+    """Fraction of `memory_bandwidth` fusec's own convolution kernel reaches
+    on a memory-bound layer (1x1 at 56x56: 0.32-0.33 on that sweep)."""
     library_conv_tile_n: int = 128
     """Output channels one tile of a library convolution's implicit GEMM
     covers: a convolution whose groups have fewer output channels each

@@ -106,7 +106,7 @@ class ConvChooser:
             result = max(result, _nbytes(tensor_shape(ops[-1].results[0]), width))
         tiled = group_window(group) is not None and not any(
             isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp)) for op in rest)
-        fraction = (self.target.window_tiled_flops_fraction if tiled
+        fraction = (self.target.own_conv_flops_fraction if tiled
                     else self.target.direct_window_flops_fraction)
         return conv_choice(self.target, flops, io + result, result, epilogue, fraction,
                            self.mode, self.available, row.name, self.tf32 and row.name == "f32",
