@@ -209,7 +209,7 @@ def test_cost_model_library_wins_dense_half_and_loses_small_depthwise() -> None:
     dw_flops = 2.0 * n * c * hw * hw * 9
     dw_io = 4 * (2 * n * c * hw * hw + c * 9)
     dw = conv_choice(target, dw_flops, dw_io, 4 * n * c * hw * hw, 4 * c, 0.8, "auto", True,
-                     "f32")
+                     "f32", group_outputs=1)
     assert not dw.library
     absent = conv_choice(target, flops, io, 2 * n * o * hw * hw, 0, 0.8, "auto", False, "f16")
     assert not absent.library and absent.reason == "cuDNN is not installed"
