@@ -76,9 +76,9 @@ def library() -> ctypes.CDLL:
         if _LIB is None:
             path = find_cudnn()
             if path is None:
-                raise CudnnError("the plan calls cuDNN, which is not installed here: install "
-                                 "nvidia-cudnn-cu12 (or set FUSEC_CUDNN to libcudnn.so), or "
-                                 "compile with --conv fused")
+                raise CudnnError("the plan calls cuDNN, which is not installed here: "
+                                 "pip install fusec[cudnn-cu13] (or cudnn-cu12), or set "
+                                 "FUSEC_CUDNN to libcudnn.so.9, or compile with --conv fused")
             try:
                 lib = ctypes.CDLL(path)
             except OSError as err:
