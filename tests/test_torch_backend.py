@@ -3,6 +3,7 @@ simulator, against eager PyTorch (fresh random inputs, tiny shapes)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import tomllib
 from collections.abc import Callable
@@ -179,3 +180,28 @@ def test_cuda_tensors_through_the_backend() -> None:
     with torch.no_grad():
         np.testing.assert_allclose(out.cpu().numpy(), module(*inputs).cpu().numpy(),
                                    rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("allow", "options", "want"), [
+    (True, {}, True), (False, {}, False), (True, {"conv_tf32": False}, False)])
+def test_conv_tf32_follows_pytorch_unless_the_options_say(
+        allow: bool, options: dict[str, object], want: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import fusec.compiler.python_api as python_api
+
+    seen: list[object] = []
+    real = python_api.compile
+
+    @functools.wraps(real)  # the backend checks options against its signature
+    def spy(source: str, **kwargs: object) -> object:
+        seen.append(kwargs.get("conv_tf32"))
+        return real(source, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(python_api, "compile", spy)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", allow)
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()).eval()
+    x = torch.randn(1, 3, 6, 6)
+    got = torch.compile(model, backend=Backend(**options))(x)
+    torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+    assert seen == [want]
