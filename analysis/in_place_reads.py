@@ -62,7 +62,7 @@ def pointwise_read_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> st
     slices, reshapes, concats and gathers (`view_refusal`), and a concat or
     gather beside a transposed operand (read on the flat schedule only, not
     on the tiled one)."""
-    reason = transpose_refusal(ops, shape) or view_refusal(ops, shape)
+    reason = transpose_refusal(ops, shape) or view_refusal(ops, shape, maps=True)
     if reason is None and any(isinstance(op, INDEXED_READS) for op in ops) and tile_axes(
             ops, shape) is not None:
         reason = ("a concat or gather is read on the flat schedule only, not beside a "

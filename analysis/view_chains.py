@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fusec.analysis.view_operands import CHAINED_VIEWS, is_chain_end, operand_view
+from fusec.analysis.view_operands import CHAINED_VIEWS, is_chain_end, operand_map
 
 if TYPE_CHECKING:  # types only: legality imports this module
     from fusec.analysis.fusion_legality import Candidate, Merged
@@ -55,7 +55,7 @@ def view_chain(c: Candidate) -> Merged | str | None:
     ends = [op for op in inside if is_chain_end(op, inside)]
     if len(ends) != 1:
         return "a chain of layout ops is one copy of one result"
-    found = operand_view(ends[0], inside)
+    found = operand_map(ends[0], inside)
     if isinstance(found, str):
         return found
     return ("view", dst.shape, (), None)

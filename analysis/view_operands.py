@@ -37,7 +37,8 @@ from xdsl.ir import Operation, OpResult, SSAValue
 
 from fusec.analysis.concat_operands import concat_pieces, piece_refusal
 from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.analysis.strided_view import StridedView, forward
+from fusec.analysis.strided_view import StridedView
+from fusec.analysis.view_map import ViewMap, compose
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import fmt, numel
@@ -110,8 +111,24 @@ def indexed_refusal(op: Operation, inside: set[Operation]) -> str | None:
 
 def operand_view(op: Operation, inside: set[Operation]) -> tuple[SSAValue, StridedView] | str:
     """The value `op`'s result is a view of (the root of its chain of slices,
-    reshapes and transposes inside `inside`) and the composed view, or why it
-    is not one."""
+    reshapes and transposes inside `inside`) and the composed strided view,
+    or why it is not one."""
+    found = operand_map(op, inside)
+    if isinstance(found, str):
+        return found
+    src, view = found
+    if isinstance(view, ViewMap):
+        return (f"the view {op.name} -> {fmt(view.shape)} of {fmt(tensor_shape(src))} is not "
+                "expressible as strides (a reshape that merges dimensions which are not "
+                "contiguous needs a copy)")
+    return src, view
+
+
+def operand_map(op: Operation, inside: set[Operation]
+                ) -> tuple[SSAValue, StridedView | ViewMap] | str:
+    """`operand_view`, or where a reshape merges dimensions that are not
+    contiguous, the chain's quasi-affine index map (`analysis/view_map.py`):
+    what a pointwise kernel reads in place."""
     chain: list[Operation] = [op]
     src = op.operands[0]
     while isinstance(src, OpResult) and src.op in inside:
@@ -123,13 +140,11 @@ def operand_view(op: Operation, inside: set[Operation]) -> tuple[SSAValue, Strid
                     "memory")
         chain.append(src.op)
         src = src.op.operands[0]
-    view: StridedView | None = StridedView.contiguous(tensor_shape(src))
-    for link in reversed(chain):
-        view = forward(view, link) if view is not None else None
+    view = compose(tensor_shape(src), chain[::-1])
     if view is None:
         return (f"the view {op.name} -> {fmt(tensor_shape(op.results[0]))} of "
-                f"{fmt(tensor_shape(src))} is not expressible as strides (a reshape that "
-                "merges dimensions which are not contiguous needs a copy)")
+                f"{fmt(tensor_shape(src))} is not expressible as strides or as one index map "
+                "(a slice across merged dimensions, or sizes that do not factor, need a copy)")
     return src, view
 
 
@@ -168,16 +183,19 @@ def is_chain_end(op: Operation, inside: set[Operation]) -> bool:
     return not readers or any(not isinstance(u, _LINKS) for u in readers)
 
 
-def view_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
-    """Why a pointwise kernel over `shape` holding `ops` cannot read its
-    slices and reshapes in place, or None when it can."""
+def view_refusal(ops: Sequence[Operation], shape: Sequence[int],
+                 maps: bool = False) -> str | None:
+    """Why a kernel over `shape` holding `ops` cannot read its slices and
+    reshapes in place, or None when it can; with `maps` (a pointwise
+    kernel) a chain may be read through its quasi-affine index map
+    (`operand_map`), else only through a strided view."""
     inside = set(ops)
     pieces = concat_pieces(ops)
     for op in ops:
         if not isinstance(op, _LINKS):
             continue
         reason = indexed_refusal(op, inside) if isinstance(op, INDEXED_READS) else (
-            _chain_refusal(op, inside))
+            _chain_refusal(op, inside, maps))
         if reason is not None:
             return reason
         readers = [u.operation for u in op.results[0].uses if u.operation in inside]
@@ -191,8 +209,8 @@ def view_refusal(ops: Sequence[Operation], shape: Sequence[int]) -> str | None:
     return None
 
 
-def _chain_refusal(op: Operation, inside: set[Operation]) -> str | None:
-    found = operand_view(op, inside)
+def _chain_refusal(op: Operation, inside: set[Operation], maps: bool) -> str | None:
+    found = operand_map(op, inside) if maps else operand_view(op, inside)
     return found if isinstance(found, str) else None
 
 
@@ -233,9 +251,9 @@ def _chain_ends(op: Operation, inside: set[Operation]) -> list[StridedView]:
     ends: list[StridedView] = []
     readers = [u.operation for u in op.results[0].uses if u.operation in inside]
     if not readers or any(not isinstance(u, CHAINED_VIEWS) for u in readers):
-        found = operand_view(op, inside)  # a concat reads it whole, once
-        if not isinstance(found, str):
-            ends.append(found[1])
+        found = operand_map(op, inside)  # a concat reads it whole, once
+        if not isinstance(found, str):  # an index map reads the same elements as its parts
+            ends.append(found[1].fine if isinstance(found[1], ViewMap) else found[1])
     for u in readers:
         if isinstance(u, CHAINED_VIEWS):
             ends += _chain_ends(u, inside)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.index_types import index_type
-from fusec.analysis.view_operands import FOLDED_VIEWS, operand_view
+from fusec.analysis.view_operands import FOLDED_VIEWS, operand_map
 from fusec.codegen.computed_root import root_load
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.launch_grid import block_index_lines
@@ -207,7 +207,7 @@ def _row(tl: _Tiling, reads: _Reads, r: int) -> tuple[list[str], list[str], list
     inside = set(plan.body.ops)
     for op in plan.body.ops:
         if isinstance(op, FOLDED_VIEWS) and read_directly(plan.body, op):
-            key = operand_view(op, inside)
+            key = operand_map(op, inside)
             if not isinstance(key, str) and key in plan.tiled:
                 bound[op.results[0]] = f"tile{plan.tiled[key]}[{_plus('rd', step)}]"
     loads: list[str] = []

@@ -50,11 +50,12 @@ from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.index_types import index_type
+from fusec.analysis.view_map import ViewMap
 from fusec.analysis.view_operands import (
     INDEXED_READS,
     READ_IN_PLACE,
     computed_root,
-    operand_view,
+    operand_map,
 )
 from fusec.codegen.computed_root import root_load
 from fusec.codegen.indexed_read import Ints, read_element
@@ -77,19 +78,25 @@ from fusec.scheduling.transposed_plan import TransposedPlan, planned_group, read
 
 _INDENT = "    "
 
-def _view_load(body: GroupBody, op: Operation, coords: Sequence[str],
-               lit: Callable[[int], str], name: str) -> tuple[list[str], str]:
+def _view_load(body: GroupBody, op: Operation, coords: Sequence[str], ints: Ints,
+               name: str) -> tuple[list[str], str]:
     """The lines and the load of the element at `coords` of layout op `op`'s
     result, read from the group input at the root of its chain, or evaluated
     there when the group computes the root (only the coordinates the view
-    varies in enter the index)."""
-    found = operand_view(op, set(body.ops))
+    varies in enter the index). An index map (`analysis/view_map.py`) reads
+    at the coordinates of its parts, divided out of the dimensions'."""
+    found = operand_map(op, set(body.ops))
     if isinstance(found, str):
         raise op_error(op, f"cannot generate this pointwise group: {found}")
     root, view = found
+    lit = ints.lit
+    own = coords[len(coords) - len(view.shape):]
+    if isinstance(view, ViewMap):
+        own = view.split(own, lambda c, k: ints.cast(f"{c} // {lit(k)}"),
+                         lambda c, k: ints.cast(f"{c} % {lit(k)}"))
+        view = view.fine
     terms = [lit(view.offset)] if view.offset else []
-    for c, n, stride in zip(coords[len(coords) - len(view.shape):], view.shape, view.strides,
-                            strict=True):
+    for c, n, stride in zip(own, view.shape, view.strides, strict=True):
         if n != 1 and stride != 0:  # only the dimensions the view varies in
             terms.append(c if stride == 1 else f"{c} * {lit(stride)}")
     return root_load(body, root, " + ".join(terms) or lit(0), name)
@@ -121,7 +128,7 @@ def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints
                                        ints, name)
             loads += [*lines, f"{name} = {expr}"]
         else:
-            lines, expr = _view_load(body, op, coords, lit, name)
+            lines, expr = _view_load(body, op, coords, ints, name)
             loads += [*lines, f"{name} = {expr}"]
         bound[op.results[0]] = name
     inside = set(body.ops)

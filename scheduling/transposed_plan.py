@@ -20,7 +20,8 @@ from fusec.analysis.in_place_reads import pointwise_read_refusal
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
 from fusec.analysis.strided_view import StridedView
-from fusec.analysis.transposed_operands import staged_views, tile_axes
+from fusec.analysis.transposed_operands import Parts, staged_views, tile_axes, tile_iteration
+from fusec.analysis.view_map import ViewMap, fine_access
 from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
     FOLDED_VIEWS,
@@ -28,7 +29,7 @@ from fusec.analysis.view_operands import (
     READ_IN_PLACE,
     computed_root,
     extra_reads,
-    operand_view,
+    operand_map,
 )
 from fusec.dialects import nn
 from fusec.dialects.element_types import numba_width
@@ -75,9 +76,23 @@ class TransposedPlan:
     threads: int
     unroll: int
     axes: tuple[int, int] | None  # (swapped axis A, innermost axis I) when tiled
-    tiled: dict[tuple[SSAValue, StridedView], int] = field(
-        default_factory=dict[tuple[SSAValue, StridedView], int])
+    tiled: dict[tuple[SSAValue, StridedView | ViewMap], int] = field(
+        default_factory=dict[tuple[SSAValue, StridedView | ViewMap], int])
     """Each staged operand (its root and composed view) by tile number."""
+    parts: Parts | None = None
+    """Tiled over an index map (`analysis/view_map.py`): the parts each
+    dimension of `result_shape` splits into, and `shape` is all parts in
+    order; every access is linear in them."""
+    result_shape: Shape = ()
+
+    def access(self, view: StridedView | ViewMap) -> LinearAccess:
+        """`view` (right-aligned, broadcast) as an access of the iteration."""
+        if self.parts is None:
+            assert isinstance(view, StridedView)
+            return LinearAccess.of_view(view, self.shape)
+        found = fine_access(view, self.result_shape, self.parts)
+        assert found is not None  # `tile_iteration` checked every map
+        return LinearAccess(*found)
 
     @property
     def rows(self) -> int:
@@ -116,7 +131,11 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
         raise op_error(group, f"schedule block = {threads} does not split a {tile}x{tile} tile "
                        "into rows of whole warps")
     plan = TransposedPlan(body, shape, tile, threads, schedule.int_field("elements_per_thread"),
-                          axes)
+                          axes, result_shape=shape)
+    found = tile_iteration(body.ops, shape) if axes is not None else None
+    if found is not None and found[0] is not None:
+        plan.parts = found[0]
+        plan.shape = tuple(n for p in found[0] for n in p)
     if axes is not None:
         for _, root, view in staged_views(body.ops, shape):
             if (root, view) not in plan.tiled:
@@ -204,7 +223,7 @@ def tile_shared_bytes(plan: TransposedPlan) -> int:
 
 def tiled_accesses(plan: TransposedPlan) -> dict[int, tuple[BlockArgument, LinearAccess]]:
     """Each staged operand's input and access, by tile number."""
-    return {j: (root, LinearAccess.of_view(view, plan.shape))  # type: ignore[misc]
+    return {j: (root, plan.access(view))  # type: ignore[misc]
             for (root, view), j in plan.tiled.items()}
 
 
@@ -217,23 +236,23 @@ def direct_loads(plan: TransposedPlan) -> list[tuple[SSAValue, SSAValue | None, 
     for op in body.ops:
         if not isinstance(op, FOLDED_VIEWS) or not read_directly(body, op):
             continue
-        found = operand_view(op, set(body.ops))
+        found = operand_map(op, set(body.ops))
         assert not isinstance(found, str)  # plan_group refused it otherwise
         if found in tiled:
             continue
         root, view = found
-        loads.append((op.results[0], root, LinearAccess.of_view(view, plan.shape)))
+        loads.append((op.results[0], root, plan.access(view)))
     inside = set(body.ops)
     for arg in body.args:
         if any(not isinstance(u.operation, FOLDED_VIEWS) and not computed_root(
                 u.operation, inside) for u in arg.uses):
-            loads.append((arg, None, LinearAccess.of_shape(tensor_shape(arg), plan.shape)))
+            loads.append((arg, None, plan.access(StridedView.contiguous(tensor_shape(arg)))))
     return loads
 
 
 def result_accesses(plan: TransposedPlan) -> list[tuple[int, SSAValue, LinearAccess]]:
     """Each result of the group, by number, and its access."""
-    return [(k, v, LinearAccess.of_shape(tensor_shape(v), plan.shape))
+    return [(k, v, plan.access(StridedView.contiguous(tensor_shape(v))))
             for k, v in enumerate(plan.body.outputs)]
 
 

@@ -71,7 +71,10 @@ def tile_of(text: str) -> int:
 @pytest.mark.parametrize(("shape", "perm", "tile"), [
     ((33, 47), [1, 0], 32),  # the 2-D transpose, tails on both axes
     ((2, 33, 5), [0, 2, 1], 32),  # batched
-    ((2, 3, 5, 7), [0, 2, 3, 1], 32),  # NCHW -> NHWC
+    ((2, 5, 5, 7), [0, 2, 3, 1], 32),  # NCHW -> NHWC
+    # three channels: a warp of the flat schedule reads x in 3 runs of 10
+    # floats, whole sectors, where a tile would be 3 wide (transposed_operands.py)
+    ((2, 3, 5, 7), [0, 2, 3, 1], 0),
     ((2, 5, 7, 3), [0, 3, 1, 2], 32),  # NHWC -> NCHW
     ((3, 4, 5), [2, 1, 0], 32),  # innermost to the outermost axis, batch in the middle
     ((3, 5, 7), [1, 0, 2], 0),  # innermost kept: a strided read, flat schedule
