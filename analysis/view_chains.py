@@ -18,7 +18,9 @@ is one `layout` group whose kernel reads `qkv` at offset `0` and strides
 chain is emitted as a pointwise copy of its composed view, staged through
 the transposed-operand tile when the view moves the innermost axis
 (`codegen/layout.py`). A reshape that merges dimensions the view does not
-keep contiguous has no strided form and stays a chain break.
+keep contiguous is read through the chain's index map over parts of its
+dimensions (`analysis/view_map.py`); only one with no such map stays a
+chain break.
 """
 
 from __future__ import annotations

@@ -16,8 +16,10 @@ The kernel reads `h[i * 32 + j]` for `%a` and `h[16 + i * 32 + j]` for
 the value at its root (the heads of a packed QKV projection: slice, reshape,
 transpose); the root must be read from memory (a group input, not a value
 the same kernel computes), and the composed view must be an offset plus
-one stride per dimension (a reshape that merges dimensions that are not
-contiguous needs a copy, and is refused). A chain whose view moves the
+one stride per dimension, or for a pointwise kernel one index map over
+parts of the dimensions (`operand_map`, `analysis/view_map.py`: a reshape
+that merges dimensions a transpose left apart); a chain with neither is
+refused. A chain whose view moves the
 innermost axis is staged through a tile (`analysis/transposed_operands.py`).
 
 `nn.concat` and `nn.gather` are indexed reads (`INDEXED_READS`): an element

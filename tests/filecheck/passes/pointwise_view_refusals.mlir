@@ -3,15 +3,16 @@
 // Slices and reshapes of values read from memory fold into pointwise groups
 // as strided views; these are the cases that cannot, each with its reason.
 
-// A reshape that merges the rows of a column slice is not an offset plus
-// strides: the slice keeps its copy kernel (the reshape, a view of it, is read
-// by the add).
-// CHECK: missed: nn.reshape (%v) not fused with nn.slice (%s): the view nn.reshape -> 24 of 4x12 is not expressible as strides (a reshape that merges dimensions which are not contiguous needs a copy)
-func.func @not_strided(%x: tensor<4x12xf32>, %y: tensor<24xf32>) -> tensor<24xf32> {
-  %s = nn.slice %x {starts = [0, 3], limits = [4, 9], strides = [1, 1]} : (tensor<4x12xf32>) -> tensor<4x6xf32>
-  %v = nn.reshape %s : (tensor<4x6xf32>) -> tensor<24xf32>
-  %r = nn.add %v, %y : (tensor<24xf32>, tensor<24xf32>) -> tensor<24xf32>
-  func.return %r : tensor<24xf32>
+// A reshape that reads rows of 5 of a column slice as rows of 2 is neither an
+// offset plus strides nor one index map (a row of 2 may cross two rows of
+// the slice): the slice keeps its copy kernel (the reshape, a view of it, is
+// read by the add). Merging whole rows of the slice is one index map.
+// CHECK: missed: nn.reshape (%v) not fused with nn.slice (%s): the view nn.reshape -> 10x2 of 4x12 is not expressible as strides or as one index map (a slice across merged dimensions, or sizes that do not factor, need a copy)
+func.func @not_strided(%x: tensor<4x12xf32>, %y: tensor<10x2xf32>) -> tensor<10x2xf32> {
+  %s = nn.slice %x {starts = [0, 3], limits = [4, 8], strides = [1, 1]} : (tensor<4x12xf32>) -> tensor<4x5xf32>
+  %v = nn.reshape %s : (tensor<4x5xf32>) -> tensor<10x2xf32>
+  %r = nn.add %v, %y : (tensor<10x2xf32>, tensor<10x2xf32>) -> tensor<10x2xf32>
+  func.return %r : tensor<10x2xf32>
 }
 
 // -----

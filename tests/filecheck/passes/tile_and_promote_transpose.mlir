@@ -42,7 +42,21 @@ func.func @keeps_innermost(%x: tensor<3x5x8xf32>, %y: tensor<5x3x8xf32>) -> tens
 // CHECK-LABEL: func.func @nchw_to_nhwc
 // CHECK: schedule = #fusion.pointwise<elements_per_thread = 4, block = 256, tile = 32>
 // CHECK-NOT: fusion.group
-func.func @nchw_to_nhwc(%x: tensor<2x3x5x7xf32>, %b: tensor<3xf32>) -> tensor<2x5x7x3xf32> {
+func.func @nchw_to_nhwc(%x: tensor<2x6x5x7xf32>, %b: tensor<6xf32>) -> tensor<2x5x7x6xf32> {
+  %t = nn.transpose %x {perm = [0, 2, 3, 1]} : (tensor<2x6x5x7xf32>) -> tensor<2x5x7x6xf32>
+  %s = nn.add %t, %b : (tensor<2x5x7x6xf32>, tensor<6xf32>) -> tensor<2x5x7x6xf32>
+  func.return %s : tensor<2x5x7x6xf32>
+}
+
+// -----
+
+// Three channels: a warp of the flat schedule reads x in three runs of ten
+// floats (whole 32-byte sectors), where the tile would be three wide.
+
+// CHECK-LABEL: func.func @nchw_to_nhwc_three_channels
+// CHECK: schedule = #fusion.pointwise<elements_per_thread = 4, block = 256>
+// CHECK-NOT: fusion.group
+func.func @nchw_to_nhwc_three_channels(%x: tensor<2x3x5x7xf32>, %b: tensor<3xf32>) -> tensor<2x5x7x3xf32> {
   %t = nn.transpose %x {perm = [0, 2, 3, 1]} : (tensor<2x3x5x7xf32>) -> tensor<2x5x7x3xf32>
   %s = nn.add %t, %b : (tensor<2x5x7x3xf32>, tensor<3xf32>) -> tensor<2x5x7x3xf32>
   func.return %s : tensor<2x5x7x3xf32>
