@@ -83,14 +83,7 @@ def cudnn_available() -> bool:
     return find_cudnn() is not None
 
 
-CONV_LIBRARY: dict[str, str] = {
-    "f64": "cudnn_conv_f64",
-    "f32": "cudnn_conv_f32",
-    "f16": "cudnn_conv_f16",
-    "bf16": "cudnn_conv_bf16",
-}
-"""The plan's name of the cuDNN convolution of each element type it computes
-(f32 accumulation for the half types)."""
+
 TF32_ATTR = "conv_tf32"
 """The group attribute (`"true"`) by which the convolution choice lets an f32
 library convolution run on TF32 tensor cores."""

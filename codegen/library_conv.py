@@ -25,7 +25,7 @@ from typing import Any
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument
 
-from fusec.analysis.cudnn_library import CONV_LIBRARY, TF32_ATTR
+from fusec.analysis.cudnn_library import TF32_ATTR
 from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.program import ArgSpec, KernelLaunch
@@ -56,8 +56,8 @@ def library_conv_launch(task: WriteTask) -> KernelLaunch:
                        "its result")
     if not all(isinstance(v, BlockArgument) for v in conv.operands):
         raise op_error(group, "a library convolution reads its input and weight directly")
-    name = CONV_LIBRARY.get(of_device_dtype(value_dtype(conv.result)).name)
-    if name is None:
+    name = of_device_dtype(value_dtype(conv.result)).library_conv
+    if not name:
         raise op_error(group, f"no library convolution for {value_dtype(conv.result)}")
     outer = [group.inputs[v.index] for v in conv.operands if isinstance(v, BlockArgument)]
     x, w = (task.value_id(v, group) for v in outer)

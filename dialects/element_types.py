@@ -41,6 +41,9 @@ class ElementType:
     # bf16's calls cublasGemmEx on the uint16 buffers (runtime/bf16_gemm.py):
     # CuPy's matmul needs ml_dtypes' bfloat16, which fusec does not require.
     library_gemm: str
+    # The plan's name of the library convolution (cuDNN, f32 accumulation for
+    # halves, runtime/cudnn_conv.py) of it; "" for none.
+    library_conv: str
     unit_roundoff: float  # 0.0 for exact (integer, boolean) types
     tau: float  # the fusion precision gate's relative drift bound (0.0: exact)
     tolerance: float  # `--check` / test tolerance relative to max |reference|
@@ -61,11 +64,11 @@ def _float(name: str, width: int, host: str, device: str, numba: str, compute: s
            widen: str, narrow: str, library: str, mantissa: int, tau: float,
            tolerance: float, torch_name: str) -> ElementType:
     return ElementType(name, width, host, device, numba, compute, widen, narrow, library,
-                       2.0 ** -(mantissa + 1), tau, tolerance, torch_name)
+                       f"cudnn_conv_{name}", 2.0 ** -(mantissa + 1), tau, tolerance, torch_name)
 
 
 def _exact(name: str, width: int, dtype: str, numba: str) -> ElementType:
-    return ElementType(name, width, dtype, dtype, numba, numba, "", "", "", 0.0, 0.0, 0.0,
+    return ElementType(name, width, dtype, dtype, numba, numba, "", "", "", "", 0.0, 0.0, 0.0,
                        dtype)
 
 

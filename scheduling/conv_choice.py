@@ -18,7 +18,8 @@ a group of its own.
 
 cuDNN needs the convolution to read its input and weight directly (group
 inputs), to pad symmetrically (top = bottom, left = right) and a float type
-of `analysis/cudnn_library.CONV_LIBRARY`; other convolutions stay fusec's.
+whose row of `dialects/element_types.py` names a `library_conv`; other
+convolutions stay fusec's.
 Where cuDNN is not installed (or in the simulator) every convolution is
 fusec's own, with a remark saying so in `auto` mode and a `missed` remark
 under `--conv library`.
@@ -32,7 +33,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument, Operation
 
 from fusec.analysis.cost_model import ConvChoice, conv_choice
-from fusec.analysis.cudnn_library import CONV_LIBRARY, TF32_ATTR
+from fusec.analysis.cudnn_library import TF32_ATTR
 from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.group_kind import BACKEND_ATTR, LIBRARY_BACKEND
 from fusec.analysis.remarks import RemarkCollector
@@ -62,7 +63,7 @@ def library_conv(group: GroupOp) -> tuple[nn.Conv2dOp | None, str]:
     top, left, bottom, right = conv.pads
     if top != bottom or left != right:
         return None, f"asymmetric padding {conv.pads}"
-    if of_device_dtype(value_dtype(conv.result)).name not in CONV_LIBRARY:
+    if not of_device_dtype(value_dtype(conv.result)).library_conv:
         return None, f"no library convolution for {value_dtype(conv.result)}"
     return conv, ""
 
