@@ -30,7 +30,8 @@ def check_library(launch: KernelLaunch) -> None:
 def prepare_library_calls(calls: Sequence[tuple[KernelLaunch, Any, Sequence[Any]]]) -> None:
     """Choose what the library calls of bound `calls` need chosen before a
     CUDA graph captures them (a convolution's algorithm and workspace)."""
-    for launch, kernel, args in calls:
+    for call in calls:  # (launch, kernel, args); a kernel's call may carry more
+        launch, kernel, args = call[0], call[1], call[2] if len(call) > 2 else ()
         if kernel is None and launch.library is not None and is_conv(launch.library):
             from fusec.runtime.cudnn_conv import prepare_conv
 

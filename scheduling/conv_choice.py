@@ -45,7 +45,6 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 from fusec.scheduling.gemm_choice import GroupSplitter
 from fusec.scheduling.kinds.common import group_name
-from fusec.scheduling.window_schedule import group_window
 
 CONV_MODES = ("auto", "library", "fused")
 
@@ -105,8 +104,8 @@ class ConvChooser:
             epilogue = sum(_nbytes(tensor_shape(a), of_device_dtype(value_dtype(a)).width)
                            for a in others)
             result = max(result, _nbytes(tensor_shape(ops[-1].results[0]), width))
-        tiled = group_window(group) is not None and not any(
-            isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp)) for op in rest)
+        # conv + pool is a direct loop over channels and taps; else the tiled kernel
+        tiled = not any(isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp)) for op in rest)
         fraction = (self.target.own_conv_flops_fraction if tiled
                     else self.target.direct_window_flops_fraction)
         return conv_choice(self.target, flops, io + result, result, epilogue, fraction,
