@@ -76,5 +76,7 @@ def compile(
                               fold_constants=fold_constants, autotune=autotune or None)
     if store is not None:
         store.store(key, artifacts)
-    return CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
-                         graphs=graphs)
+    model = CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
+                          graphs=graphs)
+    model.start_kernel_builds()  # they compile while the caller goes on to its first call
+    return model

@@ -59,6 +59,21 @@ class CompiledModel:
         self._executor: Executor | None = None
         self._siblings: dict[str, CompiledModel] = {self.name: self}
 
+    def start_kernel_builds(self) -> int:
+        """On a GPU, ask the build workers for every kernel of the model now
+        (`kernel_build.start_builds`), so that they compile while the caller
+        goes on (a `torch.compile` graph's next partition, its own tracing)
+        and the first call waits only for what is left; 0 (nothing asked)
+        in the simulator or where OUT keeps the kernels' code."""
+        if self.device != "gpu" or self.kernels_path is not None:
+            return 0
+        from fusec.codegen.ptx import program_signatures
+        from fusec.runtime.device import cuda_module
+        from fusec.runtime.kernel_build import device_cc, start_builds
+
+        return start_builds(self.program.kernels_source, program_signatures(self.program),
+                            device_cc(cuda_module("gpu")))
+
     @property
     def functions(self) -> list[str]:
         """The entry functions of the module."""

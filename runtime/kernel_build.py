@@ -56,7 +56,7 @@ from fusec.runtime.progress import progress_bar
 
 __all__ = ["KernelBuilds", "array_types", "assemble_cubin", "code_library", "compile_parallel",
            "declared_max_registers", "device_cc", "find_ptxas", "jit_kernels",
-           "kernel_from_code", "linkable", "load_source"]
+           "kernel_from_code", "linkable", "load_source", "start_builds"]
 
 
 def load_source(source: str, name: str = "fusec_worker_kernels",
@@ -156,6 +156,24 @@ def compile_parallel(source: str, signatures: Mapping[str, Signature],
                 bar.advance(first[key], cached=built.cached)
     builds.code = {name: got[key] for name, key in keys.items()}
     return builds
+
+
+def start_builds(source: str, signatures: Mapping[str, Signature],
+                 cc: tuple[int, int]) -> int:
+    """Ask the build workers now for every distinct kernel of `source` that
+    no cache holds, without waiting: a model's first call (`compile_parallel`,
+    which gets the same builds from `codegen/build_pool.py`'s memo) then
+    waits only for what is still running. Returns the distinct kernels."""
+    if not signatures:
+        return 0
+    units = units_of_source(source, signatures)
+    asked: set[str] = set()
+    for name, sig in signatures.items():
+        key = kernel_key(units[name], sig, cc)
+        if key not in asked:
+            asked.add(key)
+            kernel_code(units[name], sig, cc, name)
+    return len(asked)
 
 
 def code_library(code: KernelCode, max_registers: int = 0) -> tuple[Any, Any]:
