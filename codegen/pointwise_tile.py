@@ -10,6 +10,12 @@ input, a result) is linear in the iteration coordinates: element `c` is at
 - Neighbouring iteration axes merge when every access steps across them as
   across one axis (`axis_groups`): NCHW -> NHWC of `[32, 64, 56, 56]` tiles
   `H*W = 3136` rows (no partial tile) by `C = 64`, not `W = 56` by `C`.
+- An innermost side shorter than the tile (the output's innermost axis
+  16 long) spans the output axis outside it too (`inner_side`,
+  `scheduling/transposed_plan.py`): its coordinate splits into the two
+  axes' (`ci_h`, `ci_l`) once per thread for the compute phase and once
+  per row for the staged loads, so each row of stores is a tile side of
+  consecutive outputs.
 - Each thread computes one base index per access, in uint32 while every
   index fits (`pointwise_index.index_type`; unsigned: no wrap-around test,
   no floor fix-ups), once per block; element `r` of a thread is the base
@@ -43,10 +49,10 @@ from fusec.dialects.shapes import numel
 from fusec.scheduling.transposed_plan import (
     LinearAccess,
     TransposedPlan,
-    axis_groups,
     direct_loads,
     read_directly,
     result_accesses,
+    side_groups,
     tile_type,
     tiled_accesses,
 )
@@ -79,6 +85,7 @@ class _Tiling:
     groups: list[tuple[int, ...]]
     a: int  # the group holding the tile's swapped axis
     i: int  # the group holding the innermost axis
+    j: int | None  # the group the innermost side also spans (`inner_side`)
     itype: str
 
     @property
@@ -87,11 +94,34 @@ class _Tiling:
 
     @property
     def ext_i(self) -> int:
-        return numel(tuple(self.plan.shape[d] for d in self.groups[self.i]))
+        """The innermost side's extent (both its groups where it spans two)."""
+        return self.ext_lo * (1 if self.j is None else self.ext(self.j))
+
+    @property
+    def ext_lo(self) -> int:
+        return self.ext(self.i)
+
+    def ext(self, g: int) -> int:
+        return numel(tuple(self.plan.shape[d] for d in self.groups[g]))
 
     @property
     def batch(self) -> list[int]:
-        return [g for g in range(len(self.groups)) if g not in (self.a, self.i)]
+        return [g for g in range(len(self.groups)) if g not in (self.a, self.i, self.j)]
+
+    def split(self, coord: str) -> list[str]:
+        """A coordinate along the innermost side split into its two groups'
+        (`{coord}_h`, `{coord}_l`); nothing where the side is one group."""
+        if self.j is None:
+            return []
+        return [f"{coord}_h = {coord} // {self.lit(self.ext_lo)}",
+                f"{coord}_l = {coord} % {self.lit(self.ext_lo)}"]
+
+    def inner_terms(self, acc: LinearAccess, coord: str) -> list[tuple[str, int]]:
+        """`acc`'s terms along the innermost side at `coord` (split by `split`)."""
+        if self.j is None:
+            return [(coord, acc.stride(self.groups[self.i]))]
+        return [(f"{coord}_h", acc.stride(self.groups[self.j])),
+                (f"{coord}_l", acc.stride(self.groups[self.i]))]
 
     def lit(self, value: int) -> str:
         return f"{self.itype}({int_literal(value)})"
@@ -103,14 +133,11 @@ class _Tiling:
         return " + ".join(parts) or self.lit(0)
 
 
-def _tiling(plan: TransposedPlan, accesses: Sequence[LinearAccess]) -> _Tiling:
-    assert plan.axes is not None
-    groups = axis_groups(plan.shape, accesses)
-    a = next(k for k, g in enumerate(groups) if plan.axes[0] in g)
-    i = next(k for k, g in enumerate(groups) if plan.axes[1] in g)
+def _tiling(plan: TransposedPlan) -> _Tiling:
+    groups, a, i, j = side_groups(plan)
     # Raw (unclamped) indices run up to a tile past an edge: keep 2x headroom.
     largest = max([numel(plan.shape), *(numel(tensor_shape(a)) for a in plan.body.args)])
-    return _Tiling(plan, groups, a, i, index_type(2 * largest))
+    return _Tiling(plan, groups, a, i, j, index_type(2 * largest))
 
 
 def _u64(tl: _Tiling, expr: str) -> str:
@@ -157,17 +184,23 @@ def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]
     lines = [f"la = {la}", "li = n0 + ty"]
     loads: list[str] = []
     writes: list[str] = []
-    tail_i = tl.ext_i % plan.tile != 0
-    if tail_i:
+    # A side of two groups splits each row's coordinate (no literal step).
+    per_row = tl.ext_i % plan.tile != 0 or tl.j is not None
+    if tl.ext_i % plan.tile != 0:
         lines += [f"li_{r} = min({_offset(tl, 'li', r * rows)}, {tl.lit(tl.ext_i - 1)})"
                   for r in range(passes)]
+    elif per_row:
+        lines += [f"li_{r} = {_offset(tl, 'li', r * rows)}" for r in range(passes)]
+    if tl.j is not None:
+        lines += [line for r in range(passes) for line in tl.split(f"li_{r}")]
     for j, (arg, acc) in tiled.items():
         sa, si = acc.stride(ga), acc.stride(gi)
-        if not tail_i:
+        if not per_row:
             lines.append(f"s{j} = {_u64(tl, tl.sum([(f'bb_t{j}', 1), ('la', sa), ('li', si)]))}")
         for r in range(passes):
-            if tail_i:
-                index = _u64(tl, tl.sum([(f"bb_t{j}", 1), ("la", sa), (f"li_{r}", si)]))
+            if per_row:
+                terms = [(f"bb_t{j}", 1), ("la", sa), *tl.inner_terms(acc, f"li_{r}")]
+                index = _u64(tl, tl.sum(terms))
             else:
                 index = _plus(f"s{j}", r * rows * si)
             more, expr = root_load(plan.body, arg, index, f"x{j}_{r}")
@@ -179,20 +212,20 @@ def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]
 def _compute_phase(tl: _Tiling, reads: _Reads) -> list[str]:
     """Outputs with `threadIdx.x` walking the innermost axis: all loads,
     then the arithmetic, then the (guarded where tiles pass an edge) stores."""
-    plan, ga, gi = tl.plan, tl.groups[tl.a], tl.groups[tl.i]
+    plan, ga = tl.plan, tl.groups[tl.a]
     rows, passes = plan.rows, plan.tile // plan.rows
     tail_a, tail_i = tl.ext_a % plan.tile != 0, tl.ext_i % plan.tile != 0
     ci = f"min(ci_raw, {tl.lit(tl.ext_i - 1)})" if tail_i else "ci_raw"
-    lines = ["ci_raw = n0 + tx", f"ci = {ci}", "ca = m0 + ty"]
+    lines = ["ci_raw = n0 + tx", f"ci = {ci}", *tl.split("ci"), "ca = m0 + ty"]
     if tail_a:
         lines += [f"ca_{r} = min({_offset(tl, 'ca', r * rows)}, {tl.lit(tl.ext_a - 1)})"
                   for r in range(passes)]
     for k, (_, acc, _load) in enumerate(reads.loads):
         if not (tail_a and acc.stride(ga)):
-            terms = [(f"bb_l{k}", 1), ("ca", acc.stride(ga)), ("ci", acc.stride(gi))]
+            terms = [(f"bb_l{k}", 1), ("ca", acc.stride(ga)), *tl.inner_terms(acc, "ci")]
             lines.append(f"l{k} = {_u64(tl, tl.sum(terms))}")
     for k, _, acc in reads.stores:
-        terms = [(f"bb_o{k}", 1), ("ca", acc.stride(ga)), ("ci", acc.stride(gi))]
+        terms = [(f"bb_o{k}", 1), ("ca", acc.stride(ga)), *tl.inner_terms(acc, "ci")]
         lines.append(f"o{k} = {_u64(tl, tl.sum(terms))}")
     parts = [_row(tl, reads, r) for r in range(passes)]
     return lines + [line for k in range(3) for part in parts for line in part[k]]
@@ -200,7 +233,7 @@ def _compute_phase(tl: _Tiling, reads: _Reads) -> list[str]:
 
 def _row(tl: _Tiling, reads: _Reads, r: int) -> tuple[list[str], list[str], list[str]]:
     """Loads, arithmetic and stores of a thread's element in row `r`."""
-    plan, ga, gi = tl.plan, tl.groups[tl.a], tl.groups[tl.i]
+    plan, ga = tl.plan, tl.groups[tl.a]
     step = r * plan.rows
     tail_a, tail_i = tl.ext_a % plan.tile != 0, tl.ext_i % plan.tile != 0
     bound: dict[SSAValue, str] = {}
@@ -213,7 +246,7 @@ def _row(tl: _Tiling, reads: _Reads, r: int) -> tuple[list[str], list[str], list
     loads: list[str] = []
     for k, (value, acc, load) in enumerate(reads.loads):
         if tail_a and acc.stride(ga):
-            terms = [(f"bb_l{k}", 1), (f"ca_{r}", acc.stride(ga)), ("ci", acc.stride(gi))]
+            terms = [(f"bb_l{k}", 1), (f"ca_{r}", acc.stride(ga)), *tl.inner_terms(acc, "ci")]
             index = _u64(tl, tl.sum(terms))
         else:
             index = _plus(f"l{k}", step * acc.stride(ga))
@@ -245,7 +278,8 @@ def _owner_conds(tl: _Tiling, acc: LinearAccess, step: int) -> list[str]:
         if acc.stride(group):
             continue
         coord = "ca" if g == tl.a else (
-            "ci_raw" if g == tl.i else f"b{g}")
+            "ci_raw" if g == tl.i and tl.j is None else "ci_l" if g == tl.i else
+            "ci_h" if g == tl.j else f"b{g}")
         conds.append(f"{coord} == {tl.lit(0)}")
     return conds
 
@@ -253,9 +287,7 @@ def _owner_conds(tl: _Tiling, acc: LinearAccess, step: int) -> list[str]:
 def _plan_tiling(plan: TransposedPlan) -> tuple[
         _Tiling, dict[int, tuple[BlockArgument, LinearAccess]], _Reads]:
     tiled, reads = tiled_accesses(plan), _reads(plan)
-    accesses = [acc for _, acc in tiled.values()] + [acc for _, acc, _ in reads.loads] + [
-        acc for _, _, acc in reads.stores]
-    return _tiling(plan, accesses), tiled, reads
+    return _tiling(plan), tiled, reads
 
 
 def tiled_lines(plan: TransposedPlan) -> tuple[list[str], tuple[int, int, int], frozenset[str]]:

@@ -256,15 +256,46 @@ def result_accesses(plan: TransposedPlan) -> list[tuple[int, SSAValue, LinearAcc
             for k, v in enumerate(plan.body.outputs)]
 
 
-def passes_edge(plan: TransposedPlan) -> bool:
-    """Whether some tile passes the edge of a (merged) tile axis: the kernel
-    then clamps coordinates and guards stores."""
+def inner_side(plan: TransposedPlan, groups: Sequence[tuple[int, ...]], a: int,
+               results: Sequence[LinearAccess]) -> int | None:
+    """The group the tile's innermost side spans besides the innermost one
+    (`groups[-1]`), or None. A store row of the tile covers the innermost
+    group's extent at most: where that is shorter than the tile side (a
+    permutation that makes a short axis innermost, `[..., 1425, 16]`), the
+    side also spans the group outside it, so each row stores `tile`
+    consecutive elements. That needs every result to step across the two
+    groups as across one axis (the loads need not: they index each group
+    apart) and the outer group not to hold the swapped axis."""
+    j = len(groups) - 1
+    ext_i = numel(tuple(plan.shape[d] for d in groups[j]))
+    if j < 1 or j - 1 == a or ext_i >= plan.tile:
+        return None
+    if all(r.stride(groups[j]) and r.stride(groups[j - 1]) == ext_i * r.stride(groups[j])
+           for r in results):
+        return j - 1
+    return None
+
+
+def side_groups(plan: TransposedPlan) -> tuple[list[tuple[int, ...]], int, int, int | None]:
+    """The merged axis groups of the tiled kernel, the group of the swapped
+    axis, the innermost group and the group the innermost side also spans
+    (`inner_side`)."""
     assert plan.axes is not None
+    results = [acc for _, _, acc in result_accesses(plan)]
     accesses = [acc for _, acc in tiled_accesses(plan).values()] + [
-        acc for _, _, acc in direct_loads(plan)] + [acc for _, _, acc in result_accesses(plan)]
+        acc for _, _, acc in direct_loads(plan)] + results
     groups = axis_groups(plan.shape, accesses)
-    ext_a, ext_i = (numel(tuple(plan.shape[d] for d in next(g for g in groups if axis in g)))
-                    for axis in plan.axes)
+    a = next(k for k, g in enumerate(groups) if plan.axes[0] in g)
+    i = next(k for k, g in enumerate(groups) if plan.axes[1] in g)
+    return groups, a, i, inner_side(plan, groups, a, results)
+
+
+def passes_edge(plan: TransposedPlan) -> bool:
+    """Whether some tile passes the edge of a (merged) tile axis or side:
+    the kernel then clamps coordinates and guards stores."""
+    groups, a, i, j = side_groups(plan)
+    ext_a = numel(tuple(plan.shape[d] for d in groups[a]))
+    ext_i = numel(tuple(plan.shape[d] for k in (j, i) if k is not None for d in groups[k]))
     return ext_a % plan.tile != 0 or ext_i % plan.tile != 0
 
 
