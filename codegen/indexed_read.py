@@ -149,7 +149,7 @@ def _select(body: GroupBody, op: nn.ConcatOp, cs: tuple[str, ...], ints: Ints, n
     the coordinate along the axis, each arm evaluating its operand's
     expression at the coordinates local to the operand (only that arm's
     loads and arithmetic run), into `<name>_sel`."""
-    from fusec.codegen.point_evaluator import PointEvaluator, indent  # it imports this module
+    from fusec.codegen.point_evaluator import indent  # it imports this module
 
     if not name:
         raise op_error(op, f"{op.name} with computed operands cannot be read here in place")
@@ -163,13 +163,38 @@ def _select(body: GroupBody, op: nn.ConcatOp, cs: tuple[str, ...], ints: Ints, n
             continue  # an empty operand owns no range
         local = c if first == 0 else ints.cast(f"{c} - {ints.lit(first)}")
         at = (*cs[:axis], local, *cs[axis + 1:])
-        ev = PointEvaluator(body, tensor_shape(v), at, suffix=f"_{name}{k}", itype=ints.itype)
-        value = ev.value(v)
-        arms.append((f"{c} < {ints.lit(start)}", [*ev.take_lines(), f"{out} = {value}"]))
+        arm, value = _evaluate(body, v, at, ints, f"_{name}{k}")
+        arms.append((f"{c} < {ints.lit(start)}", [*arm, f"{out} = {value}"]))
     for k, (cond, arm) in enumerate(arms):
         head = "else:" if k == len(arms) - 1 else f"{'if' if k == 0 else 'elif'} {cond}:"
         lines += [head, *indent(arm, 1)] if len(arms) > 1 else arm
     return out
+
+
+def _evaluate(body: GroupBody, v: SSAValue, cs: tuple[str, ...], ints: Ints,
+              suffix: str) -> tuple[list[str], str]:
+    """The lines and value of concat operand `v` that the kernel computes,
+    evaluated at `cs` (coordinates of `v`'s own shape)."""
+    from fusec.codegen.point_evaluator import PointEvaluator  # it imports this module
+
+    ev = PointEvaluator(body, tensor_shape(v), cs, suffix=suffix, itype=ints.itype)
+    value = ev.value(v)
+    return ev.take_lines(), value
+
+
+def read_operand(body: GroupBody, op: nn.ConcatOp, k: int, coords: Sequence[str], ints: Ints,
+                 name: str) -> tuple[list[str], str]:
+    """Lines and the expression of operand `k` of concat `op` at `coords`,
+    coordinates of that operand's own shape: what an element of the
+    concat's result reads when the kernel already knows which operand holds
+    it (`codegen/concat_segments.py`), so no comparison is emitted."""
+    v, cs = op.inputs[k], tuple(coords)
+    if _computed(body, v):
+        return _evaluate(body, v, cs, ints, f"_{name}{k}")
+    lines: list[str] = []
+    expr = _read(body, v, cs, ints, "", lines)
+    _plain(op, lines)
+    return lines, expr
 
 
 def _plain(op: Operation, lines: list[str]) -> None:

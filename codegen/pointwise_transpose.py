@@ -43,6 +43,7 @@ nothing. Half precision is staged as float32.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
@@ -58,7 +59,8 @@ from fusec.analysis.view_operands import (
     operand_map,
 )
 from fusec.codegen.computed_root import root_load
-from fusec.codegen.indexed_read import Ints, read_element
+from fusec.codegen.concat_segments import Segment, segmented_concat, segments
+from fusec.codegen.indexed_read import Ints, read_element, read_operand
 from fusec.codegen.kernel_source import (
     KernelSource,
     broadcast_index,
@@ -70,6 +72,7 @@ from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr
 from fusec.codegen.pointwise_index import ElementIndex
 from fusec.codegen.pointwise_tile import tiled_lines
 from fusec.codegen.schedule_input import group_schedule
+from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
@@ -110,8 +113,19 @@ def _own_coords(shape: Sequence[int], coords: Sequence[str],
     return [lit(0) if n == 1 else c for c, n in zip(own, shape, strict=True)]
 
 
-def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints
-             ) -> tuple[list[str], list[str], list[str]]:
+@dataclass(frozen=True)
+class _Pinned:
+    """Within a segment of the grid (`codegen/concat_segments.py`): the
+    concat whose operand `operand` holds every element, read at `coords`
+    (the operand's own)."""
+
+    concat: nn.ConcatOp
+    operand: int
+    coords: list[str]
+
+
+def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints,
+             pinned: _Pinned | None = None) -> tuple[list[str], list[str], list[str]]:
     """Loads, arithmetic and stores of the element at `coords` (the flat
     schedule); `ints` types the view index's literals (as the
     coordinates are, so the index stays 32-bit)."""
@@ -122,7 +136,11 @@ def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints
         if not isinstance(op, READ_IN_PLACE) or not read_directly(body, op) or op in pieces:
             continue
         name = f"tp{k}{suffix}"
-        if isinstance(op, INDEXED_READS):
+        if pinned is not None and op is pinned.concat:
+            lines, expr = read_operand(body, pinned.concat, pinned.operand, pinned.coords,
+                                       ints, name)
+            loads += [*lines, f"{name} = {expr}"]
+        elif isinstance(op, INDEXED_READS):
             lines, expr = read_element(body, op.results[0],
                                        _own_coords(tensor_shape(op.results[0]), coords, lit),
                                        ints, name)
@@ -175,6 +193,58 @@ def _flat_lines(plan: TransposedPlan) -> list[str]:
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 
 
+def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, itype: str
+                   ) -> list[str]:
+    """The flat schedule over operand `seg.operand` of `concat` (this block's
+    segment): each element at its coordinates in the operand, the concat's
+    result at the same ones shifted by the operand's offset along the axis."""
+    n, chunk, axis = numel(seg.shape), plan.threads * plan.unroll, concat.axis
+    tail = n % chunk != 0
+    block = "cuda.blockIdx.x" if not seg.first_block else (
+        f"(cuda.blockIdx.x - {int_literal(seg.first_block)})")
+    lines = [f"base = {block} * {int_literal(chunk)} + cuda.threadIdx.x"]
+    parts = []
+    for e in range(plan.unroll):
+        at = ElementIndex(f"i{e}", seg.shape, itype, str(e))
+        raw = f"base + {int_literal(e * plan.threads)}"
+        if tail:
+            lines += [f"i{e}_raw = {raw}", f"ok{e} = i{e}_raw < {int_literal(n)}",
+                      f"i{e} = {itype}(min(i{e}_raw, {int_literal(n - 1)}))"]
+        else:
+            lines.append(f"i{e} = {itype}({raw})")
+        local = [at.run_coord(d, d) if size != 1 else at.lit(0)
+                 for d, size in enumerate(seg.shape)]
+        lines += at.coord_lines
+        coords = list(local)
+        if plan.shape[axis] != 1 and seg.offset:
+            lines.append(f"o{e} = {itype}({local[axis]} + {at.lit(seg.offset)})")
+            coords[axis] = f"o{e}"
+        elif plan.shape[axis] != 1:
+            coords[axis] = local[axis]
+        loads, arith, stores = _element(plan, coords, f"_{e}", Ints(itype),
+                                        _Pinned(concat, seg.operand, local))
+        parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]
+                      if tail else stores))
+    return lines + [line for k in range(3) for part in parts for line in part[k]]
+
+
+def _segmented_lines(plan: TransposedPlan, concat: nn.ConcatOp) -> tuple[list[str], int]:
+    """The kernel body cut into one segment per operand of `concat`
+    (`codegen/concat_segments.py`), and the blocks of the grid."""
+    segs = segments(concat, plan.threads * plan.unroll)
+    itype = index_type(max([numel(plan.shape), *(numel(tensor_shape(a))
+                                                  for a in plan.body.args)]))
+    lines: list[str] = []
+    for k, seg in enumerate(segs):
+        end = seg.first_block + seg.blocks
+        head = ("else:" if k == len(segs) - 1 else
+                f"{'if' if k == 0 else 'elif'} cuda.blockIdx.x < {int_literal(end)}:")
+        lines += [f"{head}  # operand {seg.operand}: {fmt(seg.shape)} at offset "
+                  f"{seg.offset} along axis {concat.axis}",
+                  *(_INDENT + line for line in _segment_lines(plan, concat, seg, itype))]
+    return lines, segs[-1].first_block + segs[-1].blocks
+
+
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     """Generate the kernel of pointwise `group` (with transposed operands)
     under its `#fusion.pointwise` schedule."""
@@ -186,6 +256,11 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         block = (plan.tile, plan.rows, 1)
         per_thread = (f"{plan.tile}x{plan.tile} output tile per block, transposed operands "
                       f"staged in shared memory, {plan.tile // plan.rows} elements per thread")
+    elif (concat := segmented_concat(plan.body, plan.shape)) is not None:
+        body, blocks = _segmented_lines(plan, concat)
+        grid, block = (blocks, 1, 1), (plan.threads, 1, 1)
+        per_thread = (f"{plan.unroll} elements per thread, {plan.threads} apart, one "
+                      f"segment of blocks per operand of the concat along axis {concat.axis}")
     else:
         body = _flat_lines(plan)
         grid = (max(1, -(-numel(plan.shape) // (plan.threads * plan.unroll))), 1, 1)
