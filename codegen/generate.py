@@ -45,6 +45,7 @@ from fusec.analysis.program import (
 )
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import DEFAULT_TARGET, Target, get_target
+from fusec.codegen import split_launch
 from fusec.codegen.kernel_source import (
     MAX_REGISTERS_ATTR,
     PARTIALS_SUFFIX,
@@ -56,6 +57,7 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.launch_grid import fit_grid, launch_register_cap
 from fusec.codegen.splat_inputs import inline_splat_inputs, is_splat
+from fusec.codegen.split_launch import split_launches
 from fusec.codegen.writers import WriteTask, writer_for
 from fusec.dialects import nn
 from fusec.dialects.element_types import bf16_bits, of_device_dtype
@@ -117,6 +119,11 @@ class _FunctionBuilder:
     max_constant_bytes: int = MAX_CONSTANT_BYTES
     ids: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
     program: FunctionProgram | None = None
+    # `codegen/split_launch.py`: each set's first group, and the groups that
+    # run in their first group's launch.
+    split_sets: dict[GroupOp, list[GroupOp]] = field(
+        default_factory=dict[GroupOp, list[GroupOp]])
+    absorbed: set[GroupOp] = field(default_factory=set[GroupOp])
 
     def value_id(self, value: SSAValue, user: Operation | None = None) -> str:
         """The id of `value`, assigned on first sight (`v0`, `v1`, ...); an
@@ -143,6 +150,9 @@ class _FunctionBuilder:
         self.program.input_names = [a.name_hint or f"arg{i}" for i, a in enumerate(block.args)]
         for group in [g for g in block.ops if isinstance(g, GroupOp)]:
             inline_splat_inputs(group)  # a pipeline without group-each-op may leave them
+        for members in split_launches(list(block.ops)):
+            self.split_sets[members[0]] = members
+            self.absorbed.update(members[1:])
         for op in list(block.ops):
             self.visit(op)
         return self.program
@@ -156,6 +166,11 @@ class _FunctionBuilder:
             source = self.value_id(op.x)
             self.program.views.append(View(self.value_id(op.result), source))
         elif isinstance(op, GroupOp):
+            if op in self.split_sets:  # the slices of one value: one launch
+                self.program.launches.append(self.split_launch(self.split_sets[op]))
+                return
+            if op in self.absorbed:  # launched with the first group of its set
+                return
             if all(0 in tensor_shape(r) for r in op.outputs):
                 # Nothing to compute: the runtime allocates empty outputs.
                 for r in op.outputs:
@@ -244,6 +259,39 @@ class _FunctionBuilder:
         annotate(group, kernel)
         workspaces = self.workspace_ids(kernel)
         return [self._launch_of(k, group, group_name, workspaces) for k in (*firsts, kernel)]
+
+    def split_launch(self, groups: list[GroupOp]) -> KernelLaunch:
+        """One kernel and launch for `groups` (`codegen/split_launch.py`)."""
+        for group in groups:
+            for value in (*group.inputs, *group.outputs):
+                self.value_id(value, group)
+        func_name = self.func.sym_name.data
+        names = [group_attr(g, "name", "g") for g in groups]
+        kernel_name = self.names.fresh(
+            f"{func_name[:KERNEL_NAME_FUNC_CHARS]}_{names[0]}_split",
+            derived=tuple(f"_s{k}" for k in range(len(groups))))
+        kernel, values = split_launch.emit(groups, kernel_name)
+        caps = [_int_attr(g, MAX_REGISTERS_ATTR) for g in groups]
+        kernel = self._fitted(kernel, min((c for c in caps if c), default=0))
+        self.kernels.append(kernel)
+        for group in groups:
+            annotate(group, kernel)
+        RemarkCollector().announce(
+            "remark", f"groups {', '.join(names)} read slices of one value: one launch, "
+            f"one segment of blocks per group (kernel {kernel_name})")
+        args = [ArgSpec(self.value_id(v), p.view_shape, p.role == "output")
+                for p, v in zip(kernel.params, values, strict=True)]
+        assert self.program is not None
+        moved = sum(self.program.values[v].nbytes for v in dict.fromkeys(a.value for a in args))
+        ops = [op for g in groups for op in g.block.ops if not isinstance(op, YieldOp)]
+        return KernelLaunch(
+            kernel=kernel.name, grid=kernel.grid, block=kernel.block,
+            shared_bytes=kernel.shared_bytes, args=args, ops=[op.name for op in ops],
+            group="+".join(names),
+            hbm_bytes=moved,
+            est_time_us=self.target.kernel_time(moved, sum(op_flops(op) for op in ops)) * 1e6,
+            est_registers=max(_est_registers(g) for g in groups),
+        )
 
     def _fitted(self, kernel: KernelSource, cap: int) -> KernelSource:
         """`kernel` within the target's grid limits, declared with the

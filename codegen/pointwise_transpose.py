@@ -164,17 +164,18 @@ def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints,
     return loads, ev.take_lines(), stores
 
 
-def _flat_lines(plan: TransposedPlan) -> list[str]:
+def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str]:
     """tile = 0: `unroll` elements per thread, `threads` apart, each at its
-    unravelled coordinates; all loads, then the arithmetic, then the stores."""
+    unravelled coordinates; all loads, then the arithmetic, then the stores.
+    `block` is this block's number among the kernel's blocks (another
+    expression where the grid also runs other work: `codegen/split_launch.py`)."""
     n = numel(plan.shape)
     if n == 0:
         return ["pass"]
     chunk = plan.threads * plan.unroll
-    # Every index (into an input larger than the result too) must fit the type.
-    itype = index_type(max([n, *(numel(tensor_shape(a)) for a in plan.body.args)]))
+    itype = flat_index_type(plan)
     tail = n % chunk != 0  # whole chunks: no clamp, no guard
-    lines = [f"base = cuda.blockIdx.x * {int_literal(chunk)} + cuda.threadIdx.x"]
+    lines = [f"base = {block} * {int_literal(chunk)} + cuda.threadIdx.x"]
     parts = []
     for e in range(plan.unroll):
         at = ElementIndex(f"i{e}", plan.shape, itype, str(e))
@@ -191,6 +192,13 @@ def _flat_lines(plan: TransposedPlan) -> list[str]:
         parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]
                       if tail else stores))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
+
+
+def flat_index_type(plan: TransposedPlan) -> str:
+    """The index type of the flat schedule: every index (into an input larger
+    than the result too) must fit it."""
+    return index_type(max([numel(plan.shape), *(numel(tensor_shape(a))
+                                                 for a in plan.body.args)]))
 
 
 def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, itype: str
@@ -232,8 +240,7 @@ def _segmented_lines(plan: TransposedPlan, concat: nn.ConcatOp) -> tuple[list[st
     """The kernel body cut into one segment per operand of `concat`
     (`codegen/concat_segments.py`), and the blocks of the grid."""
     segs = segments(concat, plan.threads * plan.unroll)
-    itype = index_type(max([numel(plan.shape), *(numel(tensor_shape(a))
-                                                  for a in plan.body.args)]))
+    itype = flat_index_type(plan)
     lines: list[str] = []
     for k, seg in enumerate(segs):
         end = seg.first_block + seg.blocks
@@ -262,7 +269,7 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         per_thread = (f"{plan.unroll} elements per thread, {plan.threads} apart, one "
                       f"segment of blocks per operand of the concat along axis {concat.axis}")
     else:
-        body = _flat_lines(plan)
+        body = flat_lines(plan)
         grid = (max(1, -(-numel(plan.shape) // (plan.threads * plan.unroll))), 1, 1)
         block = (plan.threads, 1, 1)
         per_thread = (f"{plan.unroll} elements per thread, {plan.threads} apart, transposed "
