@@ -75,3 +75,18 @@ def segments(concat: nn.ConcatOp, chunk: int) -> list[Segment]:
             first += blocks
         offset += shape[concat.axis]
     return out
+
+
+def outer_rows(concat: nn.ConcatOp) -> int:
+    """Rows of the concat's result: the product of the extents before the axis."""
+    return numel(tuple(tensor_shape(concat.result))[:concat.axis])
+
+
+def rows_per_block(concat: nn.ConcatOp, chunk: int) -> int | None:
+    """Whole rows (`outer_rows`) per block when a row of the result, every
+    operand's part of it, is narrower than a block's `chunk` of elements
+    (`chunk // row`), else None (one segment of blocks per operand)."""
+    row = numel(tuple(tensor_shape(concat.result))[concat.axis:])
+    if not row or row * 2 > chunk:
+        return None
+    return chunk // row

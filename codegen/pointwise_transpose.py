@@ -59,7 +59,13 @@ from fusec.analysis.view_operands import (
     operand_map,
 )
 from fusec.codegen.computed_root import root_load
-from fusec.codegen.concat_segments import Segment, segmented_concat, segments
+from fusec.codegen.concat_segments import (
+    Segment,
+    outer_rows,
+    rows_per_block,
+    segmented_concat,
+    segments,
+)
 from fusec.codegen.indexed_read import Ints, read_element, read_operand
 from fusec.codegen.kernel_source import (
     KernelSource,
@@ -201,55 +207,96 @@ def flat_index_type(plan: TransposedPlan) -> str:
                                                  for a in plan.body.args)]))
 
 
-def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, itype: str
-                   ) -> list[str]:
-    """The flat schedule over operand `seg.operand` of `concat` (this block's
-    segment): each element at its coordinates in the operand, the concat's
-    result at the same ones shifted by the operand's offset along the axis."""
-    n, chunk, axis = numel(seg.shape), plan.threads * plan.unroll, concat.axis
-    tail = n % chunk != 0
-    block = "cuda.blockIdx.x" if not seg.first_block else (
-        f"(cuda.blockIdx.x - {int_literal(seg.first_block)})")
-    lines = [f"base = {block} * {int_literal(chunk)} + cuda.threadIdx.x"]
+def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, itype: str,
+                   span: Span) -> list[str]:
+    """The flat schedule over `span.count` elements of operand `seg.operand`
+    of `concat` from `span.first` (the block's part of the operand): each
+    element at its coordinates in the operand, the concat's result at the
+    same ones shifted by the operand's offset along the axis. Elements are
+    numbered from `span.name_from`, so several operands' spans share a body."""
+    n, axis, threads = numel(seg.shape), concat.axis, plan.threads
+    unroll = -(-span.count // threads)
+    lines = [f"base{seg.operand} = {span.first} + cuda.threadIdx.x"]
     parts = []
-    for e in range(plan.unroll):
-        at = ElementIndex(f"i{e}", seg.shape, itype, str(e))
-        raw = f"base + {int_literal(e * plan.threads)}"
-        if tail:
-            lines += [f"i{e}_raw = {raw}", f"ok{e} = i{e}_raw < {int_literal(n)}",
-                      f"i{e} = {itype}(min(i{e}_raw, {int_literal(n - 1)}))"]
+    for e in range(unroll):
+        x = span.name_from + e
+        at = ElementIndex(f"i{x}", seg.shape, itype, str(x))
+        raw = f"base{seg.operand} + {int_literal(e * threads)}"
+        guards = [] if span.whole else [f"i{x}_raw < {int_literal(n)}"]
+        if (e + 1) * threads > span.count:  # past the span for some threads
+            guards.append(f"cuda.threadIdx.x < {int_literal(span.count - e * threads)}")
+        if guards:
+            lines += [f"i{x}_raw = {raw}", f"ok{x} = {' and '.join(guards)}",
+                      f"i{x} = {itype}(min(i{x}_raw, {int_literal(n - 1)}))"]
         else:
-            lines.append(f"i{e} = {itype}({raw})")
+            lines.append(f"i{x} = {itype}({raw})")
         local = [at.run_coord(d, d) if size != 1 else at.lit(0)
                  for d, size in enumerate(seg.shape)]
         lines += at.coord_lines
         coords = list(local)
         if plan.shape[axis] != 1 and seg.offset:
-            lines.append(f"o{e} = {itype}({local[axis]} + {at.lit(seg.offset)})")
-            coords[axis] = f"o{e}"
+            lines.append(f"o{x} = {itype}({local[axis]} + {at.lit(seg.offset)})")
+            coords[axis] = f"o{x}"
         elif plan.shape[axis] != 1:
             coords[axis] = local[axis]
-        loads, arith, stores = _element(plan, coords, f"_{e}", Ints(itype),
+        loads, arith, stores = _element(plan, coords, f"_{x}", Ints(itype),
                                         _Pinned(concat, seg.operand, local))
-        parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]
-                      if tail else stores))
+        parts.append((loads, arith, [f"if ok{x}:", *(_INDENT + s for s in stores)]
+                      if guards else stores))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 
 
+@dataclass(frozen=True)
+class Span:
+    """A block's part of one operand: `count` elements from flat index
+    `first` (an expression); `whole` when every block's part lies inside the
+    operand (no bound test); element names numbered from `name_from`."""
+
+    first: str
+    count: int
+    whole: bool
+    name_from: int = 0
+
+
 def _segmented_lines(plan: TransposedPlan, concat: nn.ConcatOp) -> tuple[list[str], int]:
-    """The kernel body cut into one segment per operand of `concat`
-    (`codegen/concat_segments.py`), and the blocks of the grid."""
-    segs = segments(concat, plan.threads * plan.unroll)
+    """The kernel body over `concat`'s operands (`codegen/concat_segments.py`):
+    blocks of whole output rows visiting every operand in turn when a row is
+    narrower than a block's chunk, else one segment of blocks per operand;
+    and the blocks of the grid."""
+    chunk = plan.threads * plan.unroll
+    segs = segments(concat, chunk)
     itype = flat_index_type(plan)
-    lines: list[str] = []
+    rows = rows_per_block(concat, chunk)
+    if rows is not None:  # every operand's part of the block's rows, in turn
+        lines: list[str] = []
+        named = 0
+        for seg in segs:
+            width = rows * numel(seg.shape[concat.axis:])
+            span = Span(f"cuda.blockIdx.x * {int_literal(width)}", width,
+                        numel(seg.shape) % width == 0, named)
+            named += -(-width // plan.threads)
+            lines += [f"# operand {seg.operand}: {fmt(seg.shape)} at offset {seg.offset} "
+                      f"along axis {concat.axis}",
+                      *_segment_lines(plan, concat, seg, itype, span)]
+        return lines, -(-outer_rows(concat) // rows)
+    lines = []
     for k, seg in enumerate(segs):
         end = seg.first_block + seg.blocks
         head = ("else:" if k == len(segs) - 1 else
                 f"{'if' if k == 0 else 'elif'} cuda.blockIdx.x < {int_literal(end)}:")
+        block = "cuda.blockIdx.x" if not seg.first_block else (
+            f"(cuda.blockIdx.x - {int_literal(seg.first_block)})")
+        span = Span(f"{block} * {int_literal(chunk)}", chunk, numel(seg.shape) % chunk == 0)
         lines += [f"{head}  # operand {seg.operand}: {fmt(seg.shape)} at offset "
                   f"{seg.offset} along axis {concat.axis}",
-                  *(_INDENT + line for line in _segment_lines(plan, concat, seg, itype))]
+                  *(_INDENT + line for line in _segment_lines(plan, concat, seg, itype, span))]
     return lines, segs[-1].first_block + segs[-1].blocks
+
+
+def _row_elements(concat: nn.ConcatOp, rows: int, plan: TransposedPlan) -> int:
+    """A thread's elements over all operands in the row layout."""
+    return sum(-(-rows * numel(tensor_shape(v)[concat.axis:]) // plan.threads)
+               for v in concat.inputs if numel(tensor_shape(v)))
 
 
 def emit(group: GroupOp, kernel_name: str) -> KernelSource:
@@ -266,8 +313,13 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
     elif (concat := segmented_concat(plan.body, plan.shape)) is not None:
         body, blocks = _segmented_lines(plan, concat)
         grid, block = (blocks, 1, 1), (plan.threads, 1, 1)
+        rows = rows_per_block(concat, plan.threads * plan.unroll)
         per_thread = (f"{plan.unroll} elements per thread, {plan.threads} apart, one "
-                      f"segment of blocks per operand of the concat along axis {concat.axis}")
+                      f"segment of blocks per operand of the concat along axis {concat.axis}"
+                      if rows is None else
+                      f"{rows} rows of the concat along axis {concat.axis} per block, each "
+                      f"operand's part of them in turn, {_row_elements(concat, rows, plan)} "
+                      f"elements per thread, {plan.threads} apart")
     else:
         body = flat_lines(plan)
         grid = (max(1, -(-numel(plan.shape) // (plan.threads * plan.unroll))), 1, 1)

@@ -1,8 +1,10 @@
 """A pointwise kernel that computes a concat walks each operand in its own
-segment of blocks (codegen/concat_segments.py): no per-element branch over
-the operands. Each program runs in numba's CUDA simulator against the
-reference interpreter, with its kernel count asserted, for concats along
-every axis of odd and prime extents, in f32 and bf16.
+order (codegen/concat_segments.py): blocks of whole rows visiting every
+operand in turn where a row of the result is narrower than a block's chunk,
+else one segment of blocks per operand; never a per-element branch over the
+operands. Each program runs in numba's CUDA simulator against the reference
+interpreter, with its kernel count asserted, for concats along every axis of
+odd and prime extents, in f32 and bf16.
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ from tests.test_concat_fusion import HALF_TOLERANCE, PIPELINE
 from tests.test_pointwise_views import TOLERANCE, t
 
 SEGMENTED = "one segment of blocks per operand of the concat"
+ROWS = "per block, each operand's part of them in turn"  # then its elements per thread
+
+
+def by_operand(source: str) -> bool:
+    """Whether the kernel walks the concat's operands in their own order, in
+    either layout, and never branches per element over them."""
+    return (SEGMENTED in source or ROWS in source) and "_sel = " not in source
 
 
 def check(text: str, launches: int, dtype: str, seed: int) -> Program:
@@ -51,8 +60,7 @@ def test_concat_of_three_parts_along_every_axis(axis: int, dtype: str) -> None:
     """Widths 2, 1 and 4 over a 3x5x7 tensor: one kernel, one segment per
     operand, every element where the reference has it."""
     program = check(three_parts((3, 5, 7), (2, 1, 4), axis, dtype), 1, dtype, seed=axis)
-    assert SEGMENTED in program.kernels_source
-    assert "_sel = " not in program.kernels_source  # no per-element branch over operands
+    assert by_operand(program.kernels_source)
 
 
 def roll(shape: tuple[int, ...], axis: int, shift: int, dtype: str) -> str:
@@ -83,7 +91,7 @@ def test_roll_of_a_computed_value_along_every_axis(axis: int, dtype: str) -> Non
     the input again at the result's coordinates."""
     shape = (5, 3, 7)
     program = check(roll(shape, axis, 2, dtype), 1, dtype, seed=10 + axis)
-    assert SEGMENTED in program.kernels_source
+    assert by_operand(program.kernels_source)
 
 
 def test_concat_that_is_also_a_result() -> None:
@@ -98,13 +106,26 @@ def test_concat_that_is_also_a_result() -> None:
     assert program.kernels_source.count("# operand ") == 2
 
 
-def test_segments_past_one_block_each() -> None:
-    """Operands of 11x37 and 11x41: several blocks per segment, the last of
-    each partial."""
+def test_rows_past_one_block() -> None:
+    """Operands of 11x37 and 11x41: rows of 78 elements, several blocks of
+    whole rows, the last one partial."""
     ta, tb, to = t((11, 37)), t((11, 41)), t((11, 78))
     program = check(f"func.func @f(%x: {ta}, %y: {tb}) -> {to} {{\n"
                     f"  %a = nn.silu %x : {ta}\n"
                     f"  %b = nn.abs %y : {tb}\n"
                     f"  %c = nn.concat %a, %b {{axis = 1}} : ({ta}, {tb}) -> {to}\n"
                     f"  func.return %c : {to}\n}}\n", 1, "f32", seed=31)
-    assert SEGMENTED in program.kernels_source
+    assert ROWS in program.kernels_source and by_operand(program.kernels_source)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_rows_wider_than_a_block_get_a_segment_per_operand(dtype: str) -> None:
+    """Rows of 1601 elements (operands 3x701 and 3x900): one segment of
+    blocks per operand, several blocks each, the last of each partial."""
+    ta, tb, to = t((3, 701), dtype), t((3, 900), dtype), t((3, 1601), dtype)
+    program = check(f"func.func @f(%x: {ta}, %y: {tb}) -> {to} {{\n"
+                    f"  %a = nn.exp %x : {ta}\n"
+                    f"  %c = nn.concat %a, %y {{axis = 1}} : ({ta}, {tb}) -> {to}\n"
+                    f"  %r = nn.tanh %c : {to}\n"
+                    f"  func.return %r : {to}\n}}\n", 1, dtype, seed=71)
+    assert SEGMENTED in program.kernels_source and by_operand(program.kernels_source)
