@@ -19,6 +19,13 @@ concat(a: 4x3, b: 4x5, axis 1), 2 threads x 2 elements per block
 segment 0: blocks [0, 3) walk a's 12 elements, write out[r, c]
 segment 1: blocks [3, 8) walk b's 20 elements, write out[r, 3 + c]
 ```
+
+That is the layout for rows (the result from the axis inwards) at least half
+a block's chunk wide. Narrower rows would leave the sectors two operands
+share at every boundary half-written by one segment's block and finished by
+another's much later; there each block takes `rows_per_block` whole rows and
+visits every operand in turn, walking that operand's part of its rows (one
+contiguous run of the operand), so one block writes whole rows of the result.
 """
 
 from __future__ import annotations
