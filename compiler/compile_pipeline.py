@@ -6,7 +6,8 @@ fold-empty,decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants,f
 
 - `sink-transposes` moves a transpose of an elementwise result onto that op's
   operands, so a pointwise group reads them transposed instead of a copy
-  transposing its result (`--no-fusion` drops it, keeping one kernel per op).
+  transposing its result, and likewise the reshapes of an interleave
+  (`--no-fusion` drops it, keeping one kernel per op).
 - `unmerge-broadcasts` lets the readers of a reshape that merges a broadcast
   axis (grouped-query attention's `repeat_kv`) broadcast instead, so no kernel
   copies the repeated heads (`--no-fusion` drops it too).

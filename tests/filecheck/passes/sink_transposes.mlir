@@ -60,3 +60,69 @@ func.func @order_kept(%x: tensor<1x5x1xf32>, %y: tensor<2x3xf32>) -> (tensor<1x1
   %n = nn.neg %i : tensor<2x3xf32>
   func.return %e, %n : tensor<1x1x5xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// A reshape that only inserts extents of 1 moves above the elementwise ops it
+// reads, like a transpose; a bias along the last axis keeps its axis.
+// CHECK-LABEL: func.func @unit_reshape
+// CHECK-NEXT: %[[X:.*]] = nn.reshape %x : (tensor<3x5xf32>) -> tensor<3x5x1xf32>
+// CHECK-NEXT: %[[B:.*]] = nn.reshape %b : (tensor<5xf32>) -> tensor<1x5x1xf32>
+// CHECK-NEXT: %[[A:.*]] = nn.add %[[X]], %[[B]] : (tensor<3x5x1xf32>, tensor<1x5x1xf32>) -> tensor<3x5x1xf32>
+// CHECK-NEXT: %[[T:.*]] = nn.tanh %[[A]] : tensor<3x5x1xf32>
+// CHECK-NEXT: func.return %[[T]]
+func.func @unit_reshape(%x: tensor<3x5xf32>, %b: tensor<5xf32>) -> tensor<3x5x1xf32> {
+  %a = nn.add %x, %b : (tensor<3x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
+  %t = nn.tanh %a : tensor<3x5xf32>
+  %r = nn.reshape %t : (tensor<3x5xf32>) -> tensor<3x5x1xf32>
+  func.return %r : tensor<3x5x1xf32>
+}
+
+// -----
+
+// An interleave: the pieces' pointwise ops move below their unit reshapes,
+// and the ops after the merging reshape move above it (a bias over the rows
+// becomes [3, 1, 1], one over the merged axis [1, 5, 2]): one kernel computes
+// the concat and its neighbours, the last reshape is a view of its result.
+// CHECK-LABEL: func.func @interleave
+// CHECK: %[[X:.*]] = nn.reshape %x : (tensor<3x5xf32>) -> tensor<3x5x1xf32>
+// CHECK-NEXT: %[[E:.*]] = nn.exp %[[X]] : tensor<3x5x1xf32>
+// CHECK: %[[C:.*]] = nn.concat %[[E]],
+// CHECK-SAME: -> tensor<3x5x2xf32>
+// CHECK: %[[B:.*]] = nn.reshape %b : (tensor<3x1xf32>) -> tensor<3x1x1xf32>
+// CHECK-NEXT: %[[A:.*]] = nn.add %[[C]], %[[B]] : (tensor<3x5x2xf32>, tensor<3x1x1xf32>) -> tensor<3x5x2xf32>
+// CHECK: %[[D:.*]] = nn.reshape %d : (tensor<10xf32>) -> tensor<1x5x2xf32>
+// CHECK-NEXT: %[[M:.*]] = nn.mul %[[A]], %[[D]] : (tensor<3x5x2xf32>, tensor<1x5x2xf32>) -> tensor<3x5x2xf32>
+// CHECK: %[[S:.*]] = nn.sigmoid %[[M]] : tensor<3x5x2xf32>
+// CHECK-NEXT: %[[R:.*]] = nn.reshape %[[S]] : (tensor<3x5x2xf32>) -> tensor<3x10xf32>
+// CHECK-NEXT: func.return %[[R]]
+// GROUP-LABEL: func.func @interleave
+// GROUP: fusion.group (%x, %y, %b, %d) {name = "g0", kind = "pointwise"}
+// GROUP-NOT: fusion.group
+func.func @interleave(%x: tensor<3x5xf32>, %y: tensor<3x5xf32>, %b: tensor<3x1xf32>, %d: tensor<10xf32>) -> tensor<3x10xf32> {
+  %e = nn.exp %x : tensor<3x5xf32>
+  %xr = nn.reshape %e : (tensor<3x5xf32>) -> tensor<3x5x1xf32>
+  %yr = nn.reshape %y : (tensor<3x5xf32>) -> tensor<3x5x1xf32>
+  %c = nn.concat %xr, %yr {axis = 2} : (tensor<3x5x1xf32>, tensor<3x5x1xf32>) -> tensor<3x5x2xf32>
+  %m = nn.reshape %c : (tensor<3x5x2xf32>) -> tensor<3x10xf32>
+  %a = nn.add %m, %b : (tensor<3x10xf32>, tensor<3x1xf32>) -> tensor<3x10xf32>
+  %md = nn.mul %a, %d : (tensor<3x10xf32>, tensor<10xf32>) -> tensor<3x10xf32>
+  %s = nn.sigmoid %md : tensor<3x10xf32>
+  func.return %s : tensor<3x10xf32>
+}
+
+// -----
+
+// A reshape splitting the concat's axis, read with a bias along one of the
+// new axes only: the bias does not line up with the concat's axes, and the
+// op stays after the reshape.
+// CHECK-LABEL: func.func @split_axis_bias
+// GROUP-LABEL: func.func @split_axis_bias
+// CHECK: %[[M:.*]] = nn.reshape %c : (tensor<3x10xf32>) -> tensor<3x5x2xf32>
+// CHECK-NEXT: nn.add %[[M]], %b : (tensor<3x5x2xf32>, tensor<2xf32>) -> tensor<3x5x2xf32>
+func.func @split_axis_bias(%x: tensor<3x4xf32>, %y: tensor<3x6xf32>, %b: tensor<2xf32>) -> tensor<3x5x2xf32> {
+  %c = nn.concat %x, %y {axis = 1} : (tensor<3x4xf32>, tensor<3x6xf32>) -> tensor<3x10xf32>
+  %m = nn.reshape %c : (tensor<3x10xf32>) -> tensor<3x5x2xf32>
+  %a = nn.add %m, %b : (tensor<3x5x2xf32>, tensor<2xf32>) -> tensor<3x5x2xf32>
+  func.return %a : tensor<3x5x2xf32>
+}
