@@ -35,10 +35,13 @@ Two reshapes move the same way, for the kernels of interleaves
 (`concat` of `[..., n, 1]` pieces along a new last axis, merged to
 `[..., 2n]`):
 
-- a reshape that only inserts or removes extents of 1 moves above the
-  elementwise ops it reads, as a transpose does (`sink_unit_reshape`), so a
-  piece `reshape(x + 1)` becomes `reshape(x) + 1`, a view of an input
-  inside the kernel that computes the concat;
+- a reshape that only inserts or removes extents of 1 and is read by
+  concats moves above the elementwise ops it reads, as a transpose does
+  (`sink_unit_reshape`), so a piece `reshape(x + 1)` becomes
+  `reshape(x) + 1`, a view of an input inside the kernel that computes the
+  concat (elsewhere such a reshape stays: a reduction's epilogue, say
+  logsumexp's `log(s) + m` before a squeeze, reads the reduction's keepdims
+  result, not a reshape of it);
 - an elementwise op reading a reshape that regroups dimensions (merges or
   splits them) of a value computed from a concat by elementwise ops moves
   above that reshape (`lift_regrouping_reshape`): `reshape(c) + b` becomes
@@ -322,8 +325,12 @@ class SinkTransposesPass(ModulePass):
             transpose = work.pop()
             if not as_reshape(rewriter, transpose):
                 work += sink_one(rewriter, transpose)
-        reshapes = [o for o in op.walk() if isinstance(o, nn.ReshapeOp)]
-        while reshapes:  # likewise a reshape that only adds or drops extents of 1
+        # Likewise a reshape that only adds or drops extents of 1, from the
+        # pieces of a concat up (elsewhere it stays: a reduction's epilogue
+        # reads its keepdims result, not a reshape of it).
+        reshapes = [o for o in op.walk() if isinstance(o, nn.ReshapeOp) and o.result.uses
+                    and all(isinstance(u.operation, nn.ConcatOp) for u in o.result.uses)]
+        while reshapes:
             reshapes += sink_unit_reshape(rewriter, reshapes.pop())
         # Program order, so an elementwise chain after a regrouped concat moves
         # op by op (each lifted op's reader is met after it).

@@ -63,19 +63,35 @@ func.func @order_kept(%x: tensor<1x5x1xf32>, %y: tensor<2x3xf32>) -> (tensor<1x1
 
 // -----
 
-// A reshape that only inserts extents of 1 moves above the elementwise ops it
-// reads, like a transpose; a bias along the last axis keeps its axis.
+// A reshape that only inserts extents of 1, read by a concat, moves above the
+// elementwise ops it reads, like a transpose; a bias along the last axis keeps
+// its axis.
 // CHECK-LABEL: func.func @unit_reshape
 // CHECK-NEXT: %[[X:.*]] = nn.reshape %x : (tensor<3x5xf32>) -> tensor<3x5x1xf32>
 // CHECK-NEXT: %[[B:.*]] = nn.reshape %b : (tensor<5xf32>) -> tensor<1x5x1xf32>
 // CHECK-NEXT: %[[A:.*]] = nn.add %[[X]], %[[B]] : (tensor<3x5x1xf32>, tensor<1x5x1xf32>) -> tensor<3x5x1xf32>
 // CHECK-NEXT: %[[T:.*]] = nn.tanh %[[A]] : tensor<3x5x1xf32>
-// CHECK-NEXT: func.return %[[T]]
-func.func @unit_reshape(%x: tensor<3x5xf32>, %b: tensor<5xf32>) -> tensor<3x5x1xf32> {
+// CHECK-NEXT: nn.concat %[[T]], %y
+func.func @unit_reshape(%x: tensor<3x5xf32>, %b: tensor<5xf32>, %y: tensor<3x5x1xf32>) -> tensor<3x5x2xf32> {
   %a = nn.add %x, %b : (tensor<3x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
   %t = nn.tanh %a : tensor<3x5xf32>
   %r = nn.reshape %t : (tensor<3x5xf32>) -> tensor<3x5x1xf32>
-  func.return %r : tensor<3x5x1xf32>
+  %c = nn.concat %r, %y {axis = 2} : (tensor<3x5x1xf32>, tensor<3x5x1xf32>) -> tensor<3x5x2xf32>
+  func.return %c : tensor<3x5x2xf32>
+}
+
+// -----
+
+// Read by anything else (a squeeze of a reduction's epilogue), it stays.
+// CHECK-LABEL: func.func @squeeze_stays
+// CHECK: %[[Y:.*]] = nn.add %l, %m
+// CHECK-NEXT: nn.reshape %[[Y]] : (tensor<4x1xf32>) -> tensor<4xf32>
+func.func @squeeze_stays(%x: tensor<4x6xf32>) -> tensor<4xf32> {
+  %m = nn.reduce_max %x {axes = [1], keepdims = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %l = nn.log %m : tensor<4x1xf32>
+  %y = nn.add %l, %m : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %r = nn.reshape %y : (tensor<4x1xf32>) -> tensor<4xf32>
+  func.return %r : tensor<4xf32>
 }
 
 // -----
