@@ -35,6 +35,7 @@ from fusec.analysis.concat_operands import computes_pieces, concat_pieces
 from fusec.analysis.cost_model import (
     FusionGain,
     KernelCost,
+    elementwise_flops,
     fusion_gain,
     op_flops,
     parallel_threads,
@@ -65,6 +66,7 @@ from fusec.analysis.view_operands import (
     feeds_indexed_reads,
     indexed_refusal,
     view_ops,
+    view_reads,
 )
 from fusec.dialects import nn
 from fusec.dialects.element_types import skipped_rounding, tau
@@ -909,31 +911,49 @@ def _recompute_precision(dep: DependencyAnalysis, chain: Sequence[Operation],
     return None
 
 
-def recompute_in_view_ok(dep: DependencyAnalysis, producer: Operation, hosts: list[GroupInfo],
-                         target: Target, options: FusionOptions,
+def recompute_in_view_ok(dep: DependencyAnalysis, chain: Sequence[Operation],
+                         hosts: list[GroupInfo], target: Target, options: FusionOptions,
                          cloned: Sequence[Iterable[Operation]] = ()) -> Verdict:
-    """Recompute the elementwise `producer` in `hosts`, its only readers,
-    each reading it through chains of layout ops (a layout copy,
-    `analysis/view_chains.py`, or a pointwise group's views), at the elements
-    their views read? `recompute_ok`'s rule over all of them: the result is
-    no longer written, each host reads the producer's operands where it
-    read the result (a broadcast operand whole), and the flops are redone.
-    `cloned`: per host, the ops it recomputes already."""
-    value = producer.results[0]
-    if any(h.registers + op_registers(producer) > options.max_registers for h in hosts):
+    """Recompute the elementwise ops of `chain` (program order; the last
+    defines the value the hosts read) in `hosts`, its only readers, each
+    reading the value through chains of layout ops (a layout copy,
+    `analysis/view_chains.py`, a lone slice, or a pointwise group's views),
+    at the elements their views read? `recompute_ok`'s rule over all of
+    them: the value is no longer written, each host reads the chain's
+    operands where it read the value (a broadcast operand whole), and the
+    chain is evaluated once per element each view reads. Views that
+    overlap (two slices sharing rows) evaluate it twice there: that
+    duplicated work may cost at most `max_recompute_flops` per element of
+    the value. `cloned`: per host, the ops it recomputes already."""
+    value = chain[-1].results[0]
+    extra_registers = sum(map(op_registers, chain))
+    if any(h.registers + extra_registers > options.max_registers for h in hosts):
         return Verdict.no(f"it would take a kernel past {options.max_registers} registers")
     for host, earlier in zip(hosts, list(cloned) or [()] * len(hosts), strict=True):
-        refusal = recompute_read_refusal(host.kind, (*host.ops, *earlier, producer),
+        refusal = recompute_read_refusal(host.kind, (*host.ops, *earlier, *chain),
                                          host.outputs, dep.index)
         if refusal is not None:  # the writer would refuse the group with the clone
             return Verdict.no(refusal)
-    total = dep.nbytes(value)
-    saved, flops = total, 0
+    total, elements = dep.nbytes(value), max(1, numel(tensor_shape(value)))
+    inside = set(chain)
+    operands = {v for op in chain for v in op.operands if v.owner not in inside}
+    per_element = sum(map(elementwise_flops, chain))
+    saved, evaluations = total, 0
     for host in hosts:
         read = bytes_read(host.ops, value, total)
         saved += read - sum(read * dep.nbytes(v) // max(1, total) if tensor_shape(v) == (
-            tensor_shape(value)) else dep.nbytes(v) for v in set(producer.operands))
-        flops += op_flops(producer, numel(host.shape))
+            tensor_shape(value)) else dep.nbytes(v) for v in operands)
+        # once per element a view reads, or per point of the host's iteration
+        # space where the view's result broadcasts into it (a [C] vector)
+        evaluations += sum(max(numel(w.shape), numel(host.shape))
+                           for w in view_reads(host.ops, value) or ())
+    duplicated = per_element * max(0, evaluations - elements) / elements
+    if duplicated > options.max_recompute_flops:
+        return Verdict.no(f"its views read elements more than once: the chain would be "
+                          f"recomputed at {duplicated:.3g} flops per element beyond one "
+                          f"evaluation, over max_recompute_flops = "
+                          f"{options.max_recompute_flops}")
+    flops = per_element * evaluations
     gain = FusionGain(saved / target.memory_bandwidth, flops / target.fp32_flops, 0.0, saved, 1)
     if gain.delta <= options.min_gain:
         return Verdict.no(f"recomputing costs more than it saves: {gain.summary()}", gain)

@@ -152,19 +152,44 @@ def operand_map(op: Operation, inside: set[Operation]
 
 def computed_root(op: Operation, inside: set[Operation]) -> bool:
     """Whether `op` is an elementwise op of the kernel of the ops in `inside`
-    that only chains of layout ops read, over operands it reads from memory:
-    the kernel evaluates it at the source element each view element maps to
-    (recomputed there instead of a kernel writing its result for a copy to
-    read, `analysis/view_chains.py`); a constant of the kernel (a splat, a
-    literal) may be one of them."""
-    if op_kind(op) is not OpKind.ELEMENTWISE or len(op.results) != 1:
-        return False
+    that the kernel evaluates at the source element each view element maps
+    to (`computed_ops`), instead of a kernel writing its result for a copy
+    to read (`analysis/view_chains.py`)."""
+    return op in computed_ops(inside)
+
+
+def computed_ops(inside: Iterable[Operation]) -> set[Operation]:
+    """The elementwise ops of the kernel of the ops in `inside` that only
+    chains of layout ops read, directly or through other such ops, over
+    operands read from memory (group inputs, a splat constant of the kernel:
+    a literal, or another of these ops): a chain like `mul -> relu` before a
+    slice is evaluated at each element the slice reads
+    (`codegen/computed_root.py`), never at the iteration shape.
+
+    The largest such set: start from every single-result elementwise op and
+    drop, until nothing changes, each one with a reader that is neither a
+    chained layout op of the kernel nor kept, or an operand the kernel
+    computes some other way."""
+    members = set(inside)
+    kept = {op for op in members if op_kind(op) is OpKind.ELEMENTWISE and len(op.results) == 1
+            and op.results[0].uses}
+    changed = True
+    while changed:
+        changed = False
+        for op in list(kept):
+            if not _computed_here(op, members, kept):
+                kept.discard(op)
+                changed = True
+    return kept
+
+
+def _computed_here(op: Operation, inside: set[Operation], kept: set[Operation]) -> bool:
     readers = [u.operation for u in op.results[0].uses]
-    return bool(readers) and all(isinstance(u, CHAINED_VIEWS) and u in inside
-                                 for u in readers) and all(
+    return all(u in inside and (isinstance(u, CHAINED_VIEWS) or u in kept)
+               for u in readers) and all(
         # a splat constant moved into the group (`group-each-op`) is a literal
         not isinstance(v, OpResult) or v.op not in inside or isinstance(v.op, nn.ConstantOp)
-        for v in op.operands)
+        or v.op in kept for v in op.operands)
 
 
 def chain_links(op: Operation, inside: set[Operation]) -> list[Operation]:
@@ -238,14 +263,34 @@ def input_reads(ops: Sequence[Operation], value: SSAValue) -> tuple[list[Strided
             views.append(StridedView.contiguous(tensor_shape(op.results[0])))
             continue
         if computed_root(op, inside) and tensor_shape(value) == tensor_shape(op.results[0]):
-            # read at the elements the chains of the recomputed op read
-            views += [w for u in op.results[0].uses for w in _chain_ends(u.operation, inside)]
-            continue
+            # read at the elements the chains of the recomputed ops read
+            found = _computed_ends(op, inside)
+            if found is not None:
+                views += found
+                continue
         if not isinstance(op, FOLDED_VIEWS):
             whole = True
             continue
         views += _chain_ends(op, inside)
     return views, whole
+
+
+def _computed_ends(op: Operation, inside: set[Operation]) -> list[StridedView] | None:
+    """The views the chains read computed op `op` through, following the
+    computed ops of its shape that read it; None when one of a larger shape
+    reads it (broadcast: every element of `op` is read)."""
+    ends: list[StridedView] = []
+    for u in op.results[0].uses:
+        reader = u.operation
+        if isinstance(reader, CHAINED_VIEWS):
+            ends += _chain_ends(reader, inside)
+            continue
+        more = _computed_ends(reader, inside) if tensor_shape(reader.results[0]) == (
+            tensor_shape(op.results[0])) else None
+        if more is None:
+            return None
+        ends += more
+    return ends
 
 
 def _chain_ends(op: Operation, inside: set[Operation]) -> list[StridedView]:

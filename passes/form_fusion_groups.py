@@ -149,40 +149,81 @@ class GroupFormer:
         for nid in [n for n, g in self.info.items() if g.size > 1]:
             for v in sorted(self.info[nid].outputs, key=self.dep.position):
                 self._recompute(nid, v)
-        for op in self.dep.ops:
-            if op in self.dep.live and self.info[self.graph.node_of[op]].size == 1:
-                self._recompute_in_views(op)
+        for node in list(self.graph.ordered_nodes()):
+            if node.ops[0] in self.dep.live:
+                self._recompute_in_views(node.nid)
 
-    def _recompute_in_views(self, p: Operation) -> None:
-        """Recompute the elementwise op `p`, a kernel of its own, in the
-        groups that read it only through chains of layout ops (layout copies,
-        or pointwise or reduction groups reading views; each then reads `p`'s operands at
-        the elements its views map to), so that no kernel writes its result
-        for them to read back."""
-        if op_kind(p) is not OpKind.ELEMENTWISE or _contract(p) == "never" or any(
-                self.dep.is_output(r) for r in p.results):
-            return
-        readers = self.dep.consumers(p.results[0])
+    def _recompute_in_views(self, nid: int) -> None:
+        """Recompute node `nid`, a chain of elementwise ops (one op, or a
+        pointwise group like `mul -> relu`) that writes one value, in the
+        groups that read that value only through slices, reshapes and
+        transposes (layout copies, a lone slice, or pointwise or reduction
+        groups reading views; each then evaluates the chain at the elements
+        its views read, from the chain's operands), so that no kernel writes
+        the value for them to read back."""
+        ops = sorted(self.graph.nodes[nid].ops, key=self.dep.index.__getitem__)
+        if nid in self.clones or not all(recomputable(op) for op in ops):
+            return  # (a node recomputing another's ops would have to pass them on)
+        outside = [(r, u) for op in ops for r in op.results for u in self.dep.consumers(r)
+                   if self.graph.node_of.get(u, nid) != nid  # (func.return has no node)
+                   and op not in self.clones.get(self.graph.node_of[u], ())]
+        written = list(dict.fromkeys([*(r for op in ops for r in op.results
+                                         if self.dep.is_output(r)), *(r for r, _ in outside)]))
+        readers = list(dict.fromkeys(u for _, u in outside))
         hosts = list(dict.fromkeys(self.graph.node_of[u] for u in readers))
-        if not hosts or not all(isinstance(u, CHAINED_VIEWS) for u in readers) or any(
-                self.info[h].kind not in ("view", "pointwise", "reduction")
-                or self.info[h].size < 2
-                for h in hosts):
+        if not hosts or not any(self._view_host(self.graph.node_of[u], u) for u in readers):
+            return  # no chain of layout ops reads it
+        value, subject = written[0], ", ".join(self.dep.describe(op) for op in ops)
+        first = self.graph.nodes[hosts[0]].ops[0]
+        refusal = self._kept_written(written, readers)
+        if refusal is not None:
+            self.pending.append(_Pending("not-recomputed", subject, first, refusal))
+            return
+        if not all(self._view_host(h, u) for h, u in zip(
+                map(self.graph.node_of.__getitem__, readers), readers, strict=True)):
             return  # a single layout op is no chain: it stays a copy of the buffer
+        chain = [op for op in ops if op is not value.owner] + [value.owner]  # type: ignore[list-item]
         infos = [self.info[h] for h in hosts]
-        verdict = recompute_in_view_ok(self.dep, p, infos, self.target, self.options,
+        verdict = recompute_in_view_ok(self.dep, chain, infos, self.target, self.options,
                                        [self.clones.get(h, []) for h in hosts])
-        subject, first = self.dep.describe(p), self.graph.nodes[hosts[0]].ops[0]
         if not verdict.ok or verdict.gain is None:
             self.pending.append(_Pending("not-recomputed", subject, first, verdict.reason))
             return
-        for h in hosts:
-            self.clones.setdefault(h, []).append(p)
-        self.dropped.add(p)
+        for h in hosts:  # (a host may recompute the chain's first ops already)
+            cloned = self.clones.setdefault(h, [])
+            cloned += [op for op in chain if op not in cloned]
+        self.dropped.update(ops)
         detail = (f"saves {format_bytes(verdict.gain.saved_bytes)} and 1 launch "
                   f"({verdict.gain.summary()})")
         self.pending += [_Pending("recomputed", subject, self.graph.nodes[h].ops[0], detail)
                          for h in hosts]
+
+    def _view_host(self, h: int, reader: Operation) -> bool:
+        """Whether `reader`, an op of node `h`, reads through a chain of
+        layout ops a kernel can evaluate a recomputed chain under: a view
+        of a pointwise, reduction or layout-chain group, or a lone slice
+        (whose copy kernel then evaluates the chain where it reads)."""
+        info = self.info[h]
+        if not isinstance(reader, CHAINED_VIEWS):
+            return False
+        if info.size == 1:
+            return isinstance(reader, nn.SliceOp)
+        return info.kind in ("view", "pointwise", "reduction")
+
+    def _kept_written(self, written: list[SSAValue], readers: list[Operation]) -> str | None:
+        """Why a chain whose `written` values `readers` read must keep
+        writing them, or None: it writes one value, read only by the views."""
+        if len(written) > 1 or self.dep.is_output(written[0]):
+            kept = next((v for v in written if self.dep.is_output(v)), written[0])
+            where = "a result of the function" if self.dep.is_output(kept) else "read elsewhere"
+            return (f"{self.dep.describe(kept.owner)} is also {where}; a chain is "  # type: ignore[arg-type]
+                    "recomputed where views read it only when it writes nothing else")
+        other = next((u for u in readers if not isinstance(u, CHAINED_VIEWS)), None)
+        if other is not None:
+            return (f"it is also read by {self.dep.describe(other)}, which reads it whole: its "
+                    "kernel writes it anyway, and the views read it back for less than "
+                    "recomputing it")
+        return None
 
     def _recompute(self, nid: int, v: SSAValue) -> None:
         """Recompute the elementwise op defining `v`, with the chain of
@@ -331,7 +372,8 @@ class GroupFormer:
 
     def group_names(self) -> dict[int, str]:
         """`g0`, `g1`, ... for every node of two or more ops, in final order."""
-        multi = [n.nid for n in self.graph.ordered_nodes() if len(n.ops) > 1]
+        multi = [n.nid for n in self.graph.ordered_nodes() if (
+            len(n.ops) > 1 or n.nid in self.clones) and not self.dropped.issuperset(n.ops)]
         return {nid: f"g{i}" for i, nid in enumerate(multi)}
 
     def render_remarks(self, names: dict[int, str], collector: RemarkCollector) -> None:
@@ -348,14 +390,17 @@ class GroupFormer:
                 reader = f"group {names[nid]}" if nid in names else self.dep.describe(p.other)
                 collector.add("remark", f"{p.subject} stays a view of its operand's buffer, "
                               f"read in place by {reader} (a reshape moves no data: no kernel)")
+            elif p.severity == "remark" and nid not in names:  # recomputed by its readers
+                collector.add("remark", f"fused {p.subject} with {self.dep.describe(p.other)}: "
+                              f"{p.detail}")
             elif p.severity == "remark":
                 collector.add("remark", f"fused {p.subject} into group {names[nid]}: {p.detail}")
             elif p.severity == "recomputed":
                 collector.add("remark", f"recomputed {p.subject} in group {names[nid]} instead "
                               f"of writing it: {p.detail}")
             elif p.severity == "not-recomputed":
-                collector.add("missed", f"{p.subject} not recomputed in group {names[nid]}: "
-                              f"{p.detail}")
+                host = f"group {names[nid]}" if nid in names else self.dep.describe(p.other)
+                collector.add("missed", f"{p.subject} not recomputed in {host}: {p.detail}")
             elif nid in names:
                 collector.add("missed",
                               f"{p.subject} not fused into group {names[nid]}: {p.detail}")
@@ -366,7 +411,8 @@ class GroupFormer:
     def check_contracts(self) -> None:
         """`fusion = "must"`: the op has to share its kernel with a neighbour."""
         for op in self.must:
-            if len(self.graph.node(op).ops) > 1:
+            node = self.graph.node(op)
+            if len(node.ops) > 1 or node.nid in self.clones:
                 continue
             reasons = list(dict.fromkeys(self.refusals[op]))
             why = "; ".join(reasons) if reasons else "no producer or consumer could take it"
@@ -386,8 +432,10 @@ def materialize_groups(former: GroupFormer, names: dict[int, str],
                        collector: RemarkCollector | None = None) -> None:
     """Rewrite the function body so that every multi-op node is a `fusion.group`.
 
-    1. walk the nodes in the graph's topological order;
-    2. move a single op to the end of the body (before `func.return`);
+    1. walk the nodes in the graph's topological order; erase a node every
+       reader recomputes (`_recompute_in_views`);
+    2. move a single op that recomputes nothing to the end of the body
+       (before `func.return`);
     3. wrap a node of several ops into a group (`_build_group`), unless the
        code writer of its kind could not emit it (`_unemittable`): then
        move its ops, one kernel each, like single ops;
@@ -398,12 +446,14 @@ def materialize_groups(former: GroupFormer, names: dict[int, str],
     assert terminator is not None
     extra = _clone_recomputed(former)
     for node in list(former.graph.ordered_nodes()):
-        if len(node.ops) == 1:
-            op = node.ops[0]
-            if op in former.dropped:
-                op.detach()  # every reader computes it (`_recompute_in_views`)
+        if former.dropped.issuperset(node.ops):
+            # every reader computes it (`_recompute_in_views`): the last op first
+            for op in sorted(node.ops, key=former.dep.index.__getitem__, reverse=True):
+                op.detach()
                 op.erase()
-                continue
+            continue
+        if len(node.ops) == 1 and node.nid not in extra:
+            op = node.ops[0]
             op.detach()
             block.insert_op_before(op, terminator)
             continue

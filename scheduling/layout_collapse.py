@@ -33,7 +33,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from fusec.analysis.device_dtypes import UnsupportedTypeError, value_dtype
 from fusec.analysis.diagnostics import op_error
-from fusec.analysis.view_operands import CHAINED_VIEWS, computed_root
+from fusec.analysis.view_operands import CHAINED_VIEWS, computed_ops
 from fusec.dialects import nn, shapes
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import element_type, int_list, tensor_shape
@@ -144,15 +144,16 @@ def layout_ops(group: GroupOp) -> list[Operation]:
     transposes, each reading the one before), or a located error."""
     ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
     inside = set(ops)
-    # an elementwise op whose result only the chain reads is evaluated at the
-    # element the chain's view reads (`codegen/computed_root.py`), with the
-    # splat constants it reads as literals (moved in by `group-each-op`)
+    # the elementwise ops whose results only the chain reads are evaluated at
+    # the element the chain's view reads (`codegen/computed_root.py`), with the
+    # splat constants they read as literals (moved in by `group-each-op`)
+    computed = computed_ops(inside)
     literals = [op for op in ops if isinstance(op, nn.ConstantOp) and all(
-        computed_root(u.operation, inside) for u in op.results[0].uses)]
-    ops = [op for op in ops if op not in literals]
-    roots = [op for op in ops[:1] if computed_root(op, inside)]
-    ops = ops[len(roots):]
-    chain = len(ops) > 1 and all(isinstance(op, CHAINED_VIEWS) for op in ops)
+        u.operation in computed for u in op.results[0].uses)]
+    roots = [op for op in ops if op in computed]
+    ops = [op for op in ops if op not in literals and op not in computed]
+    # a lone slice, reshape or transpose over computed ops reads them through its view
+    chain = (len(ops) > 1 or bool(roots)) and all(isinstance(op, CHAINED_VIEWS) for op in ops)
     if not ops or not (chain or (len(ops) == 1 and isinstance(ops[0], _LAYOUT_OPS))):
         names = ", ".join(op.name for op in ops) or "no op"
         raise op_error(group, "a layout group must hold one layout op or a chain of slices, "
@@ -176,8 +177,11 @@ def layout_ops(group: GroupOp) -> list[Operation]:
 
 def collapsed(group: GroupOp) -> GroupOp:
     """The checked layout `group` as a detached pointwise-view group over its
-    collapsed shapes (what both the scheduler and the emitter read); a chain
-    as it is (the pointwise emitter reads its composed view and merges the
-    axes the view steps across alike)."""
+    collapsed shapes (what both the scheduler and the emitter read); a chain,
+    or a lone view over ops evaluated where it reads them, as it is (the
+    pointwise emitter reads its composed view and merges the axes the view
+    steps across alike)."""
     ops = layout_ops(group)
-    return collapsed_group(group, ops[0]) if len(ops) == 1 else group
+    # a lone op over computed ops reads them at its uncollapsed view's elements
+    alone = len(ops) == 1 and not computed_ops(group.block.ops)
+    return collapsed_group(group, ops[0]) if alone else group
