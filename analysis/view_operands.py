@@ -15,12 +15,14 @@ The kernel reads `h[i * 32 + j]` for `%a` and `h[16 + i * 32 + j]` for
 `%b`. A chain of slices, reshapes and transposes composes into one view of
 the value at its root (the heads of a packed QKV projection: slice, reshape,
 transpose); the root must be read from memory (a group input, not a value
-the same kernel computes), and the composed view must be an offset plus
-one stride per dimension, or for a pointwise kernel one index map over
-parts of the dimensions (`operand_map`, `analysis/view_map.py`: a reshape
-that merges dimensions a transpose left apart); a chain with neither is
-refused. A chain whose view moves the
-innermost axis is staged through a tile (`analysis/transposed_operands.py`).
+the same kernel computes, unless a chain of elementwise ops over values read
+from memory computes it: `computed_ops`, evaluated where the view reads),
+and the composed view must be an offset plus one stride per dimension, or
+for a pointwise kernel one index map over parts of the dimensions
+(`operand_map`, `analysis/view_map.py`: a reshape that merges dimensions a
+transpose left apart); a chain with neither is refused. A chain whose view
+moves the innermost axis is staged through a tile
+(`analysis/transposed_operands.py`).
 
 `nn.concat` and `nn.gather` are indexed reads (`INDEXED_READS`): an element
 of a concat is read from the operand whose range along `axis` holds its

@@ -1,7 +1,8 @@
 """Loads of a view whose root the kernel computes: a chain of slices,
-reshapes and transposes over an elementwise op of the same group
-(`analysis/view_operands.computed_root`) reads no buffer of that op's
-result; the op is evaluated at the source element the view's index names.
+reshapes and transposes over an elementwise op of the same group, or over a
+chain of them (`x * k -> relu`; `analysis/view_operands.computed_ops`),
+reads no buffer of that op's result; the ops are evaluated at the source
+element the view's index names.
 
 The head split of a biased QKV projection (`%qkv = nn.add %mm, %b`, then
 slice, reshape and transpose) loads, for view index `f` into `[S, 3 * H * D]`,

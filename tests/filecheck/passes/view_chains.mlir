@@ -94,3 +94,44 @@ func.func @gated_halves(%x: tensor<4x16xf32>, %b: tensor<16xf32>) -> tensor<4x8x
   %y = nn.mul %a, %s : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   func.return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// A chain of elementwise ops (a pointwise group: mul, then relu) read only by
+// a lone strided slice is evaluated where the slice reads: the slice's group
+// holds both ops (no kernel writes %r), and the group of mul and relu is gone.
+// REMARK: remark: fused nn.relu (%r) with nn.mul (%m): saves
+// REMARK: remark: recomputed nn.mul (%m), nn.relu (%r) in group g0 instead of writing it: saves {{.*}} and 1 launch
+// CHECK-LABEL: func.func @chain_before_strided_slice
+// CHECK: %[[Y:.*]] = fusion.group (%x, %k) {name = "g0", kind = "layout"}
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<7x9xf32>, %[[K:.*]]: tensor<f32>):
+// CHECK-NEXT: %[[M:.*]] = nn.mul %[[X]], %[[K]]
+// CHECK-NEXT: %[[R:.*]] = nn.relu %[[M]]
+// CHECK-NEXT: %[[S:.*]] = nn.slice %[[R]] {starts = [1, 0], limits = [7, 9], strides = [2, 2]}
+// CHECK-NEXT: fusion.yield %[[S]]
+// CHECK-NOT: fusion.group
+// CHECK: func.return %[[Y]]
+func.func @chain_before_strided_slice(%x: tensor<7x9xf32>) -> tensor<3x5xf32> {
+  %k = nn.constant dense<0.5> : tensor<f32>
+  %m = nn.mul %x, %k : (tensor<7x9xf32>, tensor<f32>) -> tensor<7x9xf32>
+  %r = nn.relu %m : tensor<7x9xf32>
+  %s = nn.slice %r {starts = [1, 0], limits = [7, 9], strides = [2, 2]} : (tensor<7x9xf32>) -> tensor<3x5xf32>
+  func.return %s : tensor<3x5xf32>
+}
+
+// -----
+
+// The multiply is a result too: its group writes it anyway, so the chain
+// stays a kernel, and the slice a copy of its result.
+// REMARK: missed: nn.mul (%m), nn.relu (%r) not recomputed in nn.slice (%s): nn.mul (%m) is also a result of the function; a chain is recomputed where views read it only when it writes nothing else
+// CHECK-LABEL: func.func @chain_value_returned
+// CHECK: fusion.group (%x, %k) {name = "g0", kind = "pointwise"}
+// CHECK-NOT: fusion.group
+// CHECK: nn.slice
+func.func @chain_value_returned(%x: tensor<7x9xf32>) -> (tensor<3x5xf32>, tensor<7x9xf32>) {
+  %k = nn.constant dense<0.5> : tensor<f32>
+  %m = nn.mul %x, %k : (tensor<7x9xf32>, tensor<f32>) -> tensor<7x9xf32>
+  %r = nn.relu %m : tensor<7x9xf32>
+  %s = nn.slice %r {starts = [1, 0], limits = [7, 9], strides = [2, 2]} : (tensor<7x9xf32>) -> tensor<3x5xf32>
+  func.return %s, %m : tensor<3x5xf32>, tensor<7x9xf32>
+}
