@@ -40,6 +40,10 @@ CASES = {
 def test_feature_interaction(name: str) -> None:
     text = (PROGRAMS / f"{name}.mlir").read_text()
     seed = int(np.random.default_rng().integers(1 << 30))  # fresh inputs every run
+    # The bound is relative to each output's largest magnitude: the backward
+    # programs subtract rounded values (RMSNorm's dx = (g - xr * m) * rstd), and
+    # an element near zero carries the error of its much larger terms (one seed
+    # in about 40 put a 0.15 error, 0.8% of the output's scale, on a -1.56).
     # bf16 outputs come back as float32 values, and an f32 output computed
     # from half values differs from the float64 oracle by the half's roundoff
     # (kernels round a half value where they write it, the oracle only at a
@@ -47,4 +51,4 @@ def test_feature_interaction(name: str) -> None:
     half = "bfloat16" if "xbf16>" in text else "float16" if "xf16>" in text else "float32"
     tolerance = dict(TOLERANCE, float32=TOLERANCE[half])
     check_program(text, launches=CASES[name], pipeline=PIPELINE, seed=seed,
-                  tolerance=tolerance)
+                  tolerance=tolerance, relative_to_max=True)
