@@ -54,6 +54,7 @@ def test_every_permutation_f32(perm: list[int], inner: int) -> None:
                           tolerance=TOLERANCE)
 
 
+@pytest.mark.slow  # the f32 sweep covers every permutation in the default run
 @pytest.mark.parametrize("inner", _inners(3))
 @pytest.mark.parametrize("perm", PERMS, ids=lambda p: "p" + "".join(map(str, p)))
 def test_every_permutation_bf16(perm: list[int], inner: int) -> None:
