@@ -310,14 +310,21 @@ def gemm_choice(target: Target, flops: float, operand_bytes: int, result_bytes: 
         t_lib += target.kernel_time(epilogue_bytes + 2 * result_bytes, 0.0)
     t_fused = max((io + epilogue_bytes) / target.memory_bandwidth,
                   flops / target.fused_gemm_flops) + target.launch_overhead
-    if mode == "library":
-        return GemmChoice(True, t_lib, t_fused, "--gemm library")
-    if mode == "fused":
-        return GemmChoice(False, t_lib, t_fused, "--gemm fused")
-    if not library_available:
-        return GemmChoice(False, t_lib, t_fused, "CuPy is not importable")
-    faster = t_lib < t_fused
-    return GemmChoice(faster, t_lib, t_fused, "faster" if faster else "the fused kernel is faster")
+    library, reason = library_mode(mode, "--gemm", library_available, "CuPy is not importable",
+                                   t_lib < t_fused, "the fused kernel is faster")
+    return GemmChoice(library, t_lib, t_fused, reason)
+
+
+def library_mode(mode: str, flag: str, available: bool, missing: str, faster: bool,
+                 slower: str) -> tuple[bool, str]:
+    """Whether a library call is taken, and why: as `flag` ("--gemm") says
+    ("library", "fused"), else (`auto`) when the library is `available`
+    (`missing` says why not) and `faster` (`slower` says why not)."""
+    if mode in ("library", "fused"):
+        return mode == "library", f"{flag} {mode}"
+    if not available:
+        return False, missing
+    return faster, "faster" if faster else slower
 
 
 @dataclass(frozen=True)
@@ -367,11 +374,6 @@ def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
     own_bandwidth = target.memory_bandwidth * target.own_conv_bandwidth_fraction
     t_own = max((io_bytes + epilogue_bytes) / own_bandwidth,
                 flops / (target.fp32_flops * own_flops_fraction)) + target.launch_overhead
-    if mode == "library":
-        return ConvChoice(True, t_lib, t_own, "--conv library")
-    if mode == "fused":
-        return ConvChoice(False, t_lib, t_own, "--conv fused")
-    if not library_available:
-        return ConvChoice(False, t_lib, t_own, "cuDNN is not installed")
-    faster = t_lib < t_own
-    return ConvChoice(faster, t_lib, t_own, "faster" if faster else "the own kernel is faster")
+    library, reason = library_mode(mode, "--conv", library_available, "cuDNN is not installed",
+                                   t_lib < t_own, "the own kernel is faster")
+    return ConvChoice(library, t_lib, t_own, reason)

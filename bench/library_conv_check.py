@@ -17,9 +17,8 @@ from __future__ import annotations
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
+from library_check import compare
 
 TYPES = ("f32", "f16", "bf16")
 
@@ -87,24 +86,9 @@ def model_text(s: Shape, epilogue: str, dt: str) -> str:
             f"func.return {'%c' if epilogue == 'none' else '%o'} : {y}\n}}\n")
 
 
-def _values(x: Any) -> np.ndarray:
-    """A result as float64 (CuPy, numba or NumPy; bf16 bits widened)."""
-    if hasattr(x, "copy_to_host"):
-        x = x.copy_to_host()
-    elif hasattr(x, "get"):
-        x = x.get()
-    x = np.asarray(x)
-    if x.dtype == np.uint16:
-        x = (x.astype(np.uint32) << 16).view(np.float32)
-    return x.astype(np.float64)
-
-
 def check(s: Shape, epilogue: str, dt: str, graphs: bool = False) -> tuple[bool, str]:
     """Compile, run and compare one case: (passed, a line saying how it went)."""
     import fusec
-    from fusec.compiler.parsing import make_context, parse_module
-    from fusec.dialects.element_types import element, round_to_bf16
-    from fusec.reference.interpreter import find_function, random_inputs, run_function
 
     text = model_text(s, epilogue, dt)
     model = fusec.compile(text, device="gpu", conv="library", graphs=graphs, cache=False)
@@ -114,24 +98,7 @@ def check(s: Shape, epilogue: str, dt: str, graphs: bool = False) -> tuple[bool,
     if len(convs) != 1 or len(launches) != 1 + kernels:
         return False, (f"plan: {len(launches)} launches, {len(convs)} cuDNN; expected 1 cuDNN "
                        f"+ {kernels}")
-    worst = 0.0
-    func = find_function(parse_module(make_context(), text, "m.mlir"), None)
-    for seed in range(3 if graphs else 1):
-        host = random_inputs(func, seed=seed)
-        if dt == "bf16":
-            host = [round_to_bf16(a) for a in host]
-        want = run_function(func, host)[0].astype(np.float64)
-        got = _values(model(*host))
-        scale = max(1.0, float(np.abs(want).max()))
-        worst = max(worst, float(np.abs(got - want).max()) / scale)
-    tol = element(dt).tolerance
-    note = ""
-    if graphs:
-        used = getattr(model.executor, "graph", None) is not None
-        note = f", graph {'used' if used else 'NOT used'}"
-        if not used:
-            return False, f"max rel err {worst:.3g} (tol {tol:.3g}){note}"
-    return worst <= tol, f"max rel err {worst:.3g} (tol {tol:.3g}, {worst / tol:.2f} x){note}"
+    return compare(model, text, dt, graphs)
 
 
 def main(argv: list[str] | None = None) -> int:

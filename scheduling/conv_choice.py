@@ -43,7 +43,7 @@ from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
-from fusec.scheduling.gemm_choice import GroupSplitter
+from fusec.scheduling.gemm_choice import GroupSplitter, split_head
 from fusec.scheduling.kinds.common import group_name
 
 CONV_MODES = ("auto", "library", "fused")
@@ -141,13 +141,12 @@ class ConvChooser:
             self.remarks.add("missed", f"group {group_name(group)}: the convolution's operands "
                              "are not read directly; fusec's own kernel")
             return group
-        if k < len(ops) and any(not isinstance(o, nn.ConstantOp) for o in ops[k:]):
-            if k not in splitter.legal_splits(group):
-                self.remarks.add("missed", f"group {group_name(group)}: what follows the "
-                                 "convolution cannot be split from it; fusec's own kernel")
-                return group
-            group, _ = splitter.split_group(group, k)
-        group.attributes[BACKEND_ATTR] = StringAttr(LIBRARY_BACKEND)
+        head = split_head(group, k, splitter)
+        if head is None:
+            self.remarks.add("missed", f"group {group_name(group)}: what follows the "
+                             "convolution cannot be split from it; fusec's own kernel")
+            return group
+        head.attributes[BACKEND_ATTR] = StringAttr(LIBRARY_BACKEND)
         if self.tf32 and of_device_dtype(value_dtype(conv.result)).name == "f32":
-            group.attributes[TF32_ATTR] = StringAttr("true")
-        return group
+            head.attributes[TF32_ATTR] = StringAttr("true")
+        return head

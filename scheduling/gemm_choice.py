@@ -157,15 +157,25 @@ class GemmChooser:
                              f"{fold.describe()} (cuBLASLt epilogue)")
             _lead(group, mm, fold)
         ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
-        k = ops.index(mm) + 1 + len(fold.ops)
-        if k < len(ops) and any(not isinstance(o, nn.ConstantOp) for o in ops[k:]):
-            if k not in splitter.legal_splits(group):
-                self.remarks.add("missed", f"group {group_name(group)}: the epilogue cannot "
-                                 "be split from the matmul; fused")
-                return group
-            group, _ = splitter.split_group(group, k)
-        group.attributes[GEMM_ATTR] = StringAttr("library")
+        head = split_head(group, ops.index(mm) + 1 + len(fold.ops), splitter)
+        if head is None:
+            self.remarks.add("missed", f"group {group_name(group)}: the epilogue cannot "
+                             "be split from the matmul; fused")
+            return group
+        head.attributes[GEMM_ATTR] = StringAttr("library")
+        return head
+
+
+def split_head(group: GroupOp, k: int, splitter: GroupSplitter) -> GroupOp | None:
+    """The group of `group`'s first `k` ops: `group` itself when only
+    constants follow them, else the first of the two `splitter` makes;
+    None when it may not split there."""
+    ops = [op for op in group.block.ops if not isinstance(op, YieldOp)]
+    if k >= len(ops) or all(isinstance(o, nn.ConstantOp) for o in ops[k:]):
         return group
+    if k not in splitter.legal_splits(group):
+        return None
+    return splitter.split_group(group, k)[0]
 
 
 def _nbytes(v: SSAValue) -> int:
