@@ -173,15 +173,20 @@ def computed_ops(inside: Iterable[Operation]) -> set[Operation]:
     chained layout op of the kernel nor kept, or an operand the kernel
     computes some other way."""
     members = set(inside)
+    if not any(isinstance(op, CHAINED_VIEWS) for op in members):
+        return set()  # every kept op is read, in the end, by a layout op of the kernel
     kept = {op for op in members if op_kind(op) is OpKind.ELEMENTWISE and len(op.results) == 1
             and op.results[0].uses}
-    changed = True
-    while changed:
-        changed = False
-        for op in list(kept):
-            if not _computed_here(op, members, kept):
-                kept.discard(op)
-                changed = True
+    # Dropping an op can only drop its producers (a reader no longer kept) and
+    # its readers (an operand no longer kept): check those again, nothing else.
+    pending = list(kept)
+    while pending:
+        op = pending.pop()
+        if op in kept and not _computed_here(op, members, kept):
+            kept.discard(op)
+            pending.extend(v.op for v in op.operands
+                           if isinstance(v, OpResult) and v.op in kept)
+            pending.extend(u.operation for u in op.results[0].uses if u.operation in kept)
     return kept
 
 
