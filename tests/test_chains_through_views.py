@@ -15,6 +15,7 @@ import pytest
 
 from fusec.analysis.program import Program
 from fusec.analysis.remarks import collect_remarks
+from fusec.compiler.compile import compile_model
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
@@ -228,3 +229,30 @@ def test_overlapping_views_price_the_duplicated_work() -> None:
     assert any(r.startswith("missed: nn.mul (%e0), nn.tanh (%c) not recomputed")
                and "its views read elements more than once" in r
                and "over max_recompute_flops = 8" in r for r in lines), lines
+
+
+def test_a_kernel_without_layout_ops_looks_for_no_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 48-op elementwise program: fusion legality asked, for every op of every
+    # candidate kernel, which ops views evaluate, re-running the whole search each
+    # time (bench/programs/wide_tanh.mlir took 100 s); without a layout op in the
+    # kernel there is nothing to search.
+    from fusec.analysis import view_operands
+
+    calls = 0
+    real = view_operands._computed_here
+
+    def counted(*args: object) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(view_operands, "_computed_here", counted)
+    t = "tensor<1024xf32>"
+    lines = [f"func.func @f(%a: {t}, %b: {t}) -> {t} {{",
+             f"%v0 = nn.add %a, %b : ({t}, {t}) -> {t}"]
+    for i in range(1, 48):
+        lines.append(f"%v{i} = nn.add %v{i - 1}, %{'a' if i % 2 else 'b'} : ({t}, {t}) -> {t}")
+    lines += [f"func.return %v47 : {t}", "}"]
+    art = compile_model("\n".join(lines) + "\n", target="h200")
+    assert len(art.plan["functions"]["f"]["launches"]) == 1
+    assert calls == 0
