@@ -49,6 +49,11 @@ from fusec.scheduling.kinds.common import group_name
 CONV_MODES = ("auto", "library", "fused")
 
 
+CUDNN_ELEMENTS = 1 << 31
+"""cuDNN's tensor descriptors hold 32-bit strides: a tensor this large stays
+fusec's."""
+
+
 def _ops(group: GroupOp) -> list[Operation]:
     return [op for op in group.block.ops if not isinstance(op, YieldOp)]
 
@@ -59,6 +64,8 @@ def library_conv(group: GroupOp) -> tuple[nn.Conv2dOp | None, str]:
     conv = next((op for op in ops if isinstance(op, nn.Conv2dOp)), None)
     if conv is None:
         return None, "no convolution"
+    if max(numel(tensor_shape(v)) for v in (*conv.operands, conv.result)) >= CUDNN_ELEMENTS:
+        return None, "a tensor of 2^31 elements or more (cuDNN's 32-bit strides)"
     top, left, bottom, right = conv.pads
     if top != bottom or left != right:
         return None, f"asymmetric padding {conv.pads}"

@@ -122,6 +122,16 @@ def test_a_prologue_fused_into_the_conv_becomes_its_own_kernel_before_the_call()
         a["value"] for a in got[0]["args"] if a["writes"]]
 
 
+def test_a_tensor_past_cudnn_s_32_bit_strides_stays_fusec_s_own(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    src = tmp_path / "m.mlir"
+    src.write_text(conv_text(n=1, c=2, hw=32768, o=2, k=1, pads=(0, 0, 0, 0)))
+    assert main([str(src), "-o", str(tmp_path / "out"), "--conv", "library", "--remarks"]) == 0
+    assert "2^31 elements or more" in capsys.readouterr().err
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert all("library" not in la for la in plan["functions"]["f"]["launches"])
+
+
 def test_fused_mode_never_calls_the_library(with_cudnn: None) -> None:
     assert all("library" not in la for la in launches(conv_text("f16", c=64, o=64, hw=28),
                                                        conv="fused"))
