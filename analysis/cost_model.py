@@ -344,6 +344,15 @@ class ConvChoice:
                 f"{_us(self.t_own)} us: {'library' if self.library else 'own'} ({self.reason})")
 
 
+def library_conv_rate(target: Target, element: str, tf32: bool = False,
+                      group_outputs: int = 0) -> float:
+    """FLOP/s of a library convolution on `element` (see `conv_choice`)."""
+    tile_use = min(1.0, group_outputs / target.library_conv_tile_n) if group_outputs else 1.0
+    tensor_cores = element in ("f16", "bf16") or (element == "f32" and tf32)
+    fraction = target.library_conv_fraction if tensor_cores else target.library_conv_fma_fraction
+    return target.library_gemm_rate(element, tf32) * fraction * tile_use
+
+
 def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
                 epilogue_bytes: int, own_flops_fraction: float, mode: str = "auto",
                 library_available: bool = False, element: str = "f32",
@@ -362,10 +371,7 @@ def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
     prologue fusec's kernel computes while it stages its input is a kernel of
     its own before the library call (`prologue_bytes`: what it moves).
     `auto` takes the library only when it is available and faster."""
-    tile_use = min(1.0, group_outputs / target.library_conv_tile_n) if group_outputs else 1.0
-    tensor_cores = element in ("f16", "bf16") or (element == "f32" and tf32)
-    fraction = target.library_conv_fraction if tensor_cores else target.library_conv_fma_fraction
-    rate = target.library_gemm_rate(element, tf32) * fraction * tile_use
+    rate = library_conv_rate(target, element, tf32, group_outputs)
     t_lib = max(io_bytes / target.memory_bandwidth, flops / rate) + target.launch_overhead
     if epilogue_bytes:
         t_lib += target.kernel_time(epilogue_bytes + 2 * result_bytes, 0.0)

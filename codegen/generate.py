@@ -56,6 +56,7 @@ from fusec.codegen.kernel_source import (
     kernel_prelude,
 )
 from fusec.codegen.launch_grid import fit_grid, launch_register_cap
+from fusec.codegen.library_price import priced
 from fusec.codegen.splat_inputs import inline_splat_inputs, is_splat
 from fusec.codegen.split_launch import split_launches
 from fusec.codegen.writers import WriteTask, writer_for
@@ -249,7 +250,7 @@ class _FunctionBuilder:
         except NotImplementedError as err:  # a writer's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
         if isinstance(kernel, KernelLaunch):  # a library call: no kernel of kernels.py
-            return [kernel]
+            return [priced(kernel, self.program.values, self.target)]
         cap = _int_attr(group, MAX_REGISTERS_ATTR)  # `--max-registers`
         firsts = [self._fitted(k, cap) for k in kernel.before]
         kernel = self._fitted(kernel, cap)

@@ -240,3 +240,20 @@ def test_find_cudnn_honours_the_switch_and_the_simulator(
     assert cudnn_library.find_cudnn() is None
     cudnn_library.find_cudnn.cache_clear()
 
+
+
+def test_library_launches_carry_their_estimated_time_and_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fusec.scheduling import gemm_choice
+
+    conv = launches(conv_text("f16", n=4, c=8, hw=9, o=16), conv="library")[0]
+    assert conv["hbm_bytes"] == 2 * (4 * 8 * 9 * 9 + 16 * 8 * 3 * 3 + 4 * 16 * 9 * 9)
+    assert conv["est_time_us"] > 0
+    monkeypatch.setattr(gemm_choice, "library_available", lambda: True)
+    t = "tensor<3x64x32xf32>", "tensor<32x16xf32>", "tensor<3x64x16xf32>"
+    text = (f"func.func @f(%x: {t[0]}, %w: {t[1]}) -> {t[2]} {{\n"
+            f"%m = nn.matmul %x, %w : ({t[0]}, {t[1]}) -> {t[2]}\nfunc.return %m : {t[2]}\n}}\n")
+    gemm = launches(text, gemm="library")[0]
+    assert gemm["library"] == "cublas_sgemm"
+    assert gemm["hbm_bytes"] == 4 * (3 * 64 * 32 + 32 * 16 + 3 * 64 * 16)
+    assert gemm["est_time_us"] > 0
