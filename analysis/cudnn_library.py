@@ -22,7 +22,6 @@ import ctypes.util
 import functools
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 from fusec.analysis.env_switch import switched_off
@@ -70,10 +69,9 @@ def find_cudnn() -> str | None:
         for sub in ("cudnn/lib", "cu13/lib", "cu12/lib"):
             if (found := _in_folder(folder / sub)) is not None:
                 return found
-    if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
-        for folder in _package_dirs("torch"):
-            if (found := _in_folder(folder / "lib")) is not None:
-                return found
+    for folder in _package_dirs("torch"):
+        if (found := _in_folder(folder / "lib")) is not None:
+            return found
     name = ctypes.util.find_library("cudnn")
     return name or None
 

@@ -259,6 +259,7 @@ def input_reads(ops: Sequence[Operation], value: SSAValue) -> tuple[list[Strided
     """The views through which a group of `ops` reads its input `value`
     (the outermost link of each chain), and whether some op reads it whole."""
     inside = set(ops)
+    computed = computed_ops(inside)
     views: list[StridedView] = []
     whole = False
     for use in value.uses:
@@ -269,7 +270,7 @@ def input_reads(ops: Sequence[Operation], value: SSAValue) -> tuple[list[Strided
             # the rows the indices name, each read once per index
             views.append(StridedView.contiguous(tensor_shape(op.results[0])))
             continue
-        if computed_root(op, inside) and tensor_shape(value) == tensor_shape(op.results[0]):
+        if op in computed and tensor_shape(value) == tensor_shape(op.results[0]):
             # read at the elements the chains of the recomputed ops read
             found = _computed_ends(op, inside)
             if found is not None:

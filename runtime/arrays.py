@@ -115,3 +115,8 @@ def _import(name: str, what: str) -> Any:
         return __import__(name)
     except ImportError:
         raise FusecError(f"{what} needs {name}, which is not installed") from None
+
+
+def device_pointer(a: Any) -> int:
+    """The device address of an array speaking `__cuda_array_interface__`."""
+    return int(a.__cuda_array_interface__["data"][0])

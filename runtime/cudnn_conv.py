@@ -33,6 +33,7 @@ from typing import Any
 
 from fusec.analysis.cudnn_library import find_cudnn
 from fusec.analysis.diagnostics import FusecError
+from fusec.runtime.arrays import device_pointer
 
 WORKSPACE_LIMIT = 256 * 1024 * 1024
 """The most workspace one convolution may ask (bytes); algorithms asking more
@@ -206,7 +207,7 @@ class DeviceConvs:
             self.workspace_bytes = size
         if not self.workspaces:
             return 0
-        return int(self.workspaces[-1].__cuda_array_interface__["data"][0])
+        return device_pointer(self.workspaces[-1])
 
     def forward(self, spec: dict[str, Any], args: Sequence[Any], stream_ptr: int) -> None:
         """`y = conv(x, w)` of the launch, on the stream at `stream_ptr`."""
@@ -217,9 +218,10 @@ class DeviceConvs:
         scalar = ctypes.c_double if plan.double else ctypes.c_float
         one, zero = scalar(1.0), scalar(0.0)
         _call("cudnnConvolutionForward", self.handle, ctypes.byref(one), plan.x,
-              ctypes.c_void_p(_address(x)), plan.w, ctypes.c_void_p(_address(w)), plan.conv,
+              ctypes.c_void_p(device_pointer(x)), plan.w, ctypes.c_void_p(device_pointer(w)),
+              plan.conv,
               plan.algo, ctypes.c_void_p(space), ctypes.c_size_t(plan.workspace),
-              ctypes.byref(zero), plan.y, ctypes.c_void_p(_address(y)))
+              ctypes.byref(zero), plan.y, ctypes.c_void_p(device_pointer(y)))
 
 
 _DEVICES: dict[int, DeviceConvs] = {}
@@ -256,7 +258,3 @@ def prepare_conv(spec: dict[str, Any], args: Sequence[Any]) -> None:
 def run_conv(spec: dict[str, Any], args: Sequence[Any], stream_ptr: int) -> None:
     """The launch's convolution on the stream at `stream_ptr`."""
     _device().forward(spec, args, stream_ptr)
-
-
-def _address(a: Any) -> int:
-    return int(a.__cuda_array_interface__["data"][0])

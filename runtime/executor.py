@@ -53,6 +53,7 @@ from fusec.analysis.program import FunctionProgram, KernelLaunch, Program, Tenso
 from fusec.runtime import bf16_io
 from fusec.runtime.arrays import (
     array_kind,
+    device_pointer,
     device_view,
     host_array,
     host_results,
@@ -193,11 +194,6 @@ def _simulating() -> bool:
 
 # NumPy's floating-point warnings ("overflow encountered in scalar multiply").
 _FLOAT_ERROR_WARNING = r"(overflow|invalid value|divide by zero|underflow) encountered"
-
-
-def _device_pointer(a: Any) -> int:
-    """The device address of an array (the key of a bound call)."""
-    return int(a.__cuda_array_interface__["data"][0])
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -437,7 +433,7 @@ class Executor:
         calls on the same inputs and outputs only enqueue kernels. A graph
         capture binds with `keep=False`: it needs the views once."""
         key = None if self.simulator or not keep else tuple(
-            (v, _device_pointer(a)) for v, a in storage.items())
+            (v, device_pointer(a)) for v, a in storage.items())
         if key is not None and self._bound is not None and self._bound[0] == key:
             return self._bound[1], self._bound[2]
         storage = {**storage, **self._constants()}

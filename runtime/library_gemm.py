@@ -24,6 +24,7 @@ from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import KernelLaunch
 from fusec.codegen.library_gemm import has_epilogue
 from fusec.dialects.element_types import element
+from fusec.runtime.arrays import device_pointer
 from fusec.runtime.bf16_gemm import run_bf16_gemm
 
 
@@ -75,7 +76,8 @@ def run_library_call(launch: KernelLaunch, args: Sequence[Any], stream: Any,
         if epilogue:
             _run_lt(blas.lt(), spec, args, ptr)
         else:
-            blas.gemm(spec, _address(a), a.shape, _address(b), b.shape, _address(c), ptr)
+            blas.gemm(spec, device_pointer(a), a.shape, device_pointer(b), b.shape,
+                      device_pointer(c), ptr)
         return
     cp = _cupy()
     assert cp is not None
@@ -107,11 +109,11 @@ def _gemm(cp: Any, spec: dict[str, Any], a: Any, b: Any, c: Any) -> None:
 def _run_lt(lt: Any, spec: dict[str, Any], args: Sequence[Any], ptr: int) -> None:
     """The launch as one cuBLASLt matmul; its extra args are bias, then residual."""
     extra = iter(args[3:])
-    bias = _address(next(extra)) if "bias" in spec else 0
-    residual = _address(next(extra)) if "residual" in spec else 0
+    bias = device_pointer(next(extra)) if "bias" in spec else 0
+    residual = device_pointer(next(extra)) if "residual" in spec else 0
     a, b, c = args[:3]
-    lt.matmul(spec, _address(a), a.shape, _address(b), b.shape, _address(c), bias, residual,
-              ptr)
+    lt.matmul(spec, device_pointer(a), a.shape, device_pointer(b), b.shape, device_pointer(c),
+              bias, residual, ptr)
 
 
 _LT: dict[int, Any] = {}  # per device: the cuBLASLt handle of launches outside graphs
@@ -152,10 +154,6 @@ def _apply_epilogue(cp: Any, spec: dict[str, Any], c: Any, *extra: Any) -> None:
                              None if bias is None else from_stored(cp, bias),
                              None if residual is None else from_stored(cp, residual))
     c[...] = to_stored(cp, values, c.dtype.type)
-
-
-def _address(a: Any) -> int:
-    return int(a.__cuda_array_interface__["data"][0])
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
