@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from test_report_counts import ONE_KERNEL, TWO_KERNELS
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
@@ -89,23 +90,9 @@ func.func @f(%x: tensor<32x64xf32>, %y: tensor<64x32xf32>) -> tensor<64x32xf32> 
   %s = nn.add %t, %y : (tensor<64x32xf32>, tensor<64x32xf32>) -> tensor<64x32xf32>
   func.return %s : tensor<64x32xf32>
 }""",
-    "add_relu": """
-func.func @f(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  %a = nn.add %x, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
-  %r = nn.relu %a : tensor<4x8xf32>
-  func.return %r : tensor<4x8xf32>
-}""",
+    "add_relu": ONE_KERNEL,
     # A reduction of a reduction's result through a transpose: several groups.
-    "two_reductions": """
-func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  %m = nn.reduce_max %x {axes = [1], keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
-  %s = nn.sub %x, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
-  %t = nn.transpose %s {perm = [1, 0]} : (tensor<4x8xf32>) -> tensor<8x4xf32>
-  %u = nn.reduce_sum %t {axes = [1], keepdims = true} : (tensor<8x4xf32>) -> tensor<8x1xf32>
-  %b = nn.reshape %u : (tensor<8x1xf32>) -> tensor<1x8xf32>
-  %r = nn.add %x, %b : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
-  func.return %r : tensor<4x8xf32>
-}""",
+    "two_reductions": TWO_KERNELS,
     "matmul_softmax": """
 func.func @f(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> tensor<8x32xf32> {
   %m = nn.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
