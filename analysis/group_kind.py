@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import FusecError, InternalError, op_error
@@ -50,9 +51,29 @@ if TYPE_CHECKING:  # types only: these layers sit above this one
 
 BACKEND_ATTR = "backend"
 """The group attribute that names its backend (`backend = "library"`), set by
-the pass that chose it (`codegen/writers.group_backend` reads it)."""
+the pass that chose it (`group_backend` reads it)."""
+NUMBA_BACKEND = "numba"
+"""The backend of fusec's generated numba.cuda kernels (every group by default)."""
 LIBRARY_BACKEND = "library"
 """The backend of vendor library calls (cuBLAS GEMMs, cuDNN convolutions)."""
+GEMM_ATTR = "gemm"
+"""The group attribute the GEMM choice records (`scheduling/gemm_choice.py`,
+`gemm = "library"`): the library backend."""
+MAX_REGISTERS_ATTR = "max_registers"
+"""The group attribute `register-budget{max-registers=N}` records: cap the
+group's kernels at N registers per thread (0 or absent: no cap)."""
+
+
+def group_backend(group: GroupOp) -> str:
+    """The backend `group` runs on, as recorded on it: its `backend`
+    attribute (a pass set it), else "library" where the GEMM choice
+    recorded a library call (`gemm = "library"`), else "numba"."""
+    named = group.attributes.get(BACKEND_ATTR)
+    if isinstance(named, StringAttr):
+        return named.data
+    if group.attributes.get(GEMM_ATTR) == StringAttr(LIBRARY_BACKEND):
+        return LIBRARY_BACKEND
+    return NUMBA_BACKEND
 
 @dataclass
 class ScheduleContext:

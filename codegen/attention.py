@@ -39,8 +39,6 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.attention_pattern import AttentionPattern
-from fusec.analysis.decompose_group import decomposed
-from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.targets import Target
@@ -55,19 +53,19 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, indent, load_expr, store_expr
 from fusec.codegen.reduction_tree import SIMULATED
-from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel
-from fusec.scheduling.attention_group import AttentionSizes, checked_tile, find_pattern
+from fusec.scheduling.attention_group import AttentionSizes
+from fusec.scheduling.attention_plan import AttentionPlan
 from fusec.scheduling.attention_schedule import (
     VECTOR,
     AttentionTile,
     p_width,
     padded,
-    shared_bytes,
     shared_words,
     vwidth,
 )
+from fusec.scheduling.group_plan import GroupPlan
 
 F32 = "float32"
 NEG_INF = float_literal(float("-inf"))
@@ -77,56 +75,46 @@ UNROLL = 4  # fragment-loop steps written out per iteration (`_unrolled`)
 ALIGN = 16  # bytes: the shared tiles' alignment, so that fragments load as vectors
 
 
-def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
-    """The kernel of a `kind = "attention"` group (see the module docstring);
-    its tiles are static shared arrays when they fit `target`'s static limit."""
-    with decomposed(group) as flat:
-        body = GroupBody.of(flat)
-        pattern = find_pattern(body)
-        shape = AttentionSizes.of(pattern)
-        tile = checked_tile(group, target)
-        name = sanitize_identifier(kernel_name)
-        qtiles = -(-shape.s // tile.block_q)
-        grid = (max(1, numel(shape.batch)) * qtiles, 1, 1)
-        block = (tile.threads, 1, 1)
-        smem = shared_bytes(tile, shape.d, shape.dv, shape.element)
-        dynamic = smem > target.static_shared_limit
-        notes = [
-            f"O[{fmt(shape.out)}] = softmax(f(Q[{fmt(tensor_shape(pattern.qk.lhs))}] @ K^T)) @ "
-            f"V[{fmt(tensor_shape(pattern.pv.rhs))}], online softmax, scores stay on chip",
-            f"tile: {tile.text()}; {'dynamic' if dynamic else 'static'} shared memory "
-            f"{smem} bytes",
-        ]
-        if tile.engine == "mma":
-            from fusec.codegen.attention_mma import MmaWriter  # it extends _Writer
-            from fusec.scheduling.attention_mma_schedule import mma_problem
+def emit(plan: GroupPlan, kernel_name: str, target: Target) -> KernelSource:
+    """The kernel of a `kind = "attention"` group (see the module docstring),
+    as its plan (`scheduling/attention_plan.py`) says; its tiles are static
+    shared arrays when they fit `target`'s static limit."""
+    ap = plan.detail_of(AttentionPlan)
+    flat, body, pattern, shape, tile = plan.body, ap.body, ap.pattern, ap.sizes, ap.tile
+    name = sanitize_identifier(kernel_name)
+    qtiles, smem, dynamic = ap.qtiles, ap.shared_bytes, ap.dynamic
+    grid = (max(1, numel(shape.batch)) * qtiles, 1, 1)
+    block = (tile.threads, 1, 1)
+    notes = [
+        f"O[{fmt(shape.out)}] = softmax(f(Q[{fmt(tensor_shape(pattern.qk.lhs))}] @ K^T)) @ "
+        f"V[{fmt(tensor_shape(pattern.pv.rhs))}], online softmax, scores stay on chip",
+        f"tile: {tile.text()}; {'dynamic' if dynamic else 'static'} shared memory "
+        f"{smem} bytes",
+    ]
+    if tile.engine == "mma":
+        from fusec.codegen.attention_mma import MmaWriter  # it extends _Writer
 
-            if (problem := mma_problem(shape.d, shape.dv, shape.element)) is not None:
-                raise op_error(group, f"attention tile {tile.text()} cannot take {problem}")
-            per_thread = f"{tile.block_k // 2} scores and {shape.dv // 2} outputs per thread"
-            writer: _Writer = MmaWriter(body, pattern, shape, tile, qtiles, dynamic)
-        elif tile.engine == "decode":
-            from fusec.codegen.attention_decode import emit_decode  # it extends _Writer
-            from fusec.scheduling.attention_decode_schedule import decode_head_problem
+        per_thread = f"{tile.block_k // 2} scores and {shape.dv // 2} outputs per thread"
+        writer: _Writer = MmaWriter(body, pattern, shape, tile, qtiles, dynamic)
+    elif tile.engine == "decode":
+        from fusec.codegen.attention_decode import emit_decode  # it extends _Writer
 
-            if (problem := decode_head_problem(shape.d, shape.dv)) is not None:
-                raise op_error(group, f"attention tile {tile.text()} cannot take {problem}")
-            return emit_decode(flat, body, pattern, shape, tile, name, notes)
-        elif tile.splits > 1:
-            from fusec.codegen.attention_split import emit_split  # it extends _Writer
+        return emit_decode(flat, body, pattern, shape, tile, name, notes)
+    elif tile.splits > 1:
+        from fusec.codegen.attention_split import emit_split  # it extends _Writer
 
-            return emit_split(flat, body, pattern, shape, tile, name, notes, target)
-        else:
-            per_thread = (f"{tile.rows}x{tile.cols} scores and {tile.rows}x"
-                          f"{tile.dims(shape.dv)} outputs per thread")
-            writer = _Writer(body, pattern, shape, tile, qtiles, dynamic)
-        head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
-        lines = writer.lines()
-        text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
-                          *indent(lines, 1)])
-        # A static kernel requests nothing at launch; a dynamic one, its tiles.
-        return KernelSource(name, text, grid, block, body_params(body),
-                            shared_bytes=smem if dynamic else 0, notes=notes)
+        return emit_split(flat, body, pattern, shape, tile, name, notes, target)
+    else:
+        per_thread = (f"{tile.rows}x{tile.cols} scores and {tile.rows}x"
+                      f"{tile.dims(shape.dv)} outputs per thread")
+        writer = _Writer(body, pattern, shape, tile, qtiles, dynamic)
+    head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
+    lines = writer.lines()
+    text = "\n".join([*head, "@cuda.jit", f"def {name}({body.signature()}):",
+                      *indent(lines, 1)])
+    # A static kernel requests nothing at launch; a dynamic one, its tiles.
+    return KernelSource(name, text, grid, block, body_params(body),
+                        shared_bytes=smem if dynamic else 0, notes=notes)
 
 
 def _u(n: int | str) -> str:

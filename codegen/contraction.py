@@ -34,7 +34,6 @@ operand is then read uncoalesced, so the direct path serves group inputs.
 
 from __future__ import annotations
 
-from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.group_body import compute_type
 from fusec.codegen.gemm_operands import OperandTile
 from fusec.codegen.gemm_tile_text import tile_col, tile_row
@@ -48,10 +47,7 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, indent, store_lines
-from fusec.codegen.schedule_input import group_schedule
-from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.schedule import ContractionSchedule
 from fusec.dialects.shapes import fmt, numel
 from fusec.scheduling.contraction_schedule import (
     LARGE_TILE,
@@ -60,36 +56,36 @@ from fusec.scheduling.contraction_schedule import (
     SMEM_PAD,
     GemmTile,
     gemm_shared_bytes,
-    tile_of,
 )
-from fusec.scheduling.gemm_shape import GemmShape, analyze_group
+from fusec.scheduling.gemm_plan import GemmPlan
+from fusec.scheduling.gemm_shape import GemmShape
+from fusec.scheduling.group_plan import GroupPlan
 
 __all__ = ["LARGE_TILE", "MEDIUM_TILE", "SMALL_TILE", "GemmTile", "emit"]
 
-def emit(group: GroupOp, kernel_name: str, tile: GemmTile | None = None) -> KernelSource:
-    """The kernel of a `kind = "contraction"` group (see the module docstring)
-    under its `#fusion.contraction` schedule; `tile` overrides it (tests)."""
-    with decomposed(group) as flat:
-        g = analyze_group(flat)
-        body = g.body
-        tile = tile or tile_of(group_schedule(group, ContractionSchedule))
-        name = kernel_name  # from NameTable: unique in kernels.py
-        grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), grid_z(g))
-        block = (tile.threads, 1, 1)
-        notes = [
-            f"C[{fmt(g.out)}] = A[{fmt(tensor_shape(g.a))}] @ B[{fmt(tensor_shape(g.b))}], "
-            f"tile {tile.bm}x{tile.bn}x{tile.bk}, {tile.tm}x{tile.tn} per thread",
-            f"static shared memory: {_shared_bytes(g, tile)} bytes (double-buffered A and B tiles)",
-        ]
-        per_thread = f"{tile.tm}x{tile.tn} outputs per thread"
-        head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
-        writer = _GemmWriter(g, tile)
-        lines = writer.lines()
-        text = "\n".join(
-            [*head, "@cuda.jit", f"def {name}({body.signature()}):", *indent(lines, 1)]
-        )
-        return KernelSource(name, text, grid, block, body_params(body), shared_bytes=0, notes=notes,
-                            grid_loops=writer.grid_loops)
+def emit(plan: GroupPlan, kernel_name: str) -> KernelSource:
+    """The kernel of a `kind = "contraction"` group (see the module
+    docstring), as its plan (`scheduling/gemm_plan.py`) says."""
+    gp = plan.detail_of(GemmPlan)
+    g, tile, flat = gp.shape, gp.tile, plan.body
+    body = g.body
+    name = kernel_name  # from NameTable: unique in kernels.py
+    grid = (-(-g.n // tile.bn), -(-g.m // tile.bm), grid_z(g))
+    block = (tile.threads, 1, 1)
+    notes = [
+        f"C[{fmt(g.out)}] = A[{fmt(tensor_shape(g.a))}] @ B[{fmt(tensor_shape(g.b))}], "
+        f"tile {tile.bm}x{tile.bn}x{tile.bk}, {tile.tm}x{tile.tn} per thread",
+        f"static shared memory: {_shared_bytes(g, tile)} bytes (double-buffered A and B tiles)",
+    ]
+    per_thread = f"{tile.tm}x{tile.tn} outputs per thread"
+    head = kernel_header(flat, body.ops, launch_text(grid, block, per_thread), notes)
+    writer = _GemmWriter(g, tile)
+    lines = writer.lines()
+    text = "\n".join(
+        [*head, "@cuda.jit", f"def {name}({body.signature()}):", *indent(lines, 1)]
+    )
+    return KernelSource(name, text, grid, block, body_params(body), shared_bytes=0, notes=notes,
+                        grid_loops=writer.grid_loops)
 
 
 def grid_z(g: GemmShape) -> int:

@@ -34,6 +34,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.cost_model import op_flops
 from fusec.analysis.device_dtypes import UnsupportedTypeError, value_dtype
 from fusec.analysis.diagnostics import FusecError, op_error
+from fusec.analysis.group_kind import MAX_REGISTERS_ATTR
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.program import (
     ArgSpec,
@@ -47,7 +48,6 @@ from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import DEFAULT_TARGET, Target, get_target
 from fusec.codegen import split_launch
 from fusec.codegen.kernel_source import (
-    MAX_REGISTERS_ATTR,
     PARTIALS_SUFFIX,
     KernelParam,
     KernelSource,
@@ -64,6 +64,7 @@ from fusec.dialects import nn
 from fusec.dialects.element_types import bf16_bits, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, int_list, tensor_shape
+from fusec.scheduling.group_plan import group_plan
 
 MAX_CONSTANT_BYTES = 1 << 30
 """The most bytes a splat constant may take when written out element by
@@ -245,8 +246,9 @@ class _FunctionBuilder:
         kind = group_attr(group, "kind", "")
         writer = writer_for(group)
         try:
-            kernel = writer.write(WriteTask(group, kernel_name, group_name, self.value_id,
-                                            self.target))
+            with group_plan(group, self.target) as plan:
+                kernel = writer.write(WriteTask(plan, kernel_name, group_name, self.value_id,
+                                                self.target))
         except NotImplementedError as err:  # a writer's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
         if isinstance(kernel, KernelLaunch):  # a library call: no kernel of kernels.py

@@ -40,6 +40,7 @@ from xdsl.ir import SSAValue
 
 from fusec.analysis.device_dtypes import numba_type, value_dtype
 from fusec.analysis.diagnostics import InternalError, counted
+from fusec.analysis.group_kind import group_backend
 from fusec.analysis.targets import Target
 from fusec.codegen.build_pool import BuildFailed, Built, kernel_code
 from fusec.codegen.compile_errors import first_error_line
@@ -47,8 +48,9 @@ from fusec.codegen.generate import KERNEL_NAME_FUNC_CHARS, group_attr, main_op
 from fusec.codegen.kernel_source import KernelParam, KernelSource
 from fusec.codegen.kernel_unit import unit_of_kernel
 from fusec.codegen.launch_grid import fit_grid
-from fusec.codegen.writers import ValueId, WriteTask, group_backend, writer_for
+from fusec.codegen.writers import ValueId, WriteTask, writer_for
 from fusec.dialects.fusion import GroupOp
+from fusec.scheduling.group_plan import group_plan
 
 PROBE_KERNEL = "probe_kernel"  # the generated kernel's name (its unit's name is the placeholder)
 
@@ -223,7 +225,9 @@ def _generate(group: GroupOp, target: Target) -> tuple[KernelSource, list[tuple[
     clone = group.clone()
     ensure_schedules([clone], target)
     name = group_attr(clone, "name", "?")
-    written = writer_for(clone).write(WriteTask(clone, PROBE_KERNEL, name, _local_ids(), target))
+    with group_plan(clone, target) as plan:
+        written = writer_for(clone).write(WriteTask(plan, PROBE_KERNEL, name, _local_ids(),
+                                                    target))
     if not isinstance(written, KernelSource):
         raise InternalError(f"group {name} runs on backend \"{group_backend(clone)}\", "
                             "which writes no kernel for ptxas to count")

@@ -511,9 +511,6 @@ def launch_text(grid: Sequence[int], block: Sequence[int], per_thread: str = "")
     return f"{text}, {per_thread}" if per_thread else text
 
 
-MAX_REGISTERS_ATTR = "max_registers"  # on a group: cap its kernel at N registers per thread
-
-
 def capped(kernel: KernelSource, max_registers: int) -> KernelSource:
     """`kernel` declared with numba's `max_registers=N` (the linker's
     `maxrregcount`: registers past N spill to local memory), on the GPU only

@@ -63,7 +63,6 @@ from fusec.codegen.kernel_source import (
     widen,
 )
 from fusec.codegen.pointwise_index import ElementIndex
-from fusec.codegen.schedule_input import group_schedule
 from fusec.codegen.wide_access import (
     WORD_TYPES,
     lane_value,
@@ -85,6 +84,7 @@ from fusec.scheduling.pointwise_plan import (
     vector_width,
     wide_arrays,
 )
+from fusec.scheduling.schedule_input import group_schedule
 from fusec.scheduling.transposed_plan import has_views
 
 # CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop

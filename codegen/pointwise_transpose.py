@@ -77,12 +77,12 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr, store_lines
 from fusec.codegen.pointwise_index import ElementIndex
 from fusec.codegen.pointwise_tile import tiled_lines
-from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import fmt, numel
+from fusec.scheduling.schedule_input import group_schedule
 from fusec.scheduling.transposed_plan import TransposedPlan, planned_group, read_directly
 
 _INDENT = "    "

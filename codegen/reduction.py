@@ -63,8 +63,6 @@ from dataclasses import replace
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from fusec.analysis.decompose_group import decomposed
-from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import compute_type, fits_domain
 from fusec.codegen.kernel_source import (
     PARTIALS_SUFFIX,
@@ -100,77 +98,71 @@ from fusec.codegen.reduction_tree import (
     mean_scale,
 )
 from fusec.codegen.reduction_vector import aligned_condition, load_quad, store_quad
-from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
-from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.schedule import ReductionSchedule
 from fusec.dialects.shapes import Shape, numel
-from fusec.scheduling.online_pair import online_pair
-from fusec.scheduling.reduction_plan import Frame, RowAnalysis, analyze_group
-from fusec.scheduling.reduction_schedule import (
-    RowSchedule,
-    from_attr,
-    pass_roots,
-    split_passes,
-)
-from fusec.scheduling.row_vector import VECTOR, vector_width
+from fusec.scheduling.group_plan import GroupPlan
+from fusec.scheduling.reduction_plan import Frame, RowAnalysis
+from fusec.scheduling.row_plan import RowPlan
+from fusec.scheduling.row_vector import VECTOR
 
 
-def workspaces(ra: RowAnalysis, sched: RowSchedule) -> list[Workspace]:
+def workspaces(rp: RowPlan) -> list[Workspace]:
     """A split schedule's workspaces: per reduction, the partial result of
     every (split, row); then, for a one-kernel split, one arrival counter per
     group of rows."""
+    ra, sched = rp.rows, rp.schedule
     if sched.splits == 1:
         return []
     parts = [Workspace((sched.splits, ra.rows), compute_type(r.results[0]))
              for r in ra.reductions]
-    if split_passes(ra, sched):
+    if rp.two_kernels:
         return parts
     return [*parts, Workspace((sched.grid(ra.rows)[0],), "int32")]
 
 
-def emit(group: GroupOp, kernel_name: str) -> KernelSource:
-    """The kernel of a `kind = "reduction"` group.
+def emit(plan: GroupPlan, kernel_name: str) -> KernelSource:
+    """The kernel of a `kind = "reduction"` group, as its plan
+    (`scheduling/row_plan.py`) says.
 
     Accepts any body of elementwise ops, splat constants and reductions that
     all read the same shape over the same axes (composites such as
     nn.softmax are expanded first). Raises a located `FusecError` otherwise.
     """
-    with decomposed(group) as flat:
-        ra = analyze_group(flat)
-        body = ra.body
-        sched = from_attr(ra, group_schedule(group, ReductionSchedule))
-        name = kernel_name  # from NameTable: unique in kernels.py
-        text = _RowKernelWriter(ra, sched).write(name)
-        spaces = workspaces(ra, sched)
-        held = [KernelParam("workspace", k, (max(1, numel(w.shape)),))
-                for k, w in enumerate(spaces)]
-        before: list[KernelSource] = []
-        if split_passes(ra, sched):
-            # the second kernel only reads the partials the first one writes
-            held, written = [replace(p, read_only=True) for p in held], held
-            first = name + PARTIALS_SUFFIX  # kept free by NameTable.fresh
-            before.append(KernelSource(
-                name=first, text=_RowKernelWriter(ra, sched, "partials").write(first),
-                grid=sched.grid(ra.rows), block=sched.block,
-                params=[p for p in body_params(body) if p.role == "input"] + written,
-                notes=_notes(ra, sched), workspaces=spaces))
-        return KernelSource(
-            name=name,
-            text=text,
-            grid=sched.grid(ra.rows),
-            block=sched.block,
-            params=body_params(body) + held,
-            # Static shared arrays only: nothing to request at launch time.
-            shared_bytes=0,
-            notes=_notes(ra, sched),
-            workspaces=spaces,
-            before=before,
-        )
+    rp = plan.detail_of(RowPlan)
+    ra, sched = rp.rows, rp.schedule
+    body = ra.body
+    name = kernel_name  # from NameTable: unique in kernels.py
+    text = _RowKernelWriter(rp).write(name)
+    spaces = workspaces(rp)
+    held = [KernelParam("workspace", k, (max(1, numel(w.shape)),))
+            for k, w in enumerate(spaces)]
+    before: list[KernelSource] = []
+    if rp.two_kernels:
+        # the second kernel only reads the partials the first one writes
+        held, written = [replace(p, read_only=True) for p in held], held
+        first = name + PARTIALS_SUFFIX  # kept free by NameTable.fresh
+        before.append(KernelSource(
+            name=first, text=_RowKernelWriter(rp, "partials").write(first),
+            grid=sched.grid(ra.rows), block=sched.block,
+            params=[p for p in body_params(body) if p.role == "input"] + written,
+            notes=_notes(rp), workspaces=spaces))
+    return KernelSource(
+        name=name,
+        text=text,
+        grid=sched.grid(ra.rows),
+        block=sched.block,
+        params=body_params(body) + held,
+        # Static shared arrays only: nothing to request at launch time.
+        shared_bytes=0,
+        notes=_notes(rp),
+        workspaces=spaces,
+        before=before,
+    )
 
 
-def _notes(ra: RowAnalysis, sched: RowSchedule) -> list[str]:
+def _notes(rp: RowPlan) -> list[str]:
+    ra, sched = rp.rows, rp.schedule
     kind = "column" if sched.column else "row"
     notes = [
         f"{kind} schedule over axes {list(ra.axes)}: {ra.rows} rows of {ra.row_length} "
@@ -184,7 +176,7 @@ def _notes(ra: RowAnalysis, sched: RowSchedule) -> list[str]:
     if sched.vector > 1:
         notes.append(f"rows read and written {sched.vector} elements per access where every "
                      "such array is aligned (else one per access)")
-    if split_passes(ra, sched):
+    if rp.two_kernels:
         notes.append(f"rows split over {sched.splits} blocks of {sched.chunk} elements in two "
                      "kernels: the first writes each block's partial statistics (workspace), "
                      "the second combines them and writes its chunk's outputs")
@@ -199,16 +191,17 @@ class _RowKernelWriter:
     group (`phase` "all"), or with split passes (see "Split passes") the
     first kernel (`"partials"`) or, under "all", the second."""
 
-    def __init__(self, ra: RowAnalysis, sched: RowSchedule, phase: str = "all") -> None:
-        self.ra = ra
-        self.sched = sched
+    def __init__(self, rp: RowPlan, phase: str = "all") -> None:
+        ra = self.ra = rp.rows
+        sched = self.sched = rp.schedule
+        self.plan = rp
         self.phase = phase
-        self.two_kernels = split_passes(ra, sched)
+        self.two_kernels = rp.two_kernels
         # A streamed online pass: the names of the elements one step left
         # for the chunked update (`_row_loop`).
         self.online_vals: list[str] = []
         self.body = ra.body
-        self.ix = row_index(ra)
+        self.ix = row_index(rp.index)
         # One coordinate per collapsed dimension (reduction_index).
         self.coords = [f"c{i}" for i in range(len(self.ix.shape))]
         # Per-row values: one evaluator per frame, both in the kernel's top scope.
@@ -225,17 +218,8 @@ class _RowKernelWriter:
         # Vector schedule: the quads loaded so far, by (input, index), as
         # their four element expressions (reduction_vector).
         self.quads: dict[tuple[BlockArgument, str], list[str]] = {}
-        _check_vector(ra, sched)
         # The softmax (max, sum) reductions sharing pass 1 (schedule `online`).
-        self.online = online_pair(ra) if sched.online else None
-        if sched.online and self.online is None:
-            raise op_error(ra.body.group, "the schedule asks for online softmax statistics "
-                           "(online = 1), but the group has no max and sum of exps to share a pass")
-        if self.two_kernels and ((ra.stages != 1 and self.online is None) or sched.cached
-                                 or sched.registers):
-            raise op_error(ra.body.group, f"the schedule splits the rows over {sched.splits} "
-                           "blocks, but this group has more than one pass of statistics (or a "
-                           "row cache): only one pass (or an online softmax) splits")
+        self.online = rp.online
         if sched.registers:
             self.elements = RowElements(
                 sched.per_lane, sched.lanes, ra.row_length, self.ix,
@@ -248,7 +232,8 @@ class _RowKernelWriter:
         if s.vector > 1:
             # One test per kernel: aligned arrays take the quads, a view at
             # an odd element the same passes one element per access.
-            scalar = _RowKernelWriter(ra, replace(s, vector=1), self.phase)._body()
+            scalar = _RowKernelWriter(replace(self.plan, schedule=replace(s, vector=1)),
+                                      self.phase)._body()
             lines += [f"if {aligned_condition(ra)}:", *indent(self._body(), 1),
                       "else:", *indent(scalar, 1)]
         else:
@@ -261,7 +246,7 @@ class _RowKernelWriter:
                 f"{s.lanes} lanes per row, {s.rows_per_block} rows per block"
                 + (f", {s.splits} blocks per row" if s.splits > 1 else ""),
             ),
-            _notes(ra, s),
+            _notes(self.plan),
         )
         params = self.body.signature()
         if self.phase == "partials":
@@ -284,7 +269,7 @@ class _RowKernelWriter:
             # Split passes: pass 1 ran in the first kernel; take its partials.
             lines += self._gather_partials() if self.two_kernels else self._pass(stage)
             lines += self._combine(stage)
-        if pass_roots(ra, ra.stages + 1):
+        if self.plan.pass_roots(ra.stages + 1):
             lines += self._pass(ra.stages + 1)
         return lines + self._row_outputs()
 
@@ -417,7 +402,7 @@ class _RowKernelWriter:
             for k, v in enumerate(s.cached):
                 ev.bound[v] = self.body.names[v] + ev.suffix
                 lines.append(f"{ev.bound[v]} = {self._at(f'cache{k}', slot)}")
-        for k, root in enumerate(pass_roots(ra, stage)):
+        for k, root in enumerate(self.plan.pass_roots(stage)):
             val = ev.value(root)
             lines += ev.take_lines()
             if stage > ra.stages:
@@ -440,7 +425,7 @@ class _RowKernelWriter:
         warp touch consecutive words (no bank conflicts)."""
         ix, n = self.ix, self.ra.row_length
         self.quads = {}  # every step loads its own quads
-        roots = pass_roots(self.ra, stage)
+        roots = self.plan.pass_roots(stage)
         finals: list[list[str]] = [[] for _ in roots]
         lines: list[str] = []
         for v in range(VECTOR):
@@ -456,7 +441,7 @@ class _RowKernelWriter:
         """Pass `stage` over the lane's register elements, unrolled; values
         of earlier passes are reused by name."""
         ra = self.ra
-        roots = pass_roots(ra, stage)
+        roots = self.plan.pass_roots(stage)
         final = stage > ra.stages
         reds = [] if final else self._stage_reductions(stage)
         terms: list[list[Term]] = [[] for _ in reds]
@@ -724,20 +709,6 @@ class _RowKernelWriter:
             index = self.ix.index(shape, frame, ev.coords)
             lines += [f"if {guard}:", f"    out{k}[{index}] = {store_expr(v, val)}"]
         return lines
-
-
-def _check_vector(ra: RowAnalysis, sched: RowSchedule) -> None:
-    """A schedule's `vector` must fit the group and tile its rows in quads."""
-    if sched.vector == 1:
-        return
-    width = sched.lanes * sched.vector
-    whole = (sched.per_lane % sched.vector == 0 if sched.registers
-             else sched.splits == 1 or sched.chunk % width == 0)
-    if sched.column or sched.vector != vector_width(ra) or not whole:
-        raise op_error(ra.body.group, f"the schedule asks for vector = {sched.vector}, but this "
-                       "group's rows cannot be read in quads (a row layout, one contiguous row "
-                       "axis of a length that is a multiple of 4, f32/f16/bf16 row operands; "
-                       "per_lane a multiple of 4, split chunks whole steps of 4 x lanes)")
 
 
 def _row_constant_x_input(ra: RowAnalysis, arg: BlockArgument) -> bool:

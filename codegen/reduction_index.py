@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from fusec.codegen.kernel_source import int_literal, unravel_into
 from fusec.dialects.shapes import Shape
-from fusec.scheduling.reduction_plan import Frame, RowAnalysis
-from fusec.scheduling.row_index import RowIndexPlan, plan_index
+from fusec.scheduling.reduction_plan import Frame
+from fusec.scheduling.row_index import RowIndexPlan
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,6 @@ class RowIndex(RowIndexPlan):
         return lines
 
 
-def row_index(ra: RowAnalysis) -> RowIndex:
-    """`plan_index(ra)`, able to write its index arithmetic."""
-    ix = plan_index(ra)
+def row_index(ix: RowIndexPlan) -> RowIndex:
+    """The index plan `ix`, able to write its index arithmetic."""
     return RowIndex(ix.x_shape, ix.axes, ix.groups, ix.itype)

@@ -35,9 +35,9 @@ import numpy as np
 from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation
 
+from fusec.analysis.group_kind import LIBRARY_BACKEND, group_backend
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.rewriting import copy_location
-from fusec.codegen.writers import LIBRARY, group_backend
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import numpy_to_dense, splat_value, tensor_shape
@@ -65,7 +65,7 @@ def _readable(group: GroupOp, reader: Operation) -> bool:
         return True
     attr = group.attributes.get("kind")
     group_kind = attr.data if isinstance(attr, StringAttr) else ""
-    if group_backend(group) == LIBRARY:
+    if group_backend(group) == LIBRARY_BACKEND:
         return False  # a library call reads its operands from memory
     return kind in _POINT_READERS.get(group_kind, ())
 

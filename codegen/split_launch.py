@@ -37,12 +37,12 @@ from fusec.codegen.kernel_source import (
     sanitize_identifier,
 )
 from fusec.codegen.pointwise_transpose import flat_lines
-from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import fmt, numel
+from fusec.scheduling.schedule_input import group_schedule
 from fusec.scheduling.transposed_plan import TransposedPlan, has_views, planned_group
 
 _INDENT = "    "

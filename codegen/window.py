@@ -59,12 +59,12 @@ from fusec.codegen.point_evaluator import (
     load_expr,
     store_lines,
 )
-from fusec.codegen.schedule_input import group_schedule
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import WindowSchedule
 from fusec.dialects.shapes import Shape, fmt, numel
+from fusec.scheduling.schedule_input import group_schedule
 from fusec.scheduling.window_plan import TiledWindow, check_plan, geometry, recorded_plan
 
 WindowOp = nn.Conv2dOp | nn.MaxPool2dOp | nn.AvgPool2dOp

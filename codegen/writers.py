@@ -21,7 +21,8 @@ recorded on it; `writer_for` finds the writer of its (backend, kind);
 
 ```python
 from fusec.codegen.writers import WriteTask, writer_for
-written = writer_for(group).write(WriteTask(group, "f_g0_exp", "g0", value_id, target))
+with group_plan(group, target) as plan:   # scheduling/group_plan.py
+    written = writer_for(group).write(WriteTask(plan, "f_g0_exp", "g0", value_id, target))
 # a KernelSource (generated source) or a KernelLaunch (a library call)
 ```
 """
@@ -37,9 +38,10 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import InternalError
 from fusec.analysis.group_kind import (
-    BACKEND_ATTR,
     LIBRARY_BACKEND,
+    NUMBA_BACKEND,
     find_kind,
+    group_backend,
     group_kind,
     kind_name,
 )
@@ -47,22 +49,20 @@ from fusec.analysis.program import KernelLaunch
 from fusec.analysis.targets import Target
 from fusec.codegen.kernel_source import KernelSource
 from fusec.dialects.fusion import GroupOp
+from fusec.scheduling.group_plan import GroupPlan
 
-NUMBA = "numba"
+NUMBA = NUMBA_BACKEND
 """The backend of fusec's generated numba.cuda kernels (every group by default)."""
 LIBRARY = LIBRARY_BACKEND
 """The backend of vendor library calls (a GEMM the GEMM choice gave cuBLAS,
 a convolution the convolution choice gave cuDNN)."""
-GEMM_ATTR = "gemm"
-"""The group attribute the GEMM choice records (`scheduling/gemm_choice.py`,
-`gemm = "library"`): the library backend."""
 
 ValueId = Callable[[SSAValue, Operation | None], str]
 """The id plan.json gives a value (`v3`), assigned on first sight; an
 unsupported element type is reported at the operation given."""
 
-Emit = Callable[[GroupOp, str, Target], KernelSource]
-"""A numba emitter: (scheduled group, kernel name, target) -> its kernel."""
+Emit = Callable[[GroupPlan, str, Target], KernelSource]
+"""A numba emitter: (group plan, kernel name, target) -> its kernel."""
 
 Written = KernelSource | KernelLaunch
 """What a writer returns: a generated kernel (`KernelSource`: its source goes
@@ -75,9 +75,10 @@ kernel of kernels.py (`KernelLaunch` with `library` set: a library call)."""
 class WriteTask:
     """What a writer gets for one scheduled group."""
 
-    group: GroupOp
-    """The group, its `schedule` recorded (the writer writes exactly that
-    schedule, it never chooses one)."""
+    plan: GroupPlan
+    """The group's plan (`scheduling/group_plan.py`): its schedule and every
+    decision derived from it; the writer writes exactly that plan, it never
+    plans."""
     kernel_name: str
     """The name of its generated kernel, unique in kernels.py (a split kernel
     of a reduction or attention may add `_partials` to it)."""
@@ -88,6 +89,11 @@ class WriteTask:
     names them itself (a library call's `a`, `b`, `c`)."""
     target: Target
     """The target the group's schedule was chosen for (its limits)."""
+
+    @property
+    def group(self) -> GroupOp:
+        """The group of the IR (its attributes, its location for errors)."""
+        return self.plan.group
 
 
 @runtime_checkable
@@ -119,12 +125,18 @@ class NumbaWriter:
 
     def write(self, task: WriteTask) -> Written:
         """The emitter's kernel, named `task.kernel_name`."""
-        return self.emit(task.group, task.kernel_name, task.target)
+        return self.emit(task.plan, task.kernel_name, task.target)
 
 
-def ignoring_target(emit: Callable[[GroupOp, str], KernelSource]) -> Emit:
+def ignoring_target(emit: Callable[[GroupPlan, str], KernelSource]) -> Emit:
     """An emitter whose kernels read no target fact, as a `NumbaWriter`'s."""
-    return lambda group, kernel_name, _target: emit(group, kernel_name)
+    return lambda plan, kernel_name, _target: emit(plan, kernel_name)
+
+
+def of_group(emit: Callable[[GroupOp, str, Target], KernelSource]) -> Emit:
+    """An emitter of a kind whose plan has no detail yet: it is handed the
+    group and reads the schedule and the planners' results itself."""
+    return lambda plan, kernel_name, target: emit(plan.group, kernel_name, target)
 
 
 _REGISTRY: dict[tuple[str, str], Writer] = {}
@@ -159,18 +171,6 @@ def register_writer(writer: Writer) -> Writer:
 def registered_writers() -> dict[tuple[str, str], Writer]:
     """Every registered writer by (backend, kind), in registration order."""
     return dict(_with_builtin())
-
-
-def group_backend(group: GroupOp) -> str:
-    """The backend `group` runs on, as recorded on it: its `backend`
-    attribute (a pass set it), else "library" where the GEMM choice
-    recorded a library call (`gemm = "library"`), else "numba"."""
-    named = group.attributes.get(BACKEND_ATTR)
-    if isinstance(named, StringAttr):
-        return named.data
-    if group.attributes.get(GEMM_ATTR) == StringAttr("library"):
-        return LIBRARY
-    return NUMBA
 
 
 def writer_for(group: GroupOp) -> Writer:

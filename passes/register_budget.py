@@ -41,12 +41,11 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
-from fusec.analysis.group_kind import GroupKind, Leaner, group_kind
+from fusec.analysis.group_kind import MAX_REGISTERS_ATTR, GroupKind, Leaner, group_kind
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target, resolve_target, unknown_target
 from fusec.codegen.kernel_probe import KernelCount, KernelProbe
-from fusec.codegen.kernel_source import MAX_REGISTERS_ATTR
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape

@@ -32,6 +32,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.cost_model import GemmChoice, gemm_choice
 from fusec.analysis.device_dtypes import value_dtype
+from fusec.analysis.group_kind import GEMM_ATTR
 from fusec.analysis.library_epilogue import EpilogueFold, fold_epilogue
 from fusec.analysis.library_gemm_cost import library_element
 from fusec.analysis.remarks import RemarkCollector
@@ -44,7 +45,6 @@ from fusec.dialects.shapes import numel
 from fusec.scheduling.kinds.common import group_name
 
 GEMM_MODES = ("auto", "library", "fused")
-GEMM_ATTR = "gemm"
 _LIBRARY_TYPES = "/".join(e.name for e in ELEMENT_TYPES if e.library_gemm)
 
 

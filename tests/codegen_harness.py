@@ -9,8 +9,6 @@ pin exactly which ops share one kernel.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from fusec.analysis.program import Program
@@ -18,6 +16,7 @@ from fusec.analysis.schedule_choice import ensure_schedules
 from fusec.analysis.targets import H200, Target
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KernelSource
+from fusec.codegen.writers import WriteTask, writer_for
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
@@ -25,6 +24,7 @@ from fusec.compiler.verify import verify_module
 from fusec.dialects.fusion import GroupOp
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.runtime.executor import run_program
+from fusec.scheduling.group_plan import group_plan
 
 # float32 kernels against the float64 oracle; sums of a few hundred terms and
 # transcendental functions lose a few ulps more than a single op.
@@ -42,12 +42,15 @@ def compile_text(text: str, pipeline: str | None) -> Program:
     return generate_program(module)
 
 
-def emit_scheduled(emit: Callable[[GroupOp, str], KernelSource], group: GroupOp,
-                   target: Target = H200) -> KernelSource:
-    """`emit(group, "k")` after the scheduler recorded the group's schedule
-    for `target` (as code generation does for an unscheduled group)."""
+def emit_scheduled(group: GroupOp, target: Target = H200) -> KernelSource:
+    """The kernel of `group` named "k", written by its writer from its plan
+    after the scheduler recorded its schedule for `target` (as code
+    generation does for an unscheduled group)."""
     ensure_schedules([group], target)
-    return emit(group, "k")
+    with group_plan(group, target) as plan:
+        written = writer_for(group).write(WriteTask(plan, "k", "g0", lambda v, _op: "v", target))
+    assert isinstance(written, KernelSource)
+    return written
 
 
 def check_program(

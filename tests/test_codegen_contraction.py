@@ -21,13 +21,13 @@ from fusec.codegen.contraction import (
     MEDIUM_TILE,
     SMALL_TILE,
     GemmTile,
-    emit,
 )
-from fusec.codegen.kernel_source import KERNEL_PRELUDE
+from fusec.codegen.kernel_source import KERNEL_PRELUDE, KernelSource
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
+from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import matmul_shape
-from fusec.scheduling.contraction_schedule import choose_tile
+from fusec.scheduling.contraction_schedule import choose_tile, tile_attr
 from tests.codegen_harness import check_program, emit_scheduled, tensor
 
 
@@ -97,10 +97,16 @@ def _group(text: str) -> GroupOp:
     return next(op for op in module.walk() if isinstance(op, GroupOp))
 
 
+def _emit_tiled(group: GroupOp, tile: GemmTile) -> KernelSource:
+    """The kernel of `group` under a schedule of `tile`."""
+    group.attributes[SCHEDULE_KEY] = tile_attr(tile)
+    return emit_scheduled(group)
+
+
 @pytest.mark.parametrize("tile", [LARGE_TILE, MEDIUM_TILE])
 def test_bigger_tiles_in_the_simulator(tile: GemmTile) -> None:
     # One block over a 20x24 product: every guard of the tile.
-    kernel = emit(_group(MLP), "k", tile)
+    kernel = _emit_tiled(_group(MLP), tile)
     assert kernel.block == (256, 1, 1)
     _run_alone(kernel.text, "k", MLP, kernel.grid, kernel.block)
 
@@ -163,7 +169,7 @@ func.func @f(%x: tensor<2x6x5xf32>, %k: tensor<2x9x6xf32>) -> tensor<2x5x9xf32> 
 @pytest.mark.parametrize("tile", [SMALL_TILE, MEDIUM_TILE, LARGE_TILE])
 def test_transposed_operands_are_read_along_their_contiguous_axis(tile: GemmTile) -> None:
     # Both operands are transposed group inputs: loads walk down the tile's rows.
-    kernel = emit(_group(TRANSPOSED), "k", tile)
+    kernel = _emit_tiled(_group(TRANSPOSED), tile)
     assert "A: transposed, B: transposed" in kernel.text
     _run_alone(kernel.text, "k", TRANSPOSED, kernel.grid, kernel.block)
 
@@ -203,7 +209,7 @@ func.func @f(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> (tensor<4x4xf32>, tens
   func.return %y, %z : tensor<4x4xf32>, tensor<4x4xf32>
 }"""
     with pytest.raises(FusecError, match=r"feeds nn\.matmul and other ops"):
-        emit_scheduled(emit, _group(text))
+        emit_scheduled(_group(text))
 
 
 BIAS = """
@@ -250,13 +256,19 @@ def _hopper_ptx(program: str) -> str:
 _PTX_SCRIPT = """
 import sys
 from numba import cuda, types
-from fusec.codegen.contraction import LARGE_TILE, emit
 from fusec.codegen.kernel_source import KERNEL_PRELUDE
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 module = parse_module(make_context(), sys.stdin.read(), "t.mlir")
 group = next(op for op in module.walk() if isinstance(op, GroupOp))
-kernel = emit(group, "k", LARGE_TILE)
+from fusec.analysis.targets import H200
+from fusec.codegen.contraction import emit
+from fusec.dialects.schedule import SCHEDULE_KEY
+from fusec.scheduling.contraction_schedule import LARGE_TILE, tile_attr
+from fusec.scheduling.group_plan import group_plan
+group.attributes[SCHEDULE_KEY] = tile_attr(LARGE_TILE)
+with group_plan(group, H200) as plan:
+    kernel = emit(plan, "k")
 ns = {}
 exec(KERNEL_PRELUDE + "\\n" + kernel.text, ns)
 arr = types.Array(types.float32, 1, "C")

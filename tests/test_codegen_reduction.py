@@ -10,7 +10,6 @@ import pytest
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.targets import H200
-from fusec.codegen.reduction import emit
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import reduced_shape
@@ -131,7 +130,7 @@ def test_softmax_caches_the_row_unless_over_budget() -> None:
     tight = ReductionOptions(registers=False, shared_budget=2048)
     assert plan(ra, tight).cached == []
     group.attributes["schedule"] = to_attr(ra, plan(ra, tight))
-    assert "cache0" not in emit_scheduled(emit, group).text
+    assert "cache0" not in emit_scheduled(group).text
 
 
 def test_register_schedule_needs_a_row_that_fits() -> None:
@@ -265,4 +264,4 @@ func.func @f(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<8xf32>) {
   func.return %a, %b : tensor<4xf32>, tensor<8xf32>
 }"""
     with pytest.raises(FusecError, match="share their input shape and axes"):
-        emit_scheduled(emit, _group(text))
+        emit_scheduled(_group(text))

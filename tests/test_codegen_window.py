@@ -7,18 +7,10 @@ from __future__ import annotations
 import pytest
 
 from fusec.analysis.diagnostics import FusecError
-from fusec.analysis.targets import H200
-from fusec.codegen.kernel_source import KernelSource
-from fusec.codegen.window import emit as emit_for
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.shapes import conv2d_shape, pool2d_shape
 from tests.codegen_harness import check_program, emit_scheduled, tensor
-
-
-def emit(group: GroupOp, name: str) -> KernelSource:
-    """The window emitter for h200 (the target `emit_scheduled` schedules for)."""
-    return emit_for(group, name, H200)
 
 
 def _conv_program(
@@ -124,7 +116,7 @@ def test_depthwise_has_no_channel_loop() -> None:
 
     GroupEachOpPass().apply(make_context(), module)
     group = next(op for op in module.walk() if isinstance(op, GroupOp))
-    assert "for ci in range" not in emit_scheduled(emit, group).text
+    assert "for ci in range" not in emit_scheduled(group).text
 
 
 def test_relu_prologue_before_pool() -> None:
@@ -175,4 +167,4 @@ func.func @f(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x1xf32> {
     module = parse_module(make_context(), text, "test.mlir")
     group = next(op for op in module.walk() if isinstance(op, GroupOp))
     with pytest.raises(FusecError, match="cannot be fused into the epilogue"):
-        emit_scheduled(emit, group)
+        emit_scheduled(group)

@@ -31,7 +31,8 @@ from fusec.codegen.kernel_source import (
     unravel,
 )
 from fusec.codegen.pointwise import splat_literal
-from fusec.codegen.writers import BACKEND_ATTR, WriteTask, Written, register_writer
+from fusec.analysis.group_kind import BACKEND_ATTR
+from fusec.codegen.writers import WriteTask, Written, register_writer
 from fusec.dialects import nn
 from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
