@@ -14,7 +14,7 @@ BUILTIN_WRITERS: tuple[Writer, ...] = (
     NumbaWriter("layout", of_group(lambda group, name, _target: layout.emit(group, name))),
     NumbaWriter("reduction", ignoring_target(reduction.emit)),
     NumbaWriter("contraction", ignoring_target(contraction.emit)),
-    NumbaWriter("window", of_group(window.emit)),
+    NumbaWriter("window", ignoring_target(window.emit)),
     NumbaWriter("attention", attention.emit),
     LibraryGemmWriter(),
     LibraryConvWriter(),

@@ -27,7 +27,6 @@ counted), as `codegen/window.py` does.
 
 from __future__ import annotations
 
-from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.codegen.kernel_source import (
     KernelSource,
@@ -39,38 +38,27 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, indent, store_lines
-from fusec.codegen.window import WindowShape, _conv_lines  # pyright: ignore[reportPrivateUsage]
+from fusec.codegen.window import _conv_lines  # pyright: ignore[reportPrivateUsage]
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
-from fusec.scheduling.conv_pool_tile import POOL_TILE, shared_tile
+from fusec.scheduling.conv_pool_tile import POOL_TILE
+from fusec.scheduling.window_group_plan import ConvPool
+from fusec.scheduling.window_shape import WindowShape
 
 CONV_POOL_THREADS = 128
 
 
-def split_conv_pool(body: GroupBody) -> tuple[nn.Conv2dOp, nn.MaxPool2dOp | nn.AvgPool2dOp]:
-    """The conv and the pool of the group, or a located error."""
-    convs = [op for op in body.ops if isinstance(op, nn.Conv2dOp)]
-    pools = [op for op in body.ops if isinstance(op, (nn.MaxPool2dOp, nn.AvgPool2dOp))]
-    if len(convs) != 1 or len(pools) != 1:
-        raise op_error(body.group, "a conv + pool group holds one nn.conv2d and one pool")
-    return convs[0], pools[0]
-
-
-def emit(group: GroupOp, kernel_name: str, body: GroupBody,
-         tile: tuple[int, int]) -> KernelSource:
+def emit(group: GroupOp, kernel_name: str, body: GroupBody, plan: ConvPool) -> KernelSource:
     """The kernel (see the module docstring); `body` is the decomposed
-    group's, `tile` the pooled outputs per block its schedule records."""
-    if tile != (POOL_TILE, POOL_TILE):
-        raise op_error(group, f"the conv + pool kernel builds {POOL_TILE}x{POOL_TILE} pooled "
-                       f"tiles, not {tile[0]}x{tile[1]}")
-    conv, pool = split_conv_pool(body)
+    group's, `plan` its conv + pool plan (`scheduling/window_group_plan.py`)."""
+    conv, pool = plan.conv, plan.pool
     conv_out, pool_out = tensor_shape(conv.results[0]), tensor_shape(pool.results[0])
     kh, kw = conv.operand_shape(1)[2:]
     w = WindowShape(body, conv, conv.operands[0], conv_out, (kh, kw), conv.strides, conv.pads,
                     conv.dilations)
     ctype = compute_type(conv.results[0])
-    ch, cw = shared_tile(pool)
+    ch, cw = plan.conv_tile
     tiles_w = -(-pool_out[3] // POOL_TILE)
     tiles = -(-pool_out[2] // POOL_TILE) * tiles_w
     grid = (tiles, pool_out[1], pool_out[0])

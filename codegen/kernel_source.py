@@ -32,7 +32,6 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
 from fusec.analysis.half_math_cost import result_is_half
-from fusec.analysis.targets import Target
 from fusec.codegen.fast_erf import FAST_ERF_NAMES, fast_erf_prelude
 from fusec.codegen.fast_tanh import FAST_TANH_NAMES, fast_tanh_prelude
 from fusec.codegen.mma import MMA_NAMES, MMA_PRELUDE
@@ -448,14 +447,6 @@ def broadcast_index(
 
 # --- launch shapes, types and headers shared by the emitters --------------------
 
-# Threads per block of the grid-stride kernels: 8 warps per block hide memory
-# latency and leave the register file room for 8 blocks per SM.
-THREADS_PER_BLOCK = 256
-# Grid-stride kernels launch at most BLOCKS_PER_SM blocks per SM of the
-# target: enough to fill its SMs many times over, few enough that each thread
-# loops over several elements and the block scheduler does not become the
-# bottleneck.
-BLOCKS_PER_SM = 32
 # Header comments wrap their op lists at this width.
 _HEADER_WIDTH = 96
 
@@ -470,16 +461,6 @@ def narrow(dtype: str, text: str) -> str:
     """`text`, a compute-type value, rounded to the stored type `dtype`."""
     fn = of_device_dtype(dtype).narrow
     return f"{fn}({text})" if fn else text
-
-
-def grid_stride_launch(
-    work_items: int, target: Target, threads: int = THREADS_PER_BLOCK
-) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(grid, block) of a 1-D grid-stride loop over `work_items` items: one
-    item per thread up to `BLOCKS_PER_SM` blocks per SM of `target`, never an
-    empty grid."""
-    blocks = max(1, min(-(-work_items // threads), target.sms * BLOCKS_PER_SM))
-    return (blocks, 1, 1), (threads, 1, 1)
 
 
 def kernel_header(

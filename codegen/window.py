@@ -31,20 +31,12 @@ are skipped, as if padded after it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from xdsl.ir import BlockArgument, SSAValue
 
-from fusec.analysis.decompose_group import decomposed
-from fusec.analysis.diagnostics import op_error
-from fusec.analysis.fused_prologue import fused_prologue
-from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type, fits_domain
-from fusec.analysis.op_kinds import OpKind, op_kind
-from fusec.analysis.targets import Target
+from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.codegen.kernel_source import (
     KernelSource,
     float_literal,
-    grid_stride_launch,
     int_literal,
     kernel_header,
     launch_text,
@@ -60,110 +52,42 @@ from fusec.codegen.point_evaluator import (
     store_lines,
 )
 from fusec.dialects import nn
-from fusec.dialects.fusion import GroupOp
-from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.schedule import WindowSchedule
-from fusec.dialects.shapes import Shape, fmt, numel
-from fusec.scheduling.schedule_input import group_schedule
-from fusec.scheduling.window_plan import TiledWindow, check_plan, geometry, recorded_plan
-
-WindowOp = nn.Conv2dOp | nn.MaxPool2dOp | nn.AvgPool2dOp
+from fusec.dialects.shapes import fmt, numel
+from fusec.scheduling.group_plan import GroupPlan
+from fusec.scheduling.window_group_plan import WindowGroupPlan
+from fusec.scheduling.window_shape import WindowShape
 
 
-@dataclass
-class WindowShape:
-    """The window op of a group and the geometry of its taps."""
-
-    body: GroupBody
-    op: WindowOp
-    x: SSAValue  # a group input, or computed from them by a prologue (`operand_reader`)
-    out: Shape  # (N, C_out, OH, OW)
-    kernel: tuple[int, int]
-    strides: list[int]
-    pads: list[int]  # top, left, bottom, right
-    dilations: list[int]
-
-    @property
-    def in_shape(self) -> Shape:
-        return tensor_shape(self.x)
-
-
-def analyze(body: GroupBody) -> WindowShape:
-    """Check that the group is one window op (operands from group inputs,
-    optionally through a prologue of elementwise ops and transposes) plus an
-    elementwise epilogue over its result; raise a located error if not."""
-    wins = [op for op in body.ops if op_kind(op) == OpKind.WINDOW]
-    if len(wins) != 1:
-        raise op_error(
-            body.group, f"a window group must hold exactly one window op, found {len(wins)}"
-        )
-    op = wins[0]
-    assert isinstance(op, WindowOp)
-    prologue = fused_prologue(op)
-    out = op.result_shape
-    for other in body.ops:
-        if other is op or other in prologue or isinstance(other, nn.ConstantOp):
-            continue
-        if op_kind(other) not in POINT_KINDS or not fits_domain(
-            tensor_shape(other.results[0]), out
-        ):
-            raise op_error(other, f"{other.name} cannot be fused into the epilogue of {op.name} "
-                           f"(elementwise ops broadcasting to {fmt(out)} only)")
-    for v in body.outputs:
-        if not fits_domain(tensor_shape(v), out):
-            raise op_error(body.group, f"group output of shape {fmt(tensor_shape(v))} does not "
-                           f"broadcast to the {op.name} result {fmt(out)}")
-    x = op.operands[0]
-    if isinstance(op, nn.Conv2dOp):
-        kh, kw = op.operand_shape(1)[2:]
-        return WindowShape(body, op, x, out, (kh, kw), op.strides, op.pads, op.dilations)
-    kernel = op.kernel
-    return WindowShape(body, op, x, out, (kernel[0], kernel[1]), op.strides, op.pads, [1, 1])
-
-
-def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
+def emit(plan: GroupPlan, kernel_name: str) -> KernelSource:
     """The kernel of a `kind = "window"` group (see the module docstring)
-    on the path its `#fusion.window` schedule names: conv + pool, a tiled
-    kernel (checked against `target`'s limits), or the direct kernel."""
-    schedule = group_schedule(group, WindowSchedule)
-    path = schedule.str_field("path")
-    with decomposed(group) as flat:
-        body = GroupBody.of(flat)
-        if path == "conv_pool":
-            from fusec.codegen.conv_pool import emit as emit_conv_pool
+    on the path its plan names (`scheduling/window_group_plan.py`): conv +
+    pool, a tiled kernel, or the direct kernel."""
+    wp = plan.detail_of(WindowGroupPlan)
+    flat, body = plan.body, wp.body
+    if wp.conv_pool is not None:
+        from fusec.codegen.conv_pool import emit as emit_conv_pool
 
-            return emit_conv_pool(flat, kernel_name, body,
-                                  (schedule.int_field("th"), schedule.int_field("tw")))
-        w = analyze(body)
-        if path != "direct":
-            from fusec.codegen.window_tiled import emit_tiled
+        return emit_conv_pool(flat, kernel_name, body, wp.conv_pool)
+    w = wp.shape
+    assert w is not None
+    if wp.tiled is not None:
+        from fusec.codegen.window_tiled import emit_tiled
 
-            return emit_tiled(flat, kernel_name, w, _recorded_schedule(group, w, target))
-        name = kernel_name  # from NameTable: unique in kernels.py
-        total = numel(w.out)
-        grid, block = grid_stride_launch(total, target)
-        notes = [_describe(w)]
-        launch = launch_text(grid, block, "one output per thread")
-        head = kernel_header(flat, body.ops, launch, notes)
-        lines = [
-            f"for flat in range(cuda.grid(1), {int_literal(total)}, cuda.gridsize(1)):",
-            *indent(_point_lines(w), 1),
-        ]
-        signature = f"def {name}({body.signature()}):"
-        text = "\n".join([*head, "@cuda.jit", signature, *indent(lines, 1)])
-        return KernelSource(name, text, grid, block, body_params(body), shared_bytes=0, notes=notes)
-
-
-def _recorded_schedule(group: GroupOp, w: WindowShape, target: Target) -> TiledWindow:
-    """The tiled schedule `tile-and-promote` recorded on the group, checked
-    against `target`."""
-    plan = recorded_plan(group)
-    assert plan is not None
-    tiled = TiledWindow(geometry(w.op), plan)
-    problem = check_plan(tiled, target)
-    if problem is not None:
-        raise op_error(group, f"cannot build the recorded window schedule: {problem}")
-    return tiled
+        return emit_tiled(flat, kernel_name, w, wp.tiled)
+    assert wp.launch is not None
+    name = kernel_name  # from NameTable: unique in kernels.py
+    total = numel(w.out)
+    grid, block = wp.launch
+    notes = [_describe(w)]
+    launch = launch_text(grid, block, "one output per thread")
+    head = kernel_header(flat, body.ops, launch, notes)
+    lines = [
+        f"for flat in range(cuda.grid(1), {int_literal(total)}, cuda.gridsize(1)):",
+        *indent(_point_lines(w), 1),
+    ]
+    signature = f"def {name}({body.signature()}):"
+    text = "\n".join([*head, "@cuda.jit", signature, *indent(lines, 1)])
+    return KernelSource(name, text, grid, block, body_params(body), shared_bytes=0, notes=notes)
 
 
 def _describe(w: WindowShape) -> str:

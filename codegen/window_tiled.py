@@ -86,7 +86,6 @@ from fusec.codegen.point_evaluator import (
     store_lines,
 )
 from fusec.codegen.reduction_tree import SIMULATED
-from fusec.codegen.window import WindowShape
 from fusec.codegen.window_staging import (
     Stager,
     Tile,
@@ -101,6 +100,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import fmt
 from fusec.scheduling.window_plan import TiledWindow, weight_pad
+from fusec.scheduling.window_shape import WindowShape
 
 
 def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,

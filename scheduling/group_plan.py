@@ -41,6 +41,7 @@ from fusec.dialects.schedule import SCHEDULE_KEY, ScheduleAttr
 from fusec.scheduling.attention_plan import plan_attention
 from fusec.scheduling.gemm_plan import plan_gemm
 from fusec.scheduling.row_plan import plan_rows
+from fusec.scheduling.window_group_plan import plan_window
 
 D = TypeVar("D")
 
@@ -52,6 +53,7 @@ DETAIL_PLANNERS: dict[tuple[str, str], DetailPlanner] = {
     ("numba", "reduction"): plan_rows,
     ("numba", "contraction"): plan_gemm,
     ("numba", "attention"): plan_attention,
+    ("numba", "window"): plan_window,
 }
 """The detail planner of each (backend, kind) that has one."""
 

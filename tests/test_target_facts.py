@@ -14,9 +14,9 @@ import pytest
 
 from fusec.analysis.targets import A100, H200, ORIN, TARGETS
 from fusec.codegen.generate import generate_program
-from fusec.codegen.kernel_source import BLOCKS_PER_SM
 from fusec.compiler.cli import main
 from fusec.compiler.parsing import make_context, parse_module
+from fusec.scheduling.grid_stride import BLOCKS_PER_SM
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import WindowSchedule
 from fusec.dialects.shapes import conv2d_shape, pool2d_shape
-from tests.codegen_harness import check_program, tensor
+from tests.codegen_harness import check_program, emit_scheduled, tensor
 
 PIPELINE = "group-each-op,register-budget,tile-and-promote"
 FUSED = ("decompose,form-fusion-groups{target=h200},group-each-op,register-budget,"
@@ -395,13 +395,12 @@ def test_shared_memory_limit_forces_a_smaller_tile() -> None:
 
 def test_recorded_plan_that_cannot_be_built_is_an_error() -> None:
     from fusec.analysis.diagnostics import FusecError
-    from fusec.codegen.window import emit
 
     text = recorded_group((1, 4, 6, 6), (4, 4, 3, 3), "pads = [1, 1, 1, 1]", [4, 4, 4, 2], [3, 1])
     g = next(op for op in parse_module(make_context(), text, "t.mlir").walk()
              if isinstance(op, GroupOp))
     with pytest.raises(FusecError, match="not a whole number of thread tiles"):
-        emit(g, "k", H200)
+        emit_scheduled(g, H200)
     g.attributes["schedule"] = WindowSchedule.make(path="general", th=4, tw=4, oc_t=4,
                                                    ci_step=2, pt=2, ot=1)
-    emit(g, "k", H200)  # 4 rows of 2 per thread, 4 channels of 1: buildable
+    emit_scheduled(g, H200)  # 4 rows of 2 per thread, 4 channels of 1: buildable
