@@ -62,6 +62,10 @@ class KernelLaunch:
     est_registers: int = 0
     est_time_us: float = 0.0
     hbm_bytes: int = 0
+    plan: dict[str, Any] | None = None
+    """The stored form of the group's plan (`scheduling/group_plan.GroupPlan.stored`):
+    `{"kind": "reduction", "backend": "numba", "schedule": {"layout": "row", ...}}`;
+    a split run as one launch has `"parts"`, one such form per group."""
     library: dict[str, Any] | None = None
     """A library call instead of a kernel of kernels.py (`codegen/library_gemm.py`):
     `{"library": "cublas_sgemm", "a": "v0", "b": "v1", "c": "v2", "transpose_a":

@@ -24,7 +24,8 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, StringAttr
@@ -249,10 +250,11 @@ class _FunctionBuilder:
             with group_plan(group, self.target) as plan:
                 kernel = writer.write(WriteTask(plan, kernel_name, group_name, self.value_id,
                                                 self.target))
+                stored = plan.stored()
         except NotImplementedError as err:  # a writer's documented gap, not a crash
             raise op_error(group, f"cannot generate this {kind} group: {err}") from None
         if isinstance(kernel, KernelLaunch):  # a library call: no kernel of kernels.py
-            return [priced(kernel, self.program.values, self.target)]
+            return [replace(priced(kernel, self.program.values, self.target), plan=stored)]
         cap = _int_attr(group, MAX_REGISTERS_ATTR)  # `--max-registers`
         firsts = [self._fitted(k, cap) for k in kernel.before]
         kernel = self._fitted(kernel, cap)
@@ -261,7 +263,8 @@ class _FunctionBuilder:
         self.kernels += [*firsts, kernel]
         annotate(group, kernel)
         workspaces = self.workspace_ids(kernel)
-        return [self._launch_of(k, group, group_name, workspaces) for k in (*firsts, kernel)]
+        return [self._launch_of(k, group, group_name, workspaces, stored)
+                for k in (*firsts, kernel)]
 
     def split_launch(self, groups: list[GroupOp]) -> KernelLaunch:
         """One kernel and launch for `groups` (`codegen/split_launch.py`)."""
@@ -294,7 +297,14 @@ class _FunctionBuilder:
             hbm_bytes=moved,
             est_time_us=self.target.kernel_time(moved, sum(op_flops(op) for op in ops)) * 1e6,
             est_registers=max(_est_registers(g) for g in groups),
+            plan={"kind": "pointwise", "backend": "numba", "schedule": None,
+                  "parts": [self._stored(g) for g in groups]},
         )
+
+    def _stored(self, group: GroupOp) -> dict[str, Any]:
+        """The stored form of `group`'s plan."""
+        with group_plan(group, self.target) as plan:
+            return plan.stored()
 
     def _fitted(self, kernel: KernelSource, cap: int) -> KernelSource:
         """`kernel` within the target's grid limits, declared with the
@@ -303,8 +313,9 @@ class _FunctionBuilder:
         return capped(kernel, launch_register_cap(kernel, self.target, cap))
 
     def _launch_of(self, kernel: KernelSource, group: GroupOp, group_name: str,
-                   workspaces: list[str]) -> KernelLaunch:
-        """The launch of `kernel`, one of `group`'s kernels."""
+                   workspaces: list[str], stored: dict[str, Any]) -> KernelLaunch:
+        """The launch of `kernel`, one of `group`'s kernels, whose plan's
+        stored form is `stored`."""
         args = [
             ArgSpec(workspaces[p.index], p.view_shape, not p.read_only)
             if p.role == "workspace" else
@@ -321,7 +332,7 @@ class _FunctionBuilder:
             kernel=kernel.name, grid=kernel.grid, block=kernel.block,
             shared_bytes=kernel.shared_bytes, args=args, ops=ops, group=group_name,
             hbm_bytes=moved, est_time_us=self.target.kernel_time(moved, flops) * 1e6,
-            est_registers=_est_registers(group),
+            est_registers=_est_registers(group), plan=stored,
         )
 
 

@@ -37,6 +37,8 @@ plan.json (`PLAN_FORMAT`, version `PLAN_VERSION`):
    "launches": [{"kernel": "f_g0_exp", "grid": [1, 1, 1], "block": [256, 1, 1],
                  "shared_bytes": 0, "est_registers": 0, "ops": ["nn.exp"],
                  "group": "g0", "est_time_us": 0.0, "hbm_bytes": 256,
+                 "plan": {"kind": "pointwise", "backend": "numba",
+                          "schedule": {"elements_per_thread": 4, "block": 256, "tile": 0}},
                  "args": [{"value": "v0", "view_shape": [32], "writes": false}, ...],
                  "registers": 18, "spill_bytes": 0, "register_source": "ptxas sm_90"}],
    "values": {"v0": {"shape": [4, 8], "dtype": "float32"}, ...},
@@ -334,6 +336,8 @@ def _launch_json(launch: KernelLaunch, registers: MeasuredRegisters) -> dict[str
     if launch.library is None and launch.kernel in registers.kernels:
         entry["registers"], entry["spill_bytes"] = registers.kernels[launch.kernel]
         entry["register_source"] = registers.source
+    if launch.plan is not None:
+        entry["plan"] = launch.plan
     if launch.library:
         entry.update(launch.library)
     return entry

@@ -84,7 +84,7 @@ def _launch_from_json(e: dict[str, Any]) -> KernelLaunch:
         ops=[str(o) for o in e["ops"]], group=str(e.get("group", "")),
         est_registers=int(e.get("est_registers", 0)),
         est_time_us=float(e.get("est_time_us", 0.0)), hbm_bytes=int(e.get("hbm_bytes", 0)),
-        library=_library_from_json(e),
+        plan=e.get("plan"), library=_library_from_json(e),
     )
 
 

@@ -230,8 +230,27 @@ def _check_launch(c: _Checker, e: Any, path: str,
             c.fail(f"{p}.view_shape", f"{list(view)} does not hold the "
                    f"{_elements(values[v][0])} elements of value {v}")
         c.bool_(c.field(a, "writes", p), f"{p}.writes")
+    if "plan" in e:
+        _check_group_plan(c, e["plan"], f"{path}.plan")
     if "library" in e:
         _check_library(c, e, path, values)
+
+
+def _check_group_plan(c: _Checker, p: Any, path: str) -> None:
+    """A launch's `plan`: kind, backend, the schedule's fields (integers and
+    strings) or null, and for a split run as one launch its `parts`."""
+    p = c.obj(p, path)
+    c.str_(c.field(p, "kind", path), f"{path}.kind")
+    c.str_(c.field(p, "backend", path), f"{path}.backend")
+    schedule = c.field(p, "schedule", path)
+    if schedule is not None:
+        for key, value in c.obj(schedule, f"{path}.schedule").items():
+            where = f"{path}.schedule.{key}"
+            if not isinstance(value, str):
+                c.int_(value, where, -(2**63))
+    if "parts" in p:
+        for i, part in enumerate(c.seq(p["parts"], f"{path}.parts")):
+            _check_group_plan(c, part, f"{path}.parts[{i}]")
 
 
 def _check_library(c: _Checker, e: dict[str, Any], path: str,

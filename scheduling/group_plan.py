@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from xdsl.dialects.builtin import IntegerAttr, StringAttr
 
@@ -81,6 +81,12 @@ class GroupPlan:
     """The register cap `--max-registers` asked for (0: none)."""
     detail: object | None
     """The kind's detail plan (`DETAIL_PLANNERS`), None for a kind without one."""
+
+    def stored(self) -> dict[str, Any]:
+        """The plan as plan.json records it beside the group's launches: its
+        kind, backend and schedule fields (the schedule attribute of the IR)."""
+        return {"kind": self.kind, "backend": self.backend,
+                "schedule": None if self.schedule is None else self.schedule.as_dict()}
 
     def detail_of(self, cls: type[D]) -> D:
         """The detail plan, which must be a `cls` (else an internal error: the
