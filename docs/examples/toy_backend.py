@@ -23,6 +23,7 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.analysis.device_dtypes import compute_type, value_dtype
+from fusec.analysis.group_kind import BACKEND_ATTR
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -31,7 +32,6 @@ from fusec.codegen.kernel_source import (
     unravel,
 )
 from fusec.codegen.pointwise import splat_literal
-from fusec.analysis.group_kind import BACKEND_ATTR
 from fusec.codegen.writers import WriteTask, Written, register_writer
 from fusec.dialects import nn
 from fusec.dialects.element_types import of_device_dtype
