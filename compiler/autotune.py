@@ -33,17 +33,19 @@ The results go to plan.json and to report.md's "Autotuning" section
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 
 from fusec.analysis.diagnostics import FusecError, counted
+from fusec.analysis.group_kind import BACKEND_ATTR, LIBRARY_BACKEND
 from fusec.analysis.program import FunctionProgram
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
+from fusec.compiler.library_tuning import ChoiceTuning
 from fusec.compiler.tuning_decision import NOISE_MARGIN
 from fusec.compiler.tuning_entry import BadEntry, entry_json, read_entry
 from fusec.compiler.tuning_result import GroupTuning, Tuned
@@ -109,6 +111,8 @@ class TuningResult:
     timer: GroupTimer | None = None
     whole_call: WholeCall | None = None
     whole_call_note: str = ""  # why there is no whole-call check
+    # library against own, per choice the cost model made (`compiler/library_tuning.py`)
+    choices: list[ChoiceTuning] = field(default_factory=list[ChoiceTuning])
 
     @property
     def cached(self) -> int:
@@ -127,7 +131,7 @@ class TuningResult:
     def timings(self) -> int:
         """Device timings this compile ran: groups, and the whole call."""
         whole = self.whole_call is not None and not self.whole_call.from_cache
-        return self.timed + int(whole)
+        return self.timed + int(whole) + sum(not c.from_cache for c in self.choices)
 
     def summary(self) -> str:
         """`N groups from the tuning cache, M timed; whole call: ...; K timings ...`."""
@@ -138,8 +142,13 @@ class TuningResult:
             kept = "the tuned program" if w.kept == "tuned" else "the model's program"
             whole = (f"{kept} kept (model's {w.model_us:.1f} us, tuned {w.tuned_us:.1f} us"
                      f"{', from the tuning cache' if w.from_cache else ''})")
+        choices = ""
+        if self.choices:
+            cached = sum(c.from_cache for c in self.choices)
+            choices = (f"library or own: {counted(len(self.choices), 'choice')}, {cached} "
+                       f"from the tuning cache, {len(self.choices) - cached} timed; ")
         return (f"{counted(self.cached, 'group')} from the tuning cache, {self.timed} timed; "
-                f"whole call: {whole}; {counted(self.timings, 'timing')} on the device")
+                f"{choices}whole call: {whole}; {counted(self.timings, 'timing')} on the device")
 
 
 def make_timer(options: AutotuneOptions, target: Target) -> tuple[GroupTimer, str] | None:
@@ -164,8 +173,15 @@ def make_timer(options: AutotuneOptions, target: Target) -> tuple[GroupTimer, st
 def _groups(module: ModuleOp) -> list[GroupOp]:
     funcs = [f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks
              and not (f.sym_visibility is not None and f.sym_visibility.data == "private")]
+    # Library calls (cuBLAS GEMMs, cuDNN convolutions) have no schedule to time.
     return [g for f in funcs for g in f.body.block.ops if isinstance(g, GroupOp)
-            and "gemm" not in g.attributes and not all(0 in tensor_shape(r) for r in g.outputs)]
+            and "gemm" not in g.attributes and not _library(g)
+            and not all(0 in tensor_shape(r) for r in g.outputs)]
+
+
+def _library(group: GroupOp) -> bool:
+    backend = group.attributes.get(BACKEND_ATTR)
+    return isinstance(backend, StringAttr) and backend.data == LIBRARY_BACKEND
 
 
 @dataclass
@@ -179,12 +195,17 @@ class _Job:
     variants: list[tuple[GroupOp, list[ScheduleAttr | None]]]
 
 
-def autotune(module: ModuleOp, target: Target, limit: int,
-             options: AutotuneOptions) -> TuningResult | None:
+_ASK = object()  # `autotune`'s `made` not given: make the timer
+
+
+def autotune(module: ModuleOp, target: Target, limit: int, options: AutotuneOptions,
+             made: tuple[GroupTimer, str] | object | None = _ASK) -> TuningResult | None:
     """Tune every group of `module` in place (module docstring); None
-    without a GPU (nothing changes)."""
-    made = make_timer(options, target)
-    if made is None:
+    without a GPU (nothing changes). `made` is `make_timer`'s answer when
+    the caller asked it already."""
+    if made is _ASK:
+        made = make_timer(options, target)
+    if not isinstance(made, tuple):
         return None
     timer, device = made
     cache = options.tuning_cache()

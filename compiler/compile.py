@@ -115,6 +115,7 @@ from fusec.runtime.plan_schema import PLAN_FORMAT, PLAN_VERSION
 
 if TYPE_CHECKING:
     from fusec.compiler.autotune import AutotuneOptions, TuningResult
+    from fusec.compiler.library_tuning import ChoiceTuner
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -217,19 +218,33 @@ def compile_model(
         module = parse_module(ctx, text, name)
         verify_module(module)
         reject_calls(module)
-    PipelineRunner(ctx, passes, instrument=instrument).run(module)
-    tuning = None
-    model_module = module.clone() if autotune else None  # the model-only program, untuned
     options: AutotuneOptions | None = None
+    choices: ChoiceTuner | None = None
+    made = None
     if autotune:
-        from fusec.compiler.autotune import AutotuneOptions
-        from fusec.compiler.autotune import autotune as run_autotune
+        from fusec.compiler.autotune import AutotuneOptions, make_timer
+        from fusec.compiler.library_tuning import ChoiceTuner
 
         options = autotune if isinstance(autotune, AutotuneOptions) else AutotuneOptions()
+        made = make_timer(options, profile)
+        # library against own is timed inside tile-and-promote, where it is chosen
+        choices = ChoiceTuner(made, profile, options.tuning_cache(), options.noise_margin,
+                              options.quiet)
+    from fusec.scheduling.library_tuning import tuning_library_choices
+
+    with tuning_library_choices(choices):
+        PipelineRunner(ctx, passes, instrument=instrument).run(module)
+    tuning = None
+    model_module = module.clone() if autotune else None  # the model-only program, untuned
+    if options is not None and choices is not None:
+        from fusec.compiler.autotune import autotune as run_autotune
+
         with instrument.timer.timed("(autotuning)"):
             limit = (schedule or ScheduleOptions()).shared_memory_limit \
                 or profile.shared_memory_per_block
-            tuning = run_autotune(module, profile, limit, options)
+            tuning = run_autotune(module, profile, limit, options, made)
+        if tuning is not None:
+            tuning.choices = choices.results
     from fusec.codegen.generate import generate_program
 
     with instrument.timer.timed("(code generation)"):

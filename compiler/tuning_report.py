@@ -5,7 +5,10 @@ plan.json: each tuned launch gets `measured_us` (the kept schedule's time),
 `tuning_choice` (`tuned`, `model`, `model: within the noise margin`,
 `model: whole call`, `split`); the plan gets an `autotune` object with the
 device, the margin, the counts of groups from the cache and timed, the
-number of device timings and the whole-call check.
+number of device timings, the whole-call check and `library_choices`: per
+library-or-own choice (`compiler/library_tuning.py`) the group, the family
+(`conv`, `gemm`), the model's choice, the one kept (`library`, `own`), both
+measured and both estimated times, and whether they came from the cache.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ def annotate_plan(plan: dict[str, Any], program: Program, tuning: TuningResult,
             "model_us": round(w.model_us, 3), "tuned_us": round(w.tuned_us, 3),
             "kept": w.kept, "from_cache": w.from_cache},
         "whole_call_note": tuning.whole_call_note,
+        "library_choices": [c.as_json() for c in tuning.choices],
     }
 
 
@@ -106,6 +110,16 @@ def report_section(tuning: TuningResult, margin: float) -> str:
                      f"{t.est_us:.1f} | {t.times[0]:.1f} | "
                      f"`{schedule_text(t.schedules[t.fastest])}` | {t.times[t.fastest]:.1f} | "
                      f"{_kept_text(t, margin, reverted)} | {'yes' if r.from_cache else 'no'} |")
+    if tuning.choices:
+        lines += ["", "Library call or own kernel (a choice switches only when more than "
+                  f"{100 * margin:g}% faster):", "",
+                  "| group | family | model's choice | est. library us | est. own us "
+                  "| library us | own us | kept | from cache |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for c in tuning.choices:
+            lines.append(f"| {c.group} | {c.family} | {c.model} | {c.est_library_us:.1f} | "
+                         f"{c.est_own_us:.1f} | {c.library_us:.1f} | {c.own_us:.1f} | "
+                         f"{c.kept} | {'yes' if c.from_cache else 'no'} |")
     contested = [r for r in tuning.groups if r.parts]
     if contested:
         lines += ["", "Fused against split (contested groups):", ""]

@@ -27,7 +27,7 @@ group that still does not fit, get a remark. The limit is the target's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -44,6 +44,7 @@ from fusec.passes.register_budget import EST_ATTR, record
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.conv_choice import CONV_MODES, ConvChooser
 from fusec.scheduling.gemm_choice import GEMM_MODES, GemmChooser
+from fusec.scheduling.library_tuning import active_tuner
 from fusec.scheduling.register_model import estimate_registers
 
 SCHEDULE_SETS_REGISTERS = ("contraction", "window")
@@ -111,9 +112,13 @@ class TileAndPromotePass(ModulePass):
             limit = min(limit, self.shared_memory_limit)
         collector = RemarkCollector()
         scheduler = Scheduler(target, limit, collector)
+        tuner = active_tuner()  # `--autotune` times library against own
         chooser = GemmChooser(target, self.gemm, gemm_choice.library_available(), collector,
-                              self.library_epilogue)
-        convs = ConvChooser(target, self.conv, cudnn_available(), collector, self.conv_tf32)
+                              self.library_epilogue, tuner,
+                              lambda m, mode: replace(self, gemm=mode, remarks=False).apply(ctx, m))
+        convs = ConvChooser(target, self.conv, cudnn_available(), collector, self.conv_tf32,
+                            tuner,
+                            lambda m, mode: replace(self, conv=mode, remarks=False).apply(ctx, m))
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if not func.body.blocks:
                 continue

@@ -27,9 +27,10 @@ under `--conv library`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, Operation
 
 from fusec.analysis.cost_model import ConvChoice, conv_choice
@@ -45,6 +46,7 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 from fusec.scheduling.gemm_choice import GroupSplitter, split_head
 from fusec.scheduling.kinds.common import group_name
+from fusec.scheduling.library_tuning import ChoicePoint, LibraryTuner, tuned_choice
 
 CONV_MODES = ("auto", "library", "fused")
 
@@ -87,6 +89,10 @@ class ConvChooser:
     available: bool
     remarks: RemarkCollector
     tf32: bool = False  # f32 convolutions may run on TF32 tensor cores
+    # `--autotune` (`scheduling/library_tuning.py`): what overrules the model's
+    # choice in `auto` mode, and how a group is scheduled alone in a mode.
+    tuner: LibraryTuner | None = None
+    schedule_alone: Callable[[ModuleOp, str], None] = field(default=lambda _m, _mode: None)
 
     def price(self, group: GroupOp, conv: nn.Conv2dOp) -> ConvChoice:
         """Both estimates for `group`'s convolution."""
@@ -130,7 +136,11 @@ class ConvChooser:
             return group
         choice = self.price(group, conv)
         self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
-        if not choice.library:
+        tuned = tuned_choice(self.tuner, self.mode, lambda: ChoicePoint(
+            "conv", group, choice.library, choice.t_library * 1e6, choice.t_own * 1e6,
+            self.available, f"tf32={self.tf32}", self.schedule_alone),
+            lambda note: self.remarks.add("remark", f"group {group_name(group)}: {note}"))
+        if not (choice.library if tuned is None else tuned):
             return group
         ops = _ops(group)
         first = ops.index(conv)

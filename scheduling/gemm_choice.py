@@ -24,10 +24,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.cost_model import GemmChoice, gemm_choice
@@ -43,6 +44,7 @@ from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 from fusec.scheduling.kinds.common import group_name
+from fusec.scheduling.library_tuning import ChoicePoint, LibraryTuner, tuned_choice
 
 GEMM_MODES = ("auto", "library", "fused")
 _LIBRARY_TYPES = "/".join(e.name for e in ELEMENT_TYPES if e.library_gemm)
@@ -102,6 +104,10 @@ class GemmChooser:
     available: bool
     remarks: RemarkCollector
     epilogue: bool = True  # fold the epilogue's leading ops into the call (cuBLASLt)
+    # `--autotune` (`scheduling/library_tuning.py`): what overrules the model's
+    # choice in `auto` mode, and how a group is scheduled alone in a mode.
+    tuner: LibraryTuner | None = None
+    schedule_alone: Callable[[ModuleOp, str], None] = field(default=lambda _m, _mode: None)
 
     def fold(self, group: GroupOp, mm: nn.MatmulOp) -> EpilogueFold:
         """What of the epilogue the library call computes (nothing when off)."""
@@ -150,7 +156,11 @@ class GemmChooser:
         fold = self.fold(group, mm)
         choice = self.price(group, mm, fold)
         self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
-        if not choice.library:
+        tuned = tuned_choice(self.tuner, self.mode, lambda: ChoicePoint(
+            "gemm", group, choice.library, choice.t_library * 1e6, choice.t_fused * 1e6,
+            self.available, f"epilogue={self.epilogue}; tf32={cupy_tf32()}", self.schedule_alone),
+            lambda note: self.remarks.add("remark", f"group {group_name(group)}: {note}"))
+        if not (choice.library if tuned is None else tuned):
             return group
         if fold:
             self.remarks.add("remark", f"group {group_name(group)}: the library call computes "
