@@ -26,6 +26,11 @@ After the pipeline, for each group (library GEMMs aside):
 5. the tuned program is checked as a whole call against the model's
    (`compiler/whole_call.py`), and given up when it is slower.
 
+Before all this, while the pipeline runs, the library-or-own choices the
+cost model makes (cuDNN or cuBLAS against fusec's own kernel) are timed
+where they are made (`compiler/library_tuning.py`); their results join the
+`TuningResult` (`choices`).
+
 The results go to plan.json and to report.md's "Autotuning" section
 (`compiler/tuning_report.py`).
 """

@@ -154,8 +154,9 @@ def build_parser(subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> argpars
                    "kernels instead of JIT-compiling them")
     p.add_argument("--autotune", action="store_true",
                    help="compile job: time each group's candidate schedules (and fused "
-                   "against split where the model is unsure) on the GPU and keep the "
-                   "fastest; results are kept in the per-user tuning cache")
+                   "against split where the model is unsure, and cuDNN/cuBLAS against "
+                   "fusec's own kernel where --conv/--gemm is auto) on the GPU and keep "
+                   "the fastest; results are kept in the per-user tuning cache")
     p.add_argument("--autotune-top-k", type=non_negative_int, metavar="N",
                    help="candidate schedules timed per group with --autotune (default 4)")
     p.add_argument("--no-tuning-cache", action="store_true",
