@@ -12,7 +12,7 @@ broadcast ones at the coordinates `f` unravels to.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from xdsl.ir import BlockArgument, SSAValue
 
@@ -23,16 +23,21 @@ from fusec.codegen.point_evaluator import PointEvaluator, load_expr
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, numel
 
+Load = Callable[[GroupBody, BlockArgument, str], str]
+"""Writes the load of a group input at an index (`load_expr`, or a vector
+access's `codegen/lane_loads.LaneLoads.load`)."""
 
-def root_load(body: GroupBody, root: SSAValue, index: str, name: str
-              ) -> tuple[list[str], str]:
+
+def root_load(body: GroupBody, root: SSAValue, index: str, name: str,
+              load_at: Load = load_expr) -> tuple[list[str], str]:
     """The lines and the expression that read element `index` of `root` (a
     group input, or an elementwise op's result computed here); `name`
     prefixes the variables. The coordinates are unravelled in uint32 where
     the root fits (`kernel_source.unravel_into`: a 64-bit division by a
-    constant costs several times the instructions of a 32-bit one)."""
+    constant costs several times the instructions of a 32-bit one);
+    `load_at` writes each load."""
     if isinstance(root, BlockArgument):
-        return [], load_expr(body, root, index)
+        return [], load_at(body, root, index)
     shape = tensor_shape(root)
     itype = index_type(numel(shape))
     flat = f"{name}_f"
@@ -42,8 +47,8 @@ def root_load(body: GroupBody, root: SSAValue, index: str, name: str
 
     def load(arg: BlockArgument, arg_shape: Shape, at: Sequence[str]) -> str:
         if tuple(arg_shape) == tuple(shape):  # the root's own elements: the index itself
-            return load_expr(body, arg, flat)
-        return load_expr(body, arg, broadcast_index(arg_shape, shape, at, itype))
+            return load_at(body, arg, flat)
+        return load_at(body, arg, broadcast_index(arg_shape, shape, at, itype))
 
     ev = PointEvaluator(body, shape, coords, loader=load, suffix=f"_{name}")
     value = ev.value(root)

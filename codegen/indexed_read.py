@@ -34,7 +34,7 @@ from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.view_operands import CHAINED_VIEWS, INDEXED_READS, operand_view
-from fusec.codegen.computed_root import root_load
+from fusec.codegen.computed_root import Load, root_load
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.point_evaluator import load_expr
 from fusec.dialects import nn
@@ -63,17 +63,18 @@ def is_indexed(v: SSAValue) -> bool:
 
 
 def read_element(body: GroupBody, value: SSAValue, coords: Sequence[str], ints: Ints,
-                 name: str) -> tuple[list[str], str]:
+                 name: str, load_at: Load = load_expr) -> tuple[list[str], str]:
     """Lines (a gather's index arithmetic, named from `name`) and the
-    expression of `value`'s element at `coords`."""
+    expression of `value`'s element at `coords`; `load_at` writes the loads
+    of a gather's index and table (`codegen/lane_loads.py`)."""
     lines: list[str] = []
-    return lines, _read(body, value, tuple(coords), ints, name, lines)
+    return lines, _read(body, value, tuple(coords), ints, name, lines, load_at)
 
 
 def _read(body: GroupBody, v: SSAValue, cs: tuple[str, ...], ints: Ints, name: str,
-          lines: list[str]) -> str:
+          lines: list[str], load_at: Load = load_expr) -> str:
     if isinstance(v, BlockArgument):
-        return load_expr(body, v, _index(StridedView.contiguous(tensor_shape(v)), cs, ints))
+        return load_at(body, v, _index(StridedView.contiguous(tensor_shape(v)), cs, ints))
     op = v.owner
     assert isinstance(op, Operation)
     if isinstance(op, CHAINED_VIEWS):
@@ -82,7 +83,7 @@ def _read(body: GroupBody, v: SSAValue, cs: tuple[str, ...], ints: Ints, name: s
             raise op_error(op, f"cannot read {op.name} in place: {found}")
         root, view = found
         if isinstance(root, BlockArgument):
-            return load_expr(body, root, _index(view, cs, ints))
+            return load_at(body, root, _index(view, cs, ints))
         if not name:  # a concat's operand is one load
             raise op_error(op, f"cannot read {op.name} in place: not a group input")
         # an elementwise op of group inputs, evaluated at the element the view reads
@@ -94,7 +95,7 @@ def _read(body: GroupBody, v: SSAValue, cs: tuple[str, ...], ints: Ints, name: s
             return _select(body, op, cs, ints, name, lines)
         return _concat(body, op, cs, ints)
     if isinstance(op, nn.GatherOp):
-        return _gather(body, op, cs, ints, name, lines)
+        return _gather(body, op, cs, ints, name, lines, load_at)
     raise op_error(op, f"{op.name} cannot be read in place by a fused concat or gather; "
                    "their operands must be group inputs or slices and reshapes of them")
 
@@ -205,13 +206,13 @@ def _plain(op: Operation, lines: list[str]) -> None:
 
 
 def _gather(body: GroupBody, op: nn.GatherOp, cs: tuple[str, ...], ints: Ints, name: str,
-            lines: list[str]) -> str:
+            lines: list[str], load_at: Load) -> str:
     """Load the index, wrap a negative one once, clamp into the table, read."""
     table, indices = op.operands
     axis, rank = op.axis, len(tensor_shape(indices))
     size = tensor_shape(table)[axis]
     inner: list[str] = []
-    idx = _read(body, indices, cs[axis:axis + rank], ints, "", inner)
+    idx = _read(body, indices, cs[axis:axis + rank], ints, "", inner, load_at)
     _plain(op, inner)
     raw, row = f"{name}_ix", f"{name}_row"
     lines += [
@@ -220,4 +221,4 @@ def _gather(body: GroupBody, op: nn.GatherOp, cs: tuple[str, ...], ints: Ints, n
         f"{row} = {ints.cast(f'min(max({raw}, int64(0)), int64({int_literal(size - 1)}))')}",
     ]
     at = (*cs[:axis], row, *cs[axis + rank:])
-    return _read(body, table, at, ints, name, lines)
+    return _read(body, table, at, ints, name, lines, load_at)

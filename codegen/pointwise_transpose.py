@@ -49,7 +49,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
-from fusec.analysis.group_body import GroupBody
+from fusec.analysis.group_body import GroupBody, dtype_name
 from fusec.analysis.index_types import index_type
 from fusec.analysis.view_map import ViewMap
 from fusec.analysis.view_operands import (
@@ -58,7 +58,7 @@ from fusec.analysis.view_operands import (
     computed_root,
     operand_map,
 )
-from fusec.codegen.computed_root import root_load
+from fusec.codegen.computed_root import Load, root_load
 from fusec.codegen.concat_segments import (
     Segment,
     outer_rows,
@@ -74,6 +74,7 @@ from fusec.codegen.kernel_source import (
     kernel_header,
     launch_text,
 )
+from fusec.codegen.lane_loads import LaneLoads, wide_store_line
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr, store_lines
 from fusec.codegen.pointwise_index import ElementIndex
 from fusec.codegen.pointwise_tile import tiled_lines
@@ -82,13 +83,14 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import fmt, numel
+from fusec.scheduling.flat_vector import innermost_axis
 from fusec.scheduling.schedule_input import group_schedule
 from fusec.scheduling.transposed_plan import TransposedPlan, planned_group, read_directly
 
 _INDENT = "    "
 
 def _view_load(body: GroupBody, op: Operation, coords: Sequence[str], ints: Ints,
-               name: str) -> tuple[list[str], str]:
+               name: str, load_at: Load = load_expr) -> tuple[list[str], str]:
     """The lines and the load of the element at `coords` of layout op `op`'s
     result, read from the group input at the root of its chain, or evaluated
     there when the group computes the root (only the coordinates the view
@@ -108,7 +110,7 @@ def _view_load(body: GroupBody, op: Operation, coords: Sequence[str], ints: Ints
     for c, n, stride in zip(own, view.shape, view.strides, strict=True):
         if n != 1 and stride != 0:  # only the dimensions the view varies in
             terms.append(c if stride == 1 else f"{c} * {lit(stride)}")
-    return root_load(body, root, " + ".join(terms) or lit(0), name)
+    return root_load(body, root, " + ".join(terms) or lit(0), name, load_at)
 
 
 def _own_coords(shape: Sequence[int], coords: Sequence[str],
@@ -135,6 +137,18 @@ def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints,
     """Loads, arithmetic and stores of the element at `coords` (the flat
     schedule); `ints` types the view index's literals (as the
     coordinates are, so the index stays 32-bit)."""
+    loads, arith, values = _element_values(plan, coords, suffix, ints, pinned)
+    stores = [line for k, (v, val) in enumerate(zip(plan.body.outputs, values, strict=True))
+              for line in store_lines(k, v, val, plan.shape, coords)]
+    return loads, arith, stores
+
+
+def _element_values(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints,
+                    pinned: _Pinned | None = None, load_at: Load = load_expr
+                    ) -> tuple[list[str], list[str], list[str]]:
+    """`_element`'s loads and arithmetic, and the names of the results'
+    values at `coords`; `load_at` writes the loads of group inputs at the
+    iteration point (a vector access's lanes: `codegen/lane_loads.py`)."""
     body, loads, lit = plan.body, [], ints.lit
     bound: dict[SSAValue, str] = {}
     pieces = concat_pieces(body.ops)  # evaluated under their concat's select, not here
@@ -149,10 +163,10 @@ def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints,
         elif isinstance(op, INDEXED_READS):
             lines, expr = read_element(body, op.results[0],
                                        _own_coords(tensor_shape(op.results[0]), coords, lit),
-                                       ints, name)
+                                       ints, name, load_at)
             loads += [*lines, f"{name} = {expr}"]
         else:
-            lines, expr = _view_load(body, op, coords, ints, name)
+            lines, expr = _view_load(body, op, coords, ints, name, load_at)
             loads += [*lines, f"{name} = {expr}"]
         bound[op.results[0]] = name
     inside = set(body.ops)
@@ -161,13 +175,11 @@ def _element(plan: TransposedPlan, coords: list[str], suffix: str, ints: Ints,
                 u.operation, inside) and u.operation not in pieces for u in arg.uses):
             name = f"a{arg.index}{suffix}"
             index = broadcast_index(tensor_shape(arg), plan.shape, coords)
-            loads.append(f"{name} = {load_expr(body, arg, index)}")
+            loads.append(f"{name} = {load_at(body, arg, index)}")
             bound[arg] = name
     ev = PointEvaluator(body, plan.shape, coords, bound, suffix=suffix)
     values = [ev.value(v) for v in body.outputs]
-    stores = [line for k, (v, val) in enumerate(zip(body.outputs, values, strict=True))
-              for line in store_lines(k, v, val, plan.shape, coords)]
-    return loads, ev.take_lines(), stores
+    return loads, ev.take_lines(), values
 
 
 def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str]:
@@ -178,6 +190,8 @@ def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str
     n = numel(plan.shape)
     if n == 0:
         return ["pass"]
+    if plan.vector.lanes > 1:
+        return _vector_lines(plan, block)
     chunk = plan.threads * plan.unroll
     itype = flat_index_type(plan)
     tail = n % chunk != 0  # whole chunks: no clamp, no guard
@@ -196,6 +210,77 @@ def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str
         lines += at.coord_lines
         loads, arith, stores = _element(plan, coords, f"_{e}", Ints(itype))
         parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]
+                      if tail else stores))
+    return lines + [line for k in range(3) for part in parts for line in part[k]]
+
+
+def _vector_lines(plan: TransposedPlan, block: str) -> list[str]:
+    """The flat schedule with `lanes = plan.vector.lanes`
+    (`scheduling/flat_vector.py`): `unroll / lanes` accesses per thread,
+    `threads` accesses apart, each of `lanes` consecutive elements along the
+    innermost axis. When every array the plan moves wide is aligned to its
+    access, one word per array and access (`codegen/lane_loads.py`); else
+    the same lanes, one element each."""
+    vec = plan.vector
+    body = plan.body
+    arrays = [(f"in{i}", dtype_name(body.args[i])) for i in sorted(vec.inputs)] + [
+        (f"out{k}", dtype_name(body.outputs[k])) for k in sorted(vec.outputs)]
+    test = " and ".join(f"is_aligned({a}, {vec.nbytes(d)})" for a, d in arrays)
+    return [f"if {test}:", *(_INDENT + line for line in _lane_lines(plan, block, True)),
+            "else:", *(_INDENT + line for line in _lane_lines(plan, block, False))]
+
+
+def _lane_lines(plan: TransposedPlan, block: str, wide: bool) -> list[str]:
+    """The accesses of `_vector_lines`, wide or one element per lane. The
+    lanes step the innermost axis longer than 1, which `lanes` divides: lane
+    0's coordinate is a multiple of it and no lane passes the row."""
+    vec, lanes, n = plan.vector, plan.vector.lanes, numel(plan.shape)
+    words, per = n // lanes, plan.unroll // lanes
+    itype = flat_index_type(plan)
+    axis = innermost_axis(plan.shape)
+    assert axis is not None
+    tail = words % (plan.threads * per) != 0
+    lines = [f"base = {block} * {int_literal(plan.threads * per)} + cuda.threadIdx.x"]
+    parts = []
+    for a in range(per):
+        at = ElementIndex(f"i{a}", plan.shape, itype, str(a))
+        raw = f"base + {int_literal(a * plan.threads)}"
+        if tail:
+            lines += [f"w{a}_raw = {raw}", f"ok{a} = w{a}_raw < {int_literal(words)}",
+                      f"w{a} = {itype}(min(w{a}_raw, {int_literal(words - 1)}))"]
+        else:
+            lines.append(f"w{a} = {itype}({raw})")
+        lines.append(f"i{a} = {itype}(w{a} * {at.lit(lanes)})")
+        coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
+                  for d, size in enumerate(plan.shape)]
+        lines += at.coord_lines
+        hook = LaneLoads(lanes, vec.inputs if wide else frozenset(), f"_{a}")
+        loads: list[str] = []
+        arith: list[str] = []
+        values: list[list[str]] = []
+        for j in range(lanes):
+            at_lane = list(coords)
+            if j:
+                at_lane[axis] = f"l{a}_{j}"
+                lines.append(f"l{a}_{j} = {itype}({coords[axis]} + {at.lit(j)})")
+            hook.start(j)
+            lane_loads, lane_arith, lane_values = _element_values(
+                plan, at_lane, f"_{a}_{j}", Ints(itype), load_at=hook.load)
+            loads += hook.place_words(lane_loads) if j == 0 else lane_loads
+            arith += lane_arith
+            values.append(lane_values)
+        stores: list[str] = []
+        for k, v in enumerate(plan.body.outputs):
+            lane_values = [values[j][k] for j in range(lanes)]
+            if wide and k in vec.outputs:
+                index = broadcast_index(tensor_shape(v), plan.shape, coords)
+                stores.append(wide_store_line(k, v, index, lane_values))
+                continue
+            for j in range(lanes):
+                at_lane = list(coords)
+                at_lane[axis] = f"l{a}_{j}" if j else coords[axis]
+                stores += store_lines(k, v, lane_values[j], plan.shape, at_lane)
+        parts.append((loads, arith, [f"if ok{a}:", *(_INDENT + s for s in stores)]
                       if tail else stores))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 
@@ -326,6 +411,10 @@ def emit(group: GroupOp, kernel_name: str) -> KernelSource:
         block = (plan.threads, 1, 1)
         per_thread = (f"{plan.unroll} elements per thread, {plan.threads} apart, transposed "
                       "operands read at strided indices")
+        if plan.vector.lanes > 1:
+            per_thread = (f"{plan.unroll} elements per thread in accesses of "
+                          f"{plan.vector.lanes} consecutive ones, {plan.threads} accesses apart, "
+                          "transposed operands read at strided indices")
     notes = [f"iteration shape {fmt(plan.shape)}"]
     header = kernel_header(group, plan.body.ops, launch_text(grid, block, per_thread), notes)
     text = "\n".join([*header, "@cuda.jit", f"def {kernel_name}({plan.body.signature()}):",

@@ -37,6 +37,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
+from fusec.scheduling.flat_vector import SCALAR_ACCESS, FlatVector, flat_vector
 from fusec.scheduling.group_memo import planned
 
 TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
@@ -84,6 +85,9 @@ class TransposedPlan:
     dimension of `result_shape` splits into, and `shape` is all parts in
     order; every access is linear in them."""
     result_shape: Shape = ()
+    vector: FlatVector = SCALAR_ACCESS
+    """The flat schedule's elements per access and the arrays it moves wide
+    (`scheduling/flat_vector.py`); one element per access when tiled."""
 
     def access(self, view: StridedView | ViewMap) -> LinearAccess:
         """`view` (right-aligned, broadcast) as an access of the iteration."""
@@ -140,6 +144,8 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
         for _, root, view in staged_views(body.ops, shape):
             if (root, view) not in plan.tiled:
                 plan.tiled[(root, view)] = len(plan.tiled)
+    else:
+        plan.vector = flat_vector(plan)
     return plan
 
 
