@@ -7,11 +7,11 @@ from __future__ import annotations
 from fusec.codegen import attention, contraction, layout, pointwise, reduction, window
 from fusec.codegen.library_conv import LibraryConvWriter
 from fusec.codegen.library_gemm import LibraryGemmWriter
-from fusec.codegen.writers import NumbaWriter, Writer, ignoring_target, of_group, register_writer
+from fusec.codegen.writers import NumbaWriter, Writer, ignoring_target, register_writer
 
 BUILTIN_WRITERS: tuple[Writer, ...] = (
-    NumbaWriter("pointwise", of_group(pointwise.emit)),
-    NumbaWriter("layout", of_group(lambda group, name, _target: layout.emit(group, name))),
+    NumbaWriter("pointwise", pointwise.emit),
+    NumbaWriter("layout", ignoring_target(layout.emit)),
     NumbaWriter("reduction", ignoring_target(reduction.emit)),
     NumbaWriter("contraction", ignoring_target(contraction.emit)),
     NumbaWriter("window", ignoring_target(window.emit)),

@@ -34,15 +34,16 @@ import dataclasses
 
 from fusec.codegen import pointwise_transpose
 from fusec.codegen.kernel_source import KernelSource
-from fusec.dialects.fusion import GroupOp
-from fusec.scheduling.layout_collapse import collapsed, layout_ops
+from fusec.scheduling.group_plan import GroupPlan
+from fusec.scheduling.pointwise_group_plan import LayoutPlan
 
 
-def emit(group: GroupOp, kernel_name: str) -> KernelSource:
-    """Generate the kernel of layout `group`, named `kernel_name`, under its
-    `#fusion.pointwise` schedule."""
-    ops = layout_ops(group)
-    kernel = pointwise_transpose.emit(collapsed(group), kernel_name)
+def emit(plan: GroupPlan, kernel_name: str) -> KernelSource:
+    """Generate the kernel of a layout group, named `kernel_name`, as its
+    plan (`scheduling/pointwise_group_plan.LayoutPlan`) says."""
+    layout = plan.detail_of(LayoutPlan)
+    ops = layout.ops
+    kernel = pointwise_transpose.emit(layout.group, layout.transposed, kernel_name)
     how = kernel.notes[0].removeprefix("pointwise, ")
     names = " -> ".join(op.name for op in ops)
     return dataclasses.replace(kernel, notes=[f"layout ({names}), {how}"])

@@ -72,20 +72,16 @@ from fusec.codegen.wide_access import (
 )
 from fusec.dialects import nn, shapes
 from fusec.dialects.element_types import of_device_dtype
-from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import splat_value
-from fusec.dialects.schedule import PointwiseSchedule
+from fusec.scheduling.group_plan import GroupPlan
 from fusec.scheduling.pointwise_plan import (
     PointwiseAccess,
     PointwisePlan,
     along_inner,
     is_wide,
-    plan_group,
-    vector_width,
     wide_arrays,
 )
-from fusec.scheduling.schedule_input import group_schedule
-from fusec.scheduling.transposed_plan import has_views
+from fusec.scheduling.transposed_plan import TransposedPlan
 
 # CUDA's limit on gridDim.x: one block per chunk up to it, a grid-stride loop
 # over chunks beyond.
@@ -306,16 +302,13 @@ def _view_shape(access: PointwiseAccess) -> tuple[int, ...]:
     return (access.numel,)  # flat: broadcast inputs are indexed by coordinates
 
 
-def emit(group: GroupOp, kernel_name: str, target: Target) -> KernelSource:
-    """Generate the kernel of pointwise `group`, named `kernel_name`, under
-    its `#fusion.pointwise` schedule, within `target`'s grid."""
-    if has_views(group):  # operands read through layout ops: their own emitter
-        return pointwise_transpose.emit(group, kernel_name)
-    schedule = group_schedule(group, PointwiseSchedule)
-    plan = plan_group(group)
-    plan.unroll = schedule.int_field("elements_per_thread")
-    plan.threads = schedule.int_field("block")
-    plan.vector = vector_width(plan)
+def emit(group_plan: GroupPlan, kernel_name: str, target: Target) -> KernelSource:
+    """Generate the kernel of a pointwise group, named `kernel_name`, as its
+    plan (`scheduling/pointwise_group_plan.py`) says, within `target`'s grid."""
+    if isinstance(group_plan.detail, TransposedPlan):  # operands read through layout ops
+        return pointwise_transpose.emit(group_plan.group, group_plan.detail, kernel_name)
+    plan = group_plan.detail_of(PointwisePlan)
+    group = group_plan.group
     grid, block = (min(_chunks(plan), target.max_grid_x), 1, 1), (plan.threads, 1, 1)
     per_thread = f"{plan.unroll} elements per thread, {plan.threads} apart"
     notes = [f"iteration shape {shapes.fmt(plan.iter_shape)} (dimensions collapsed)"]

@@ -81,11 +81,9 @@ from fusec.codegen.pointwise_tile import tiled_lines
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import fmt, numel
 from fusec.scheduling.flat_vector import innermost_axis
-from fusec.scheduling.schedule_input import group_schedule
-from fusec.scheduling.transposed_plan import TransposedPlan, planned_group, read_directly
+from fusec.scheduling.transposed_plan import TransposedPlan, read_directly
 
 _INDENT = "    "
 
@@ -384,11 +382,9 @@ def _row_elements(concat: nn.ConcatOp, rows: int, plan: TransposedPlan) -> int:
                for v in concat.inputs if numel(tensor_shape(v)))
 
 
-def emit(group: GroupOp, kernel_name: str) -> KernelSource:
+def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource:
     """Generate the kernel of pointwise `group` (with transposed operands)
-    under its `#fusion.pointwise` schedule."""
-    schedule = group_schedule(group, PointwiseSchedule)
-    plan = planned_group(group, schedule)
+    as its plan says."""
     looped: frozenset[str] = frozenset()
     if plan.axes is not None:
         body, grid, looped = tiled_lines(plan)

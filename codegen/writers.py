@@ -133,12 +133,6 @@ def ignoring_target(emit: Callable[[GroupPlan, str], KernelSource]) -> Emit:
     return lambda plan, kernel_name, _target: emit(plan, kernel_name)
 
 
-def of_group(emit: Callable[[GroupOp, str, Target], KernelSource]) -> Emit:
-    """An emitter of a kind whose plan has no detail yet: it is handed the
-    group and reads the schedule and the planners' results itself."""
-    return lambda plan, kernel_name, target: emit(plan.group, kernel_name, target)
-
-
 _REGISTRY: dict[tuple[str, str], Writer] = {}
 _BUILTIN = [False]  # whether the built-in writers were registered
 

@@ -15,12 +15,13 @@ with group_plan(group, target) as plan:   # the planners run here
     kernel = writer_for(group).write(WriteTask(plan, name, ...))
 ```
 
-A group that holds composite ops (nn.softmax kept whole by a contract) is
-planned and written as its decomposed copy (`analysis/decompose_group.py`):
-`plan.body` is that copy, alive until the `with` block ends; `plan.group`
-is the group of the IR, whose attributes and locations the writer reports.
-A kind without a detail planner (a kind a plugin added, or one whose writer
-still reads its group) has `detail = None`.
+A reduction, contraction, attention or window group that holds composite
+ops (nn.softmax kept whole by a contract) is planned and written as its
+decomposed copy (`analysis/decompose_group.py`, `DECOMPOSED`): `plan.body`
+is that copy, alive until the `with` block ends; `plan.group` is the group
+of the IR, whose attributes and locations the writer reports. A kind
+without a detail planner (a kind a plugin added, a library call) has
+`detail = None`.
 """
 
 from __future__ import annotations
@@ -34,12 +35,18 @@ from xdsl.dialects.builtin import IntegerAttr, StringAttr
 
 from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import InternalError
-from fusec.analysis.group_kind import MAX_REGISTERS_ATTR, group_backend, kind_name
+from fusec.analysis.group_kind import (
+    MAX_REGISTERS_ATTR,
+    NUMBA_BACKEND,
+    group_backend,
+    kind_name,
+)
 from fusec.analysis.targets import Target
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import SCHEDULE_KEY, ScheduleAttr
 from fusec.scheduling.attention_plan import plan_attention
 from fusec.scheduling.gemm_plan import plan_gemm
+from fusec.scheduling.pointwise_group_plan import plan_layout, plan_pointwise
 from fusec.scheduling.row_plan import plan_rows
 from fusec.scheduling.window_group_plan import plan_window
 
@@ -54,8 +61,17 @@ DETAIL_PLANNERS: dict[tuple[str, str], DetailPlanner] = {
     ("numba", "contraction"): plan_gemm,
     ("numba", "attention"): plan_attention,
     ("numba", "window"): plan_window,
+    ("numba", "pointwise"): plan_pointwise,
+    ("numba", "layout"): plan_layout,
 }
 """The detail planner of each (backend, kind) that has one."""
+
+DECOMPOSED = frozenset({(NUMBA_BACKEND, "reduction"), (NUMBA_BACKEND, "contraction"),
+                        (NUMBA_BACKEND, "attention"), (NUMBA_BACKEND, "window")})
+"""The (backend, kind) pairs whose writers write the group with its composite
+ops expanded (`analysis/decompose_group.py`); the pointwise writers take a
+composite elementwise op (a batch norm in inference) as it is, and library
+calls read the group itself."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,18 @@ class GroupPlan:
         return self.detail
 
 
+def register_detail_planner(backend: str, kind: str, planner: DetailPlanner) -> None:
+    """Plan the groups of (`backend`, `kind`) with `planner` (a kind a plugin
+    adds, written by an existing writer: `plan_pointwise` for a kind that
+    runs as pointwise does); a second planner for a pair already taken is a
+    bug."""
+    key = (backend, kind)
+    if DETAIL_PLANNERS.get(key, planner) is not planner:
+        raise ValueError(f"a detail planner for backend {backend!r} and kind {kind!r} is "
+                         "registered twice")
+    DETAIL_PLANNERS[key] = planner
+
+
 def _int_attr(group: GroupOp, key: str) -> int:
     attr = group.attributes.get(key)
     return attr.value.data if isinstance(attr, IntegerAttr) else 0
@@ -110,7 +138,7 @@ def group_plan(group: GroupOp, target: Target) -> Iterator[GroupPlan]:
     name = group.attributes.get("name")
     schedule = group.attributes.get(SCHEDULE_KEY)
     planner = DETAIL_PLANNERS.get((backend, kind))
-    with decomposed(group) if planner is not None else _itself(group) as body:
+    with decomposed(group) if (backend, kind) in DECOMPOSED else _itself(group) as body:
         yield GroupPlan(
             group=group, body=body, name=name.data if isinstance(name, StringAttr) else "",
             kind=kind, backend=backend,

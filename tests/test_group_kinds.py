@@ -20,8 +20,10 @@ from fusec.codegen.generate import generate_program
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.dialects.fusion import GroupOp
 from fusec.passes.register_budget import legal_splits
+from fusec.scheduling import group_plan
 from fusec.scheduling.kinds import register_builtin_kinds
 from fusec.scheduling.kinds.pointwise import PointwiseKind
+from fusec.scheduling.pointwise_group_plan import plan_pointwise
 from fusec.scheduling.register_model import estimate_registers
 
 BUILTIN = ("pointwise", "layout", "reduction", "contraction", "window", "attention")
@@ -111,6 +113,8 @@ def test_a_registered_kind_is_scheduled_priced_and_emitted(
     assert registry.find_kind("toy") is None
     toy = register_kind(ToyKind())
     writers.register_writer(writers.NumbaWriter("toy", pointwise.emit))
+    monkeypatch.setattr(group_plan, "DETAIL_PLANNERS", dict(group_plan.DETAIL_PLANNERS))
+    group_plan.register_detail_planner("numba", "toy", plan_pointwise)
     assert group_kind("toy") is toy
     h200 = get_target("h200")
     toy_module = parse_module(make_context(), program("toy"), "toy.mlir")
