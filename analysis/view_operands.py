@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from xdsl.ir import Operation, OpResult, SSAValue
 
 from fusec.analysis.concat_operands import concat_pieces, piece_refusal
+from fusec.analysis.group_body import GroupBody
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.view_map import ViewMap, compose
@@ -354,3 +355,12 @@ def extra_reads(ops: Sequence[Operation], inputs: Iterable[SSAValue]) -> int:
         elif isinstance(op, nn.GatherOp):
             extra += 1
     return extra
+
+
+def read_directly(body: GroupBody, op: Operation) -> bool:
+    """Whether the kernel loads `op`'s result (something other than another
+    chained layout op, a concat or a gather reads it, or it is a result of
+    the group)."""
+    return op.results[0] in body.outputs or any(
+        not isinstance(u.operation, (*CHAINED_VIEWS, *INDEXED_READS))
+        for u in op.results[0].uses)

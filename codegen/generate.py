@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -59,13 +60,14 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.launch_grid import fit_grid, launch_register_cap
 from fusec.codegen.library_price import priced
 from fusec.codegen.splat_inputs import inline_splat_inputs, is_splat
-from fusec.codegen.split_launch import split_launches
 from fusec.codegen.writers import WriteTask, writer_for
 from fusec.dialects import nn
 from fusec.dialects.element_types import bf16_bits, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, int_list, tensor_shape
 from fusec.scheduling.group_plan import group_plan
+from fusec.scheduling.split_plan import split_launches
+from fusec.scheduling.transposed_plan import TransposedPlan
 
 MAX_CONSTANT_BYTES = 1 << 30
 """The most bytes a splat constant may take when written out element by
@@ -276,7 +278,11 @@ class _FunctionBuilder:
         kernel_name = self.names.fresh(
             f"{func_name[:KERNEL_NAME_FUNC_CHARS]}_{names[0]}_split",
             derived=tuple(f"_s{k}" for k in range(len(groups))))
-        kernel, values = split_launch.emit(groups, kernel_name)
+        with ExitStack() as planning:
+            plans = [planning.enter_context(group_plan(g, self.target)) for g in groups]
+            kernel, values = split_launch.emit(
+                groups, [p.detail_of(TransposedPlan) for p in plans], kernel_name)
+            stored = [p.stored() for p in plans]
         caps = [_int_attr(g, MAX_REGISTERS_ATTR) for g in groups]
         kernel = self._fitted(kernel, min((c for c in caps if c), default=0))
         self.kernels.append(kernel)
@@ -297,14 +303,8 @@ class _FunctionBuilder:
             hbm_bytes=moved,
             est_time_us=self.target.kernel_time(moved, sum(op_flops(op) for op in ops)) * 1e6,
             est_registers=max(_est_registers(g) for g in groups),
-            plan={"kind": "pointwise", "backend": "numba", "schedule": None,
-                  "parts": [self._stored(g) for g in groups]},
+            plan={"kind": "pointwise", "backend": "numba", "schedule": None, "parts": stored},
         )
-
-    def _stored(self, group: GroupOp) -> dict[str, Any]:
-        """The stored form of `group`'s plan."""
-        with group_plan(group, self.target) as plan:
-            return plan.stored()
 
     def _fitted(self, kernel: KernelSource, cap: int) -> KernelSource:
         """`kernel` within the target's grid limits, declared with the

@@ -188,7 +188,7 @@ def read_operand(body: GroupBody, op: nn.ConcatOp, k: int, coords: Sequence[str]
     """Lines and the expression of operand `k` of concat `op` at `coords`,
     coordinates of that operand's own shape: what an element of the
     concat's result reads when the kernel already knows which operand holds
-    it (`codegen/concat_segments.py`), so no comparison is emitted."""
+    it (`scheduling/concat_segments.py`), so no comparison is emitted."""
     v, cs = op.inputs[k], tuple(coords)
     if _computed(body, v):
         return _evaluate(body, v, cs, ints, f"_{name}{k}")

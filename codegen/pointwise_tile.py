@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.index_types import index_type
-from fusec.analysis.view_operands import FOLDED_VIEWS, operand_map
+from fusec.analysis.view_operands import FOLDED_VIEWS, operand_map, read_directly
 from fusec.codegen.computed_root import root_load
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.launch_grid import block_index_lines
@@ -50,7 +50,6 @@ from fusec.scheduling.transposed_plan import (
     LinearAccess,
     TransposedPlan,
     direct_loads,
-    read_directly,
     result_accesses,
     side_groups,
     tile_type,

@@ -57,15 +57,9 @@ from fusec.analysis.view_operands import (
     READ_IN_PLACE,
     computed_root,
     operand_map,
+    read_directly,
 )
 from fusec.codegen.computed_root import Load, root_load
-from fusec.codegen.concat_segments import (
-    Segment,
-    outer_rows,
-    rows_per_block,
-    segmented_concat,
-    segments,
-)
 from fusec.codegen.indexed_read import Ints, read_element, read_operand
 from fusec.codegen.kernel_source import (
     KernelSource,
@@ -82,8 +76,14 @@ from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import fmt, numel
+from fusec.scheduling.concat_segments import (
+    Segment,
+    outer_rows,
+    rows_per_block,
+    segments,
+)
 from fusec.scheduling.flat_vector import innermost_axis
-from fusec.scheduling.transposed_plan import TransposedPlan, read_directly
+from fusec.scheduling.transposed_plan import TransposedPlan
 
 _INDENT = "    "
 
@@ -121,7 +121,7 @@ def _own_coords(shape: Sequence[int], coords: Sequence[str],
 
 @dataclass(frozen=True)
 class _Pinned:
-    """Within a segment of the grid (`codegen/concat_segments.py`): the
+    """Within a segment of the grid (`scheduling/concat_segments.py`): the
     concat whose operand `operand` holds every element, read at `coords`
     (the operand's own)."""
 
@@ -342,7 +342,7 @@ class Span:
 
 
 def _segmented_lines(plan: TransposedPlan, concat: nn.ConcatOp) -> tuple[list[str], int]:
-    """The kernel body over `concat`'s operands (`codegen/concat_segments.py`):
+    """The kernel body over `concat`'s operands (`scheduling/concat_segments.py`):
     blocks of whole output rows visiting every operand in turn when a row is
     narrower than a block's chunk, else one segment of blocks per operand;
     and the blocks of the grid."""
@@ -391,7 +391,7 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
         block = (plan.tile, plan.rows, 1)
         per_thread = (f"{plan.tile}x{plan.tile} output tile per block, transposed operands "
                       f"staged in shared memory, {plan.tile // plan.rows} elements per thread")
-    elif (concat := segmented_concat(plan.body, plan.shape)) is not None:
+    elif (concat := plan.concat) is not None:
         body, blocks = _segmented_lines(plan, concat)
         grid, block = (blocks, 1, 1), (plan.threads, 1, 1)
         rows = rows_per_block(concat, plan.threads * plan.unroll)

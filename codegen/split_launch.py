@@ -6,19 +6,13 @@ pointwise group per slice: their iteration shapes differ, so no group holds
 two of them. Each group reads only its own slice, so together they read the
 tensor once; launched one by one they still pay a launch and a partial last
 wave each. Here they become **one kernel**, one segment of blocks per group
-(as a concat's operands get in `codegen/concat_segments.py`): segment `k`
+(as a concat's operands get in `scheduling/concat_segments.py`): segment `k`
 runs group `k`'s flat schedule (`pointwise_transpose.flat_lines`) as an
 inlined device function on the blocks `[first_k, first_k + blocks_k)`, and
 writes group `k`'s results. A block compares `blockIdx.x` with literal
 bounds once, so no warp diverges over segments.
 
-Which groups (`split_launches`): pointwise groups on the flat schedule (no
-shared-memory tile, no concat segments) with the same block size that read
-one value through `nn.slice` (the first such value of each group decides),
-taken in program order; a group joins the launch of the first one only when
-every value it reads is defined before that first group (the launch runs
-there; constants are held by the program from the start), so none reads
-another's result.
+Which groups run as one launch is decided in `scheduling/split_plan.py`.
 """
 
 from __future__ import annotations
@@ -26,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import SSAValue
 
-from fusec.codegen.concat_segments import segmented_concat
 from fusec.codegen.kernel_source import (
     KernelParam,
     KernelSource,
@@ -37,70 +30,19 @@ from fusec.codegen.kernel_source import (
     sanitize_identifier,
 )
 from fusec.codegen.pointwise_transpose import flat_lines
-from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import fmt, numel
-from fusec.scheduling.schedule_input import group_schedule
-from fusec.scheduling.transposed_plan import TransposedPlan, has_views, planned_group
+from fusec.scheduling.transposed_plan import TransposedPlan
 
 _INDENT = "    "
 
 
-def _flat_plan(group: GroupOp) -> TransposedPlan | None:
-    """The plan of a pointwise group on the flat schedule that reads views,
-    else None."""
-    kind = group.attributes.get("kind")
-    if getattr(kind, "data", None) != "pointwise" or not has_views(group):
-        return None
-    if not isinstance(group.attributes.get("schedule"), PointwiseSchedule):
-        return None
-    plan = planned_group(group, group_schedule(group, PointwiseSchedule))
-    if plan.axes is not None or not numel(plan.shape):
-        return None
-    if segmented_concat(plan.body, plan.shape) is not None:
-        return None
-    return plan
-
-
-def _sliced_source(group: GroupOp) -> SSAValue | None:
-    """The first value `group` reads only through `nn.slice`s, else None."""
-    for value, arg in zip(group.inputs, group.block.args, strict=True):
-        uses = [u.operation for u in arg.uses]
-        if uses and all(isinstance(u, nn.SliceOp) for u in uses):
-            return value
-    return None
-
-
-def split_launches(ops: Sequence[Operation]) -> list[list[GroupOp]]:
-    """The sets of two or more groups among `ops` (a function body, in
-    order) that run as one launch, each in program order (module docstring)."""
-    position = {op: i for i, op in enumerate(ops)}
-    candidates: dict[tuple[SSAValue, int], list[GroupOp]] = {}
-    for op in ops:
-        if isinstance(op, GroupOp) and (plan := _flat_plan(op)) is not None and (
-                source := _sliced_source(op)) is not None:
-            candidates.setdefault((source, plan.threads), []).append(op)
-
-    def defined_before(v: SSAValue, first: int) -> bool:
-        # constants are program constants, on the device before any launch
-        return isinstance(v, BlockArgument) or isinstance(v.owner, nn.ConstantOp) or (
-            position.get(v.owner, first) < first)
-
-    out: list[list[GroupOp]] = []
-    for members in candidates.values():
-        first = position[members[0]]
-        kept = [g for g in members if all(defined_before(v, first) for v in g.inputs)]
-        if len(kept) >= 2:
-            out.append(kept)
-    return out
-
-
-def emit(groups: Sequence[GroupOp], kernel_name: str) -> tuple[KernelSource, list[SSAValue]]:
-    """The kernel of `groups` (a set of `split_launches`), named
-    `kernel_name`, and the value each of its parameters binds."""
-    plans = [planned_group(g, group_schedule(g, PointwiseSchedule)) for g in groups]
+def emit(groups: Sequence[GroupOp], plans: Sequence[TransposedPlan],
+         kernel_name: str) -> tuple[KernelSource, list[SSAValue]]:
+    """The kernel of `groups` (a set of `scheduling/split_plan.split_launches`)
+    planned as `plans`, named `kernel_name`, and the value each of its
+    parameters binds."""
     inputs = list(dict.fromkeys(v for g in groups for v in g.inputs))
     outputs = [v for g in groups for v in g.outputs]
     threads = plans[0].threads

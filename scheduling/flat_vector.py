@@ -48,6 +48,7 @@ from fusec.analysis.view_operands import (
     computed_root,
     operand_map,
     operand_view,
+    read_directly,
 )
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
@@ -195,7 +196,6 @@ def _reads(plan: TransposedPlan, axis: int, lanes: int
            ) -> list[tuple[BlockArgument, LaneRead]] | None:
     """Every read of the flat kernel (`pointwise_transpose._element`) and
     how the lanes make it; None where one is not followed here."""
-    from fusec.scheduling.transposed_plan import read_directly  # it imports this module
 
     body, shape = plan.body, plan.shape
     inside = set(body.ops)

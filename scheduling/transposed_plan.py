@@ -30,6 +30,7 @@ from fusec.analysis.view_operands import (
     computed_root,
     extra_reads,
     operand_map,
+    read_directly,
 )
 from fusec.dialects import nn
 from fusec.dialects.element_types import numba_width
@@ -37,6 +38,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
+from fusec.scheduling.concat_segments import segmented_concat
 from fusec.scheduling.flat_vector import SCALAR_ACCESS, FlatVector, flat_vector
 from fusec.scheduling.group_memo import planned
 
@@ -88,6 +90,9 @@ class TransposedPlan:
     vector: FlatVector = SCALAR_ACCESS
     """The flat schedule's elements per access and the arrays it moves wide
     (`scheduling/flat_vector.py`); one element per access when tiled."""
+    concat: nn.ConcatOp | None = None
+    """Untiled, the concat whose operands cut the grid into segments
+    (`scheduling/concat_segments.py`), else None."""
 
     def access(self, view: StridedView | ViewMap) -> LinearAccess:
         """`view` (right-aligned, broadcast) as an access of the iteration."""
@@ -146,6 +151,7 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
                 plan.tiled[(root, view)] = len(plan.tiled)
     else:
         plan.vector = flat_vector(plan)
+        plan.concat = segmented_concat(body, plan.shape)
     return plan
 
 
@@ -203,15 +209,6 @@ def axis_groups(iter_shape: Sequence[int],
         else:
             groups.append((d,))
     return groups
-
-
-def read_directly(body: GroupBody, op: Operation) -> bool:
-    """Whether the kernel loads `op`'s result (something other than another
-    chained layout op, a concat or a gather reads it, or it is a result of
-    the group)."""
-    return op.results[0] in body.outputs or any(
-        not isinstance(u.operation, (*CHAINED_VIEWS, *INDEXED_READS))
-        for u in op.results[0].uses)
 
 
 def tile_type(arg: BlockArgument) -> str:

@@ -1,5 +1,5 @@
 """A pointwise kernel that computes a concat walks each operand in its own
-order (codegen/concat_segments.py): blocks of whole rows visiting every
+order (scheduling/concat_segments.py): blocks of whole rows visiting every
 operand in turn where a row of the result is narrower than a block's chunk,
 else one segment of blocks per operand; never a per-element branch over the
 operands. Each program runs in numba's CUDA simulator against the reference

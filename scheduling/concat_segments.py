@@ -36,10 +36,10 @@ from xdsl.ir import Operation
 
 from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.group_body import GroupBody
+from fusec.analysis.view_operands import read_directly
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, numel
-from fusec.scheduling.transposed_plan import read_directly
 
 
 @dataclass(frozen=True)
