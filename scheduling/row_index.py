@@ -15,6 +15,7 @@ from fusec.analysis.index_types import index_type
 from fusec.analysis.view_operands import READ_IN_PLACE
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, numel
+from fusec.scheduling.group_memo import planned
 from fusec.scheduling.reduction_plan import Frame, RowAnalysis
 
 
@@ -70,7 +71,14 @@ class RowIndexPlan:
 def plan_index(ra: RowAnalysis) -> RowIndexPlan:
     """The collapsed indexing of `ra`'s group: axes merge only where every
     input and output (in the frames they are read and written in) and the
-    reduced/kept split agree (`codegen/reduction_index.py` tells the rule)."""
+    reduced/kept split agree (`codegen/reduction_index.py` tells the rule).
+    Decided once while the group stays as it is (`group_memo`): the row
+    schedule's vector width, the plan and the register model ask alike."""
+    return planned("row_index", ra.body.group, lambda _group: collapse_index(ra))
+
+
+def collapse_index(ra: RowAnalysis) -> RowIndexPlan:
+    """`plan_index` decided afresh."""
     rank = len(ra.shape)
     probe = RowIndexPlan(ra.shape, ra.axes, tuple((d,) for d in range(rank)), "uint64")
     padded: list[Shape] = [tuple(1 if d in ra.axes else n for d, n in enumerate(ra.shape))]

@@ -113,6 +113,16 @@ PLANNERS = (
     ("fusec.scheduling.attention_group", "group_tile"),
     ("fusec.scheduling.register_model", "estimate_registers"),
     ("fusec.analysis.schedule_choice", "proposed_schedule"),
+    # each group's plan and its kind's detail planner (`scheduling/group_plan.py`)
+    ("fusec.scheduling.group_plan", "group_plan"),
+    ("fusec.scheduling.row_plan", "plan_rows"),
+    ("fusec.scheduling.gemm_plan", "plan_gemm"),
+    ("fusec.scheduling.attention_plan", "plan_attention"),
+    ("fusec.scheduling.window_group_plan", "plan_window"),
+    ("fusec.scheduling.pointwise_group_plan", "plan_pointwise"),
+    ("fusec.scheduling.pointwise_group_plan", "plan_layout"),
+    ("fusec.scheduling.row_index", "collapse_index"),
+    ("fusec.scheduling.concat_segments", "segmented_concat"),
 )
 RESOLVE = ("fusec.analysis.targets", "resolve_target")
 
