@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr
 
 from fusec.analysis.group_kind import ScheduleContext, group_kind, kind_name
+from fusec.analysis.group_memo import planned, recorded
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
 from fusec.dialects.fusion import GroupOp
@@ -75,6 +76,13 @@ def ensure_schedules(groups: list[GroupOp], target: Target) -> None:
 def proposed_schedule(group: GroupOp, target: Target) -> ScheduleAttr | None:
     """The schedule `group` would get on `target` (nothing recorded, no
     remarks): what the register and cost models read before
-    `tile-and-promote` ran."""
+    `tile-and-promote` ran; decided once while the group stays as it is
+    (`analysis/group_memo.py`)."""
+    return planned("proposed_schedule", group, lambda g: decide_schedule(g, target),
+                   extra=(target, recorded(group)))
+
+
+def decide_schedule(group: GroupOp, target: Target) -> ScheduleAttr | None:
+    """`proposed_schedule` decided afresh."""
     scheduler = Scheduler(target, target.shared_memory_per_block, RemarkCollector())
     return scheduler.choose(group)[0]

@@ -13,12 +13,12 @@ from xdsl.ir import SSAValue
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.fused_prologue import fused_prologue
 from fusec.analysis.group_body import POINT_KINDS, GroupBody, fits_domain
+from fusec.analysis.group_memo import planned
 from fusec.analysis.op_kinds import op_kind
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, fmt
-from fusec.scheduling.group_memo import planned
 
 
 @dataclass

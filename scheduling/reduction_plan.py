@@ -34,6 +34,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import POINT_KINDS, GroupBody, fits_domain
+from fusec.analysis.group_memo import planned
 from fusec.analysis.in_place_reads import is_reduction_leaf, reduction_leaf_refusal
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.view_operands import CHAINED_VIEWS, READ_IN_PLACE, computed_root
@@ -41,7 +42,6 @@ from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, fmt, numel
-from fusec.scheduling.group_memo import planned
 
 Frame = Literal["X", "K"]
 

@@ -38,6 +38,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.gemm_operand_mode import operand_mode
 from fusec.analysis.group_kind import group_kind
+from fusec.analysis.group_memo import planned, recorded
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.pointwise_registers import PARAM_REGISTERS as PARAM_REGISTERS
 from fusec.analysis.pointwise_registers import pointwise_register_parts
@@ -154,7 +155,15 @@ def estimate_registers(group: GroupOp, target: Target,
     """The registers per thread of `group`'s kernel under its schedule on
     `target`, from its kind (`GroupKind.registers`; a group without a kind
     is pointwise); `tile` overrides the GEMM tile (what `register-budget`
-    tries when it re-schedules)."""
+    tries when it re-schedules). Decided once while the group, its recorded
+    schedule, the target and `tile` stay as they are (`analysis/group_memo.py`)."""
+    return planned("registers", group, lambda g: decide_registers(g, target, tile),
+                   extra=(target, tile, recorded(group)))
+
+
+def decide_registers(group: GroupOp, target: Target,
+                     tile: GemmTile | None = None) -> RegisterEstimate:
+    """`estimate_registers` decided afresh, by the group's kind."""
     name = getattr(group.attributes.get("kind"), "data", "pointwise")
     return group_kind(name, group).registers(group, target, tile)
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from fusec.analysis.collapsed_dims import dim_groups
 from fusec.analysis.group_body import fits_domain
+from fusec.analysis.group_memo import planned
 from fusec.analysis.index_types import index_type
 from fusec.analysis.view_operands import READ_IN_PLACE
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, numel
-from fusec.scheduling.group_memo import planned
 from fusec.scheduling.reduction_plan import Frame, RowAnalysis
 
 

@@ -16,6 +16,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type
+from fusec.analysis.group_memo import planned
 from fusec.analysis.in_place_reads import pointwise_read_refusal
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
@@ -40,7 +41,6 @@ from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
 from fusec.scheduling.concat_segments import segmented_concat
 from fusec.scheduling.flat_vector import SCALAR_ACCESS, FlatVector, flat_vector
-from fusec.scheduling.group_memo import planned
 
 TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
 TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its (64-bit) address

@@ -9,8 +9,9 @@ made from), and checks the counts per group of the final program:
 
 - from `tile-and-promote` on (scheduling, then code generation) each planner
   runs at most once per final group (`AFTER_BOUND`);
-- the passes before it (fusion's legality, `register-budget`) ask again
-  while the groups are still changing: `BEFORE_BOUND` is what they meet now.
+- the passes before it (fusion's legality, `register-budget`) run each at
+  most once per final group too (`BEFORE_BOUND`): an answer is kept while
+  the group it was asked for stays as it is.
 
 Legality's trial groups (`analysis/fusion_legality.py` prices temporary merged
 groups, and `register-budget` its split halves) are groups of their own that
@@ -111,8 +112,8 @@ PLANNERS = (
     ("fusec.scheduling.transposed_plan", "plan_group"),
     ("fusec.scheduling.window_schedule", "group_window"),
     ("fusec.scheduling.attention_group", "group_tile"),
-    ("fusec.scheduling.register_model", "estimate_registers"),
-    ("fusec.analysis.schedule_choice", "proposed_schedule"),
+    ("fusec.scheduling.register_model", "decide_registers"),
+    ("fusec.analysis.schedule_choice", "decide_schedule"),
     # each group's plan and its kind's detail planner (`scheduling/group_plan.py`)
     ("fusec.scheduling.group_plan", "group_plan"),
     ("fusec.scheduling.row_plan", "plan_rows"),
@@ -131,12 +132,11 @@ AFTER_BOUND = 1
 AFTER_EXCEPTIONS: dict[str, int] = {}
 """Planners that still run more than once per final group after
 `tile-and-promote`, and the bound each meets."""
-BEFORE_BOUND = 4
-"""Runs per final group before `tile-and-promote` (fusion's legality asks a
-group's kind while merges are still decided; `register-budget` asks the
-register model; `plan_schedule` runs once for the register and once for the
-shared-memory estimate of a row). Not yet one: these passes decide on groups
-that later passes still change."""
+BEFORE_BOUND = 1
+"""Runs per final group before `tile-and-promote`: fusion's legality and
+`register-budget` ask a group's kind, schedule and register estimate while
+merges are decided, each answer kept (`analysis/group_memo.py`) while the
+group stays as it is, so a final group is planned once there too."""
 RESOLVES_PER_COMPILE = 6
 """The compile job, fuse-attention (twice), form-fusion-groups,
 register-budget and tile-and-promote each resolve `--target`."""

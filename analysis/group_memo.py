@@ -45,6 +45,12 @@ def fingerprint(group: GroupOp, extra: Hashable = None) -> tuple[Any, ...]:
     return (ops, args, tuple(id(v) for v in group.operands), own, extra)
 
 
+def recorded(group: GroupOp) -> tuple[Any, ...]:
+    """The recorded decisions of `group` (`RECORDED`), for the `extra` of a
+    planner that reads them (a register estimate under the recorded schedule)."""
+    return tuple(group.attributes.get(key) for key in sorted(RECORDED))
+
+
 def planned(name: str, group: GroupOp, plan: Callable[[GroupOp], T],
             extra: Hashable = None) -> T:
     """`plan(group)`, computed once while `group` (and `extra`) stay as they were."""
