@@ -7,8 +7,12 @@ memory, two kernels for a split column, a GEMM or window tile). `gain_ok`
 asks this module for that schedule: the candidate's ops are cloned into a
 detached `fusion.group` (`candidate_group.detached_group`), scheduled for
 the target (remarks dropped), priced by its kind's `scheduled_kernel`, and
-the copy is erased again. Results are cached per (kind, ops, outputs): the
-same group is judged against many neighbours.
+the copy is erased again. Results are cached per kind and *structure* of
+the ops and outputs (`structure`): the same group is judged against many
+neighbours, and a model's repeated layers (twelve identical transformer
+blocks) ask the same question once per layer; the answer depends on the ops,
+their types and attributes and how they connect, never on which values they
+are.
 """
 
 from __future__ import annotations
@@ -41,9 +45,34 @@ class ScheduledKernel:
     """Kernels emitted (2 for a column split into partial statistics and outputs)."""
 
 
-ScheduleCache = dict[tuple[str, tuple[Operation, ...], tuple[SSAValue, ...]],
-                     "ScheduledKernel | None"]
-"""Scheduled kernels by (kind, ops, outputs)."""
+Structure = tuple[object, ...]
+ScheduleCache = dict[tuple[str, Structure, Target], "ScheduledKernel | None"]
+"""Scheduled kernels by (kind, `structure` of the ops and outputs, target)."""
+
+
+def structure(ops: Sequence[Operation], outputs: Sequence[SSAValue]) -> Structure:
+    """What a candidate's schedule and price depend on, as a hashable key:
+    each op's name, attributes, properties and result types, and where each
+    operand comes from (a result of an earlier op of `ops`, by position, or
+    the k-th distinct value from outside, with its type), then which results
+    are the outputs. Two candidates with the same structure (the same block
+    of two layers) get the same schedule."""
+    made: dict[SSAValue, tuple[object, ...]] = {}
+    outside: dict[SSAValue, int] = {}
+    key: list[object] = []
+    for i, op in enumerate(ops):
+        sources: list[object] = []
+        for v in op.operands:
+            if v in made:
+                sources.append(made[v])
+            else:
+                sources.append(("in", outside.setdefault(v, len(outside)), v.type))
+        key.append((op.name, tuple(sources), tuple(r.type for r in op.results),
+                    tuple(sorted(op.attributes.items())), tuple(sorted(op.properties.items()))))
+        for r, result in enumerate(op.results):
+            made[result] = ("op", i, r)
+    key.append(tuple(made.get(v, ("in", outside.get(v, -1), v.type)) for v in outputs))
+    return tuple(key)
 
 
 class _Silent(RemarkCollector):
@@ -60,7 +89,7 @@ def scheduled_kernel(kind: str, ops: Sequence[Operation], outputs: Sequence[SSAV
     becomes on `target` under the schedule `choose` would pick; None for a
     kind without a scheduler, a group writing nothing, or one its kind
     cannot schedule (then the summary estimate stands)."""
-    key = (kind, tuple(ops), tuple(outputs))
+    key = (kind, structure(ops, outputs), target)
     if key in cache:
         return cache[key]
     impl = find_kind(kind)
