@@ -34,6 +34,7 @@ from fusec.codegen.kernel_source import kernel_prelude
 UNIT_NAME = "fusec_kernel"
 _DEF = re.compile(r"^def ([A-Za-z_][A-Za-z0-9_]*)\(", re.MULTILINE)
 _CAP = re.compile(r"max_registers\s*=\s*(\d+)")
+_DEVICE = re.compile(r"^@cuda\.jit\(.*\bdevice\s*=\s*True")
 
 
 @dataclass(frozen=True)
@@ -62,34 +63,47 @@ def unit_of_kernel(text: str, name: str) -> KernelUnit:
     helpers = [line.rstrip() for line in lines[:first]
                if line.strip() and not line.lstrip().startswith("#")]
     kernel = "\n".join([*helpers, "@cuda.jit", *body])
-    kernel = re.sub(rf"\b{re.escape(name)}\b", UNIT_NAME, kernel)
+    # the kernel and the device functions named after it (`<name>_s0`, ...)
+    kernel = re.sub(rf"\b{re.escape(name)}(?=\b|_s\d+\b)", UNIT_NAME, kernel)
     prelude = kernel_prelude([kernel]).rstrip("\n")
     return KernelUnit(f"{prelude}\n\n\n{kernel}\n", UNIT_NAME, int(cap.group(1)) if cap else 0)
 
 
 def kernel_texts(source: str) -> tuple[str, dict[str, str]]:
     """kernels.py cut into its prelude and each kernel's text (from its
-    header comments to the end of its body), by kernel name."""
+    header comments to the end of its body), by kernel name. The device
+    functions a kernel's writer put just before it (a split launch's
+    segments, `codegen/split_launch.py`) are part of that kernel's text."""
     lines = source.splitlines(keepends=True)
     starts = [i for i, line in enumerate(lines) if _DEF.match(line)]
     if not starts:
         return source, {}
-    texts: dict[str, str] = {}
-    bounds = []
+    bounds = []  # (first line, def line, whether a device function)
     for at in starts:
         first = at
         while first > 0 and lines[first - 1].startswith(("@", "#")):
             first -= 1
-        bounds.append((first, at))
-    prelude = "".join(lines[:bounds[0][0]])
-    for k, (first, at) in enumerate(bounds):
-        end = bounds[k + 1][0] if k + 1 < len(bounds) else len(lines)
+        device = any(_DEVICE.search(line) for line in lines[first:at])
+        bounds.append((first, at, device))
+    kernels = [(first, at) for first, at, device in bounds if not device]
+    if not kernels:
+        return source, {}
+    # each kernel's text starts at the first device function after the kernel before it
+    begins, previous = [], -1
+    for first, _ in kernels:
+        begins.append(min((f for f, at, device in bounds
+                           if device and previous < at < first), default=first))
+        previous = first
+    prelude = "".join(lines[:begins[0]])
+    texts: dict[str, str] = {}
+    for k, ((_, at), begin) in enumerate(zip(kernels, begins, strict=True)):
+        end = begins[k + 1] if k + 1 < len(kernels) else len(lines)
         # the body ends at the next line that starts a top-level statement
         stop = next((j for j in range(at + 1, end)
                      if lines[j][:1] not in ("", " ", "\t", "\n", "#", ")")), end)
         match = _DEF.match(lines[at])
         assert match is not None
-        texts[match.group(1)] = "".join(lines[first:stop])
+        texts[match.group(1)] = "".join(lines[begin:stop])
     return prelude, texts
 
 

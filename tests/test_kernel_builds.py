@@ -234,3 +234,34 @@ def test_a_corrupted_entry_is_a_miss_never_a_crash_or_a_wrong_kernel(
     saved = list((tmp_path / "b" / "kernels").rglob("*.json"))
     assert [json.loads(p.read_text())["ptx"] for p in saved] == [good["ptx"]]
     _check_numbers(tmp_path / "b")
+
+
+def _split(name: str) -> str:
+    """`x` split in two along its last axis, each slice scaled: one launch
+    whose kernel calls a device function per slice (codegen/split_launch.py)."""
+    return f"""
+func.func @{name}(%x: tensor<8x12xf32>) -> (tensor<8x5xf32>, tensor<8x7xf32>) {{
+  %a = nn.slice %x {{starts = [0, 0], limits = [8, 5]}} : (tensor<8x12xf32>) -> tensor<8x5xf32>
+  %b = nn.slice %x {{starts = [0, 5], limits = [8, 12]}} : (tensor<8x12xf32>) -> tensor<8x7xf32>
+  %c = nn.exp %a : tensor<8x5xf32>
+  %d = nn.exp %b : tensor<8x7xf32>
+  func.return %c, %d : tensor<8x5xf32>, tensor<8x7xf32>
+}}"""
+
+
+def test_a_split_launch_builds_with_its_segments(builds: list[tuple[str, str]]) -> None:
+    """The kernel of a split calls a device function per segment, written
+    before it in kernels.py: its unit holds them (a build of the kernel alone
+    failed with a NameError), and two such kernels of the same shape are one
+    unit."""
+    from fusec.compiler.compile import compile_model
+
+    program = compile_model(_split("f") + _split("g")).program
+    kernels = sorted(program_signatures(program))
+    assert kernels == ["f_g0_split", "g_g0_split"], kernels
+    units = units_of_source(program.kernels_source, kernels)
+    assert units["f_g0_split"] == units["g_g0_split"]
+    assert f"def {UNIT_NAME}_s0(" in units["f_g0_split"].source
+    built = _compile_or_skip(program)
+    assert sorted(built.code) == kernels and built.distinct == 1
+    assert [event for event, _ in builds] == ["built"], builds
