@@ -49,7 +49,7 @@ from fusec.codegen.attention import (
     _Writer,
 )
 from fusec.codegen.kernel_source import float_literal, unravel
-from fusec.codegen.mma import mma_helpers
+from fusec.codegen.mma import mma_helpers, mma_row
 from fusec.codegen.point_evaluator import indent, load_expr, store_expr
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.scheduling.attention_group import AttentionSizes
@@ -95,7 +95,8 @@ class MmaWriter(_Writer):
         # hold d / 2 registers, d * 1.5 with f32's TF32 parts, all kernel long)
         self.q_base = words["kv"]
         self.steps = -(-shape.skv // tile.block_k)
-        self.frag_a, self.frag_b, self.mma = mma_helpers(shape.element)
+        self.frag_a = mma_helpers(shape.element)[0]
+        self.row = mma_row(shape.element)
         self.n_keys = tile.block_k // MMA_K  # score fragments per warp
         self.n_out = shape.dv // MMA_K  # output fragments per warp
         self.n_dims = shape.d // MMA_K  # Q fragments per warp
@@ -123,7 +124,7 @@ class MmaWriter(_Writer):
             out += [f"qr{r} = q0 + wp * {MMA_ROWS} + g + {8 * r}",
                     f"qc{r} = min(qr{r}, {sh.s - 1})",  # side inputs of rows past S
                     f"m{r} = {NEG_INF}", f"l{r} = {ZERO}"]
-        out += [f"o{n}_{e} = {ZERO}" for n in range(self.n_out) for e in range(4)]
+        out += [f"fzero = {ZERO}", f"oacc = {_zeros(self.n_out)}"]
         out += [f"for kt in range({w.steps}):", *indent(self._key_step(), 1), *self._finish()]
         return out
 
@@ -263,19 +264,6 @@ class MmaWriter(_Writer):
         return [f"tfh, tfl = tf32_split({value})", f"{array}[{dest}] = tfh",
                 f"{array}[{dest} + {plus}] = tfl"]
 
-    def _pairs(self, name: str, array: str, at: str, small: int) -> list[str]:
-        """`<name>0, <name>1` loaded from `array[at]` (and their small parts
-        `<name>s0, <name>s1` `small` words on, for split operands)."""
-        lines = [f"{name}0, {name}1 = ld_pair({array}, {at})"]
-        if self.split:
-            lines.append(f"{name}s0, {name}s1 = ld_pair({array}, {at} + {small})")
-        return lines
-
-    def _frag_b(self, name: str) -> str:
-        if self.split:
-            return f"{name} = mma_b_f32s({name}0, {name}1, {name}s0, {name}s1)"
-        return f"{name} = {self.frag_b}({name}0, {name}1)"
-
     def _q_fragments(self, kk: int) -> list[str]:
         """`qa<kk>`: this lane's Q fragment of dims `8 kk + t2 (+1)`, rows g
         and g + 8 of its warp: one vector in fragment order (`_q_slot`),
@@ -289,9 +277,11 @@ class MmaWriter(_Writer):
         args = ", ".join([*(f"{name}_{e}" for e in range(4)), *(f"qs{kk}_{e}" for e in range(4))])
         return [*lines, f"{name} = mma_a_f32s({args})"]
 
-    def _product(self, target: str, a: str, b: str) -> str:
-        acc = ", ".join(f"{target}_{e}" for e in range(4))
-        return f"{acc} = {self.mma}(X, wp, lane, {a}, {b}, {acc})"
+    def _row(self, acc: str, a: str, at: str, step: int) -> str:
+        """`acc` (a tuple of accumulator fragments) plus the products of the A
+        fragment `a` with the B fragments at `at`, `at + step`, ... of the
+        K/V buffer: one `mma_row_<e>` call (`codegen/mma.py`)."""
+        return f"{acc} = {self.row}(X, wp, lane, {a}, KV, {at}, {step}, {self.kv_small}, {acc})"
 
     def _frag_a(self, name: str) -> str:
         return f"{name} = {self.frag_a}({', '.join(f'{name}_{e}' for e in range(4))})"
@@ -304,15 +294,11 @@ class MmaWriter(_Writer):
         loads, the f32 128 x 32 tile took 130 registers, past the 128 of two
         blocks per SM.)"""
         early, self._late = _early_scores(self._score_lines())
-        lines = [*early, f"kf = cbi + g * {self.k.width} + t2"]
-        lines += [f"s{j}_{e} = {ZERO}" for j in range(self.n_keys) for e in range(4)]
+        lines = [*early, f"kf = cbi + g * {self.k.width} + t2", f"sacc = {_zeros(self.n_keys)}"]
         for kk in range(self.n_dims):
-            lines += self._q_fragments(kk)
-            for j in range(self.n_keys):
-                at = f"kf + {j * MMA_K * self.k.width + kk * MMA_K}"
-                lines += [*self._pairs("kb", "KV", at, self.kv_small), self._frag_b("kb"),
-                          self._product(f"s{j}", f"qa{kk}", "kb")]
-        return lines
+            lines += [*self._q_fragments(kk),
+                      self._row("sacc", f"qa{kk}", f"kf + {kk * MMA_K}", MMA_K * self.k.width)]
+        return [*lines, f"{_elements('s', self.n_keys)} = sacc"]
 
     def _scores(self) -> list[str]:
         """The score ops' lines `_qk` left (those that need a score)."""
@@ -354,19 +340,16 @@ class MmaWriter(_Writer):
         for r in range(2):
             terms = " + ".join(f"s{j}_{2 * r + c}" for j in range(self.n_keys) for c in range(2))
             lines.append(f"l{r} = l{r} * a{r} + ({terms})")
-        lines += [f"o{n}_{e} = o{n}_{e} * a{e // 2}" for n in range(self.n_out) for e in range(4)]
-        return lines
+        scaled = _concat([[f"o{n}_{e} * a{e // 2}" for e in range(4)] for n in range(self.n_out)])
+        return [*lines, f"{_elements('o', self.n_out)} = oacc", f"oacc = {scaled}"]
 
     def _pv(self) -> list[str]:
         """The accumulators += P @ V: the probabilities of keys `8 j ..` are
         the A fragment of the product over those keys."""
         lines = [f"vf = cbi + {self.v_offset} + g * {self.v.width} + t2"]
         for j in range(self.n_keys):
-            lines.append(self._frag_a(f"s{j}"))
-            for n in range(self.n_out):
-                at = f"vf + {n * MMA_K * self.v.width + j * MMA_K}"
-                lines += [*self._pairs("vb", "KV", at, self.kv_small), self._frag_b("vb"),
-                          self._product(f"o{n}", f"s{j}", "vb")]
+            lines += [self._frag_a(f"s{j}"),
+                      self._row("oacc", f"s{j}", f"vf + {j * MMA_K}", MMA_K * self.v.width)]
         return lines
 
     def _across_quad(self, how: str) -> list[str]:
@@ -385,7 +368,8 @@ class MmaWriter(_Writer):
         w, sh = self, self.sh
         view = self._view("o")
         rs, ds = view.strides[-2], view.strides[-1]
-        lines = ["# each lane summed its own keys: combine them", "t0 = l0", "t1 = l1",
+        lines = [f"{_elements('o', self.n_out)} = oacc",
+                 "# each lane summed its own keys: combine them", "t0 = l0", "t1 = l1",
                  *self._across_quad("sum")]
         for r in range(2):
             stores = [f"inv = {float_literal(1.0)} / t{r}"]
@@ -397,6 +381,23 @@ class MmaWriter(_Writer):
             lines += [f"if qr{r} < {sh.s}:", *indent(stores, 1)] if sh.s % self.t.block_q \
                 else stores
         return lines
+
+
+def _concat(fragments: list[list[str]]) -> str:
+    """A flat tuple of the fragments' values, written as a sum of one tuple
+    per fragment: Python builds a literal of more than 30 values as a list,
+    whose conversion numba's bytecode front end rejects."""
+    return " + ".join(f"({', '.join(values)})" for values in fragments)
+
+
+def _zeros(fragments: int) -> str:
+    """A tuple of `fragments` zero accumulator fragments (4 values each)."""
+    return _concat([["fzero"] * 4] * fragments)
+
+
+def _elements(name: str, fragments: int) -> str:
+    """`<name>0_0, <name>0_1, ...`: the values of `fragments` fragments."""
+    return ", ".join(f"{name}{n}_{e}" for n in range(fragments) for e in range(4))
 
 
 _ASSIGNMENT = re.compile(r"(\w+) = (.*)")

@@ -19,8 +19,23 @@ built from inline PTX (llvmlite's `builder.asm`, as the half conversions of
   an operand that many warps read is split once, where it is staged;
 - `ld_pair(a, i)`: `a[i]` and `a[i + 1]` as one 8-byte load (`i` even, `a`
   8-byte aligned);
+- `mma_row_<e>(X, w, lane, A, B, at, step, small, C)`: one A fragment times
+  the B fragments stored in shared memory `B` every `step` words from `at`:
+  `C` is a flat tuple of `len(C) // 4` accumulator fragments (fragment k is
+  `C[4k:4k + 4]`) and fragment k gets `A @ B_k`, whose pairs `ld_pair` reads
+  at `at + k * step` (their TF32 small parts `small` words on, f32 only): the
+  loads, `mma_b_<e>` (`mma_b_f32s` for f32) and `mma_<e>` of each, in order;
 - `xor_lanes(X, w, lane, v, m)`: `v` of lane `lane ^ m` of the warp
   (`shfl.sync.bfly`).
+
+`mma_row_<e>` is what a kernel calls: its products are emitted straight
+into LLVM IR, so numba types and lowers one call per A fragment rather than
+four calls per product. numba's own passes cost more than quadratically in the
+size of a basic block (its SSA rewrite and its search for singly assigned
+variables scan the block once per variable): the f32 GPT-2 attention kernel
+(128 products per key step) took 10 s in numba and 0.4 s in NVVM on two
+cores with its products written out, 4 s through `mma_row_f32`, for the same
+PTX (but for register names) and the same cubin.
 
 A fragment is prepared once and used in every product it takes part in (an
 A fragment of Q or P meets every 8 columns of K or V): inline PTX is never
@@ -62,8 +77,16 @@ def mma_helpers(element: str) -> tuple[str, str, str]:
 PRESPLIT_HELPERS = ("tf32_split", "mma_a_f32s", "mma_b_f32s")
 """The split of f32 operands and the fragments of split operands."""
 
+
+
+def mma_row(element: str) -> str:
+    """The prelude helper multiplying one A fragment by a row of B fragments
+    read from shared memory, for `element` operands (f32: split ones)."""
+    return f"mma_row_{element}"
+
+
 MMA_NAMES = (*(name for e in MMA_ELEMENTS for name in mma_helpers(e)), *PRESPLIT_HELPERS,
-             "ld_pair", "xor_lanes")
+             *(mma_row(e) for e in MMA_ELEMENTS), "ld_pair", "xor_lanes")
 """Every name the prelude below binds for kernels."""
 
 
@@ -117,6 +140,21 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
 
     def ld_pair(a, i):
         return a[i], a[i + 1]
+
+    def _row(b_fragment, mma):
+        def row(X, w, lane, A, B, at, step, small, C):
+            out = []
+            for k in range(len(C) // 4):
+                i = at + k * step
+                b = b_fragment(B, i, small)
+                out += mma(X, w, lane, A, b, *C[4 * k:4 * k + 4])
+            return tuple(out)
+        return row
+
+    mma_row_f32 = _row(lambda B, i, small: mma_b_f32s(B[i], B[i + 1], B[i + small],
+                                                      B[i + small + 1]), mma_f32)
+    mma_row_f16 = _row(lambda B, i, small: mma_b_f16(B[i], B[i + 1]), mma_f16)
+    mma_row_bf16 = _row(lambda B, i, small: mma_b_bf16(B[i], B[i + 1]), mma_bf16)
 
     def xor_lanes(X, w, lane, v, m):
         X[w, lane, 7] = v
@@ -226,6 +264,11 @@ else:
         out = builder.asm(fnty, text, constraints, [*a, *b, *c], False)
         return [builder.extract_value(out, k) for k in range(4)]
 
+    def _passes(builder, shape, passes, a, b, c):
+        for ka, kb in passes:
+            c = _mma_asm(builder, shape, [a[k] for k in ka], [b[k] for k in kb], c)
+        return c
+
     def _product(shape, passes):
         @intrinsic
         def mma(typingctx, X, w, lane, A, B, c0, c1, c2, c3):
@@ -234,29 +277,66 @@ else:
                 b = cgutils.unpack_tuple(builder, args[4])
                 c = [context.cast(builder, v, t, _t.float32)
                      for v, t in zip(args[5:], sig.args[5:])]
-                for ka, kb in passes(len(a), len(b)):
-                    c = _mma_asm(builder, shape, [a[k] for k in ka], [b[k] for k in kb], c)
-                return context.make_tuple(builder, _QUAD, c)
+                return context.make_tuple(builder, _QUAD, _passes(builder, shape, passes, a, b, c))
             return _QUAD(X, w, lane, A, B, c0, c1, c2, c3), codegen
         return mma
 
     # TF32x3: small x big, big x small, then big x big (the small terms are
     # added before the big one that would absorb them)
-    mma_f32 = _product("tf32", lambda na, nb: [((4, 5, 6, 7), (0, 1)),
-                                               ((0, 1, 2, 3), (2, 3)),
-                                               ((0, 1, 2, 3), (0, 1))])
-    mma_f16 = _product("f16", lambda na, nb: [((0, 1), (0,))])
-    mma_bf16 = _product("bf16", lambda na, nb: [((0, 1), (0,))])
+    _TF32X3 = [((4, 5, 6, 7), (0, 1)), ((0, 1, 2, 3), (2, 3)), ((0, 1, 2, 3), (0, 1))]
+    _HALF = [((0, 1), (0,))]
+    mma_f32 = _product("tf32", _TF32X3)
+    mma_f16 = _product("f16", _HALF)
+    mma_bf16 = _product("bf16", _HALF)
+
+    def _pair(builder, data, index):
+        vec = _ir.VectorType(_F32, 2)
+        ptr = builder.bitcast(builder.gep(data, [index]), vec.as_pointer())
+        both = builder.load(ptr, align=8)
+        return [builder.extract_element(both, _ir.Constant(_I32, k)) for k in range(2)]
+
     @intrinsic
     def ld_pair(typingctx, a, i):
         def codegen(context, builder, sig, args):
             data = context.make_array(sig.args[0])(context, builder, args[0]).data
-            vec = _ir.VectorType(_F32, 2)
-            ptr = builder.bitcast(builder.gep(data, [args[1]]), vec.as_pointer())
-            both = builder.load(ptr, align=8)
-            items = [builder.extract_element(both, _ir.Constant(_I32, k)) for k in range(2)]
-            return context.make_tuple(builder, _PAIR, items)
+            return context.make_tuple(builder, _PAIR, _pair(builder, data, args[1]))
         return _PAIR(a, i), codegen
+
+    # `mma_row_<e>`: for each accumulator fragment of `C`, its B fragment's
+    # words read from `B` (`b_words(builder, data, i, small)`) and its
+    # products, the IR `ld_pair`, `mma_b_<e>` and `mma_<e>` emit, in order
+    def _row(shape, passes, b_words):
+        @intrinsic
+        def row(typingctx, X, w, lane, A, B, at, step, small, C):
+            if not (isinstance(C, _t.UniTuple) and C.dtype == _t.float32 and C.count % 4 == 0):
+                return None
+
+            def codegen(context, builder, sig, args):
+                data = context.make_array(sig.args[4])(context, builder, args[4]).data
+                a = cgutils.unpack_tuple(builder, args[3])
+                c = cgutils.unpack_tuple(builder, args[8])
+                at, step, small = (context.cast(builder, v, t, _t.intp)
+                                   for v, t in zip(args[5:8], sig.args[5:8]))
+                out = []
+                for k in range(len(c) // 4):
+                    i = builder.add(at, builder.mul(step, _ir.Constant(step.type, k)))
+                    b = b_words(builder, data, i, small)
+                    out += _passes(builder, shape, passes, a, b, list(c[4 * k:4 * k + 4]))
+                return context.make_tuple(builder, sig.return_type, out)
+            return C(X, w, lane, A, B, at, step, small, C), codegen
+        return row
+
+    def _split_b(builder, data, i, small):  # `mma_b_f32s` of the pairs at i and i + small
+        return _bits(builder, _pair(builder, data, i) + _pair(builder, data,
+                                                              builder.add(i, small)))
+
+    def _half_b(shape):
+        pack = _pack(shape)
+        return lambda builder, data, i, small: [pack(builder, *_pair(builder, data, i))]
+
+    mma_row_f32 = _row("tf32", _TF32X3, _split_b)
+    mma_row_f16 = _row("f16", _HALF, _half_b("f16"))
+    mma_row_bf16 = _row("bf16", _HALF, _half_b("bf16"))
 
     @cuda.jit(device=True, inline=True)
     def xor_lanes(X, w, lane, v, m):

@@ -38,7 +38,7 @@ def test_masked_ragged_one_kernel_on_the_mma_engine() -> None:
     # S = 20: the last query and key tiles are partial; 2 x 2 heads
     program = check_program(attention_text((2, 2), 20, 8, mask=tensor((20, 20))), 1,
                             _pipeline())
-    assert "mma_f32(" in program.kernels_source
+    assert "mma_row_f32(" in program.kernels_source
 
 
 def test_two_stages_and_more_keys_than_queries() -> None:
@@ -53,14 +53,14 @@ def test_causal_select_hand_written_softmax() -> None:
 
 def test_multi_head_views_of_a_packed_projection() -> None:
     program = check_program(GPT2_HEADS, 2, _pipeline())
-    assert "mma_f32(" in program.kernels_source
+    assert "mma_row_f32(" in program.kernels_source
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_half_operands_on_tensor_cores(dtype: str) -> None:
     text = attention_text((1, 2), 19, 16, mask=tensor((19, 19))).replace("f32>", f"{dtype}>")
     program = check_program(text, 1, _pipeline(), tolerance=HALF_TOLERANCE)
-    assert f"mma_{dtype}(" in program.kernels_source
+    assert f"mma_row_{dtype}(" in program.kernels_source
 
 
 @pytest.mark.slow
@@ -88,7 +88,7 @@ func.func @f(%q: tensor<2x13x16xf32>, %k: tensor<2x21x16xf32>, %v: tensor<2x21x8
 def test_value_head_dim_differs_from_the_key_head_dim() -> None:
     # Dv = 8 < D = 16; 13 queries and 21 keys: both tiles partial
     program = check_program(VALUE_DIMS_DIFFER, 1, _pipeline(32, 16))
-    assert "mma_f32(" in program.kernels_source
+    assert "mma_row_f32(" in program.kernels_source
 
 
 HEAD_BIAS = """\
@@ -257,8 +257,10 @@ def test_full_size_ptx_splits_staged_operands_once_per_block() -> None:
     # warp took 2 * (32 + 64 + 16 + 64) conversions per step (Q 8 x 4 values,
     # K 32 x 2, P, V 32 x 2; x2: big and small)
     source = program.kernels_source.split(f"def {launch.kernel}(")[1]
+    # (the B fragments of split K and V are made in `mma_row_f32`: a row per
+    # A fragment, 8 of Q and 4 of P)
     assert source.count("mma_a_f32(") == 4 and "mma_b_f32(" not in source
-    assert source.count("mma_b_f32s(") == 64 and source.count("mma_a_f32s(") == 8
+    assert source.count("mma_row_f32(") == 8 + 4 and source.count("mma_a_f32s(") == 8
     assert ptx.count("cvt.rna.tf32.f32") < (32 + 64 + 16 + 64)
 
 
@@ -276,7 +278,7 @@ def test_full_size_ptx_loads_q_fragments_whole_and_stages_k_as_vectors() -> None
     # the additive mask's loads come before the step's products
     source = program.kernels_source.split(f"def {launch.kernel}(")[1]
     step = source.split("for kt in range(")[1]
-    assert -1 < step.index("in2[") < step.index("mma_f32(")
+    assert -1 < step.index("in2[") < step.index("mma_row_f32(")
     assert "in2[numba.uint64(" in step  # indexed unsigned
 
 

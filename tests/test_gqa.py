@@ -79,7 +79,7 @@ def gqa_text(b: int, hkv: int, g: int, s: int, d: int, dtype: str = "f32",
 @pytest.mark.parametrize(("hkv", "g"), [(2, 2), (1, 4)], ids=["gqa-g2", "mqa"])
 def test_gqa_one_kernel(pipeline: str, hkv: int, g: int) -> None:
     program = check_program(gqa_text(2, hkv, g, 10, 8), 1, pipeline)  # no copy kernels
-    assert ("mma_f32(" in program.kernels_source) == (pipeline == MMA)
+    assert ("mma_row_f32(" in program.kernels_source) == (pipeline == MMA)
 
 
 @pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
