@@ -34,7 +34,7 @@ from xdsl.ir import Operation
 from fusec.analysis.half_math_cost import result_is_half
 from fusec.codegen.fast_erf import FAST_ERF_NAMES, fast_erf_prelude
 from fusec.codegen.fast_tanh import FAST_TANH_NAMES, fast_tanh_prelude
-from fusec.codegen.mma import MMA_NAMES, MMA_PRELUDE
+from fusec.codegen.mma import MMA_NAMES, MMA_PRELUDE, MMA_ROW_NAMES, MMA_ROW_PRELUDE
 from fusec.codegen.wide_access import WIDE_ACCESS_PRELUDE
 from fusec.dialects import nn
 from fusec.dialects.element_types import of_device_dtype
@@ -192,16 +192,16 @@ PRELUDE_NAMES = frozenset(
      "int64", "ieee_exp", "fast_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
      *TRIG_NAMES,
      "_ieee", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice", *FAST_ERF_NAMES,
-     *FAST_TANH_NAMES, *MMA_NAMES}
+     *FAST_TANH_NAMES, *MMA_NAMES, *MMA_ROW_NAMES}
 )
 
 
 def kernel_prelude(kernel_texts: Sequence[str]) -> str:
     """The prelude of a kernels.py holding `kernel_texts`: `KERNEL_PRELUDE`,
     plus the half-precision erf (`codegen/fast_erf.py`), tanh
-    (`codegen/fast_tanh.py`), sin and cos (`TRIG_PRELUDE`) and the warp
-    products (`codegen/mma.py`) when some kernel calls them, so that no other
-    program's kernels.py changes."""
+    (`codegen/fast_tanh.py`), sin and cos (`TRIG_PRELUDE`), the warp
+    products and their rows (`codegen/mma.py`) when some kernel calls them,
+    so that no other program's kernels.py changes."""
     def calls(names: Sequence[str]) -> bool:
         return any(f"{name}(" in text for text in kernel_texts for name in names)
 
@@ -213,8 +213,11 @@ def kernel_prelude(kernel_texts: Sequence[str]) -> str:
         prelude += fast_tanh_prelude(rcp=not erf)  # one `_rcp_approx`
     if calls(TRIG_NAMES):
         prelude += TRIG_PRELUDE
-    if calls(MMA_NAMES):
+    rows = calls(MMA_ROW_NAMES)
+    if rows or calls(MMA_NAMES):
         prelude += MMA_PRELUDE
+    if rows:
+        prelude += MMA_ROW_PRELUDE
     return prelude
 
 

@@ -24,18 +24,19 @@ built from inline PTX (llvmlite's `builder.asm`, as the half conversions of
   `C` is a flat tuple of `len(C) // 4` accumulator fragments (fragment k is
   `C[4k:4k + 4]`) and fragment k gets `A @ B_k`, whose pairs `ld_pair` reads
   at `at + k * step` (their TF32 small parts `small` words on, f32 only): the
-  loads, `mma_b_<e>` (`mma_b_f32s` for f32) and `mma_<e>` of each, in order;
+  loads, `mma_b_<e>` (`mma_b_f32s` for f32) and `mma_<e>` of each, in order
+  (`MMA_ROW_PRELUDE`, after `MMA_PRELUDE`);
 - `xor_lanes(X, w, lane, v, m)`: `v` of lane `lane ^ m` of the warp
   (`shfl.sync.bfly`).
 
-`mma_row_<e>` is what a kernel calls: its products are emitted straight
+`mma_row_<e>` is what an attention kernel calls: its products go straight
 into LLVM IR, so numba types and lowers one call per A fragment rather than
-four calls per product. numba's own passes cost more than quadratically in the
-size of a basic block (its SSA rewrite and its search for singly assigned
-variables scan the block once per variable): the f32 GPT-2 attention kernel
-(128 products per key step) took 10 s in numba and 0.4 s in NVVM on two
-cores with its products written out, 4 s through `mma_row_f32`, for the same
-PTX (but for register names) and the same cubin.
+four calls per product. numba's own passes grow faster than the size of a
+basic block (its SSA rewrite and its search for singly assigned variables
+scan the block once per variable): the f32 GPT-2 attention kernel (128
+products per key step) took 10 s to build on two cores with its products
+written out (0.4 s of it in NVVM), 3 s through `mma_row_f32`, for the same
+PTX but for register names (tests/test_mma_row.py).
 
 A fragment is prepared once and used in every product it takes part in (an
 A fragment of Q or P meets every 8 columns of K or V): inline PTX is never
@@ -77,6 +78,9 @@ def mma_helpers(element: str) -> tuple[str, str, str]:
 PRESPLIT_HELPERS = ("tf32_split", "mma_a_f32s", "mma_b_f32s")
 """The split of f32 operands and the fragments of split operands."""
 
+MMA_NAMES = (*(name for e in MMA_ELEMENTS for name in mma_helpers(e)), *PRESPLIT_HELPERS,
+             "ld_pair", "xor_lanes")
+"""Every name the prelude below binds for kernels."""
 
 
 def mma_row(element: str) -> str:
@@ -85,9 +89,8 @@ def mma_row(element: str) -> str:
     return f"mma_row_{element}"
 
 
-MMA_NAMES = (*(name for e in MMA_ELEMENTS for name in mma_helpers(e)), *PRESPLIT_HELPERS,
-             *(mma_row(e) for e in MMA_ELEMENTS), "ld_pair", "xor_lanes")
-"""Every name the prelude below binds for kernels."""
+MMA_ROW_NAMES = tuple(mma_row(e) for e in MMA_ELEMENTS)
+"""The names `MMA_ROW_PRELUDE` binds."""
 
 
 MMA_PRELUDE = """
@@ -140,21 +143,6 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
 
     def ld_pair(a, i):
         return a[i], a[i + 1]
-
-    def _row(b_fragment, mma):
-        def row(X, w, lane, A, B, at, step, small, C):
-            out = []
-            for k in range(len(C) // 4):
-                i = at + k * step
-                b = b_fragment(B, i, small)
-                out += mma(X, w, lane, A, b, *C[4 * k:4 * k + 4])
-            return tuple(out)
-        return row
-
-    mma_row_f32 = _row(lambda B, i, small: mma_b_f32s(B[i], B[i + 1], B[i + small],
-                                                      B[i + small + 1]), mma_f32)
-    mma_row_f16 = _row(lambda B, i, small: mma_b_f16(B[i], B[i + 1]), mma_f16)
-    mma_row_bf16 = _row(lambda B, i, small: mma_b_bf16(B[i], B[i + 1]), mma_bf16)
 
     def xor_lanes(X, w, lane, v, m):
         X[w, lane, 7] = v
@@ -264,11 +252,6 @@ else:
         out = builder.asm(fnty, text, constraints, [*a, *b, *c], False)
         return [builder.extract_value(out, k) for k in range(4)]
 
-    def _passes(builder, shape, passes, a, b, c):
-        for ka, kb in passes:
-            c = _mma_asm(builder, shape, [a[k] for k in ka], [b[k] for k in kb], c)
-        return c
-
     def _product(shape, passes):
         @intrinsic
         def mma(typingctx, X, w, lane, A, B, c0, c1, c2, c3):
@@ -277,34 +260,65 @@ else:
                 b = cgutils.unpack_tuple(builder, args[4])
                 c = [context.cast(builder, v, t, _t.float32)
                      for v, t in zip(args[5:], sig.args[5:])]
-                return context.make_tuple(builder, _QUAD, _passes(builder, shape, passes, a, b, c))
+                for ka, kb in passes(len(a), len(b)):
+                    c = _mma_asm(builder, shape, [a[k] for k in ka], [b[k] for k in kb], c)
+                return context.make_tuple(builder, _QUAD, c)
             return _QUAD(X, w, lane, A, B, c0, c1, c2, c3), codegen
         return mma
 
     # TF32x3: small x big, big x small, then big x big (the small terms are
     # added before the big one that would absorb them)
-    _TF32X3 = [((4, 5, 6, 7), (0, 1)), ((0, 1, 2, 3), (2, 3)), ((0, 1, 2, 3), (0, 1))]
-    _HALF = [((0, 1), (0,))]
-    mma_f32 = _product("tf32", _TF32X3)
-    mma_f16 = _product("f16", _HALF)
-    mma_bf16 = _product("bf16", _HALF)
-
-    def _pair(builder, data, index):
-        vec = _ir.VectorType(_F32, 2)
-        ptr = builder.bitcast(builder.gep(data, [index]), vec.as_pointer())
-        both = builder.load(ptr, align=8)
-        return [builder.extract_element(both, _ir.Constant(_I32, k)) for k in range(2)]
-
+    mma_f32 = _product("tf32", lambda na, nb: [((4, 5, 6, 7), (0, 1)),
+                                               ((0, 1, 2, 3), (2, 3)),
+                                               ((0, 1, 2, 3), (0, 1))])
+    mma_f16 = _product("f16", lambda na, nb: [((0, 1), (0,))])
+    mma_bf16 = _product("bf16", lambda na, nb: [((0, 1), (0,))])
     @intrinsic
     def ld_pair(typingctx, a, i):
         def codegen(context, builder, sig, args):
             data = context.make_array(sig.args[0])(context, builder, args[0]).data
-            return context.make_tuple(builder, _PAIR, _pair(builder, data, args[1]))
+            vec = _ir.VectorType(_F32, 2)
+            ptr = builder.bitcast(builder.gep(data, [args[1]]), vec.as_pointer())
+            both = builder.load(ptr, align=8)
+            items = [builder.extract_element(both, _ir.Constant(_I32, k)) for k in range(2)]
+            return context.make_tuple(builder, _PAIR, items)
         return _PAIR(a, i), codegen
 
-    # `mma_row_<e>`: for each accumulator fragment of `C`, its B fragment's
-    # words read from `B` (`b_words(builder, data, i, small)`) and its
-    # products, the IR `ld_pair`, `mma_b_<e>` and `mma_<e>` emit, in order
+    @cuda.jit(device=True, inline=True)
+    def xor_lanes(X, w, lane, v, m):
+        return cuda.shfl_xor_sync(0xFFFFFFFF, v, m)
+"""
+"""Prelude text defining the helpers above, after the wide-access prelude
+(whose imports and `_I32` it uses)."""
+
+
+MMA_ROW_PRELUDE = """
+if numba.cuda.core.config.ENABLE_CUDASIM:
+
+    def _row(b_fragment, mma):
+        def row(X, w, lane, A, B, at, step, small, C):
+            out = []
+            for k in range(len(C) // 4):
+                i = at + k * step
+                out += mma(X, w, lane, A, b_fragment(B, i, small), *C[4 * k:4 * k + 4])
+            return tuple(out)
+        return row
+
+    mma_row_f32 = _row(lambda B, i, small: mma_b_f32s(B[i], B[i + 1], B[i + small],
+                                                      B[i + small + 1]), mma_f32)
+    mma_row_f16 = _row(lambda B, i, small: mma_b_f16(B[i], B[i + 1]), mma_f16)
+    mma_row_bf16 = _row(lambda B, i, small: mma_b_bf16(B[i], B[i + 1]), mma_bf16)
+else:
+
+    def _pair(builder, data, i):  # `ld_pair`'s load
+        ptr = builder.bitcast(builder.gep(data, [i]), _ir.VectorType(_F32, 2).as_pointer())
+        both = builder.load(ptr, align=8)
+        return [builder.extract_element(both, _ir.Constant(_I32, k)) for k in range(2)]
+
+    # For each accumulator fragment of `C`: its B fragment's words read from
+    # `B` (`b_words(builder, data, i, small)`) and its products (`passes`,
+    # those of `mma_<e>`), the IR that `ld_pair`, `mma_b_<e>` and `mma_<e>`
+    # emit, in their order (tests/test_mma_row.py compares the PTX).
     def _row(shape, passes, b_words):
         @intrinsic
         def row(typingctx, X, w, lane, A, B, at, step, small, C):
@@ -321,7 +335,10 @@ else:
                 for k in range(len(c) // 4):
                     i = builder.add(at, builder.mul(step, _ir.Constant(step.type, k)))
                     b = b_words(builder, data, i, small)
-                    out += _passes(builder, shape, passes, a, b, list(c[4 * k:4 * k + 4]))
+                    acc = list(c[4 * k:4 * k + 4])
+                    for ka, kb in passes:
+                        acc = _mma_asm(builder, shape, [a[q] for q in ka], [b[q] for q in kb], acc)
+                    out += acc
                 return context.make_tuple(builder, sig.return_type, out)
             return C(X, w, lane, A, B, at, step, small, C), codegen
         return row
@@ -334,13 +351,13 @@ else:
         pack = _pack(shape)
         return lambda builder, data, i, small: [pack(builder, *_pair(builder, data, i))]
 
-    mma_row_f32 = _row("tf32", _TF32X3, _split_b)
-    mma_row_f16 = _row("f16", _HALF, _half_b("f16"))
-    mma_row_bf16 = _row("bf16", _HALF, _half_b("bf16"))
-
-    @cuda.jit(device=True, inline=True)
-    def xor_lanes(X, w, lane, v, m):
-        return cuda.shfl_xor_sync(0xFFFFFFFF, v, m)
+    # `mma_f32`'s TF32x3 passes (small x big, big x small, big x big); a half
+    # product is one pass
+    mma_row_f32 = _row("tf32", [((4, 5, 6, 7), (0, 1)), ((0, 1, 2, 3), (2, 3)),
+                                ((0, 1, 2, 3), (0, 1))], _split_b)
+    mma_row_f16 = _row("f16", [((0, 1), (0,))], _half_b("f16"))
+    mma_row_bf16 = _row("bf16", [((0, 1), (0,))], _half_b("bf16"))
 """
-"""Prelude text defining the helpers above, after the wide-access prelude
-(whose imports and `_I32` it uses)."""
+"""Prelude text defining `mma_row_<e>` (see above), after `MMA_PRELUDE`
+(whose helpers it uses); only kernels that call it get it, so that the
+kernels.py of other programs that use the warp helpers stay as they were."""

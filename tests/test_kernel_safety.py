@@ -20,7 +20,7 @@ from fusec.codegen.fast_erf import fast_erf_prelude
 from fusec.codegen.fast_tanh import fast_tanh_prelude
 from fusec.codegen.generate import generate_program
 from fusec.codegen.kernel_source import KERNEL_PRELUDE, PRELUDE_NAMES, TRIG_PRELUDE, NameTable
-from fusec.codegen.mma import MMA_PRELUDE
+from fusec.codegen.mma import MMA_PRELUDE, MMA_ROW_PRELUDE
 from fusec.compiler.cli import main
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
@@ -36,7 +36,8 @@ ALLOWED_IMPORTS = {"math", "numpy", "numba", "numba.types", "numba.cuda", "llvml
 # The prelude's statements other than imports (the simulator's IEEE helpers).
 PRELUDE_BLOCKS = {ast.dump(n) for n in
                   ast.parse(KERNEL_PRELUDE + fast_erf_prelude() + fast_tanh_prelude()
-                            + fast_tanh_prelude(rcp=False) + TRIG_PRELUDE + MMA_PRELUDE).body
+                            + fast_tanh_prelude(rcp=False) + TRIG_PRELUDE + MMA_PRELUDE
+                            + MMA_ROW_PRELUDE).body
                   if not isinstance(n, ast.Import | ast.ImportFrom)}
 
 # The parser does not accept quoted SSA names (`%"__import__('os')"`), so the
