@@ -181,13 +181,9 @@ class MmaWriter(_Writer):
         one 16-byte store (and one of its small parts)."""
         base = _u(offset)
         if tile.which == "q":
-            # c is a multiple of 4: the vector's elements lie at fixed steps from
-            # its first one's slot (dims 2t, 2t + 1 of a lane are 2 words apart,
-            # the next lane's 4 on), one index computed, not four
-            steps = [(i // 2) * 4 + (i % 2) * 2 for i in range(len(names))]
-            return [f"qslot = {self._q_slot(base, 'r', 'c')}",
-                    *(line for step, name in zip(steps, names, strict=True)
-                      for line in self._stores(array, f"qslot + {_u(step)}", name))]
+            return [line for i, name in enumerate(names)
+                    for line in self._stores(array, self._q_slot(base, "r", f"c + {_u(i)}"),
+                                             name)]
         if tile.transposed:
             width = _u(tile.width)
             return [line for i, name in enumerate(names)
