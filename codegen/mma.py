@@ -35,7 +35,7 @@ four calls per product. numba's own passes grow faster than the size of a
 basic block (its SSA rewrite and its search for singly assigned variables
 scan the block once per variable): the f32 GPT-2 attention kernel (128
 products per key step) took 10 s to build on two cores with its products
-written out (0.4 s of it in NVVM), 3 s through `mma_row_f32`, for the same
+written out (0.5 s of it NVVM and ptxas), 3.5 s through `mma_row_f32`, for the same
 PTX but for register names (tests/test_mma_row.py).
 
 A fragment is prepared once and used in every product it takes part in (an
