@@ -10,7 +10,6 @@ choice stays with a remark."""
 from __future__ import annotations
 
 import json
-import sys
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,8 @@ from fusec.compiler.parsing import make_context, parse_module
 from fusec.passes import tile_and_promote
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.scheduling import gemm_choice
+from tests.fake_cupy import install_fake_cupy, out_matmul
+from tests.test_tuning_cache_entries import MATMUL
 
 # Two independent convolutions + bias + relu: 3 input channels (7x7, stride 2)
 # and 8 input channels (3x3). The cost model gives both fusec's own kernel.
@@ -45,14 +46,6 @@ func.func @f(%a: tensor<1x3x9x9xf32>, %wa: tensor<4x3x7x7xf32>, %ba: tensor<4x1x
   %yx = nn.relu %sx : tensor<1x5x6x6xf32>
   func.return %ya, %yx : tensor<1x4x5x5xf32>, tensor<1x5x6x6xf32>
 }}
-"""
-MATMUL = """
-func.func @f(%a: tensor<8x16xf32>, %b: tensor<16x8xf32>, %c: tensor<8xf32>) -> tensor<8x8xf32> {
-  %m = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
-  %y = nn.add %m, %c : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<8x8xf32>
-  %z = nn.relu %y : tensor<8x8xf32>
-  func.return %z : tensor<8x8xf32>
-}
 """
 
 # Microseconds per call of a variant, by its input channels (conv) or K
@@ -133,19 +126,7 @@ def stand_ins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cudnn_conv, "prepare_conv", lambda spec, args: None)
     monkeypatch.setattr(cudnn_conv, "run_conv", run_conv)
 
-    def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        c = np.matmul(a, b)
-        if out is None:
-            return c
-        out[...] = c
-        return out
-
-    fake = types.ModuleType("cupy")
-    fake.asarray = lambda a: np.asarray(a)  # type: ignore[attr-defined]
-    fake.swapaxes = np.swapaxes  # type: ignore[attr-defined]
-    fake.matmul = matmul  # type: ignore[attr-defined]
-    fake.cuda = types.SimpleNamespace(ExternalStream=None)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cupy", fake)
+    install_fake_cupy(monkeypatch, out_matmul(np.matmul))
 
 
 def fusec_autotune(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str],

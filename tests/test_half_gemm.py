@@ -4,9 +4,6 @@ per-precision rates and bytes."""
 
 from __future__ import annotations
 
-import sys
-import types
-
 import numpy as np
 import pytest
 
@@ -23,6 +20,7 @@ from fusec.reference.interpreter import (
 )
 from fusec.runtime.executor import run_program
 from fusec.scheduling import gemm_choice as gemm_choice_module
+from tests.fake_cupy import install_fake_cupy, out_matmul
 
 
 def mlp(dtype: str) -> str:
@@ -73,20 +71,11 @@ def test_f16_matmul_takes_the_library_gemm_and_runs_through_a_cupy_stand_in(
     CUBLAS_COMPUTE_32F), the epilogue kernel reads it."""
     products: list[str] = []
 
-    def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         products.append(a.dtype.name)
-        c = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-        if out is None:
-            return c
-        out[...] = c
-        return out
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
 
-    fake = types.ModuleType("cupy")
-    fake.asarray = lambda a: np.asarray(a)  # type: ignore[attr-defined]
-    fake.swapaxes = np.swapaxes  # type: ignore[attr-defined]
-    fake.matmul = matmul  # type: ignore[attr-defined]
-    fake.cuda = types.SimpleNamespace(ExternalStream=None)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cupy", fake)
+    install_fake_cupy(monkeypatch, out_matmul(product))
     monkeypatch.setattr(gemm_choice_module, "library_available", lambda: True)
     text = mlp("f16")
     art = compile_model(text, target="h200",  # the plain GEMM path: no cuBLASLt epilogue

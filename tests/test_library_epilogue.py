@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import types
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 
 from fusec.compiler.compile import ScheduleOptions, compile_model
 from fusec.scheduling import gemm_choice as gemm_choice_module
+from tests.fake_cupy import install_fake_cupy
 
 TYPES = ("f32", "f16", "bf16")
 M, K, N = 8, 16, 12
@@ -300,14 +300,7 @@ def test_fallback_epilogue_through_a_cupy_stand_in(monkeypatch: pytest.MonkeyPat
     from fusec.runtime import library_gemm
     from fusec.runtime.executor import run_program
 
-    fake = types.ModuleType("cupy")
-    fake.asarray = lambda a: np.asarray(a)  # type: ignore[attr-defined]
-    fake.swapaxes, fake.matmul = np.swapaxes, np.matmul  # type: ignore[attr-defined]
-    fake.maximum, fake.tanh = np.maximum, np.tanh  # type: ignore[attr-defined]
-    fake.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
-        ExternalStream=None, Device=lambda: types.SimpleNamespace(id=0))
-    monkeypatch.setitem(sys.modules, "cupy", fake)
-    monkeypatch.setitem(sys.modules, "cupy_backends", None)
+    install_fake_cupy(monkeypatch, no_cublaslt=True)
     monkeypatch.setattr(library_gemm, "_LT_REFUSED", set())
     monkeypatch.setattr(gemm_choice_module, "library_available", lambda: True)
     text = model(BODIES["residual"][0], "f32").replace(

@@ -5,7 +5,6 @@ monkeypatched: CuPy is an optional extra)."""
 from __future__ import annotations
 
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import ContractionSchedule, ScheduleAttr, WindowSchedule
 from fusec.runtime.plan_loading import program_from_plan
 from fusec.scheduling import gemm_choice as gemm_choice_module
+from tests.fake_cupy import install_fake_cupy
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -197,15 +197,7 @@ def test_library_gemm_runs_through_a_cupy_stand_in(monkeypatch: pytest.MonkeyPat
     from fusec.reference.interpreter import find_function, random_inputs, run_module
     from fusec.runtime.executor import run_program
 
-    fake = types.ModuleType("cupy")
-    fake.asarray = lambda a: np.asarray(a)  # type: ignore[attr-defined]
-    fake.swapaxes = np.swapaxes  # type: ignore[attr-defined]
-    fake.matmul = np.matmul  # type: ignore[attr-defined]
-    fake.maximum, fake.tanh = np.maximum, np.tanh  # type: ignore[attr-defined]
-    fake.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
-        ExternalStream=None, Device=lambda: types.SimpleNamespace(id=0))
-    monkeypatch.setitem(sys.modules, "cupy", fake)
-    monkeypatch.setitem(sys.modules, "cupy_backends", None)  # no libcublasLt to load
+    install_fake_cupy(monkeypatch, no_cublaslt=True)  # no libcublasLt to load
     monkeypatch.setattr(gemm_choice_module, "library_available", lambda: True)
     art = compile_model(SMALL_MLP, target="h200", schedule=ScheduleOptions(gemm="library"))
     reference = parse_module(make_context(), SMALL_MLP, "t.mlir")
