@@ -198,11 +198,7 @@ def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str
     for e in range(plan.unroll):
         at = ElementIndex(f"i{e}", plan.shape, itype, str(e))
         raw = f"base + {int_literal(e * plan.threads)}"
-        if tail:
-            lines += [f"i{e}_raw = {raw}", f"ok{e} = i{e}_raw < {int_literal(n)}",
-                      f"i{e} = {itype}(min(i{e}_raw, {int_literal(n - 1)}))"]
-        else:
-            lines.append(f"i{e} = {itype}({raw})")
+        lines += _indexed(f"i{e}", f"ok{e}", raw, n if tail else None, itype)
         coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
                   for d, size in enumerate(plan.shape)]
         lines += at.coord_lines
@@ -210,6 +206,15 @@ def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str
         parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]
                       if tail else stores))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
+
+
+def _indexed(name: str, ok: str, raw: str, limit: int | None, itype: str) -> list[str]:
+    """`name = raw` in `itype`; with a `limit` (a partial last chunk), `ok`
+    says whether `raw` is below it and `name` is clamped to a valid index."""
+    if limit is None:
+        return [f"{name} = {itype}({raw})"]
+    return [f"{name}_raw = {raw}", f"{ok} = {name}_raw < {int_literal(limit)}",
+            f"{name} = {itype}(min({name}_raw, {int_literal(limit - 1)}))"]
 
 
 def _vector_lines(plan: TransposedPlan, block: str) -> list[str]:
@@ -243,11 +248,7 @@ def _lane_lines(plan: TransposedPlan, block: str, wide: bool) -> list[str]:
     for a in range(per):
         at = ElementIndex(f"i{a}", plan.shape, itype, str(a))
         raw = f"base + {int_literal(a * plan.threads)}"
-        if tail:
-            lines += [f"w{a}_raw = {raw}", f"ok{a} = w{a}_raw < {int_literal(words)}",
-                      f"w{a} = {itype}(min(w{a}_raw, {int_literal(words - 1)}))"]
-        else:
-            lines.append(f"w{a} = {itype}({raw})")
+        lines += _indexed(f"w{a}", f"ok{a}", raw, words if tail else None, itype)
         lines.append(f"i{a} = {itype}(w{a} * {at.lit(lanes)})")
         coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
                   for d, size in enumerate(plan.shape)]
