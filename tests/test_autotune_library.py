@@ -310,3 +310,38 @@ def test_without_cudnn_the_model_s_choice_stays_with_a_remark(
     report = (out / "report.md").read_text(encoding="utf-8")
     assert report.count("autotuning: cuDNN is not installed: nothing to time") == 2
     check_numbers(out, TWO_CONVS)
+
+
+# A convolution whose input is computed in its group (a relu of a scaled
+# input, evaluated where the kernel reads each tap): the library variant
+# runs that prologue as a kernel of its own before the cuDNN call.
+PROLOGUE_CONV = f"""
+func.func @f(%x: tensor<1x8x6x6xf32>, %s: tensor<8x1x1xf32>, %w: tensor<5x8x3x3xf32>,
+             %b: tensor<5x1x1xf32>) -> tensor<1x5x6x6xf32> {{
+  %m = nn.mul %x, %s : (tensor<1x8x6x6xf32>, tensor<8x1x1xf32>) -> tensor<1x8x6x6xf32>
+  %r = nn.relu %m : tensor<1x8x6x6xf32>
+  %c = nn.conv2d %r, %w {{strides = [1, 1], pads = [1, 1, 1, 1], {ATTRS}}}
+      : (tensor<1x8x6x6xf32>, tensor<5x8x3x3xf32>) -> tensor<1x5x6x6xf32>
+  %y = nn.add %c, %b : (tensor<1x5x6x6xf32>, tensor<5x1x1xf32>) -> tensor<1x5x6x6xf32>
+  func.return %y : tensor<1x5x6x6xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize(("times", "library"), [((2.0, 6.0), True), ((7.0, 6.0), False)])
+def test_a_convolution_with_a_prologue_follows_the_timings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], stand_ins: None,
+        monkeypatch: pytest.MonkeyPatch, times: tuple[float, float], library: bool) -> None:
+    monkeypatch.setattr(FakeEventTimer, "times", {8: times})
+    out, _ = fusec_autotune(tmp_path, PROLOGUE_CONV, capsys)
+    launches = plan_of(out)["functions"]["f"]["launches"]
+    calls = [e for e in launches if "library" in e]
+    own = [e for e in launches if "library" not in e]
+    if library:  # the prologue's kernel, the cuDNN call, the epilogue's kernel
+        assert [e.get("library", "kernel") for e in launches] == \
+            ["kernel", "cudnn_conv_f32", "kernel"], launches
+    else:  # one kernel: the prologue evaluated where the convolution reads it
+        assert not calls and len(own) == 1, launches
+    (choice,) = plan_of(out)["autotune"]["library_choices"]
+    assert choice["kept"] == ("library" if library else "own")
+    check_numbers(out, PROLOGUE_CONV)
