@@ -87,7 +87,7 @@ def _read(body: GroupBody, v: SSAValue, cs: tuple[str, ...], ints: Ints, name: s
         if not name:  # a concat's operand is one load
             raise op_error(op, f"cannot read {op.name} in place: not a group input")
         # an elementwise op of group inputs, evaluated at the element the view reads
-        more, expr = root_load(body, root, _index(view, cs, ints), f"{name}_r")
+        more, expr = root_load(body, root, _index(view, cs, ints), f"{name}_r", load_at)
         lines += more
         return expr
     if isinstance(op, nn.ConcatOp):
@@ -173,27 +173,31 @@ def _select(body: GroupBody, op: nn.ConcatOp, cs: tuple[str, ...], ints: Ints, n
 
 
 def _evaluate(body: GroupBody, v: SSAValue, cs: tuple[str, ...], ints: Ints,
-              suffix: str) -> tuple[list[str], str]:
+              suffix: str, load_at: Load = load_expr) -> tuple[list[str], str]:
     """The lines and value of concat operand `v` that the kernel computes,
-    evaluated at `cs` (coordinates of `v`'s own shape)."""
+    evaluated at `cs` (coordinates of `v`'s own shape); `load_at` writes its
+    loads of group inputs."""
     from fusec.codegen.point_evaluator import PointEvaluator  # it imports this module
 
-    ev = PointEvaluator(body, tensor_shape(v), cs, suffix=suffix, itype=ints.itype)
+    ev = PointEvaluator(body, tensor_shape(v), cs, suffix=suffix, itype=ints.itype,
+                        load_at=load_at)
     value = ev.value(v)
     return ev.take_lines(), value
 
 
 def read_operand(body: GroupBody, op: nn.ConcatOp, k: int, coords: Sequence[str], ints: Ints,
-                 name: str) -> tuple[list[str], str]:
+                 name: str, load_at: Load = load_expr) -> tuple[list[str], str]:
     """Lines and the expression of operand `k` of concat `op` at `coords`,
     coordinates of that operand's own shape: what an element of the
     concat's result reads when the kernel already knows which operand holds
-    it (`scheduling/concat_segments.py`), so no comparison is emitted."""
+    it (`scheduling/concat_segments.py`), so no comparison is emitted.
+    `load_at` writes the loads of group inputs (a vector access's lanes:
+    `codegen/lane_loads.py`)."""
     v, cs = op.inputs[k], tuple(coords)
     if _computed(body, v):
-        return _evaluate(body, v, cs, ints, f"_{name}{k}")
+        return _evaluate(body, v, cs, ints, f"_{name}{k}", load_at)
     lines: list[str] = []
-    expr = _read(body, v, cs, ints, "", lines)
+    expr = _read(body, v, cs, ints, "", lines, load_at)
     _plain(op, lines)
     return lines, expr
 

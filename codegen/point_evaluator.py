@@ -107,6 +107,7 @@ class PointEvaluator:
         suffix: str = "",
         hoist: Callable[[SSAValue], str | None] | None = None,
         itype: str | None = None,
+        load_at: Callable[[GroupBody, BlockArgument, str], str] = load_expr,
     ) -> None:
         self.body = body
         self.domain = domain
@@ -118,6 +119,9 @@ class PointEvaluator:
         self.outer: set[str] = set()  # names `hoist` gave: constant over this scope
         self.lines: list[str] = []
         self.itype = itype  # the type of the coordinates (a concat's comparisons, a gather's row)
+        # writes each load of a group input at its index (a vector access's
+        # lanes: `codegen/lane_loads.py`)
+        self.load_at = load_at
 
     def value(self, v: SSAValue) -> str:
         """The name of a variable holding `v` at the point, emitting code as needed."""
@@ -188,7 +192,7 @@ class PointEvaluator:
         own = full[len(full) - len(shape):]
         zero = f"{self.itype}(0)" if self.itype else "0"
         cs = [zero if n == 1 else c for c, n in zip(own, shape, strict=True)]
-        lines, expr = read_element(self.body, v, cs, Ints(self.itype), name)
+        lines, expr = read_element(self.body, v, cs, Ints(self.itype), name, self.load_at)
         self.lines += lines
         return expr
 
@@ -196,7 +200,7 @@ class PointEvaluator:
         shape = tensor_shape(arg)
         if self.loader is not None:
             return self.loader(arg, shape, self.coords)
-        return load_expr(self.body, arg, broadcast_index(shape, self.domain, self.coords))
+        return self.load_at(self.body, arg, broadcast_index(shape, self.domain, self.coords))
 
     def take_lines(self) -> list[str]:
         """The lines emitted since the last call (for code in several scopes)."""
