@@ -82,7 +82,7 @@ from fusec.scheduling.concat_segments import (
     rows_per_block,
     segments,
 )
-from fusec.scheduling.flat_vector import innermost_axis
+from fusec.scheduling.flat_vector import FlatVector, innermost_axis
 from fusec.scheduling.transposed_plan import TransposedPlan
 
 _INDENT = "    "
@@ -156,7 +156,7 @@ def _element_values(plan: TransposedPlan, coords: list[str], suffix: str, ints: 
         name = f"tp{k}{suffix}"
         if pinned is not None and op is pinned.concat:
             lines, expr = read_operand(body, pinned.concat, pinned.operand, pinned.coords,
-                                       ints, name)
+                                       ints, name, load_at)
             loads += [*lines, f"{name} = {expr}"]
         elif isinstance(op, INDEXED_READS):
             lines, expr = read_element(body, op.results[0],
@@ -224,13 +224,19 @@ def _vector_lines(plan: TransposedPlan, block: str) -> list[str]:
     innermost axis. When every array the plan moves wide is aligned to its
     access, one word per array and access (`codegen/lane_loads.py`); else
     the same lanes, one element each."""
-    vec = plan.vector
-    body = plan.body
+    return _aligned_or_not(plan.body, plan.vector, lambda wide: _lane_lines(plan, block, wide))
+
+
+def _aligned_or_not(body: GroupBody, vec: FlatVector, lines: Callable[[bool], list[str]]
+                    ) -> list[str]:
+    """`lines(True)` (wide accesses) when every array `vec` moves wide is
+    aligned to its access, else `lines(False)` (the same lanes, one element
+    each)."""
     arrays = [(f"in{i}", dtype_name(body.args[i])) for i in sorted(vec.inputs)] + [
         (f"out{k}", dtype_name(body.outputs[k])) for k in sorted(vec.outputs)]
     test = " and ".join(f"is_aligned({a}, {vec.nbytes(d)})" for a, d in arrays)
-    return [f"if {test}:", *(_INDENT + line for line in _lane_lines(plan, block, True)),
-            "else:", *(_INDENT + line for line in _lane_lines(plan, block, False))]
+    return [f"if {test}:", *(_INDENT + line for line in lines(True)),
+            "else:", *(_INDENT + line for line in lines(False))]
 
 
 def _lane_lines(plan: TransposedPlan, block: str, wide: bool) -> list[str]:
@@ -253,35 +259,62 @@ def _lane_lines(plan: TransposedPlan, block: str, wide: bool) -> list[str]:
         coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
                   for d, size in enumerate(plan.shape)]
         lines += at.coord_lines
-        hook = LaneLoads(lanes, vec.inputs if wide else frozenset(), f"_{a}")
-        loads: list[str] = []
-        arith: list[str] = []
-        values: list[list[str]] = []
+        lane_points = []
         for j in range(lanes):
             at_lane = list(coords)
+            more = []
             if j:
                 at_lane[axis] = f"l{a}_{j}"
-                lines.append(f"l{a}_{j} = {itype}({coords[axis]} + {at.lit(j)})")
-            hook.start(j)
-            lane_loads, lane_arith, lane_values = _element_values(
-                plan, at_lane, f"_{a}_{j}", Ints(itype), load_at=hook.load)
-            loads += hook.place_words(lane_loads) if j == 0 else lane_loads
-            arith += lane_arith
-            values.append(lane_values)
-        stores: list[str] = []
-        for k, v in enumerate(plan.body.outputs):
-            lane_values = [values[j][k] for j in range(lanes)]
-            if wide and k in vec.outputs:
-                index = broadcast_index(tensor_shape(v), plan.shape, coords)
-                stores.append(wide_store_line(k, v, index, lane_values))
-                continue
-            for j in range(lanes):
-                at_lane = list(coords)
-                at_lane[axis] = f"l{a}_{j}" if j else coords[axis]
-                stores += store_lines(k, v, lane_values[j], plan.shape, at_lane)
+                more.append(f"l{a}_{j} = {itype}({coords[axis]} + {at.lit(j)})")
+            lane_points.append(_Lane(more, at_lane))
+        index, loads, arith, stores = _access(plan, vec, wide, f"_{a}", lane_points, itype)
+        lines += index
         parts.append((loads, arith, [f"if ok{a}:", *(_INDENT + s for s in stores)]
                       if tail else stores))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
+
+
+@dataclass(frozen=True)
+class _Lane:
+    """Lane `j` of a vector access: the lines naming its coordinates, its
+    coordinates in the iteration, and within a segment, the concat operand
+    it reads (at the operand's coordinates)."""
+
+    lines: list[str]
+    coords: list[str]
+    pinned: _Pinned | None = None
+
+
+def _access(plan: TransposedPlan, vec: FlatVector, wide: bool, tag: str, lanes: Sequence[_Lane],
+            itype: str) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The index lines, loads, arithmetic and stores of one access of
+    `vec.lanes` consecutive elements (`lanes`, lane 0 first), named by
+    `tag`: each lane's code written as for one element, the arrays `vec`
+    moves wide loaded and stored as one word when `wide`
+    (`codegen/lane_loads.py`), else per lane."""
+    hook = LaneLoads(vec.lanes, vec.inputs if wide else frozenset(), tag)
+    index: list[str] = []
+    loads: list[str] = []
+    arith: list[str] = []
+    values: list[list[str]] = []
+    for j, lane in enumerate(lanes):
+        index += lane.lines
+        hook.start(j)
+        lane_loads, lane_arith, lane_values = _element_values(
+            plan, lane.coords, f"{tag}_{j}", Ints(itype), lane.pinned, load_at=hook.load)
+        loads += hook.place_words(lane_loads) if j == 0 else lane_loads
+        arith += lane_arith
+        values.append(lane_values)
+    stores: list[str] = []
+    for k, v in enumerate(plan.body.outputs):
+        lane_values = [values[j][k] for j in range(len(lanes))]
+        if wide and k in vec.outputs:
+            at = broadcast_index(tensor_shape(v), plan.shape, lanes[0].coords)
+            stores.append(wide_store_line(k, v, at, lane_values))
+            continue
+        for j, lane in enumerate(lanes):
+            stores += store_lines(k, v, lane_values[j], plan.shape, lane.coords)
+    return index, loads, arith, stores
 
 
 def flat_index_type(plan: TransposedPlan) -> str:
@@ -297,8 +330,14 @@ def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, ityp
     of `concat` from `span.first` (the block's part of the operand): each
     element at its coordinates in the operand, the concat's result at the
     same ones shifted by the operand's offset along the axis. Elements are
-    numbered from `span.name_from`, so several operands' spans share a body."""
-    n, axis, threads = numel(seg.shape), concat.axis, plan.threads
+    numbered from `span.name_from`, so several operands' spans share a body.
+    In accesses of consecutive elements where the plan says so
+    (`scheduling/segment_vector.py`)."""
+    vec = plan.segment_vectors[seg.operand]
+    if vec.lanes > 1:
+        return _aligned_or_not(plan.body, vec, lambda wide: _segment_lane_lines(
+            plan, concat, seg, itype, span, wide))
+    n, threads = numel(seg.shape), plan.threads
     unroll = -(-span.count // threads)
     lines = [f"base{seg.operand} = {span.first} + cuda.threadIdx.x"]
     parts = []
@@ -317,14 +356,71 @@ def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, ityp
         local = [at.run_coord(d, d) if size != 1 else at.lit(0)
                  for d, size in enumerate(seg.shape)]
         lines += at.coord_lines
-        coords = list(local)
-        if plan.shape[axis] != 1 and seg.offset:
-            lines.append(f"o{x} = {itype}({local[axis]} + {at.lit(seg.offset)})")
-            coords[axis] = f"o{x}"
-        elif plan.shape[axis] != 1:
-            coords[axis] = local[axis]
+        shift, coords = _shifted(plan, concat, seg, local, x, at)
+        lines += shift
         loads, arith, stores = _element(plan, coords, f"_{x}", Ints(itype),
                                         _Pinned(concat, seg.operand, local))
+        parts.append((loads, arith, [f"if ok{x}:", *(_INDENT + s for s in stores)]
+                      if guards else stores))
+    return lines + [line for k in range(3) for part in parts for line in part[k]]
+
+
+def _shifted(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, local: list[str], x: int,
+             at: ElementIndex) -> tuple[list[str], list[str]]:
+    """The lines and the coordinates in the concat's result of element
+    `x` at `local` in operand `seg.operand`: shifted by its offset along the
+    axis."""
+    axis, coords, lines = concat.axis, list(local), []
+    if plan.shape[axis] != 1 and seg.offset:
+        lines.append(f"o{x} = {at.itype}({local[axis]} + {at.lit(seg.offset)})")
+        coords[axis] = f"o{x}"
+    return lines, coords
+
+
+def _segment_lane_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, itype: str,
+                        span: Span, wide: bool) -> list[str]:
+    """`_segment_lines` in accesses of `lanes` consecutive elements along
+    the operand's innermost axis (which `lanes` divides, as it does the
+    span and the shift along it: `scheduling/segment_vector.py`), wide or
+    one element per lane; `threads` accesses apart."""
+    vec, threads = plan.segment_vectors[seg.operand], plan.threads
+    lanes = vec.lanes
+    words, count = numel(seg.shape) // lanes, span.count // lanes
+    axis = innermost_axis(seg.shape)
+    assert axis is not None and span.count % lanes == 0
+    lines = [f"base{seg.operand} = {span.block} * {int_literal(count)} + cuda.threadIdx.x"]
+    parts = []
+    for e in range(-(-count // threads)):
+        x = span.name_from + e
+        at = ElementIndex(f"i{x}", seg.shape, itype, str(x))
+        raw = f"base{seg.operand} + {int_literal(e * threads)}"
+        guards = [] if span.whole else [f"w{x}_raw < {int_literal(words)}"]
+        if (e + 1) * threads > count:  # past the span for some threads
+            guards.append(f"cuda.threadIdx.x < {int_literal(count - e * threads)}")
+        if guards:
+            lines += [f"w{x}_raw = {raw}", f"ok{x} = {' and '.join(guards)}",
+                      f"w{x} = {itype}(min(w{x}_raw, {int_literal(words - 1)}))"]
+        else:
+            lines.append(f"w{x} = {itype}({raw})")
+        lines.append(f"i{x} = {itype}(w{x} * {at.lit(lanes)})")
+        local = [at.run_coord(d, d) if size != 1 else at.lit(0)
+                 for d, size in enumerate(seg.shape)]
+        lines += at.coord_lines
+        shift, coords = _shifted(plan, concat, seg, local, x, at)
+        lines += shift
+        points = [_Lane([], coords, _Pinned(concat, seg.operand, local))]
+        for j in range(1, lanes):
+            here, there = list(local), list(coords)
+            here[axis] = f"l{x}_{j}"
+            more = [f"l{x}_{j} = {itype}({local[axis]} + {at.lit(j)})"]
+            if coords[axis] == local[axis]:
+                there[axis] = here[axis]
+            else:  # the shift is along the lanes' axis
+                there[axis] = f"o{x}_{j}"
+                more.append(f"o{x}_{j} = {itype}({coords[axis]} + {at.lit(j)})")
+            points.append(_Lane(more, there, _Pinned(concat, seg.operand, here)))
+        index, loads, arith, stores = _access(plan, vec, wide, f"_{x}", points, itype)
+        lines += index
         parts.append((loads, arith, [f"if ok{x}:", *(_INDENT + s for s in stores)]
                       if guards else stores))
     return lines + [line for k in range(3) for part in parts for line in part[k]]
@@ -333,13 +429,25 @@ def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, ityp
 @dataclass(frozen=True)
 class Span:
     """A block's part of one operand: `count` elements from flat index
-    `first` (an expression); `whole` when every block's part lies inside the
-    operand (no bound test); element names numbered from `name_from`."""
+    `block * count` (`block` an expression: the block's number among those
+    of the operand); `whole` when every block's part lies inside the operand
+    (no bound test); element names numbered from `name_from`."""
 
-    first: str
+    block: str
     count: int
     whole: bool
     name_from: int = 0
+
+    @property
+    def first(self) -> str:
+        """The flat index of the span's first element."""
+        return f"{self.block} * {int_literal(self.count)}"
+
+
+def _segment_note(plan: TransposedPlan, seg: Segment) -> str:
+    """What the comment heading a segment adds about its accesses."""
+    lanes = plan.segment_vectors[seg.operand].lanes
+    return f", {lanes} consecutive elements per access" if lanes > 1 else ""
 
 
 def _segmented_lines(plan: TransposedPlan, concat: nn.ConcatOp) -> tuple[list[str], int]:
@@ -356,11 +464,10 @@ def _segmented_lines(plan: TransposedPlan, concat: nn.ConcatOp) -> tuple[list[st
         named = 0
         for seg in segs:
             width = rows * numel(seg.shape[concat.axis:])
-            span = Span(f"cuda.blockIdx.x * {int_literal(width)}", width,
-                        numel(seg.shape) % width == 0, named)
+            span = Span("cuda.blockIdx.x", width, numel(seg.shape) % width == 0, named)
             named += -(-width // plan.threads)
             lines += [f"# operand {seg.operand}: {fmt(seg.shape)} at offset {seg.offset} "
-                      f"along axis {concat.axis}",
+                      f"along axis {concat.axis}{_segment_note(plan, seg)}",
                       *_segment_lines(plan, concat, seg, itype, span)]
         return lines, -(-outer_rows(concat) // rows)
     lines = []
@@ -370,17 +477,30 @@ def _segmented_lines(plan: TransposedPlan, concat: nn.ConcatOp) -> tuple[list[st
                 f"{'if' if k == 0 else 'elif'} cuda.blockIdx.x < {int_literal(end)}:")
         block = "cuda.blockIdx.x" if not seg.first_block else (
             f"(cuda.blockIdx.x - {int_literal(seg.first_block)})")
-        span = Span(f"{block} * {int_literal(chunk)}", chunk, numel(seg.shape) % chunk == 0)
+        span = Span(block, chunk, numel(seg.shape) % chunk == 0)
         lines += [f"{head}  # operand {seg.operand}: {fmt(seg.shape)} at offset "
-                  f"{seg.offset} along axis {concat.axis}",
+                  f"{seg.offset} along axis {concat.axis}{_segment_note(plan, seg)}",
                   *(_INDENT + line for line in _segment_lines(plan, concat, seg, itype, span))]
     return lines, segs[-1].first_block + segs[-1].blocks
 
 
 def _row_elements(concat: nn.ConcatOp, rows: int, plan: TransposedPlan) -> int:
-    """A thread's elements over all operands in the row layout."""
-    return sum(-(-rows * numel(tensor_shape(v)[concat.axis:]) // plan.threads)
-               for v in concat.inputs if numel(tensor_shape(v)))
+    """A thread's elements over all operands in the row layout (whole
+    accesses where an operand moves several elements per access)."""
+    total = 0
+    for k, v in enumerate(concat.inputs):
+        if numel(tensor_shape(v)):
+            lanes = plan.segment_vectors[k].lanes
+            total += lanes * -(-rows * numel(tensor_shape(v)[concat.axis:]) // (
+                lanes * plan.threads))
+    return total
+
+
+def _segment_widths(plan: TransposedPlan) -> str:
+    """The launch note on the segments that move several elements per access."""
+    wide = [f"{v.lanes} for operand {k}" for k, v in enumerate(plan.segment_vectors)
+            if v.lanes > 1]
+    return f"; accesses of consecutive elements: {', '.join(wide)}" if wide else ""
 
 
 def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource:
@@ -401,7 +521,7 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
                       if rows is None else
                       f"{rows} rows of the concat along axis {concat.axis} per block, each "
                       f"operand's part of them in turn, {_row_elements(concat, rows, plan)} "
-                      f"elements per thread, {plan.threads} apart")
+                      f"elements per thread, {plan.threads} apart") + _segment_widths(plan)
     else:
         body = flat_lines(plan)
         grid = (max(1, -(-numel(plan.shape) // (plan.threads * plan.unroll))), 1, 1)

@@ -26,8 +26,8 @@ allocates 256-byte aligned buffers, arrays passed by a caller may not be.
 
 Odd and prime innermost extents (37, 499, 5089), a crop whose start is not
 a multiple of V, a stride-2 slice of the innermost axis and a gather along
-it keep one element per access. A concat keeps it too (its segments have
-their own schedule).
+it keep one element per access. A concat's segments choose their own
+width (`scheduling/segment_vector.py`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING
 
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
-from fusec.analysis.group_body import dtype_name
+from fusec.analysis.concat_operands import concat_pieces
+from fusec.analysis.group_body import GroupBody, dtype_name
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.view_map import ViewMap
 from fusec.analysis.view_operands import (
@@ -118,7 +119,7 @@ def _strided_read(view: StridedView, k: int, lanes: int) -> LaneRead:
     return LaneRead.SCALAR
 
 
-def _whole_read(arg_shape: Shape, shape: Shape, axis: int) -> LaneRead:
+def whole_read(arg_shape: Shape, shape: Shape, axis: int) -> LaneRead:
     """A contiguous operand of `arg_shape` broadcast (right-aligned) to `shape`."""
     p = axis - (len(shape) - len(arg_shape))
     return LaneRead.UNIFORM if p < 0 or arg_shape[p] == 1 else LaneRead.WIDE
@@ -139,7 +140,7 @@ def _root_args(root: SSAValue, inside: set[Operation]) -> Iterator[BlockArgument
             stack.extend(v.op.operands)
 
 
-def _computed_reads(root: OpResult, kind: LaneRead, inside: set[Operation], lanes: int
+def computed_reads(root: OpResult, kind: LaneRead, inside: set[Operation], lanes: int
                     ) -> Iterator[tuple[BlockArgument, LaneRead]]:
     """The reads of a computed root read through a view of lane kind `kind`:
     its operands of the root's shape at the view's index, broadcast ones at
@@ -153,7 +154,7 @@ def _computed_reads(root: OpResult, kind: LaneRead, inside: set[Operation], lane
         elif kind is LaneRead.UNIFORM or numel(ashape) == 1:
             yield arg, LaneRead.UNIFORM
         elif (kind is LaneRead.WIDE and last is not None and rshape[last] % lanes == 0
-              and _whole_read(ashape, rshape, last) is LaneRead.UNIFORM):
+              and whole_read(ashape, rshape, last) is LaneRead.UNIFORM):
             yield arg, LaneRead.UNIFORM  # lanes differ only along the root's innermost axis
         else:
             yield arg, LaneRead.SCALAR
@@ -192,16 +193,19 @@ def _memory_view(v: SSAValue, inside: set[Operation]
     return found[0], found[1]
 
 
-def _reads(plan: TransposedPlan, axis: int, lanes: int
-           ) -> list[tuple[BlockArgument, LaneRead]] | None:
-    """Every read of the flat kernel (`pointwise_transpose._element`) and
-    how the lanes make it; None where one is not followed here."""
-
+def point_reads(plan: TransposedPlan, axis: int, lanes: int, pinned: nn.ConcatOp | None = None
+                ) -> list[tuple[BlockArgument, LaneRead]] | None:
+    """Every read the flat kernel (`pointwise_transpose._element_values`)
+    makes at the iteration point and how the lanes make it; None where one
+    is not followed here. `pinned`: the concat a segment of the grid reads
+    one operand of (`scheduling/segment_vector.py` follows that read); it
+    and the ops evaluated only under a concat's select are left out."""
     body, shape = plan.body, plan.shape
     inside = set(body.ops)
+    skip = concat_pieces(body.ops) | ({pinned} if pinned is not None else set())
     reads: list[tuple[BlockArgument, LaneRead]] = []
     for op in body.ops:
-        if not isinstance(op, READ_IN_PLACE) or not read_directly(body, op):
+        if not isinstance(op, READ_IN_PLACE) or not read_directly(body, op) or op in skip:
             continue
         if isinstance(op, nn.GatherOp):
             found = _gather_reads(op, shape, axis, lanes, inside)
@@ -218,12 +222,39 @@ def _reads(plan: TransposedPlan, axis: int, lanes: int
             reads.append((root, kind))
         else:
             assert isinstance(root, OpResult)
-            reads += _computed_reads(root, kind, inside, lanes)
+            reads += computed_reads(root, kind, inside, lanes)
     for arg in body.args:
         if any(not isinstance(u.operation, READ_IN_PLACE) and not computed_root(
-                u.operation, inside) for u in arg.uses):
-            reads.append((arg, _whole_read(tensor_shape(arg), shape, axis)))
+                u.operation, inside) and u.operation not in skip for u in arg.uses):
+            reads.append((arg, whole_read(tensor_shape(arg), shape, axis)))
     return reads
+
+
+def wide_inputs(body: GroupBody, reads: list[tuple[BlockArgument, LaneRead]], lanes: int
+                ) -> frozenset[int] | None:
+    """The group inputs (by number) `reads` load wide, when every input is
+    read only wide or only uniform and each wide one has an access of
+    `lanes` elements (`LANE_CHOICES`); else None."""
+    kinds: dict[BlockArgument, set[LaneRead]] = {}
+    for arg, kind in reads:
+        kinds.setdefault(arg, set()).add(kind)
+    wide = {arg for arg, ks in kinds.items() if ks == {LaneRead.WIDE}}
+    if any(ks not in ({LaneRead.WIDE}, {LaneRead.UNIFORM}) for ks in kinds.values()) or any(
+            lanes not in LANE_CHOICES.get(dtype_name(arg), ()) for arg in wide):
+        return None
+    return frozenset(body.arg_index(a) for a in wide)
+
+
+def result_dtype(body: GroupBody, shape: Shape) -> str | None:
+    """The device dtype of every result when all have iteration `shape`, one
+    dtype, and none is a computed root (evaluated by a view only); else None."""
+    computed = computed_ops(set(body.ops))
+    if any(v.op in computed for v in body.outputs if isinstance(v, OpResult)):
+        return None
+    out_dtypes = {dtype_name(v) for v in body.outputs}
+    if len(out_dtypes) != 1 or any(tuple(tensor_shape(v)) != tuple(shape) for v in body.outputs):
+        return None
+    return next(iter(out_dtypes))
 
 
 def flat_vector(plan: TransposedPlan) -> FlatVector:
@@ -234,25 +265,17 @@ def flat_vector(plan: TransposedPlan) -> FlatVector:
     if plan.axes is not None or axis is None or any(
             isinstance(op, nn.ConcatOp) for op in body.ops):
         return SCALAR_ACCESS
-    computed = computed_ops(set(body.ops))
-    if any(v.op in computed for v in body.outputs if isinstance(v, OpResult)):
-        return SCALAR_ACCESS  # a result that is a computed root: evaluated by a view only
-    out_dtypes = {dtype_name(v) for v in body.outputs}
-    if len(out_dtypes) != 1 or any(tuple(tensor_shape(v)) != tuple(shape) for v in body.outputs):
+    dtype = result_dtype(body, shape)
+    if dtype is None:
         return SCALAR_ACCESS
-    for lanes in LANE_CHOICES.get(next(iter(out_dtypes)), ()):
+    for lanes in LANE_CHOICES.get(dtype, ()):
         if shape[axis] % lanes or plan.unroll % lanes:
             continue
-        reads = _reads(plan, axis, lanes)
+        reads = point_reads(plan, axis, lanes)
         if reads is None:
             return SCALAR_ACCESS
-        kinds: dict[BlockArgument, set[LaneRead]] = {}
-        for arg, kind in reads:
-            kinds.setdefault(arg, set()).add(kind)
-        wide = {arg for arg, ks in kinds.items() if ks == {LaneRead.WIDE}}
-        if any(ks not in ({LaneRead.WIDE}, {LaneRead.UNIFORM}) for ks in kinds.values()) or any(
-                lanes not in LANE_CHOICES.get(dtype_name(arg), ()) for arg in wide):
+        wide = wide_inputs(body, reads, lanes)
+        if wide is None:
             continue
-        return FlatVector(lanes, frozenset(body.arg_index(a) for a in wide),
-                          frozenset(range(len(body.outputs))))
+        return FlatVector(lanes, wide, frozenset(range(len(body.outputs))))
     return SCALAR_ACCESS

@@ -41,6 +41,7 @@ from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
 from fusec.scheduling.concat_segments import segmented_concat
 from fusec.scheduling.flat_vector import SCALAR_ACCESS, FlatVector, flat_vector
+from fusec.scheduling.segment_vector import segment_vectors
 
 TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
 TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its (64-bit) address
@@ -93,6 +94,9 @@ class TransposedPlan:
     concat: nn.ConcatOp | None = None
     """Untiled, the concat whose operands cut the grid into segments
     (`scheduling/concat_segments.py`), else None."""
+    segment_vectors: tuple[FlatVector, ...] = ()
+    """With `concat`, each segment's elements per access and the arrays it
+    moves wide, by operand number (`scheduling/segment_vector.py`)."""
 
     def access(self, view: StridedView | ViewMap) -> LinearAccess:
         """`view` (right-aligned, broadcast) as an access of the iteration."""
@@ -152,6 +156,8 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
     else:
         plan.vector = flat_vector(plan)
         plan.concat = segmented_concat(body, plan.shape)
+        if plan.concat is not None:
+            plan.segment_vectors = segment_vectors(plan, plan.concat)
     return plan
 
 
