@@ -198,7 +198,8 @@ def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str
     for e in range(plan.unroll):
         at = ElementIndex(f"i{e}", plan.shape, itype, str(e))
         raw = f"base + {int_literal(e * plan.threads)}"
-        lines += _indexed(f"i{e}", f"ok{e}", raw, n if tail else None, itype)
+        lines += _indexed(f"i{e}", raw, itype, n - 1,
+                          [f"i{e}_raw < {int_literal(n)}"] if tail else [], f"ok{e}")
         coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
                   for d, size in enumerate(plan.shape)]
         lines += at.coord_lines
@@ -208,13 +209,14 @@ def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 
 
-def _indexed(name: str, ok: str, raw: str, limit: int | None, itype: str) -> list[str]:
-    """`name = raw` in `itype`; with a `limit` (a partial last chunk), `ok`
-    says whether `raw` is below it and `name` is clamped to a valid index."""
-    if limit is None:
+def _indexed(name: str, raw: str, itype: str, last: int, guards: list[str],
+             ok: str) -> list[str]:
+    """`name = raw` in `itype`; with `guards` (a partial last chunk or span),
+    `ok` holds them and `name` is clamped to a valid index (`last` at most)."""
+    if not guards:
         return [f"{name} = {itype}({raw})"]
-    return [f"{name}_raw = {raw}", f"{ok} = {name}_raw < {int_literal(limit)}",
-            f"{name} = {itype}(min({name}_raw, {int_literal(limit - 1)}))"]
+    return [f"{name}_raw = {raw}", f"{ok} = {' and '.join(guards)}",
+            f"{name} = {itype}(min({name}_raw, {int_literal(last)}))"]
 
 
 def _vector_lines(plan: TransposedPlan, block: str) -> list[str]:
@@ -254,7 +256,8 @@ def _lane_lines(plan: TransposedPlan, block: str, wide: bool) -> list[str]:
     for a in range(per):
         at = ElementIndex(f"i{a}", plan.shape, itype, str(a))
         raw = f"base + {int_literal(a * plan.threads)}"
-        lines += _indexed(f"w{a}", f"ok{a}", raw, words if tail else None, itype)
+        lines += _indexed(f"w{a}", raw, itype, words - 1,
+                          [f"w{a}_raw < {int_literal(words)}"] if tail else [], f"ok{a}")
         lines.append(f"i{a} = {itype}(w{a} * {at.lit(lanes)})")
         coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
                   for d, size in enumerate(plan.shape)]
@@ -348,11 +351,7 @@ def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, ityp
         guards = [] if span.whole else [f"i{x}_raw < {int_literal(n)}"]
         if (e + 1) * threads > span.count:  # past the span for some threads
             guards.append(f"cuda.threadIdx.x < {int_literal(span.count - e * threads)}")
-        if guards:
-            lines += [f"i{x}_raw = {raw}", f"ok{x} = {' and '.join(guards)}",
-                      f"i{x} = {itype}(min(i{x}_raw, {int_literal(n - 1)}))"]
-        else:
-            lines.append(f"i{x} = {itype}({raw})")
+        lines += _indexed(f"i{x}", raw, itype, n - 1, guards, f"ok{x}")
         local = [at.run_coord(d, d) if size != 1 else at.lit(0)
                  for d, size in enumerate(seg.shape)]
         lines += at.coord_lines
@@ -397,11 +396,7 @@ def _segment_lane_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment,
         guards = [] if span.whole else [f"w{x}_raw < {int_literal(words)}"]
         if (e + 1) * threads > count:  # past the span for some threads
             guards.append(f"cuda.threadIdx.x < {int_literal(count - e * threads)}")
-        if guards:
-            lines += [f"w{x}_raw = {raw}", f"ok{x} = {' and '.join(guards)}",
-                      f"w{x} = {itype}(min(w{x}_raw, {int_literal(words - 1)}))"]
-        else:
-            lines.append(f"w{x} = {itype}({raw})")
+        lines += _indexed(f"w{x}", raw, itype, words - 1, guards, f"ok{x}")
         lines.append(f"i{x} = {itype}(w{x} * {at.lit(lanes)})")
         local = [at.run_coord(d, d) if size != 1 else at.lit(0)
                  for d, size in enumerate(seg.shape)]

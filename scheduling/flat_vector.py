@@ -140,6 +140,17 @@ def _root_args(root: SSAValue, inside: set[Operation]) -> Iterator[BlockArgument
             stack.extend(v.op.operands)
 
 
+def root_reads(root: SSAValue, view: StridedView | ViewMap, shape: Shape, axis: int,
+               lanes: int, inside: set[Operation]) -> list[tuple[BlockArgument, LaneRead]]:
+    """How a read through `view` of `root` (a group input, or a value the
+    kernel computes where the view reads it) reaches the group's inputs."""
+    kind = view_read(view, shape, axis, lanes)
+    if isinstance(root, BlockArgument):
+        return [(root, kind)]
+    assert isinstance(root, OpResult)
+    return computed_reads(root, kind, inside, lanes)
+
+
 def computed_reads(root: OpResult, kind: LaneRead, inside: set[Operation], lanes: int
                     ) -> Iterator[tuple[BlockArgument, LaneRead]]:
     """The reads of a computed root read through a view of lane kind `kind`:
@@ -216,13 +227,7 @@ def point_reads(plan: TransposedPlan, axis: int, lanes: int, pinned: nn.ConcatOp
         mapped = operand_map(op, inside)
         if isinstance(mapped, str):
             return None
-        root, view = mapped
-        kind = view_read(view, shape, axis, lanes)
-        if isinstance(root, BlockArgument):
-            reads.append((root, kind))
-        else:
-            assert isinstance(root, OpResult)
-            reads += computed_reads(root, kind, inside, lanes)
+        reads += root_reads(*mapped, shape, axis, lanes, inside)
     for arg in body.args:
         if any(not isinstance(u.operation, READ_IN_PLACE) and not computed_root(
                 u.operation, inside) and u.operation not in skip for u in arg.uses):

@@ -48,11 +48,10 @@ from fusec.scheduling.flat_vector import (
     SCALAR_ACCESS,
     FlatVector,
     LaneRead,
-    computed_reads,
     innermost_axis,
     point_reads,
     result_dtype,
-    view_read,
+    root_reads,
     whole_read,
     wide_inputs,
 )
@@ -90,13 +89,7 @@ def operand_reads(body: GroupBody, v: SSAValue, domain: Shape, axis: int, lanes:
             found = operand_view(op, inside)
             if isinstance(found, str):
                 return None
-            root, view = found
-            kind = view_read(view, domain, axis, lanes)
-            if isinstance(root, BlockArgument):
-                reads.append((root, kind))
-            else:
-                assert isinstance(root, OpResult)
-                reads += computed_reads(root, kind, inside, lanes)
+            reads += root_reads(*found, domain, axis, lanes, inside)
             continue
         stack.extend(op.operands)  # an elementwise op or a broadcast, at the same point
     return reads

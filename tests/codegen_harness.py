@@ -96,3 +96,13 @@ def check_program(
 def tensor(shape: tuple[int, ...], dtype: str = "f32") -> str:
     """`tensor<4x8xf32>` for a shape."""
     return "tensor<" + "".join(f"{d}x" for d in shape) + dtype + ">"
+
+
+def misaligned(a: np.ndarray, nbytes: int) -> np.ndarray:
+    """A copy of `a` whose data starts 2 bytes past a multiple of `nbytes`
+    (an array a wide access must not read as one word)."""
+    buf = np.zeros(a.nbytes + 2 * nbytes, np.uint8)
+    start = (-buf.ctypes.data) % nbytes + 2
+    out = buf[start:start + a.nbytes].view(a.dtype)
+    out[:] = a
+    return out

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from fusec.compiler.cli import main
+from tests.codegen_harness import misaligned
 
 SHUFFLE = """
 func.func @f(%x: tensor<2x12x3xNxT>, %b: tensor<NxT>) -> (tensor<2x12x3xNxT>) {
@@ -144,15 +145,6 @@ def test_width_and_numbers(case: str, text: str, lanes: int, helpers: tuple[str,
     assert "Traceback" not in captured.err
 
 
-def _misaligned(a: np.ndarray, nbytes: int) -> np.ndarray:
-    """A copy of `a` whose data starts 2 bytes past a multiple of `nbytes`."""
-    buf = np.zeros(a.nbytes + 2 * nbytes, np.uint8)
-    start = (-buf.ctypes.data) % nbytes + 2
-    out = buf[start:start + a.nbytes].view(a.dtype)
-    out[:] = a
-    return out
-
-
 def test_an_unaligned_array_takes_the_per_lane_path(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The kernel called directly (simulator) with an input that starts 2
@@ -168,7 +160,7 @@ def test_an_unaligned_array_takes_the_per_lane_path(tmp_path: Path,
     kernel = getattr(module, launch["kernel"])
     x = np.random.default_rng(7).standard_normal(3 * 5 * 8).astype(np.float32) + 2.0
     want = -x.reshape(3, 5, 8).transpose(1, 0, 2).reshape(-1)
-    for source in (x.copy(), _misaligned(x, 16)):
+    for source in (x.copy(), misaligned(x, 16)):
         result = np.full(want.shape, np.nan, np.float32)
         kernel[tuple(launch["grid"]), tuple(launch["block"])](source, result)
         np.testing.assert_array_equal(result, want)

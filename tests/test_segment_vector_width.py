@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from fusec.compiler.cli import main
+from tests.codegen_harness import misaligned
 from tests.test_concat_segments import ROWS, SEGMENTED, by_operand, check, roll, three_parts
 from tests.test_pointwise_views import t
 
@@ -123,15 +124,6 @@ def test_width_and_numbers(case: str, text: str, dtype: str, lanes: tuple[int, .
         assert helper in source
 
 
-def _misaligned(a: np.ndarray, nbytes: int) -> np.ndarray:
-    """A copy of `a` whose data starts 2 bytes past a multiple of `nbytes`."""
-    buf = np.zeros(a.nbytes + 2 * nbytes, np.uint8)
-    start = (-buf.ctypes.data) % nbytes + 2
-    out = buf[start:start + a.nbytes].view(a.dtype)
-    out[:] = a
-    return out
-
-
 @pytest.mark.parametrize("text", [_long_rows("f32", 640, 768), _short_rows("f32")],
                          ids=["segments", "rows"])
 def test_an_unaligned_array_takes_the_per_lane_path(
@@ -162,9 +154,9 @@ def test_an_unaligned_array_takes_the_per_lane_path(
     else:
         want = np.tanh(np.concatenate([np.exp(x), y], axis=1)).reshape(-1)
     grid, block = tuple(launch["grid"]), tuple(launch["block"])
-    for source, misplace_out in ((x, False), (_misaligned(x.reshape(-1), 16), False),
+    for source, misplace_out in ((x, False), (misaligned(x.reshape(-1), 16), False),
                                  (x, True)):
         result = np.full(want.shape, np.nan, np.float32)
-        target = _misaligned(result, 16) if misplace_out else result
+        target = misaligned(result, 16) if misplace_out else result
         kernel[grid, block](source.reshape(-1), y.reshape(-1), target)
         np.testing.assert_allclose(target, want, rtol=2e-5, atol=2e-5)
