@@ -52,15 +52,25 @@ from fusec.analysis.view_operands import (
     read_directly,
 )
 from fusec.dialects import nn
+from fusec.dialects.element_types import BY_DEVICE_DTYPE
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape, numel
 
 if TYPE_CHECKING:  # the plan holds the width: imported for types only
     from fusec.scheduling.transposed_plan import TransposedPlan
 
-LANE_CHOICES = {"float32": (4,), "float16": (4, 2), "uint16": (4, 2)}
-"""Lanes per access by device dtype, widest first: 16 bytes of f32; 8 or 4
-bytes of halves (bf16 is stored as uint16 bits). Other types stay scalar."""
+WIDE_LANES = {4: (4,), 2: (4, 2)}
+"""Lanes per wide access of a float element of this many bytes, widest
+first: the words the prelude's wide helpers move (16 bytes of f32; 8 or 4
+bytes of halves). Other types stay scalar."""
+
+
+def lane_choices(dtype: str) -> tuple[int, ...]:
+    """Lanes per wide access of an array of device dtype `dtype` (bf16 is
+    stored as uint16 bits: `dialects/element_types.py`), widest first; ()
+    for a type that moves one element per access."""
+    row = BY_DEVICE_DTYPE.get(dtype)
+    return WIDE_LANES.get(row.width, ()) if row is not None and row.is_float else ()
 
 
 class LaneRead(Enum):
@@ -239,13 +249,13 @@ def wide_inputs(body: GroupBody, reads: list[tuple[BlockArgument, LaneRead]], la
                 ) -> frozenset[int] | None:
     """The group inputs (by number) `reads` load wide, when every input is
     read only wide or only uniform and each wide one has an access of
-    `lanes` elements (`LANE_CHOICES`); else None."""
+    `lanes` elements (`lane_choices`); else None."""
     kinds: dict[BlockArgument, set[LaneRead]] = {}
     for arg, kind in reads:
         kinds.setdefault(arg, set()).add(kind)
     wide = {arg for arg, ks in kinds.items() if ks == {LaneRead.WIDE}}
     if any(ks not in ({LaneRead.WIDE}, {LaneRead.UNIFORM}) for ks in kinds.values()) or any(
-            lanes not in LANE_CHOICES.get(dtype_name(arg), ()) for arg in wide):
+            lanes not in lane_choices(dtype_name(arg)) for arg in wide):
         return None
     return frozenset(body.arg_index(a) for a in wide)
 
@@ -264,7 +274,7 @@ def result_dtype(body: GroupBody, shape: Shape) -> str | None:
 
 def flat_vector(plan: TransposedPlan) -> FlatVector:
     """The widest access every read and store of the flat kernel of `plan`
-    makes wide or uniform (`LANE_CHOICES`), else one element per access."""
+    makes wide or uniform (`lane_choices`), else one element per access."""
     body, shape = plan.body, plan.shape
     axis = innermost_axis(shape)
     if plan.axes is not None or axis is None or any(
@@ -273,7 +283,7 @@ def flat_vector(plan: TransposedPlan) -> FlatVector:
     dtype = result_dtype(body, shape)
     if dtype is None:
         return SCALAR_ACCESS
-    for lanes in LANE_CHOICES.get(dtype, ()):
+    for lanes in lane_choices(dtype):
         if shape[axis] % lanes or plan.unroll % lanes:
             continue
         reads = point_reads(plan, axis, lanes)

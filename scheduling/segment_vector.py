@@ -44,11 +44,11 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import Shape
 from fusec.scheduling.concat_segments import segments
 from fusec.scheduling.flat_vector import (
-    LANE_CHOICES,
     SCALAR_ACCESS,
     FlatVector,
     LaneRead,
     innermost_axis,
+    lane_choices,
     point_reads,
     result_dtype,
     root_reads,
@@ -103,7 +103,7 @@ def _segment_vector(plan: TransposedPlan, concat: nn.ConcatOp, k: int, offset: i
     axis = innermost_axis(shape)
     if axis is None or axis != innermost_axis(plan.shape):
         return SCALAR_ACCESS
-    for lanes in LANE_CHOICES.get(dtype, ()):
+    for lanes in lane_choices(dtype):
         if (shape[axis] % lanes or plan.shape[axis] % lanes or plan.unroll % lanes
                 or (axis == concat.axis and offset % lanes)):
             continue
