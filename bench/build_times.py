@@ -14,7 +14,15 @@ then `ptxas -v`), in one child process without the simulator, after a warm-up
 compile. Printed per kernel: the seconds of each stage, the unit's source
 bytes, the PTX's `mma.sync` count, its local-memory instructions
 (`ld.local`/`st.local`: anything numba or NVVM left in local memory) and
-ptxas's registers and spill bytes.
+ptxas's registers and spill bytes. `--json FILE` writes the rows with two
+more facts: the CPU seconds of the front end and NVVM together (`cpu_s`,
+less disturbed than wall seconds by other processes on a shared machine)
+and the SHA-256 of the cubin (`cubin_sha256`) built from the PTX with
+numba's per-process numbering taken out of its names, so that a change of
+the code generator meant to leave the machine code as it was can be checked
+kernel by kernel.
+
+    python -m fusec.bench.build_times OUT --json before.json
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from fusec.codegen.ptx import kernel_workdir, program_signatures, run_without_si
 from fusec.runtime.compiled_model import read_out
 
 _CHILD = r"""
-import json, re, subprocess, sys, tempfile, time, types
+import hashlib, json, re, subprocess, sys, tempfile, time, types
 from pathlib import Path
 from numba import cuda
 from numba.cuda import types as nt
@@ -56,6 +64,22 @@ def timed(*args, **kwargs):
 nvvm.compile_ir = timed
 
 
+def unnumbered(ptx):
+    # numba's mangled names hold a per-process function number (`B3v46`) and
+    # a tag of its compile flags, which the helpers a kernel calls change;
+    # shared arrays are numbered per process (`_cudapy_smem_7`): with the
+    # entry named `K` and the numbers counted from 0 in each PTX, the same
+    # instructions give the same cubin whatever was compiled before
+    entry = re.search(r"\.entry (\S+)\(", ptx)
+    if entry:
+        ptx = ptx.replace(entry.group(1)[3:], "K")
+    names = {}
+    ptx = re.sub(r"B(\d+)v(\d+)", lambda m: "B2v0" if int(m.group(1)) == len(m.group(2)) + 1
+                 else m.group(0), ptx)
+    return re.sub(r"_cudapy_smem_\d+",
+                  lambda m: names.setdefault(m.group(0), f"_cudapy_smem_{len(names)}"), ptx)
+
+
 @cuda.jit
 def warm(a):
     a[0] = 1.0
@@ -67,26 +91,28 @@ for unit in job["units"]:
     exec(compile(unit["source"], "<fusec kernel>", "exec"), module.__dict__)
     sig = tuple(nt.Array(getattr(nt, t), n, "C") for n, t in unit["signature"])
     spent["nvvm"] = 0.0
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.process_time()
     ptx, _ = cuda.compile_ptx(getattr(module, unit["name"]).py_func, sig, cc=tuple(job["cc"]))
-    total = time.perf_counter() - begin
+    total, cpu = time.perf_counter() - begin, time.process_time() - cpu
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "k.ptx").write_text(ptx)
+        (Path(tmp) / "k.ptx").write_text(unnumbered(ptx))
         begin = time.perf_counter()
         done = subprocess.run([job["ptxas"], "-arch=" + job["arch"], "-v", "-o",
                                str(Path(tmp) / "k.cubin"), str(Path(tmp) / "k.ptx")],
                               capture_output=True, text=True, check=False)
         ptxas = time.perf_counter() - begin
+        cubin = (Path(tmp) / "k.cubin").read_bytes() if done.returncode == 0 else b""
     report = done.stdout + done.stderr
     regs = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
     print(json.dumps({
         "label": unit["label"], "frontend_s": total - spent["nvvm"], "nvvm_s": spent["nvvm"],
-        "ptxas_s": ptxas, "source_bytes": len(unit["source"]),
+        "ptxas_s": ptxas, "cpu_s": cpu, "source_bytes": len(unit["source"]),
         "mma": ptx.count("mma.sync"), "local": len(re.findall(r"\b(?:ld|st)\.local", ptx)),
         "ld_shared": len(re.findall(r"\bld\.shared", ptx)),
         "registers": int(regs.group(1)) if regs else None,
         "spill_bytes": int(spills.group(1)) + int(spills.group(2)) if spills else None,
+        "cubin_sha256": hashlib.sha256(cubin).hexdigest() if cubin else None,
     }), flush=True)
 """
 
@@ -131,12 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="an OUT folder written by fusec")
     parser.add_argument("--only", default="", help="kernels whose name contains this")
+    parser.add_argument("--json", type=Path, help="also write the rows here, with each "
+                        "kernel's CPU seconds to PTX and its cubin's SHA-256")
     args = parser.parse_args(argv)
     try:
         rows = measure(args.out, args.only)
     except FusecError as err:
         print(err.render(), file=sys.stderr)
         return 1
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
     print("| kernel | kernels | front end s | NVVM s | ptxas s | source B | mma.sync | "
           "local ld/st | registers | spill B |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

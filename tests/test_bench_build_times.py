@@ -6,6 +6,7 @@ for how long anything took."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -42,6 +43,24 @@ def test_one_row_per_distinct_kernel(tmp_path: Path, no_ptxas_probe: None,
         assert front > 0 and nvvm > 0 and ptxas > 0
         assert int(row[6]) == 0 and int(row[7]) == 0  # no mma.sync, no local memory
         assert int(row[8]) > 0 and int(row[9]) == 0  # registers, no spills
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+def test_a_cubin_digest_does_not_depend_on_what_was_built_before(
+        tmp_path: Path, no_ptxas_probe: None) -> None:
+    """numba numbers functions and shared arrays per process: the digest of
+    a kernel built after others is the digest of it built alone."""
+    model = tmp_path / "model.mlir"
+    model.write_text(MODEL)
+    out = tmp_path / "out"
+    assert fusec([str(model), "-o", str(out), "--no-fusion", "--target", "h200"]) == 0
+    assert main([str(out), "--json", str(tmp_path / "all.json")]) == 0
+    rows = json.loads((tmp_path / "all.json").read_text())
+    assert len({r["cubin_sha256"] for r in rows}) == 2 and all(r["cpu_s"] > 0 for r in rows)
+    last = sorted(rows, key=lambda r: r["label"])[-1]
+    assert main([str(out), "--only", last["label"], "--json", str(tmp_path / "one.json")]) == 0
+    (alone,) = json.loads((tmp_path / "one.json").read_text())
+    assert alone["cubin_sha256"] == last["cubin_sha256"]
 
 
 def test_a_folder_that_is_not_an_out_is_an_error(tmp_path: Path,
