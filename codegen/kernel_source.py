@@ -45,8 +45,11 @@ import sys
 
 import numba
 import numpy as np
+from llvmlite import ir as _ir
 from numba import boolean, cuda, float32, float64, int32, int64, uint16, uint32, uint64
+from numba.core import types as _t
 from numba.cuda import libdevice
+from numba.cuda.extending import intrinsic
 from numba.types import float16
 
 # The control-flow analysis of numba recurses once per basic block: a kernel
@@ -90,19 +93,36 @@ else:
     ieee_exp, ieee_log, ieee_sqrt = math.exp, math.log, math.sqrt
     ieee_tanh, ieee_erf, ieee_pow = math.tanh, math.erf, math.pow
 
+    # The helpers below are intrinsics, not `inline=True` device functions:
+    # numba inlines those by copying their IR into the basic block of each call,
+    # which it then types and rewrites with passes that grow faster than the
+    # block (a bf16 GEMM tile reads 80 bf16 values per K step). An intrinsic
+    # is one typed call that writes its LLVM IR directly; the instructions
+    # are the same (tests/test_prelude_intrinsics.py compares the PTX).
+
     # f32 exp as 2^(x log2 e) on the special-function unit (ex2.approx: 2
     # instructions, not the 16 of expf), as torch.compile emits it; under
-    # 1e-5 relative error for |x| < 80 (docs/running.md, fusec run).
-    @cuda.jit(device=True, inline=True)
-    def fast_exp(x):
-        return libdevice.exp2f(float32(x) * float32(1.4426950408889634))
+    # 1e-5 relative error for |x| < 80 (docs/running.md, fusec run):
+    # `libdevice.exp2f(float32(x) * float32(1.4426950408889634))`.
+    @intrinsic
+    def fast_exp(typingctx, x):
+        def codegen(context, builder, sig, args):
+            f = context.cast(builder, args[0], sig.args[0], _t.float32)
+            y = builder.fmul(f, context.get_constant(_t.float32, 1.4426950408889634))
+            return context.get_function(libdevice.exp2f, _t.float32(_t.float32))(builder, [y])
+        return _t.float32(x), codegen
 
     # bf16 lives in device memory as its uint16 bits: widened in registers by
     # a shift, rounded to nearest even on store (`f32_to_bf16`, with the
-    # other intrinsics in the wide-access prelude).
-    @cuda.jit(device=True, inline=True)
-    def bf16_to_f32(bits):
-        return libdevice.int_as_float(int32(uint32(bits) << uint32(16)))
+    # other intrinsics in the wide-access prelude):
+    # `libdevice.int_as_float(int32(uint32(bits) << uint32(16)))`.
+    @intrinsic
+    def bf16_to_f32(typingctx, bits):
+        def codegen(context, builder, sig, args):
+            word = context.cast(builder, args[0], sig.args[0], _t.uint32)
+            return builder.bitcast(builder.shl(word, _ir.Constant(_ir.IntType(32), 16)),
+                                   _ir.FloatType())
+        return _t.float32(bits), codegen
 """ + WIDE_ACCESS_PRELUDE
 
 

@@ -32,10 +32,6 @@ are NumPy views of the same bytes, so both paths run on the CPU.
 from __future__ import annotations
 
 WIDE_ACCESS_PRELUDE = """
-from llvmlite import ir as _ir
-from numba.core import types as _t
-from numba.cuda.extending import intrinsic
-
 if numba.cuda.core.config.ENABLE_CUDASIM:
 
     def _raw(a):
@@ -212,8 +208,8 @@ else:
 
     bf16x2_bits, f16x2_bits = _pair_bits("bf16x2"), _pair_bits("f16x2")
 """
-"""Prelude text defining the helpers above (after the kernel prelude's
-imports), in the simulator and on the GPU."""
+"""Prelude text defining the helpers above (after the kernel prelude, whose
+imports it uses: `_ir`, `_t`, `intrinsic`), in the simulator and on the GPU."""
 
 WORD_TYPES = {2: "uint32", 4: "uint64"}
 """The word a wide access of 2 or 4 halves moves."""
