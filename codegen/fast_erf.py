@@ -52,26 +52,62 @@ ERF_Q = (1.0, 0.6812665462493896, 0.19487696886062622, 0.030671682208776474,
 ERF_ERROR_BOUND = 2.0 ** -19
 """Relative error bound of `half_erf`; `half_gelu`'s error is below it times |x|."""
 
-def one_instruction_device(name: str, instruction: str) -> str:
-    """A block of the prelude's GPU branch defining `name(x)`, an f32
-    intrinsic of one PTX `instruction` (`rcp.approx.ftz.f32`, ...)."""
-    return f"""\
-    @intrinsic
-    def {name}(typingctx, x):
-        def codegen(context, builder, sig, args):
-            f = context.cast(builder, args[0], sig.args[0], _t.float32)
-            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
-            return builder.asm(fnty, "{instruction} $0, $1;", "=f,f", [f], False)
-        return _t.float32(x), codegen
+F32_IR_DEVICE = """\
+    # Writes f32 LLVM IR for the intrinsics below: libdevice calls, single PTX
+    # instructions and branches, the instructions the `inline=True` device
+    # functions they replace gave (tests/test_prelude_intrinsics.py). Those
+    # had numba copy and type their IR again at every call.
+    class _F32Ir:
+        def __init__(self, context, builder):
+            self.context, self.builder = context, builder
+
+        def const(self, value):
+            return self.context.get_constant(_t.float32, value)
+
+        def arg(self, value, ty):
+            return self.context.cast(self.builder, value, ty, _t.float32)
+
+        def mul(self, a, b):
+            return self.builder.fmul(a, b)
+
+        def call(self, fn, *args):  # a libdevice function of f32s
+            sig = _t.float32(*[_t.float32] * len(args))
+            return self.context.get_function(fn, sig)(self.builder, list(args))
+
+        def fma(self, a, b, c):
+            return self.call(libdevice.fmaf, a, b, c)
+
+        # (c_n w + c_n-1) w + ... + c_0 in fmaf steps (not fmul + fadd, which
+        # LLVM would rewrite: `w * -c + d` as `d - w * c`, two instructions)
+        def horner(self, coefficients, w):
+            acc = self.const(coefficients[-1])
+            for c in coefficients[-2::-1]:
+                acc = self.fma(acc, w, self.const(c))
+            return acc
+
+        def asm(self, instruction, *args):  # one PTX instruction of f32s
+            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()] * len(args))
+            places = ", ".join(f"${i}" for i in range(len(args) + 1))
+            constraints = ",".join(["=f"] + ["f"] * len(args))
+            return self.builder.asm(fnty, f"{instruction} {places};", constraints,
+                                    list(args), False)
+
+        def pick(self, cond, then, otherwise):  # a branch and a phi, as `a if c else b`
+            with self.builder.if_else(cond) as (on_then, on_otherwise):
+                with on_then:
+                    a, a_block = then(), self.builder.block
+                with on_otherwise:
+                    b, b_block = otherwise(), self.builder.block
+            phi = self.builder.phi(_ir.FloatType())
+            phi.add_incoming(a, a_block)
+            phi.add_incoming(b, b_block)
+            return phi
 """
-
-
-RCP_APPROX_DEVICE = one_instruction_device("_rcp_approx", "rcp.approx.ftz.f32")
-"""The device's `_rcp_approx(x)`: 1 / x within 1 ulp (`rcp.approx.ftz`, one
-instruction), as a block of the prelude's GPU branch; shared with
+"""A block of the prelude's GPU branch defining `_F32Ir`, which the fast
+erf and tanh intrinsics write their IR with; shared with
 `codegen/fast_tanh.py`, whose prelude leaves it out where this one has it."""
 
-FAST_ERF_NAMES = ("half_erf", "half_gelu", "_f32_value", "_rcp_approx", "_fma_sat")
+FAST_ERF_NAMES = ("half_erf", "half_gelu", "_f32_value", "_F32Ir")
 """Top-level names `fast_erf_prelude` binds in kernels.py."""
 
 
@@ -84,18 +120,28 @@ def gelu_coefficients() -> tuple[tuple[float, ...], tuple[float, ...]]:
     return p, q
 
 
+def f32_repr(value: float) -> str:
+    """The float32 nearest `value`, written as a Python float."""
+    return repr(float(np.float32(value)))
+
+
 def f32_lit(value: float) -> str:
     """`float32(<the float32 nearest value>)`: the literal the kernels use."""
-    return f"float32({float(np.float32(value))!r})"
+    return f"float32({f32_repr(value)})"
 
 
-def horner(coefficients: tuple[float, ...], w: str, fma: str = "") -> str:
-    """`(((c5 * w + c4) * w + ...) * w + c0)` with float32 literals; with
-    `fma`, each step a call of that function (on the GPU libdevice's fmaf:
-    LLVM rewrites `w * -c + d` as `d - w * c`, a multiply and a subtract)."""
+def f32_tuple(values: tuple[float, ...]) -> str:
+    """The float32 values nearest `values`, as a Python tuple literal (what an
+    intrinsic's codegen hands `_F32Ir.horner`)."""
+    return "(" + ", ".join(f32_repr(v) for v in values) + ",)"
+
+
+def horner(coefficients: tuple[float, ...], w: str) -> str:
+    """`(((c5 * w + c4) * w + ...) * w + c0)` with float32 literals (the
+    simulator's form; the GPU's is `_F32Ir.horner`, a chain of fmaf)."""
     expr = f32_lit(coefficients[-1])
     for c in coefficients[-2::-1]:
-        expr = f"{fma}({expr}, {w}, {f32_lit(c)})" if fma else f"({expr} * {w} + {f32_lit(c)})"
+        expr = f"({expr} * {w} + {f32_lit(c)})"
     return expr
 
 
@@ -104,8 +150,8 @@ def fast_erf_prelude() -> str:
     `kernel_source.kernel_prelude` only when a kernel calls them, so kernels
     of programs without half erf or gelu are unchanged)."""
     gp, gq = gelu_coefficients()
-    fma = "libdevice.fmaf"
     z_clamp, x_clamp = f32_lit(ERF_CLAMP), f32_lit(ERF_CLAMP * math.sqrt(2.0))
+    x_lim = f32_repr(ERF_CLAMP * math.sqrt(2.0))
     return f"""
 
 # erf for values rounded to f16/bf16: a rational fit within 2^-19 relative,
@@ -130,26 +176,35 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
             return _f32_value(x * np.clip(t, float32(0.0), float32(1.0)))
 else:
 
-{RCP_APPROX_DEVICE}
-    # a * b + c clamped to [0, 1] (NaN to 0): one fma with the .sat modifier.
+{F32_IR_DEVICE}
+    # erf of f32 z: zc = z clamped to +-{f32_repr(ERF_CLAMP)} (a branch; copysign keeps
+    # the sign, NaN goes through), then zc P(w) rcp(Q(w)) with w = zc^2:
+    # each polynomial a chain of fmaf, one rcp.approx dividing.
     @intrinsic
-    def _fma_sat(typingctx, a, b, c):
+    def half_erf(typingctx, z):
         def codegen(context, builder, sig, args):
-            fs = [context.cast(builder, v, t, _t.float32) for v, t in zip(args, sig.args)]
-            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()] * 3)
-            return builder.asm(fnty, "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", fs, False)
-        return _t.float32(a, b, c), codegen
+            f = _F32Ir(context, builder)
+            z, clamp = f.arg(args[0], sig.args[0]), f.const({f32_repr(ERF_CLAMP)})
+            big = builder.fcmp_ordered(">", f.call(libdevice.fabsf, z), clamp)
+            zc = f.pick(big, lambda: f.call(libdevice.copysignf, clamp, z), lambda: z)
+            w = f.mul(zc, zc)
+            p = f.mul(zc, f.horner({f32_tuple(ERF_P)}, w))
+            return f.mul(p, f.asm("rcp.approx.ftz.f32", f.horner({f32_tuple(ERF_Q)}, w)))
+        return _t.float32(z), codegen
 
-    @cuda.jit(device=True, inline=True)
-    def half_erf(z):
-        zc = math.copysign({z_clamp}, z) if abs(z) > {z_clamp} else float32(z)
-        w = zc * zc
-        return zc * {horner(ERF_P, "w", fma)} * _rcp_approx({horner(ERF_Q, "w", fma)})
-
-    @cuda.jit(device=True, inline=True)
-    def half_gelu(x):
-        xc = libdevice.fminf(libdevice.fmaxf(x, -{x_clamp}), {x_clamp})
-        v = xc * xc
-        return x * _fma_sat(xc * {horner(gp, "v", fma)}, _rcp_approx({horner(gq, "v", fma)}),
-                            float32(0.5))
+    # gelu of f32 x: xc = fminf(fmaxf(x, -c), c) with c = {x_lim}, v = xc^2, then
+    # x times xc P~(v) rcp(Q~(v)) + 0.5 on one fma with .sat (clamped to
+    # [0, 1], NaN to 0).
+    @intrinsic
+    def half_gelu(typingctx, x):
+        def codegen(context, builder, sig, args):
+            f = _F32Ir(context, builder)
+            x = f.arg(args[0], sig.args[0])
+            xc = f.call(libdevice.fmaxf, x, f.const(-{x_lim}))
+            xc = f.call(libdevice.fminf, xc, f.const({x_lim}))
+            v = f.mul(xc, xc)
+            p = f.mul(xc, f.horner({f32_tuple(gp)}, v))
+            r = f.asm("rcp.approx.ftz.f32", f.horner({f32_tuple(gq)}, v))
+            return f.mul(x, f.asm("fma.rn.sat.f32", p, r, f.const(0.5)))
+        return _t.float32(x), codegen
 """

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 
-from fusec.codegen.fast_erf import RCP_APPROX_DEVICE, f32_lit, horner, one_instruction_device
+from fusec.codegen.fast_erf import F32_IR_DEVICE, f32_lit, f32_repr, f32_tuple, horner
 
 TANH_SMALL = 0.4
 """|x| below which the odd polynomial gives tanh(x) (tanh(0.4) = 0.38: the
@@ -68,10 +68,7 @@ TANH_ERROR_BOUND = 2.0 ** -18
 GELU_TANH_ERROR_BOUND = 2.0 ** -20
 """`half_gelu_tanh(x)` is within this times |x| of the tanh-form gelu."""
 
-EX2_APPROX_DEVICE = one_instruction_device("_ex2_approx", "ex2.approx.ftz.f32")
-"""The device's `_ex2_approx(x)`: 2^x (`ex2.approx.ftz`, one instruction)."""
-
-FAST_TANH_NAMES = ("half_tanh", "half_gelu_tanh", "_ex2_approx", "_rcp_approx")
+FAST_TANH_NAMES = ("half_tanh", "half_gelu_tanh", "_F32Ir")
 """Top-level names `fast_tanh_prelude` binds in kernels.py."""
 
 
@@ -82,14 +79,13 @@ def gelu_tanh_coefficients() -> tuple[float, float]:
     return c, c * 0.044715
 
 
-def fast_tanh_prelude(rcp: bool = True) -> str:
+def fast_tanh_prelude(f32_ir: bool = True) -> str:
     """The kernel-prelude text defining `half_tanh` and `half_gelu_tanh`
     (read by `kernel_source.kernel_prelude` only when a kernel calls them).
-    With `rcp` False it leaves out `_rcp_approx`, which the fast erf prelude
+    With `f32_ir` False it leaves out `_F32Ir`, which the fast erf prelude
     placed before it already defines."""
-    a1, a3 = (f32_lit(c) for c in gelu_tanh_coefficients())
-    fma = "libdevice.fmaf"
-    small2, k = f32_lit(TANH_SMALL * TANH_SMALL), f32_lit(TWO_LOG2_E)
+    a1, a3 = gelu_tanh_coefficients()
+    small2, k = TANH_SMALL * TANH_SMALL, TWO_LOG2_E
     one, two = "float32(1.0)", "float32(2.0)"
     return f"""
 
@@ -103,29 +99,42 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
         with np.errstate(over="ignore", invalid="ignore"):  # the form not taken
             w = x * x
             p = x * ({horner(TANH_Q, "w")} * w + {one})
-            y = np.copysign({one} - {two} / (np.exp2(np.abs(x) * {k}) + {one}), x)
-        return np.asarray(np.where(w < {small2}, p, y), np.float32)[()]
+            y = np.copysign({one} - {two} / (np.exp2(np.abs(x) * {f32_lit(k)}) + {one}), x)
+        return np.asarray(np.where(w < {f32_lit(small2)}, p, y), np.float32)[()]
 
     def half_gelu_tanh(x):
         x = np.asarray(x, np.float32)
         with np.errstate(over="ignore", invalid="ignore"):  # -inf * 0: NaN, as on the GPU
-            e = np.exp2(x * (x * x * {a3} + {a1}))
+            e = np.exp2(x * (x * x * {f32_lit(a3)} + {f32_lit(a1)}))
             return np.asarray(x * ({one} / (e + {one})), np.float32)[()]
 else:
-{RCP_APPROX_DEVICE if rcp else ""}
-{EX2_APPROX_DEVICE}
-    # Both forms computed, then picked: a select, not a branch.
-    @cuda.jit(device=True, inline=True)
-    def half_tanh(x):
-        x = float32(x)
-        w = x * x
-        p = x * {fma}({horner(TANH_Q, "w", fma)}, w, {one})
-        r = _rcp_approx(_ex2_approx(abs(x) * {k}) + {one})
-        y = math.copysign({fma}(r, float32(-2.0), {one}), x)
-        return p if w < {small2} else y
+{F32_IR_DEVICE if f32_ir else ""}
+    # tanh of f32 x, both forms computed, then picked (a branch LLVM makes a
+    # select): p = x fmaf(Q(w), w, 1) with w = x^2, and y = copysign(fmaf(r,
+    # -2, 1), x) with r = rcp(ex2(|x| * {f32_repr(k)}) + 1).
+    @intrinsic
+    def half_tanh(typingctx, x):
+        def codegen(context, builder, sig, args):
+            f = _F32Ir(context, builder)
+            x, one = f.arg(args[0], sig.args[0]), f.const(1.0)
+            w = f.mul(x, x)
+            p = f.mul(x, f.fma(f.horner({f32_tuple(TANH_Q)}, w), w, one))
+            ax = f.mul(f.call(libdevice.fabsf, x), f.const({f32_repr(k)}))
+            e = f.asm("ex2.approx.ftz.f32", ax)
+            r = f.asm("rcp.approx.ftz.f32", builder.fadd(e, one))
+            y = f.call(libdevice.copysignf, f.fma(r, f.const(-2.0), one), x)
+            small = builder.fcmp_ordered("<", w, f.const({f32_repr(small2)}))
+            return f.pick(small, lambda: p, lambda: y)
+        return _t.float32(x), codegen
 
-    @cuda.jit(device=True, inline=True)
-    def half_gelu_tanh(x):
-        x = float32(x)
-        return x * _rcp_approx(_ex2_approx(x * {fma}(x * x, {a3}, {a1})) + {one})
+    # tanh-form gelu of f32 x: x rcp(ex2(x fmaf(x^2, A3, A1)) + 1).
+    @intrinsic
+    def half_gelu_tanh(typingctx, x):
+        def codegen(context, builder, sig, args):
+            f = _F32Ir(context, builder)
+            x = f.arg(args[0], sig.args[0])
+            u = f.mul(x, f.fma(f.mul(x, x), f.const({f32_repr(a3)}), f.const({f32_repr(a1)})))
+            e = f.asm("ex2.approx.ftz.f32", u)
+            return f.mul(x, f.asm("rcp.approx.ftz.f32", builder.fadd(e, f.const(1.0))))
+        return _t.float32(x), codegen
 """

@@ -230,7 +230,7 @@ def kernel_prelude(kernel_texts: Sequence[str]) -> str:
     if erf:
         prelude += fast_erf_prelude()
     if calls(("half_tanh", "half_gelu_tanh")):
-        prelude += fast_tanh_prelude(rcp=not erf)  # one `_rcp_approx`
+        prelude += fast_tanh_prelude(f32_ir=not erf)  # one `_F32Ir`
     if calls(TRIG_NAMES):
         prelude += TRIG_PRELUDE
     rows = calls(MMA_ROW_NAMES)

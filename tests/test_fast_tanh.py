@@ -162,13 +162,13 @@ def test_half_tanh_ops_in_the_simulator(op: str, dtype: str) -> None:
 
 
 def test_half_erf_and_tanh_in_one_program_share_the_reciprocal() -> None:
-    """Both cheap preludes in one kernels.py: `_rcp_approx` defined once."""
+    """Both cheap preludes in one kernels.py: `_F32Ir` defined once."""
     text = _program(TANH, "f16").replace("  func.return %e", (
         '  %g = nn.gelu %e {approximate = "none"} : tensor<4x64xf16>\n  func.return %g'))
     program = check(text, "f16", launches=1, pipeline=FUSED)
     source = program.kernels_source
     assert "= half_tanh(" in source and "= half_gelu(" in source
-    assert source.count("def _rcp_approx(") == 1
+    assert source.count("class _F32Ir:") == 1
 
 
 def _per_element(op: str) -> tuple[float, str]:

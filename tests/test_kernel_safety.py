@@ -36,7 +36,7 @@ ALLOWED_IMPORTS = {"math", "numpy", "numba", "numba.types", "numba.cuda", "llvml
 # The prelude's statements other than imports (the simulator's IEEE helpers).
 PRELUDE_BLOCKS = {ast.dump(n) for n in
                   ast.parse(KERNEL_PRELUDE + fast_erf_prelude() + fast_tanh_prelude()
-                            + fast_tanh_prelude(rcp=False) + TRIG_PRELUDE + MMA_PRELUDE
+                            + fast_tanh_prelude(f32_ir=False) + TRIG_PRELUDE + MMA_PRELUDE
                             + MMA_ROW_PRELUDE).body
                   if not isinstance(n, ast.Import | ast.ImportFrom)}
 

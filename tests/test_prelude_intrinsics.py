@@ -1,9 +1,11 @@
-"""The kernel prelude's `fast_exp` and `bf16_to_f32` are intrinsics that write
-their LLVM IR directly (codegen/kernel_source.py): numba copies the IR of an
-`inline=True` device function into every call's basic block and types and
-rewrites it there, which made a bf16 GEMM with a gelu epilogue take 7.4 s to
-build (3.8 s as intrinsics, the same cubin). Their PTX must be the PTX of the
-device functions they replace, written out below.
+"""The kernel prelude's `fast_exp` and `bf16_to_f32` (codegen/kernel_source.py)
+and the half-precision `half_erf`, `half_gelu` (codegen/fast_erf.py),
+`half_tanh` and `half_gelu_tanh` (codegen/fast_tanh.py) are intrinsics that
+write their LLVM IR directly: numba copies the IR of an `inline=True` device
+function into every call's basic block and types and rewrites it there,
+which made a bf16 GEMM with a gelu epilogue take 7.4 s to build (3.8 s as
+intrinsics, the same cubin). Their PTX must be the PTX of the device
+functions they replace, written out below.
 
 The PTX comes from numba + NVVM in one subprocess without the simulator (no
 GPU needed)."""
@@ -14,11 +16,26 @@ import json
 
 from test_mma_row import _instructions
 
+from fusec.codegen.fast_erf import ERF_CLAMP, ERF_P, ERF_Q, f32_lit, gelu_coefficients
+from fusec.codegen.fast_tanh import TANH_Q, TANH_SMALL, TWO_LOG2_E, gelu_tanh_coefficients
 from fusec.codegen.kernel_source import kernel_prelude
 from fusec.codegen.ptx import kernel_workdir, run_without_simulator
 
+
+def _fmaf_horner(coefficients: tuple[float, ...], w: str) -> str:
+    """`fmaf(fmaf(c5, w, c4), w, ...)`: the device functions' polynomials."""
+    expr = f32_lit(coefficients[-1])
+    for c in coefficients[-2::-1]:
+        expr = f"libdevice.fmaf({expr}, {w}, {f32_lit(c)})"
+    return expr
+
+
+_GP, _GQ = gelu_coefficients()
+_A1, _A3 = gelu_tanh_coefficients()
+_Z_CLAMP, _X_CLAMP = f32_lit(ERF_CLAMP), f32_lit(ERF_CLAMP * 2.0 ** 0.5)
+
 # The device functions the intrinsics replace, as the prelude had them.
-REPLACED = """
+REPLACED = f"""
 @cuda.jit(device=True, inline=True)
 def old_fast_exp(x):
     return libdevice.exp2f(float32(x) * float32(1.4426950408889634))
@@ -27,10 +44,69 @@ def old_fast_exp(x):
 @cuda.jit(device=True, inline=True)
 def old_bf16_to_f32(bits):
     return libdevice.int_as_float(int32(uint32(bits) << uint32(16)))
+
+
+def _one_instruction(instruction):
+    @intrinsic
+    def f32_asm(typingctx, x):
+        def codegen(context, builder, sig, args):
+            f = context.cast(builder, args[0], sig.args[0], _t.float32)
+            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
+            return builder.asm(fnty, instruction + " $0, $1;", "=f,f", [f], False)
+        return _t.float32(x), codegen
+    return f32_asm
+
+
+@intrinsic
+def old_fma_sat(typingctx, a, b, c):
+    def codegen(context, builder, sig, args):
+        fs = [context.cast(builder, v, t, _t.float32) for v, t in zip(args, sig.args)]
+        fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()] * 3)
+        return builder.asm(fnty, "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f", fs, False)
+    return _t.float32(a, b, c), codegen
+
+
+old_rcp_approx = _one_instruction("rcp.approx.ftz.f32")
+old_ex2_approx = _one_instruction("ex2.approx.ftz.f32")
+
+
+@cuda.jit(device=True, inline=True)
+def old_half_erf(z):
+    zc = math.copysign({_Z_CLAMP}, z) if abs(z) > {_Z_CLAMP} else float32(z)
+    w = zc * zc
+    return zc * {_fmaf_horner(ERF_P, "w")} * old_rcp_approx({_fmaf_horner(ERF_Q, "w")})
+
+
+@cuda.jit(device=True, inline=True)
+def old_half_gelu(x):
+    xc = libdevice.fminf(libdevice.fmaxf(x, -{_X_CLAMP}), {_X_CLAMP})
+    v = xc * xc
+    return x * old_fma_sat(xc * {_fmaf_horner(_GP, "v")},
+                           old_rcp_approx({_fmaf_horner(_GQ, "v")}), float32(0.5))
+
+
+@cuda.jit(device=True, inline=True)
+def old_half_tanh(x):
+    x = float32(x)
+    w = x * x
+    p = x * libdevice.fmaf({_fmaf_horner(TANH_Q, "w")}, w, float32(1.0))
+    r = old_rcp_approx(old_ex2_approx(abs(x) * {f32_lit(TWO_LOG2_E)}) + float32(1.0))
+    y = math.copysign(libdevice.fmaf(r, float32(-2.0), float32(1.0)), x)
+    return p if w < {f32_lit(TANH_SMALL * TANH_SMALL)} else y
+
+
+@cuda.jit(device=True, inline=True)
+def old_half_gelu_tanh(x):
+    x = float32(x)
+    return x * old_rcp_approx(old_ex2_approx(
+        x * libdevice.fmaf(x * x, {f32_lit(_A3)}, {f32_lit(_A1)})) + float32(1.0))
 """
+
+HALF_HELPERS = ("half_erf", "half_gelu", "half_tanh", "half_gelu_tanh")
 
 # Each kernel twice: through the prelude's helper (`new_`) and through the
 # replaced device function (`old_`); f32 `x`, bf16 bits `h`, f32 result `y`.
+# MARKS: an instruction each kernel's PTX must hold (the helper is there).
 KERNELS = {
     # exp of f32 values, and of an f64 one (the helper rounds it to f32 first)
     "exp": """
@@ -53,7 +129,27 @@ KERNELS = {
 """ + "".join(f"        acc += {{p}}bf16_to_f32(h[i + {k}]) * {{p}}fast_exp(x[i + {k}])\n"
               for k in range(8)) + """        y[i] = acc
 """,
+    # each half helper alone: its clamp, select and saturation on one value
+    **{f"one_{helper}": f"""
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = {{p}}{helper}(x[i])
+""" for helper in HALF_HELPERS},
+    # an epilogue's run of them on widened bf16 values, as in a GEMM tile
+    "half_row": """
+    i = cuda.grid(1)
+    if i + 8 < y.size:
+        acc = float32(0.0)
+""" + "".join(f"        acc += {{p}}{h}({{p}}bf16_to_f32(h[i + {k}])) * x[i + {k}]\n"
+              for k, h in enumerate(HALF_HELPERS * 2))
+    + """        y[i] = acc
+""",
 }
+
+MARKS = {"exp": "ex2.approx", "bf16": "shl.b32", "bf16_row": "ex2.approx",
+         "one_half_erf": "rcp.approx", "one_half_gelu": "fma.rn.sat",
+         "one_half_tanh": "ex2.approx", "one_half_gelu_tanh": "ex2.approx",
+         "half_row": "fma.rn.sat"}
 
 _DRIVER = r"""
 import importlib.util, json, sys
@@ -86,7 +182,7 @@ def test_intrinsics_are_the_device_functions_they_replace() -> None:
         ptx = {n: (work / f"{n}.ptx").read_text() for n in names}
     for name in KERNELS:
         new, old = ptx[f"new_{name}"], ptx[f"old_{name}"]
-        assert ("ex2.approx" in new) == ("fast_exp" in KERNELS[name])
+        assert MARKS[name] in new, name
         assert _instructions(new) == _instructions(old), name
 
 
@@ -99,9 +195,12 @@ from pathlib import Path
 work = Path(sys.argv[1])
 module = types.ModuleType("prelude")
 exec((work / "kernels.py").read_text(), module.__dict__)
-print(json.dumps({n: type(getattr(module, n)).__name__ for n in ("fast_exp", "bf16_to_f32")}))
+print(json.dumps({n: type(getattr(module, n)).__name__ for n in NAMES}))
 """
-    with kernel_workdir(kernel_prelude([""]), {}, "fusec-prelude-") as work:
+    names = ("fast_exp", "bf16_to_f32", *HALF_HELPERS)
+    driver = driver.replace("NAMES", repr(names))
+    with kernel_workdir(kernel_prelude([f"{h}(" for h in HALF_HELPERS]), {},
+                        "fusec-prelude-") as work:
         out = run_without_simulator(driver, work, "(prelude intrinsics)")
     kinds = json.loads(out.strip().splitlines()[-1])
-    assert kinds == {"fast_exp": "_Intrinsic", "bf16_to_f32": "_Intrinsic"}
+    assert kinds == dict.fromkeys(names, "_Intrinsic")
