@@ -57,12 +57,12 @@ DetailPlanner = Callable[[GroupOp, GroupOp, Target], object]
 the kind's plan (`RowPlan`, `GemmPlan`, ...). Bad input is an `op_error`."""
 
 DETAIL_PLANNERS: dict[tuple[str, str], DetailPlanner] = {
-    ("numba", "reduction"): plan_rows,
-    ("numba", "contraction"): plan_gemm,
-    ("numba", "attention"): plan_attention,
-    ("numba", "window"): plan_window,
-    ("numba", "pointwise"): plan_pointwise,
-    ("numba", "layout"): plan_layout,
+    (NUMBA_BACKEND, "reduction"): plan_rows,
+    (NUMBA_BACKEND, "contraction"): plan_gemm,
+    (NUMBA_BACKEND, "attention"): plan_attention,
+    (NUMBA_BACKEND, "window"): plan_window,
+    (NUMBA_BACKEND, "pointwise"): plan_pointwise,
+    (NUMBA_BACKEND, "layout"): plan_layout,
 }
 """The detail planner of each (backend, kind) that has one."""
 
