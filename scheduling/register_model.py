@@ -36,6 +36,7 @@ import math
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.decompose_group import decomposed
+from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.gemm_operand_mode import operand_mode
 from fusec.analysis.group_kind import group_kind
 from fusec.analysis.group_memo import planned, recorded
@@ -57,6 +58,7 @@ from fusec.dialects.shapes import numel
 from fusec.scheduling import transposed_plan
 from fusec.scheduling.contraction_schedule import GemmTile, tile_of
 from fusec.scheduling.gemm_shape import analyze_group as analyze_gemm
+from fusec.scheduling.layout_collapse import collapsed
 from fusec.scheduling.pointwise_plan import plan_group, vector_width, wide_arrays
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.transposed_plan import has_views
@@ -184,8 +186,22 @@ def layout_estimate(group: GroupOp, target: Target) -> RegisterEstimate:
     gathers = [op for op in _ops(group) if isinstance(op, nn.GatherOp)]
     if gathers and all(tensor_shape(g.operands[0])[g.axis] == 1 for g in gathers):
         return _make(("gather from a one-entry axis, no index", LAYOUT_NO_INDEX), recomputed)
+    # a wide access moves `lanes` elements on one index (scheduling/flat_vector.py)
+    accesses = per_thread // _layout_lanes(group, schedule)
     return _make(("layout copy", LAYOUT_BASE),
-                 ("elements per thread", LAYOUT_PER_ELEMENT * per_thread), recomputed)
+                 ("accesses per thread", LAYOUT_PER_ELEMENT * accesses), recomputed)
+
+
+def _layout_lanes(group: GroupOp, schedule: ScheduleAttr | None) -> int:
+    """Elements per access of a flat layout copy: its collapsed group's
+    plan's (1 for a group that plan refuses; its writer reports why)."""
+    if not isinstance(schedule, PointwiseSchedule):
+        return 1
+    try:
+        flat = collapsed(group)
+        return transposed_plan.access_lanes(transposed_plan.planned_group(flat, schedule))
+    except FusecError:
+        return 1
 
 
 def contraction_estimate(group: GroupOp, target: Target,

@@ -308,6 +308,15 @@ def passes_edge(plan: TransposedPlan) -> bool:
     return ext_a % plan.tile != 0 or ext_i % plan.tile != 0
 
 
+def access_lanes(plan: TransposedPlan) -> int:
+    """Elements per access of the untiled kernel: the flat schedule's, or
+    for concat segments the narrowest segment's (its loop sets the kernel's
+    registers)."""
+    if plan.concat is not None:
+        return min((v.lanes for v in plan.segment_vectors), default=1)
+    return plan.vector.lanes
+
+
 def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[str, float]]:
     """The register model's parts for this kernel: base, arrays in flight
     per element a thread handles (the tiled kernel: `tile * tile / block`
@@ -315,7 +324,9 @@ def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[st
     clamps or math temporaries."""
     plan = planned_group(group, schedule)
     tiled = plan.axes is not None
-    per_thread = plan.tile // plan.rows if tiled else plan.unroll
+    # a wide access moves `lanes` elements on one index: the flat kernel's
+    # addresses and loop state are per access, not per element
+    per_thread = plan.tile // plan.rows if tiled else plan.unroll // access_lanes(plan)
     arrays = sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1) + len(
         plan.body.outputs) + extra_reads(plan.body.ops, plan.body.args)
     scalars = len(plan.body.args) - sum(1 for a in plan.body.args if numel(tensor_shape(a)) != 1)
