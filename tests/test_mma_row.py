@@ -19,6 +19,7 @@ from test_attention import attention_text
 
 from fusec.codegen.ptx import kernel_workdir, run_without_simulator
 from fusec.compiler.cli import main
+from tests.ptx_driver import ptx_driver
 
 FRAGMENTS = 3  # accumulator fragments in the row
 STEP, SMALL = 72, 512  # words between B fragments; to the small parts
@@ -59,18 +60,7 @@ def _kernel(name: str, element: str, row: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-_DRIVER = r"""
-import importlib.util, json, sys
-from numba import cuda, types
-work = sys.argv[1]
-spec = importlib.util.spec_from_file_location("kernels", work + "/kernels.py")
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-for name in json.load(open(work + "/signatures.json")):
-    sig = (types.float32[::1], types.float32[::1])
-    ptx, _ = cuda.compile_ptx(getattr(module, name).py_func, sig, cc=(9, 0))
-    open(f"{work}/{name}.ptx", "w").write(ptx)
-"""
+_DRIVER = ptx_driver("(types.float32[::1], types.float32[::1])")
 
 
 def _instructions(ptx: str) -> list[str]:

@@ -20,6 +20,7 @@ from fusec.codegen.fast_erf import ERF_CLAMP, ERF_P, ERF_Q, f32_lit, gelu_coeffi
 from fusec.codegen.fast_tanh import TANH_Q, TANH_SMALL, TWO_LOG2_E, gelu_tanh_coefficients
 from fusec.codegen.kernel_source import kernel_prelude
 from fusec.codegen.ptx import kernel_workdir, run_without_simulator
+from tests.ptx_driver import ptx_driver
 
 
 def _fmaf_horner(coefficients: tuple[float, ...], w: str) -> str:
@@ -151,18 +152,7 @@ MARKS = {"exp": "ex2.approx", "bf16": "shl.b32", "bf16_row": "ex2.approx",
          "one_half_tanh": "ex2.approx", "one_half_gelu_tanh": "ex2.approx",
          "half_row": "fma.rn.sat"}
 
-_DRIVER = r"""
-import importlib.util, json, sys
-from numba import cuda, types
-work = sys.argv[1]
-spec = importlib.util.spec_from_file_location("kernels", work + "/kernels.py")
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-for name in json.load(open(work + "/signatures.json")):
-    sig = (types.float32[::1], types.uint16[::1], types.float32[::1])
-    ptx, _ = cuda.compile_ptx(getattr(module, name).py_func, sig, cc=(9, 0))
-    open(f"{work}/{name}.ptx", "w").write(ptx)
-"""
+_DRIVER = ptx_driver("(types.float32[::1], types.uint16[::1], types.float32[::1])")
 
 
 def _source() -> str:
