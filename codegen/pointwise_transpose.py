@@ -204,9 +204,23 @@ def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str
                   for d, size in enumerate(plan.shape)]
         lines += at.coord_lines
         loads, arith, stores = _element(plan, coords, f"_{e}", Ints(itype))
-        parts.append((loads, arith, [f"if ok{e}:", *(_INDENT + s for s in stores)]
-                      if tail else stores))
-    return lines + [line for k in range(3) for part in parts for line in part[k]]
+        parts.append((loads, arith, _guarded(stores, f"ok{e}" if tail else None)))
+    return lines + _in_order(parts)
+
+
+Part = tuple[list[str], list[str], list[str]]
+"""One element's (or access's) loads, arithmetic and stores."""
+
+
+def _guarded(stores: list[str], ok: str | None) -> list[str]:
+    """`stores`, under `if ok:` when the element may lie past the end."""
+    return stores if ok is None else [f"if {ok}:", *(_INDENT + s for s in stores)]
+
+
+def _in_order(parts: list[Part]) -> list[str]:
+    """Every part's loads, then every part's arithmetic, then every part's
+    stores: the loads of a thread's elements are all in flight at once."""
+    return [line for k in range(3) for part in parts for line in part[k]]
 
 
 def _indexed(name: str, raw: str, itype: str, last: int, guards: list[str],
@@ -272,9 +286,8 @@ def _lane_lines(plan: TransposedPlan, block: str, wide: bool) -> list[str]:
             lane_points.append(_Lane(more, at_lane))
         index, loads, arith, stores = _access(plan, vec, wide, f"_{a}", lane_points, itype)
         lines += index
-        parts.append((loads, arith, [f"if ok{a}:", *(_INDENT + s for s in stores)]
-                      if tail else stores))
-    return lines + [line for k in range(3) for part in parts for line in part[k]]
+        parts.append((loads, arith, _guarded(stores, f"ok{a}" if tail else None)))
+    return lines + _in_order(parts)
 
 
 @dataclass(frozen=True)
@@ -359,9 +372,8 @@ def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, ityp
         lines += shift
         loads, arith, stores = _element(plan, coords, f"_{x}", Ints(itype),
                                         _Pinned(concat, seg.operand, local))
-        parts.append((loads, arith, [f"if ok{x}:", *(_INDENT + s for s in stores)]
-                      if guards else stores))
-    return lines + [line for k in range(3) for part in parts for line in part[k]]
+        parts.append((loads, arith, _guarded(stores, f"ok{x}" if guards else None)))
+    return lines + _in_order(parts)
 
 
 def _shifted(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, local: list[str], x: int,
@@ -416,9 +428,8 @@ def _segment_lane_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment,
             points.append(_Lane(more, there, _Pinned(concat, seg.operand, here)))
         index, loads, arith, stores = _access(plan, vec, wide, f"_{x}", points, itype)
         lines += index
-        parts.append((loads, arith, [f"if ok{x}:", *(_INDENT + s for s in stores)]
-                      if guards else stores))
-    return lines + [line for k in range(3) for part in parts for line in part[k]]
+        parts.append((loads, arith, _guarded(stores, f"ok{x}" if guards else None)))
+    return lines + _in_order(parts)
 
 
 @dataclass(frozen=True)
