@@ -21,6 +21,11 @@ cache (counted through `codegen/build_pool.py`'s hook). The table goes to
 the markdown file named on the command line (with date, device and commit,
 $FUSEC_COMMIT or git's) and to stdout.
 
+`--profile DIR` runs each fusec child under cProfile and writes the 40 calls
+of largest cumulative time to `DIR/MODEL-fusec-PHASE.txt` (where a first call's
+seconds go: Dynamo, aot_autograd, fusec's partitioner and compile, kernel
+loading).
+
 `--dry-run` checks the arguments and prints the commands it would run,
 without torch or a GPU (the module imports nothing heavy until a child runs).
 """
@@ -28,9 +33,12 @@ without torch or a GPU (the module imports nothing heavy until a child runs).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
+import io
 import json
 import os
+import pstats
 import shlex
 import subprocess
 import sys
@@ -46,6 +54,9 @@ MODELS = ("gpt2", "resnet50", "llama")
 BACKENDS = ("fusec", "inductor")
 PHASES = ("cold", "warm")
 RESULT_TAG = "FIRST_CALL_RESULT "
+PROFILE_ENV = "FUSEC_FIRST_CALL_PROFILE"
+"""Set by the parent for a child to profile: the text file to write."""
+PROFILE_LINES = 40
 
 
 @dataclass(frozen=True)
@@ -110,11 +121,19 @@ def first_call(model_name: str, backend: str) -> dict[str, Any]:
     model, inputs = build_model(model_name)
     compiled = torch.compile(model, backend=compile_backend(backend))
     torch.cuda.synchronize()
+    profile_to = os.environ.get(PROFILE_ENV) if backend == "fusec" else None
+    profiler = cProfile.Profile() if profile_to else None
     with torch.no_grad():
         begin = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         compiled(*inputs)
         torch.cuda.synchronize()
+        if profiler is not None:
+            profiler.disable()
         seconds = time.perf_counter() - begin
+    if profiler is not None and profile_to:
+        _write_profile(profiler, Path(profile_to), seconds)
     out: dict[str, Any] = {"seconds": seconds}
     if backend == "fusec":
         from fusec.importers.torch.backend import reports
@@ -124,12 +143,23 @@ def first_call(model_name: str, backend: str) -> dict[str, Any]:
     return out
 
 
+def _write_profile(profiler: cProfile.Profile, path: Path, seconds: float) -> None:
+    """The calls of largest cumulative time, as text."""
+    text = io.StringIO()
+    text.write(f"first call: {seconds:.2f} s\n")
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(PROFILE_LINES)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.getvalue())
+
+
 # --- the parent -----------------------------------------------------------------------------
 
 
-def run_child(run: Run, timeout_s: float) -> dict[str, Any]:
-    """The child's result, or {"error": ...}."""
+def run_child(run: Run, timeout_s: float, profile_dir: Path | None = None) -> dict[str, Any]:
+    """The child's result, or {"error": ...}; profiled into `profile_dir` if given."""
     env = {**os.environ, **run.env()}
+    if profile_dir is not None:
+        env[PROFILE_ENV] = str(profile_dir / f"{run.model}-{run.backend}-{run.phase}.txt")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     try:
         proc = subprocess.run(run.command(), env=env, capture_output=True, text=True,
@@ -181,6 +211,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--models", default=",".join(MODELS),
                     help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
+    ap.add_argument("--profile", metavar="DIR", type=Path,
+                    help="profile each fusec child; text summaries go to DIR")
     ap.add_argument("--dry-run", action="store_true", help="print the runs, run nothing")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "BACKEND"), help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -221,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results: dict[tuple[str, str, str], dict[str, Any]] = {}
     for run in runs:
-        results[(run.model, run.backend, run.phase)] = run_child(run, args.timeout)
+        results[(run.model, run.backend, run.phase)] = run_child(run, args.timeout, args.profile)
         print(f"{run.model} {run.backend} {run.phase}: "
               f"{results[(run.model, run.backend, run.phase)]}", flush=True)
     when = datetime.date.today().isoformat()

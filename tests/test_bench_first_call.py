@@ -73,3 +73,18 @@ def test_fusec_is_handed_to_torch_compile_as_its_callable() -> None:
 
     assert first_call.compile_backend("fusec") is fusec_backend
     assert first_call.compile_backend("inductor") == "inductor"
+
+
+def test_profile_names_one_file_per_child(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`--profile DIR` hands each child the text file to write its profile to."""
+    seen: list[str | None] = []
+
+    def fake_run(cmd: list[str], env: dict[str, str], **_: object) -> object:
+        seen.append(env.get(first_call.PROFILE_ENV))
+        return subprocess.CompletedProcess(cmd, 0, first_call.RESULT_TAG + '{"seconds": 1.0}\n', "")
+
+    monkeypatch.setattr(first_call.subprocess, "run", fake_run)
+    run = first_call.plan(["gpt2"], tmp_path)[1]
+    assert first_call.run_child(run, 10.0, tmp_path / "prof") == {"seconds": 1.0}
+    assert first_call.run_child(run, 10.0) == {"seconds": 1.0}
+    assert seen == [str(tmp_path / "prof" / "gpt2-fusec-warm.txt"), None]
