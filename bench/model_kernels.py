@@ -1,0 +1,148 @@
+"""Where a compiled model's time goes on the GPU: its kernels, fusec's and inductor's side by side.
+
+    python3 bench/model_kernels.py MODEL [--dtype f32|f16|bf16] [--backends fusec,inductor]
+        [--top 25] [--iters 5] [--out FILE.md]
+
+MODEL is one of bench/real_models.py's (gpt2, llama, vit, resnet50, gpt2_layer,
+mobilenet_v2), built at full size, converted to the dtype and compiled with each
+backend (fusec's callable `fusec_backend`, inductor by name). After two
+warm-up calls, `torch.profiler` records `--iters` calls; the table lists, per
+backend, the GPU time per call of the kernels that took the most, grouped by
+family (a kernel's name up to its template arguments, digit runs as `#`: one
+GEMM or convolution algorithm is one row whatever its tile sizes, fusec's
+`forward_g#_reduce_mean` one row for every such group), with the count of
+launches per call and the share of the call's GPU time. "GPU busy" is the sum
+of all kernels' times per call; the wall time per call is measured apart
+(CUDA events, the same calls without the profiler) so launch gaps show as
+wall minus busy.
+
+Needs torch and a CUDA GPU; writes markdown to stdout and, with --out, to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from real_models import BUILDERS, build  # noqa: E402  (beside this script)
+
+DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+_DIGITS = re.compile(r"\d+")
+
+
+def family(name: str) -> str:
+    """A kernel's family: its name up to template arguments, digit runs as `#`
+    (tile sizes, fusec's group numbers, inductor's kernel counters)."""
+    text = re.split(r"[<(\[]", name, maxsplit=1)[0].strip() or name
+    return _DIGITS.sub("#", text)[:90]
+
+
+def compiled_model(model_name: str, dtype: str, backend: str) -> tuple[Any, tuple[Any, ...]]:
+    """The model compiled with `backend`, and its inputs, on CUDA in `dtype`."""
+    import torch
+
+    case = build(model_name)
+    torch_dtype = getattr(torch, DTYPES[dtype])
+    module = case.module.to(torch_dtype).cuda()
+    inputs = tuple(t.to(torch_dtype).cuda() if t.is_floating_point() else t.cuda()
+                   for t in case.inputs)
+    if backend == "fusec":
+        from fusec.importers.torch.backend import fusec_backend
+
+        return torch.compile(module, backend=fusec_backend), inputs
+    return torch.compile(module, backend=backend), inputs
+
+
+def wall_ms(fn: Any, inputs: tuple[Any, ...], iters: int) -> float:
+    """Median wall time per call over `iters` calls (CUDA events)."""
+    import torch
+
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*inputs)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def kernel_times(fn: Any, inputs: tuple[Any, ...], iters: int) -> dict[str, tuple[float, int]]:
+    """Per kernel family: GPU microseconds and launches, summed over `iters` calls."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn(*inputs)
+        torch.cuda.synchronize()
+    found: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        row = found[family(event.name)]
+        row[0] += event.device_time
+        row[1] += 1
+    return {k: (v[0], int(v[1])) for k, v in found.items()}
+
+
+def report(model_name: str, dtype: str, backend: str, iters: int, top: int) -> str:
+    """The markdown section of one backend."""
+    import torch
+
+    fn, inputs = compiled_model(model_name, dtype, backend)
+    with torch.no_grad():
+        for _ in range(2):
+            fn(*inputs)
+        torch.cuda.synchronize()
+        wall = wall_ms(fn, inputs, max(iters, 5))
+        times = kernel_times(fn, inputs, iters)
+    busy_us = sum(t for t, _ in times.values()) / iters
+    launches = sum(n for _, n in times.values()) / iters
+    lines = [f"### {backend}: wall {wall:.3f} ms per call, GPU busy {busy_us / 1000:.3f} ms, "
+             f"{launches:.0f} kernels per call", "",
+             "| kernel family | us per call | launches per call | share |",
+             "|---|---:|---:|---:|"]
+    for name, (us, n) in sorted(times.items(), key=lambda kv: -kv[1][0])[:top]:
+        lines.append(f"| `{name}` | {us / iters:.1f} | {n / iters:.0f} | "
+                     f"{us / iters / max(busy_us, 1e-9):.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Profile the model with each backend and print the tables."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", choices=sorted(BUILDERS))
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
+    ap.add_argument("--backends", default="fusec,inductor")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    if args.iters < 1 or args.top < 1:
+        print("error: --iters and --top must be >= 1", file=sys.stderr)
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    text = (f"## {args.model} {args.dtype} on {torch.cuda.get_device_name()}\n\n"
+            + "\n".join(report(args.model, args.dtype, b.strip(), args.iters, args.top)
+                        for b in args.backends.split(",") if b.strip()))
+    print(text)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

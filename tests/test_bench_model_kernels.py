@@ -1,0 +1,31 @@
+"""bench/model_kernels.py groups a profile's kernels by family and imports nothing heavy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import model_kernels  # noqa: E402  (a script beside the benchmarks)
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("sm90_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32",
+     "sm#_xmma_fprop_implicit_gemm_tf#f#_tf#f#_f#_nhwckrsc_nchw_tilesize#x#x#"),
+    ("void cudnn::ops::nchwToNhwcKernel<float, float>(...)", "void cudnn::ops::nchwToNhwcKernel"),
+    ("forward_g12_reduce_mean", "forward_g#_reduce_mean"),
+    ("triton_poi_fused_add_relu_3", "triton_poi_fused_add_relu_#"),
+])
+def test_kernels_group_by_family(name: str, expected: str) -> None:
+    assert model_kernels.family(name) == expected
+
+
+def test_bad_arguments_are_errors() -> None:
+    out = subprocess.run([sys.executable, str(BENCH / "model_kernels.py"), "gpt2", "--iters", "0"],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and "error: --iters" in out.stderr
