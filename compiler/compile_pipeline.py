@@ -10,7 +10,8 @@ fold-empty,decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants,f
   (`--no-fusion` drops it, keeping one kernel per op).
 - `unmerge-broadcasts` lets the readers of a reshape that merges a broadcast
   axis (grouped-query attention's `repeat_kv`) broadcast instead, so no kernel
-  copies the repeated heads (`--no-fusion` drops it too).
+  copies the repeated heads, and matmuls read batch axes that PyTorch's `bmm`
+  form merged unmerged, so its attention fuses (`--no-fusion` drops it too).
 - `cse` and `dce` (xDSL's own passes) run before fusion so that an op written
   twice is computed once and an op nobody reads gets no kernel; a dead reader
   no longer forces its live producer to write its result out, which used to

@@ -35,6 +35,14 @@ broadcast along the batch axis `G`, which `fuse-attention` fuses into one
 kernel reading K and V in place (head `h` reads K head `h // G`). A reader
 that cannot work split keeps the merged value as it was. A `broadcast_to`
 that expands nothing (a group of one) is dropped.
+
+A second seed: a reshape that merges batch axes of a matmul operand,
+`[B, H, S, D]` to `[B*H, S, D]`, the `bmm` form in which PyTorch's
+decompositions write every 4-D matmul (attention's `Q Kᵀ` and `P V` in a
+`torch.compile` graph). The matmul takes the operand unmerged, and a reshape
+that splits a merged value back into the shape of its split form
+(`[B*H, S, S]` to `[B, H, S, S]`) is that split value, so the whole attention
+reaches `fuse-attention` on `[B, H, ...]` with no layout op in its way.
 """
 
 from __future__ import annotations
@@ -120,10 +128,16 @@ class _Unmerger:
                 # expands nothing (a group of one head): no copy either
                 op.results[0].replace_all_uses_with(op.operands[0])
                 self.rewriter.erase_op(op)
-            elif isinstance(op, nn.ReshapeOp) and (seed := _seed(op)) is not None \
+            elif isinstance(op, nn.ReshapeOp) \
+                    and (seed := _seed(op) or _batch_seed(op)) is not None \
                     and all(_splittable(u.operation, seed) for u in op.results[0].uses):
                 self.splits[op.results[0]] = seed
                 self.merges.append(op)
+            elif isinstance(op, nn.ReshapeOp) and (s := self.splits.get(op.operands[0])) \
+                    is not None and tensor_shape(op.results[0]) == tensor_shape(s.value):
+                # splits a merged value back into the split form it came from
+                op.results[0].replace_all_uses_with(s.value)
+                self.rewriter.erase_op(op)
             elif any(v in self.splits for v in op.operands):
                 self._rewrite(op)
         for merge in self.merges:  # what only the rewritten readers read
@@ -361,6 +375,20 @@ def _seed(op: nn.ReshapeOp) -> Split | None:
     if not any(len(g) > 1 and expanded & set(g) for g in groups):
         return None
     return Split(bcast.operands[0], extents, groups)
+
+
+def _batch_seed(op: nn.ReshapeOp) -> Split | None:
+    """The split form of a reshape that merges batch axes of a matmul operand
+    (`[B, H, M, K]` to `[B*H, M, K]`, PyTorch's `bmm` form of a 4-D matmul):
+    the matmul broadcasts batch axes, so it can take them unmerged."""
+    if not any(isinstance(u.operation, nn.MatmulOp) for u in op.results[0].uses):
+        return None
+    extents = tensor_shape(op.operands[0])
+    groups = merge_groups(extents, tensor_shape(op.results[0]))
+    if groups is None or len(groups) < 3 or any(len(g) > 1 for g in groups[-2:]) \
+            or not any(len(g) > 1 for g in groups[:-2]):
+        return None
+    return Split(op.operands[0], extents, groups)
 
 
 def _splittable(reader: Operation, s: Split) -> bool:

@@ -148,3 +148,38 @@ def test_bench_program_is_one_kernel() -> None:
     text = (BENCH / "gqa_attention.mlir").read_text()
     program = compile_text(text, f"{HEAD},fuse-attention{{target=h200}},{TAIL}")
     assert len(program.functions["gqa_attention"].launches) == 1
+
+
+def bmm_attention_text(b: int, h: int, s: int, d: int, dtype: str = "f32") -> str:
+    """Attention as PyTorch's decomposition writes a 4-D matmul: the batch and
+    head axes merged into one (`[B*H, S, D]`), a 3-D matmul, then split again."""
+    t = lambda *shape: tensor(shape, dtype)  # noqa: E731
+    q, kt, sc = t(b, h, s, d), t(b, h, d, s), t(b, h, s, s)
+    m = lambda *shape: t(b * h, *shape)  # noqa: E731
+    return "\n".join([
+        f"func.func @f(%q: {q}, %k: {q}, %v: {q}) -> {q} {{",
+        f"  %kt = nn.transpose %k {{perm = [0, 1, 3, 2]}} : ({q}) -> {kt}",
+        f"  %q3 = nn.reshape %q : ({q}) -> {m(s, d)}",
+        f"  %k3 = nn.reshape %kt : ({kt}) -> {m(d, s)}",
+        f"  %s3 = nn.matmul %q3, %k3 : ({m(s, d)}, {m(d, s)}) -> {m(s, s)}",
+        f"  %s = nn.reshape %s3 : ({m(s, s)}) -> {sc}",
+        f"  %c = nn.constant dense<0.5> : {t()}",
+        f"  %x = nn.mul %s, %c : ({sc}, {t()}) -> {sc}",
+        f"  %p = nn.softmax %x {{axis = -1}} : {sc}",
+        f"  %p3 = nn.reshape %p : ({sc}) -> {m(s, s)}",
+        f"  %v3 = nn.reshape %v : ({q}) -> {m(s, d)}",
+        f"  %o3 = nn.matmul %p3, %v3 : ({m(s, s)}, {m(s, d)}) -> {m(s, d)}",
+        f"  %o = nn.reshape %o3 : ({m(s, d)}) -> {q}",
+        f"  func.return %o : {q}", "}"]) + "\n"
+
+
+@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+def test_bmm_form_attention_is_one_kernel(pipeline: str) -> None:
+    # the merged batch axes are unmerged at the matmuls, which broadcast
+    # them: the attention matcher sees softmax(Q Kᵀ) V on [B, H, ...]
+    check_program(bmm_attention_text(2, 3, 16, 8), 1, pipeline)
+
+
+def test_bmm_form_attention_without_the_pass() -> None:
+    program = compile_text(bmm_attention_text(2, 3, 16, 8), SIMT.replace("unmerge-broadcasts,", ""))
+    assert len(program.functions["f"].launches) > 1

@@ -205,3 +205,16 @@ def test_conv_tf32_follows_pytorch_unless_the_options_say(
     got = torch.compile(model, backend=Backend(**options))(x)
     torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
     assert seen == [want]
+
+
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_attention_without_a_mask_is_one_kernel(mask: str) -> None:
+    """Without a mask (or with `is_causal` alone) no row is masked entirely,
+    so the softmax carries no guard and the attention fuses into one kernel."""
+    torch.manual_seed(7)
+    module, inputs = Attention(mask).eval(), _qkv()
+    out, backend = _run(module, inputs)
+    (report,) = backend.reports
+    assert report.launches == 1, report.remarks
+    with torch.no_grad():
+        np.testing.assert_allclose(out.numpy(), module(*inputs).numpy(), rtol=1e-4, atol=1e-5)

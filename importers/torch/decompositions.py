@@ -6,7 +6,9 @@ kernel chosen by device (flash or memory-efficient attention on CUDA), which
 fusec cannot translate; written as matmuls and a softmax it becomes ops
 fusec fuses. The math is PyTorch's own (`_scaled_dot_product_attention_math`
 semantics): the scale, a boolean mask (False = masked) or an additive one,
-`is_causal`, and rows that are masked entirely giving zeros (safe softmax).
+`is_causal`, and rows that are masked entirely giving zeros (safe softmax,
+where a mask is given: without one, or with only `is_causal`, no row can be
+masked entirely and the softmax is the plain one).
 """
 
 from __future__ import annotations
@@ -44,7 +46,10 @@ def _sdpa_math(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
             scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
         else:
             scores = scores + attn_mask
-    weights = aten._safe_softmax(scores, -1)
+    # Only a mask can take a whole row out (a causal one keeps key 0 in every
+    # row): without one the guard for fully masked rows is dead code, and a
+    # plain softmax is what the attention matcher fuses into one kernel.
+    weights = aten._safe_softmax(scores, -1) if attn_mask is not None else scores.softmax(-1)
     return torch.matmul(weights, value)
 
 
