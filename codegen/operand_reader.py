@@ -29,12 +29,18 @@ from fusec.codegen.point_evaluator import constant_literal, load_expr
 from fusec.dialects import nn
 from fusec.dialects.nn_base import tensor_shape
 
+# (group input, its coordinates) -> the expression of that element, or None
+# for the ordinary load (a staging writer reading some inputs as wide words)
+ArgLoader = Callable[[BlockArgument, tuple[str, ...]], "str | None"]
+
 
 def read_at(
-    body: GroupBody, value: SSAValue, coords: Sequence[str], suffix: str
+    body: GroupBody, value: SSAValue, coords: Sequence[str], suffix: str,
+    loader: ArgLoader | None = None,
 ) -> tuple[list[str], str]:
     """Lines computing `value` at `coords` (one per dimension of its shape,
-    variable names or `0`) and the expression holding it."""
+    variable names or `0`) and the expression holding it; `loader`, when
+    given, may supply a group input's element instead of its load."""
     lines: list[str] = []
     memo: dict[tuple[SSAValue, tuple[str, ...]], str] = {}
 
@@ -44,8 +50,11 @@ def read_at(
             return memo[key]
         name = body.names[v] + suffix + ("" if not memo else f"_{len(memo)}")
         if isinstance(v, BlockArgument):
-            index = broadcast_index(tensor_shape(v), tensor_shape(v), cs)
-            lines.append(f"{name} = {load_expr(body, v, index)}")
+            given = loader(v, cs) if loader is not None else None
+            if given is None:
+                index = broadcast_index(tensor_shape(v), tensor_shape(v), cs)
+                given = load_expr(body, v, index)
+            lines.append(f"{name} = {given}")
         else:
             op = v.owner
             assert isinstance(op, Operation)

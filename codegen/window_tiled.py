@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.fused_prologue import prologue_ops
-from fusec.analysis.group_body import GroupBody, compute_type
+from fusec.analysis.group_body import GroupBody, compute_type, dtype_name
 from fusec.codegen.kernel_source import (
     KernelSource,
     broadcast_index,
@@ -96,11 +96,13 @@ from fusec.codegen.window_staging import (
     plus,
     times,
 )
+from fusec.codegen.window_wide_staging import WideHalo
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import fmt
 from fusec.scheduling.window_plan import TiledWindow, weight_pad
 from fusec.scheduling.window_shape import WindowShape
+from fusec.scheduling.window_stage_lanes import stage_lanes
 
 
 def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
@@ -613,14 +615,29 @@ class _Writer:
             for a in range(g.kh):
                 for b in range(g.kw):
                     lines += self._depthwise_weight(f"w{a}_{b}", str(a), str(b))
+        scalar = [*self.stager.stage(elements, "0"), *self.stager.stage_loops([tile], "0")]
         lines += [
-            *self.stager.stage(elements, "0"),
-            *self.stager.stage_loops([tile], "0"),
+            *self._wide_or(scalar, pad),
             "cuda.syncthreads()",
             *[f"acc0_{j} = {pad}" for j in range(p.pt)],
         ]
         taps = self._depthwise_taps() if unrolled else self._depthwise_tap_loops()
         return lines + self._owners(taps + self._epilogue(self._halo_pixels()))
+
+    def _wide_or(self, scalar: list[str], pad: str) -> list[str]:
+        """The halo tile staged in words (`codegen/window_wide_staging.py`)
+        where its arrays are aligned, else by `scalar` (element by element);
+        `scalar` alone when the plan stages it element by element."""
+        lanes = stage_lanes(self.t, dtype_name(self.w.x))
+        if lanes == 1:
+            return scalar
+        halo = WideHalo(self.w, self.t, lanes, pad)
+        wide = halo.lines(self.body, self.stager)
+        if wide is None:
+            return scalar
+        bounds, test = halo.test()
+        return [*bounds, f"if {test}:  # {lanes}-element words",
+                *indent(wide, 1), "else:", *indent(scalar, 1)]
 
     def _depthwise_weight(self, name: str, a: str, b: str) -> list[str]:
         """`name` = weight (o1, 0, a, b) of a depthwise conv (`a`, `b`
