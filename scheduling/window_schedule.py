@@ -49,6 +49,10 @@ DEPTHWISE_THREADS = 128  # threads per block of a depthwise conv or pool
 ROWS_PER_THREAD = 4  # consecutive output rows per thread (depthwise, general)
 MAX_TILE_WIDTH = 64  # a narrower image is covered by one tile across
 MIN_TILE_WIDTH = 16
+HALO_LIMIT = 1.5  # staged over needed input of a depthwise tile before it gets deeper
+DEEP_ROWS_PER_THREAD = 8  # rows per thread of such a deeper tile, at most
+DEEP_THREADS = 256  # threads per block of such a deeper tile, at most
+DEEP_SHARED_BYTES = 16384  # shared memory of such a deeper tile, at most
 MAX_TILE_WASTE = 0.15  # padded rows a spatial tile may waste to give a block more threads
 
 
@@ -120,7 +124,7 @@ def default_plan(geo: WindowGeometry) -> WindowPlan:
     pt = min(pt, geo.oh)
     groups = _largest_fitting(-(-geo.oh // pt), max(1, min(-(-geo.oh // pt), lanes // tw)))
     if geo.mode == "depthwise":
-        return WindowPlan(pt * groups, tw, 1, 1, pt, 1)
+        return _deeper_halo_tile(geo, WindowPlan(pt * groups, tw, 1, 1, pt, 1))
     ot = _channels_per_thread(geo)
     oc_t = _channel_tile(geo.per_group_out, ot, groups * tw)
     step = min(GENERAL_CI_STEP, geo.per_group_in)
@@ -129,6 +133,37 @@ def default_plan(geo: WindowGeometry) -> WindowPlan:
     while plan.ci_step > 1 and TiledWindow(geo, plan).staged_per_thread > STAGED_GENERAL:
         plan = replace(plan, ci_step=plan.ci_step // 2)
     return plan
+
+
+def staged_per_output(tiled: TiledWindow) -> float:
+    """Input elements a depthwise plan stages per input element its outputs
+    need (the halo tiles of all blocks, over `sh * sw` per output)."""
+    g = tiled.geo
+    rows, cols = tiled.halo
+    tiles_h, tiles_w = tiled.spatial_tiles
+    return tiles_h * tiles_w * rows * cols / (g.oh * g.ow * g.sh * g.sw)
+
+
+def _deeper_halo_tile(geo: WindowGeometry, plan: WindowPlan) -> WindowPlan:
+    """A depthwise plan whose halo rows (`(kh - 1) * dh`: a dilated or large
+    window) make its blocks stage over `HALO_LIMIT` times the input they
+    need gets more rows: up to `DEEP_ROWS_PER_THREAD` per thread (the rows
+    their taps share read once) and `DEEP_THREADS` threads, the tile that
+    stages the least (the image's edge counted) kept."""
+    start = TiledWindow(geo, plan)
+    if staged_per_output(start) <= HALO_LIMIT:
+        return plan
+    best, cost = plan, staged_per_output(start)
+    for pt in (ROWS_PER_THREAD, DEEP_ROWS_PER_THREAD):
+        for threads in (DEPTHWISE_THREADS, DEEP_THREADS):
+            groups = max(1, threads // plan.tw)
+            th = min(pt * groups, -(-geo.oh // pt) * pt)
+            cand = TiledWindow(geo, WindowPlan(th, plan.tw, 1, 1, min(pt, th), 1))
+            if cand.shared_bytes > DEEP_SHARED_BYTES or cand.threads > DEEP_THREADS:
+                continue
+            if staged_per_output(cand) < cost - 1e-9:
+                best, cost = cand.plan, staged_per_output(cand)
+    return best
 
 
 def _halve(v: int, floor: int) -> int:

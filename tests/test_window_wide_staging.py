@@ -110,3 +110,36 @@ func.func @f(%x: {t}, %b: tensor<{n}x1x1x1x{dtype}>) -> {o} {{
     launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=h * w)
     assert launches == 1
     assert "4-element words" in kernels
+
+
+@pytest.mark.parametrize(("op", "dtype", "x", "attrs", "wshape"), [
+    # a dilated 3x3 (dilation 4: 8 halo rows) with a silu prologue
+    ("conv2d", "bf16", (1, 2, 45, 33),
+     "strides = [1, 1], pads = [4, 4, 4, 4], dilations = [4, 4], groups = 2", "2x1x3x3"),
+    ("conv2d", "f32", (2, 3, 41, 31),
+     "strides = [1, 1], pads = [3, 2, 3, 4], dilations = [3, 3], groups = 3", "3x1x3x3"),
+    # a 7x7 window, stride 1: 6 halo rows
+    ("max_pool2d", "f16", (1, 3, 37, 29), "kernel = [7, 7], strides = [1, 1], "
+     "pads = [3, 3, 3, 3]", ""),
+])
+def test_a_deep_halo_gets_a_deeper_tile(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], op: str, dtype: str,
+        x: tuple[int, int, int, int], attrs: str, wshape: str) -> None:
+    """A window whose halo rows would make a block stage over 1.5 times the
+    input it needs gets 8 rows per thread (`_deeper_halo_tile`)."""
+    n, c, h, w = x
+    t = f"tensor<{n}x{c}x{h}x{w}x{dtype}>"
+    o = f"tensor<{n}x{c}x{h}x{w}x{dtype}>"  # every case keeps the image's extent
+    weight = f", %w: tensor<{wshape}x{dtype}>" if wshape else ""
+    operands = "%p, %w" if wshape else "%p"
+    types = f"({t}, tensor<{wshape}x{dtype}>)" if wshape else f"({t})"
+    text = f"""
+func.func @f(%x: {t}{weight}) -> {o} {{
+  %p = nn.silu %x : {t}
+  %y = nn.{op} {operands} {{{attrs}}} : {types} -> {o}
+  func.return %y : {o}
+}}
+"""
+    launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=h + w)
+    assert launches == 1
+    assert "(8x1 per thread)" in kernels and "4-element words" in kernels
