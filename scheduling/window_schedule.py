@@ -147,14 +147,17 @@ def staged_per_output(tiled: TiledWindow) -> float:
 def _deeper_halo_tile(geo: WindowGeometry, plan: WindowPlan) -> WindowPlan:
     """A depthwise plan whose halo rows (`(kh - 1) * dh`: a dilated or large
     window) make its blocks stage over `HALO_LIMIT` times the input they
-    need gets more rows: up to `DEEP_ROWS_PER_THREAD` per thread (the rows
-    their taps share read once) and `DEEP_THREADS` threads, the tile that
+    need gets more rows: up to `DEEP_ROWS_PER_THREAD` per thread for a conv
+    (the rows their taps share read once) and `DEEP_THREADS` threads, the tile that
     stages the least (the image's edge counted) kept."""
     start = TiledWindow(geo, plan)
     if staged_per_output(start) <= HALO_LIMIT:
         return plan
     best, cost = plan, staged_per_output(start)
-    for pt in (ROWS_PER_THREAD, DEEP_ROWS_PER_THREAD):
+    # a pool's each further row holds its running value and its taps in flight
+    # (`register_model.WINDOW_POOL_PER_OUTPUT_ROW`): only a conv gets 8 rows
+    deepest = DEEP_ROWS_PER_THREAD if geo.kind == "conv" else ROWS_PER_THREAD
+    for pt in sorted({ROWS_PER_THREAD, deepest}):
         for threads in (DEPTHWISE_THREADS, DEEP_THREADS):
             groups = max(1, threads // plan.tw)
             th = min(pt * groups, -(-geo.oh // pt) * pt)

@@ -1,7 +1,7 @@
 """How wide the staging loads of a depthwise or pool halo tile are
 (`codegen/window_wide_staging.py`).
 
-A block of the `depthwise` path stages `rows x cols` input elements of one
+A block of the `depthwise` path (a depthwise conv) stages `rows x cols` input elements of one
 channel (`TiledWindow.halo`). Element by element, a warp of bf16 loads moves
 64 bytes per instruction and a thread holds `STAGE_BATCH` elements in
 flight. Staged as words of `lanes` consecutive elements of the input's
@@ -34,7 +34,10 @@ def words_per_row(cols: int, lanes: int) -> int:
 def stage_lanes(tiled: TiledWindow, dtype: str) -> int:
     """Elements per staging load of `tiled`'s halo tile, whose input has
     device dtype `dtype` (1: element by element; see the module docstring)."""
-    if tiled.mode != "depthwise" or tiled.looped_staging:
+    # pools stay element by element: their kernels ran at the copy floor
+    # already, and ptxas gives the worded ones 20-30% fewer registers than
+    # the register model fitted on them (`register_model.window_estimate`)
+    if tiled.mode != "depthwise" or tiled.geo.kind != "conv" or tiled.looped_staging:
         return 1
     rows, cols = tiled.halo
     for lanes in lane_choices(dtype):

@@ -1,4 +1,4 @@
-"""Depthwise convs and pools stage their halo tile in aligned words of
+"""Depthwise convs stage their halo tile in aligned words of
 4 (f32: 16 bytes; bf16, f16: 8 bytes) input elements
 (`codegen/window_wide_staging.py`), an element-by-element path kept for
 unaligned arrays: strided, dilated and 1-D windows, odd and prime extents
@@ -93,7 +93,7 @@ def test_a_depthwise_conv_stages_words(
     ("max_pool2d", "f16", "kernel = [2, 2], strides = [2, 2], pads = [0, 0, 0, 0]",
      (1, 2, 6, 22), (3, 11)),
 ])
-def test_a_pool_with_a_prologue_stages_words(
+def test_a_pool_with_a_prologue_stages_elements(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], pool: str, dtype: str,
         attrs: str, x: tuple[int, int, int, int], out: tuple[int, int]) -> None:
     n, c, h, w = x
@@ -109,24 +109,25 @@ func.func @f(%x: {t}, %b: tensor<{n}x1x1x1x{dtype}>) -> {o} {{
 """
     launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=h * w)
     assert launches == 1
-    assert "4-element words" in kernels
+    assert "element words" not in kernels  # pools stage element by element
 
 
-@pytest.mark.parametrize(("op", "dtype", "x", "attrs", "wshape"), [
+@pytest.mark.parametrize(("op", "dtype", "x", "attrs", "wshape", "tile"), [
     # a dilated 3x3 (dilation 4: 8 halo rows) with a silu prologue
     ("conv2d", "bf16", (1, 2, 45, 33),
-     "strides = [1, 1], pads = [4, 4, 4, 4], dilations = [4, 4], groups = 2", "2x1x3x3"),
+     "strides = [1, 1], pads = [4, 4, 4, 4], dilations = [4, 4], groups = 2", "2x1x3x3", 48),
     ("conv2d", "f32", (2, 3, 41, 31),
-     "strides = [1, 1], pads = [3, 2, 3, 4], dilations = [3, 3], groups = 3", "3x1x3x3"),
-    # a 7x7 window, stride 1: 6 halo rows
+     "strides = [1, 1], pads = [3, 2, 3, 4], dilations = [3, 3], groups = 3", "3x1x3x3", 48),
+    # a 7x7 window, stride 1: 6 halo rows (a pool keeps 4 rows per thread)
     ("max_pool2d", "f16", (1, 3, 37, 29), "kernel = [7, 7], strides = [1, 1], "
-     "pads = [3, 3, 3, 3]", ""),
+     "pads = [3, 3, 3, 3]", "", 16),
 ])
 def test_a_deep_halo_gets_a_deeper_tile(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], op: str, dtype: str,
-        x: tuple[int, int, int, int], attrs: str, wshape: str) -> None:
+        x: tuple[int, int, int, int], attrs: str, wshape: str, tile: int) -> None:
     """A window whose halo rows would make a block stage over 1.5 times the
-    input it needs gets 8 rows per thread (`_deeper_halo_tile`)."""
+    input it needs gets a deeper tile of `tile` rows (`_deeper_halo_tile`):
+    8 rows per thread for a conv, 4 for a pool."""
     n, c, h, w = x
     t = f"tensor<{n}x{c}x{h}x{w}x{dtype}>"
     o = f"tensor<{n}x{c}x{h}x{w}x{dtype}>"  # every case keeps the image's extent
@@ -142,4 +143,7 @@ func.func @f(%x: {t}{weight}) -> {o} {{
 """
     launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=h + w)
     assert launches == 1
-    assert "(8x1 per thread)" in kernels and "4-element words" in kernels
+    rows = 8 if op == "conv2d" else 4
+    assert f"({rows}x1 per thread)" in kernels
+    assert ("4-element words" in kernels) == (op == "conv2d")
+    assert f"block tile {tile}x" in kernels
