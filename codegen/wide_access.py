@@ -1,4 +1,4 @@
-"""Wide loads and stores of half-precision arrays: 2 or 4 halves per access.
+"""Wide loads and stores of half-precision arrays: 2, 4 or 8 halves per access.
 
 A warp that reads one f16 or bf16 element per thread moves 64 bytes per
 request, half of what an f32 kernel moves; at the bandwidth floor each
@@ -10,6 +10,8 @@ alignment it assumes), so the kernel prelude gets small intrinsics instead:
 |---|---|
 | `ld_wide32(a, i)`, `ld_wide64(a, i)` | 4 or 8 bytes from element `i` of `a` (`ld.global.u64`) |
 | `st_wide32(a, i, w)`, `st_wide64(a, i, w)` | their stores |
+| `ld_vec4_u32(a, i)` | 8 halves from element `i` of `a` as 4 words (`ld.global.v4.u32`) |
+| `st_vec4_u32(a, i, w0, w1, w2, w3)` | its store (`st.global.v4.u32`) |
 | `ld_vec4_f32(a, i)` | 4 floats from element `i` of f32 `a`, 16 bytes (`ld.global.v4.f32`) |
 | `st_vec4_f32(a, i, x0, x1, x2, x3)` | its store (`st.global.v4.f32`) |
 | `is_aligned(a, n)` | whether `a`'s data pointer is a multiple of `n` bytes |
@@ -62,6 +64,14 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
     def st_vec4_f32(a, i, x0, x1, x2, x3):
         raw, i = _vec4_at(a, i)
         raw[i:i + 4] = (x0, x1, x2, x3)
+
+    def ld_vec4_u32(a, i):
+        raw, i = _vec4_at(a, i)
+        return tuple(raw[i:i + 8].view(np.uint32))
+
+    def st_vec4_u32(a, i, w0, w1, w2, w3):
+        raw, i = _vec4_at(a, i)
+        raw[i:i + 8].view(np.uint32)[:] = (w0, w1, w2, w3)
 
     def is_aligned(a, n):
         return _raw(a).ctypes.data % int(n) == 0
@@ -141,6 +151,35 @@ else:
             return context.get_dummy_value()
         return _t.void(a, i, x0, x1, x2, x3), codegen
 
+    _U32X4 = _ir.VectorType(_ir.IntType(32), 4)
+
+    def _u32x4_pointer(context, builder, arrty, arr, i):
+        data = context.make_array(arrty)(context, builder, arr).data
+        return builder.bitcast(builder.gep(data, [i]), _U32X4.as_pointer())
+
+    @intrinsic
+    def ld_vec4_u32(typingctx, a, i):
+        quad = _t.UniTuple(_t.uint32, 4)
+
+        def codegen(context, builder, sig, args):
+            vec = builder.load(_u32x4_pointer(context, builder, sig.args[0], *args), align=16)
+            items = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), k))
+                     for k in range(4)]
+            return context.make_tuple(builder, quad, items)
+        return quad(a, i), codegen
+
+    @intrinsic
+    def st_vec4_u32(typingctx, a, i, w0, w1, w2, w3):
+        def codegen(context, builder, sig, args):
+            vec = _ir.Constant(_U32X4, _ir.Undefined)
+            for k in range(4):
+                w = context.cast(builder, args[2 + k], sig.args[2 + k], _t.uint32)
+                vec = builder.insert_element(vec, w, _ir.Constant(_ir.IntType(32), k))
+            ptr = _u32x4_pointer(context, builder, sig.args[0], args[0], args[1])
+            builder.store(vec, ptr, align=16)
+            return context.get_dummy_value()
+        return _t.void(a, i, w0, w1, w2, w3), codegen
+
     @intrinsic
     def is_aligned(typingctx, a, n):
         def codegen(context, builder, sig, args):
@@ -211,17 +250,26 @@ else:
 """Prelude text defining the helpers above (after the kernel prelude, whose
 imports it uses: `_ir`, `_t`, `intrinsic`), in the simulator and on the GPU."""
 
-WORD_TYPES = {2: "uint32", 4: "uint64"}
-"""The word a wide access of 2 or 4 halves moves."""
+QUAD_WORD = "uint32x4"
+"""A 16-byte word of 8 halves: a tuple of four 32-bit words (numba has no
+128-bit integer; the GPU moves it as one `v4.u32` access)."""
+
+WORD_TYPES = {2: "uint32", 4: "uint64", 8: QUAD_WORD}
+"""The word a wide access of 2, 4 or 8 halves moves."""
 
 
 def wide_load(word_type: str, array: str, index: str) -> str:
     """The word of halves at element `index` of `array`."""
+    if word_type == QUAD_WORD:
+        return f"ld_vec4_u32({array}, {index})"
     return f"ld_wide{word_type[4:]}({array}, {index})"
 
 
 def wide_store(word_type: str, array: str, index: str, word: str) -> str:
-    """The statement storing `word` at element `index` of `array`."""
+    """The statement storing `word` (for a quad word, its four 32-bit words
+    separated by commas: `pack_values`) at element `index` of `array`."""
+    if word_type == QUAD_WORD:
+        return f"st_vec4_u32({array}, {index}, {word})"
     return f"st_wide{word_type[4:]}({array}, {index}, {word})"
 
 
@@ -229,6 +277,8 @@ def _half_word(word_type: str, word: str, lane: int) -> str:
     """The 32-bit word of `word` holding half number `lane`."""
     if word_type == "uint32":
         return word
+    if word_type == QUAD_WORD:
+        return f"{word}[{lane // 2}]"
     return f"uint32({word})" if lane < 2 else f"uint32({word} >> uint64(32))"
 
 
@@ -248,4 +298,6 @@ def pack_values(element: str, word_type: str, values: list[str]) -> str:
     words = [f"{pair}({lo}, {hi})" for lo, hi in zip(values[::2], values[1::2], strict=True)]
     if word_type == "uint32":
         return words[0]
+    if word_type == QUAD_WORD:
+        return ", ".join(words)
     return f"uint64({words[0]}) | (uint64({words[1]}) << uint64(32))"

@@ -8,8 +8,8 @@ reshape-transpose chain, a crop, a gather of rows) reads and writes one
 element per thread and access: 2 bytes for f16/bf16, 4 for f32, where the
 copy floor wants 8 to 16. With `lanes = V`, a thread takes V consecutive
 elements along the innermost axis per access and moves them with one 16-byte
-f32 access (`V = 4`) or one 8-byte or 4-byte half access (`V = 4`, `V = 2`;
-`codegen/wide_access.py`).
+f32 access (`V = 4`) or one 16-, 8- or 4-byte half access (`V = 8`, `V = 4`,
+`V = 2`; `codegen/wide_access.py`).
 
 A read is *wide* when lane `j`'s element is lane 0's plus `j` and lane 0's
 index is a multiple of V for every access: the read's stride along the
@@ -59,10 +59,10 @@ from fusec.dialects.shapes import Shape, numel
 if TYPE_CHECKING:  # the plan holds the width: imported for types only
     from fusec.scheduling.transposed_plan import TransposedPlan
 
-WIDE_LANES = {4: (4,), 2: (4, 2)}
+WIDE_LANES = {4: (4,), 2: (8, 4, 2)}
 """Lanes per wide access of a float element of this many bytes, widest
-first: the words the prelude's wide helpers move (16 bytes of f32; 8 or 4
-bytes of halves). Other types stay scalar."""
+first: the words the prelude's wide helpers move (16 bytes of f32; 16, 8 or
+4 bytes of halves). Other types stay scalar."""
 
 
 def lane_choices(dtype: str) -> tuple[int, ...]:

@@ -93,14 +93,17 @@ def _program(template: str, dtype: str, n: int, **more: int) -> str:
 
 # (case, program, lanes and the wide helpers the kernel calls; 1: one element per access)
 CASES = [
-    ("shuffle_bf16", _program(SHUFFLE, "bf16", 8), 4, ("ld_wide64(in0", "st_wide64(out0")),
+    ("shuffle_bf16", _program(SHUFFLE, "bf16", 8), 8, ("ld_vec4_u32(in0", "st_vec4_u32(out0")),
+    ("shuffle_f16", _program(SHUFFLE, "f16", 16), 8, ("ld_vec4_u32(in0", "st_vec4_u32(out0")),
+    ("shuffle_bf16_12", _program(SHUFFLE, "bf16", 12), 4, ("ld_wide64(in0", "st_wide64(out0")),
     ("shuffle_f32", _program(SHUFFLE, "f32", 8), 4, ("ld_vec4_f32(in0", "st_vec4_f32(out0")),
     ("shuffle_f16_6", _program(SHUFFLE, "f16", 6), 2, ("ld_wide32(in0", "st_wide32(out0")),
     ("shuffle_bf16_prime", _program(SHUFFLE, "bf16", 7), 1, ()),
     ("shuffle_f32_6", _program(SHUFFLE, "f32", 6), 1, ()),
     ("permute_f32", _program(PERMUTE, "f32", 8), 4, ("ld_vec4_f32(in0",)),
     ("permute_bf16_odd", _program(PERMUTE, "bf16", 37), 1, ()),
-    ("head_merge_bf16", _program(HEAD_MERGE, "bf16", 8, M=24), 4, ("ld_wide64(in0",)),
+    ("head_merge_bf16", _program(HEAD_MERGE, "bf16", 8, M=24), 8, ("ld_vec4_u32(in0",)),
+    ("head_merge_f16_4", _program(HEAD_MERGE, "f16", 4, M=12), 4, ("ld_wide64(in0",)),
     ("head_merge_bf16_odd", _program(HEAD_MERGE, "bf16", 5, M=15), 1, ()),
     ("computed_root_bf16", _program(COMPUTED_ROOT, "bf16", 4), 4, ("ld_wide64(in0",)),
     ("computed_root_f32", _program(COMPUTED_ROOT, "f32", 8), 4, ("ld_vec4_f32(in0",)),
@@ -145,12 +148,17 @@ def test_width_and_numbers(case: str, text: str, lanes: int, helpers: tuple[str,
     assert "Traceback" not in captured.err
 
 
-def test_an_unaligned_array_takes_the_per_lane_path(tmp_path: Path,
+@pytest.mark.parametrize(("dtype", "n", "word"), [("f32", 8, "ld_vec4_f32(in0"),
+                                                  ("f16", 16, "ld_vec4_u32(in0")])
+def test_an_unaligned_array_takes_the_per_lane_path(dtype: str, n: int, word: str,
+                                                    tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The kernel called directly (simulator) with an input that starts 2
     bytes off: its alignment test fails, the lanes load one element each,
-    and the result is the one of aligned arrays."""
-    out = _compile(tmp_path, _program(PERMUTE, "f32", 8), capsys)
+    and the result is the one of aligned arrays (the simulator's 16-byte
+    helpers fail on a misaligned address, as the GPU does)."""
+    out = _compile(tmp_path, _program(PERMUTE, dtype, n), capsys)
+    assert word in (out / "kernels.py").read_text()
     launch = next(iter(json.loads((out / "plan.json").read_text())["functions"].values()))[
         "launches"][0]
     spec = importlib.util.spec_from_file_location("vec_kernels", out / "kernels.py")
@@ -158,9 +166,10 @@ def test_an_unaligned_array_takes_the_per_lane_path(tmp_path: Path,
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     kernel = getattr(module, launch["kernel"])
-    x = np.random.default_rng(7).standard_normal(3 * 5 * 8).astype(np.float32) + 2.0
-    want = -x.reshape(3, 5, 8).transpose(1, 0, 2).reshape(-1)
+    host = np.float32 if dtype == "f32" else np.float16
+    x = (np.random.default_rng(7).standard_normal(3 * 5 * n) + 2.0).astype(host)
+    want = -x.reshape(3, 5, n).transpose(1, 0, 2).reshape(-1)
     for source in (x.copy(), misaligned(x, 16)):
-        result = np.full(want.shape, np.nan, np.float32)
+        result = np.full(want.shape, np.nan, host)
         kernel[tuple(launch["grid"]), tuple(launch["block"])](source, result)
         np.testing.assert_array_equal(result, want)

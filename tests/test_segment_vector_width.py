@@ -75,9 +75,9 @@ def _roll_plus_row(dtype: str) -> str:
 CASES = [
     # a roll along an outer axis: the shift moves whole rows of 8
     ("roll_outer_f32", roll((3, 6, 8), 1, 2, "f32"), "f32", (4, 4), ROWS),
-    ("roll_first_bf16", roll((5, 3, 8), 0, 2, "bf16"), "bf16", (4, 4), ROWS),
+    ("roll_first_bf16", roll((5, 3, 8), 0, 2, "bf16"), "bf16", (8, 8), ROWS),
     ("roll_plus_row_f32", _roll_plus_row("f32"), "f32", (4, 4), ROWS),
-    ("roll_plus_row_bf16", _roll_plus_row("bf16"), "bf16", (4, 4), ROWS),
+    ("roll_plus_row_bf16", _roll_plus_row("bf16"), "bf16", (8, 8), ROWS),
     # along the innermost axis: widths 12 and 4, the second shifted by 12
     ("roll_inner_f32", roll((3, 5, 16), 2, 4, "f32"), "f32", (4, 4), ROWS),
     # widths 14 and 2 shifted by 14: not 4 wide, but 2 halves are
@@ -91,10 +91,11 @@ CASES = [
      (4, 4, 4), ROWS),
     # each segment decides alone: the crop's rows start one element in
     ("crop_and_stack_f32", _crop_and_stack("f32"), "f32", (4, 1), ROWS),
-    ("crop_and_stack_bf16", _crop_and_stack("bf16"), "bf16", (4, 1), ROWS),
+    ("crop_and_stack_bf16", _crop_and_stack("bf16"), "bf16", (8, 1), ROWS),
     ("short_rows_f32", _short_rows("f32"), "f32", (4, 4), ROWS),
     ("long_rows_f32", _long_rows("f32", 640, 768), "f32", (4, 4), SEGMENTED),
-    ("long_rows_bf16", _long_rows("bf16", 640, 768), "bf16", (4, 4), SEGMENTED),
+    ("long_rows_bf16", _long_rows("bf16", 640, 768), "bf16", (8, 8), SEGMENTED),
+    ("long_rows_bf16_by_4", _long_rows("bf16", 644, 772), "bf16", (4, 4), SEGMENTED),
     ("long_rows_f16_by_2", _long_rows("f16", 642, 766), "f16", (2, 2), SEGMENTED),
     ("long_rows_prime_f32", _long_rows("f32", 641, 769), "f32", (1, 1), SEGMENTED),
 ]
@@ -119,8 +120,8 @@ def test_width_and_numbers(case: str, text: str, dtype: str, lanes: tuple[int, .
     wide = any(n > 1 for n in lanes)
     assert ("    if is_aligned(" in source) == wide
     if wide:  # the words the wide path moves, by element type
-        helper = "st_vec4_f32(out0" if dtype == "f32" else (
-            "st_wide64(out0" if max(lanes) == 4 else "st_wide32(out0")
+        helper = "st_vec4_f32(out0" if dtype == "f32" else {
+            8: "st_vec4_u32(out0", 4: "st_wide64(out0", 2: "st_wide32(out0"}[max(lanes)]
         assert helper in source
 
 
