@@ -38,12 +38,15 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.group_body import dtype_name
 from fusec.analysis.index_types import index_type
 from fusec.analysis.view_operands import FOLDED_VIEWS, operand_map, read_directly
 from fusec.codegen.computed_root import root_load
 from fusec.codegen.kernel_source import int_literal
+from fusec.codegen.lane_loads import LaneLoads, wide_store_line
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.point_evaluator import PointEvaluator, load_expr, store_expr
+from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 from fusec.scheduling.transposed_plan import (
@@ -174,13 +177,67 @@ def _batch_lines(tl: _Tiling, accesses: dict[str, LinearAccess]) -> list[str]:
     return lines
 
 
-def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]]) -> list[str]:
+@dataclass(frozen=True)
+class _Side:
+    """How the threads of a phase cover the tile: `lanes` consecutive
+    elements per access, a tile row `cols` threads wide, `rows` rows per
+    pass; the thread's column and row (`tx`, `ty` for one element per
+    access) and the shared offset of its first element."""
+
+    lanes: int
+    cols: int
+    rows: int
+    col: str
+    row: str
+    shared: str
+
+    @property
+    def passes(self) -> int:
+        return self.cols * self.lanes // self.rows
+
+    def lines(self, tl: _Tiling, pitch: int, along_rows: bool) -> list[str]:
+        """The thread's column, row and shared offset (nothing for one lane:
+        the kernel's head names them). `along_rows`: the tile row holds the
+        thread's lanes (staging), else its column does (the compute phase)."""
+        if self.lanes == 1:
+            return []
+        col = f"{self.col} * {tl.lit(self.lanes)}"
+        offset = (f"{self.row} * {tl.lit(pitch)} + {col}" if along_rows else
+                  f"{self.col} * {tl.lit(self.lanes * pitch)} + {self.row}")
+        return [f"{self.col} = tt % {tl.lit(self.cols)}",
+                f"{self.row} = tt // {tl.lit(self.cols)}",
+                f"{self.shared} = {_u64(tl, offset)}"]
+
+    def first(self, tl: _Tiling) -> str:
+        """The thread's first coordinate along its lanes' side, within the tile."""
+        return self.col if self.lanes == 1 else f"{self.col} * {tl.lit(self.lanes)}"
+
+
+def _side(plan: TransposedPlan, lanes: int, load: bool) -> _Side:
+    if lanes == 1:
+        return _Side(1, plan.tile, plan.rows, "tx", "ty", "wr" if load else "rd")
+    cols = plan.tile // lanes
+    names = ("lq", "lr", "wrv") if load else ("sq", "sr", "rdv")
+    return _Side(lanes, cols, plan.threads // cols, *names)
+
+
+def _lane(index: str, lane: int) -> str:
+    """`index` (a uint64 expression) plus `lane`."""
+    return _plus(index, lane) if lane else index
+
+
+def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]],
+                lanes: int = 1, wide: frozenset[int] = frozenset()) -> list[str]:
     """Each staged operand's tile, `threadIdx.x` walking the swapped axis
-    (the operand's contiguous one): rows `r * rows` apart."""
+    (the operand's contiguous one): rows `r * rows` apart; `lanes`
+    consecutive elements per access, the inputs in `wide` loaded as one
+    word (`codegen/lane_loads.py`)."""
     plan, ga, gi = tl.plan, tl.groups[tl.a], tl.groups[tl.i]
-    rows, passes = plan.rows, plan.tile // plan.rows
-    la = "m0 + tx" if tl.ext_a % plan.tile == 0 else f"min(m0 + tx, {tl.lit(tl.ext_a - 1)})"
-    lines = [f"la = {la}", "li = n0 + ty"]
+    side = _side(plan, lanes, load=True)
+    rows, passes, pitch = side.rows, side.passes, plan.tile + 1
+    first = f"m0 + {side.first(tl)}"
+    la = first if tl.ext_a % plan.tile == 0 else f"min({first}, {tl.lit(tl.ext_a - lanes)})"
+    lines = [*side.lines(tl, pitch, along_rows=True), f"la = {la}", f"li = n0 + {side.row}"]
     loads: list[str] = []
     writes: list[str] = []
     # A side of two groups splits each row's coordinate (no literal step).
@@ -202,20 +259,34 @@ def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]
                 index = _u64(tl, tl.sum(terms))
             else:
                 index = _plus(f"s{j}", r * rows * si)
-            more, expr = root_load(plan.body, arg, index, f"x{j}_{r}")
-            loads += [*more, f"x{j}_{r} = {expr}"]
-            writes.append(f"tile{j}[{_plus('wr', r * rows * (plan.tile + 1))}] = x{j}_{r}")
+            if lanes == 1:
+                more, expr = root_load(plan.body, arg, index, f"x{j}_{r}")
+                loads += [*more, f"x{j}_{r} = {expr}"]
+                writes.append(f"tile{j}[{_plus('wr', r * rows * pitch)}] = x{j}_{r}")
+                continue
+            hook = LaneLoads(lanes, wide, f"_{j}_{r}")
+            for k in range(lanes):
+                hook.start(k)
+                name = f"x{j}_{r}_{k}"
+                more, expr = root_load(plan.body, arg, _lane(index, k), name, hook.load)
+                lane_lines = [*more, f"{name} = {expr}"]
+                loads += hook.place_words(lane_lines) if k == 0 else lane_lines
+                writes.append(f"tile{j}[{_plus(side.shared, r * rows * pitch + k)}] = {name}")
     return [*lines, *loads, *writes, "cuda.syncthreads()"]
 
 
-def _compute_phase(tl: _Tiling, reads: _Reads) -> list[str]:
+def _compute_phase(tl: _Tiling, reads: _Reads, lanes: int = 1) -> list[str]:
     """Outputs with `threadIdx.x` walking the innermost axis: all loads,
-    then the arithmetic, then the (guarded where tiles pass an edge) stores."""
+    then the arithmetic, then the (guarded where tiles pass an edge) stores;
+    `lanes` consecutive outputs per store."""
     plan, ga = tl.plan, tl.groups[tl.a]
-    rows, passes = plan.rows, plan.tile // plan.rows
+    side = _side(plan, lanes, load=False)
+    rows, passes = side.rows, side.passes
     tail_a, tail_i = tl.ext_a % plan.tile != 0, tl.ext_i % plan.tile != 0
-    ci = f"min(ci_raw, {tl.lit(tl.ext_i - 1)})" if tail_i else "ci_raw"
-    lines = ["ci_raw = n0 + tx", f"ci = {ci}", *tl.split("ci"), "ca = m0 + ty"]
+    ci = f"min(ci_raw, {tl.lit(tl.ext_i - lanes)})" if tail_i else "ci_raw"
+    lines = [*side.lines(tl, plan.tile + 1, along_rows=False),
+             f"ci_raw = n0 + {side.first(tl)}", f"ci = {ci}", *tl.split("ci"),
+             f"ca = m0 + {side.row}"]
     if tail_a:
         lines += [f"ca_{r} = min({_offset(tl, 'ca', r * rows)}, {tl.lit(tl.ext_a - 1)})"
                   for r in range(passes)]
@@ -226,45 +297,57 @@ def _compute_phase(tl: _Tiling, reads: _Reads) -> list[str]:
     for k, _, acc in reads.stores:
         terms = [(f"bb_o{k}", 1), ("ca", acc.stride(ga)), *tl.inner_terms(acc, "ci")]
         lines.append(f"o{k} = {_u64(tl, tl.sum(terms))}")
-    parts = [_row(tl, reads, r) for r in range(passes)]
+    parts = [_row(tl, reads, r, side) for r in range(passes)]
     return lines + [line for k in range(3) for part in parts for line in part[k]]
 
 
-def _row(tl: _Tiling, reads: _Reads, r: int) -> tuple[list[str], list[str], list[str]]:
-    """Loads, arithmetic and stores of a thread's element in row `r`."""
-    plan, ga = tl.plan, tl.groups[tl.a]
-    step = r * plan.rows
+def _row(tl: _Tiling, reads: _Reads, r: int, side: _Side
+         ) -> tuple[list[str], list[str], list[str]]:
+    """Loads, arithmetic and stores of a thread's elements in row `r`
+    (`side.lanes` consecutive ones along the innermost side)."""
+    plan, ga, gi = tl.plan, tl.groups[tl.a], tl.groups[tl.i]
+    step = r * side.rows
     tail_a, tail_i = tl.ext_a % plan.tile != 0, tl.ext_i % plan.tile != 0
-    bound: dict[SSAValue, str] = {}
     inside = set(plan.body.ops)
+    staged: dict[SSAValue, int] = {}
     for op in plan.body.ops:
         if isinstance(op, FOLDED_VIEWS) and read_directly(plan.body, op):
             key = operand_map(op, inside)
             if not isinstance(key, str) and key in plan.tiled:
-                bound[op.results[0]] = f"tile{plan.tiled[key]}[{_plus('rd', step)}]"
+                staged[op.results[0]] = plan.tiled[key]
     loads: list[str] = []
-    for k, (value, acc, load) in enumerate(reads.loads):
-        if tail_a and acc.stride(ga):
-            terms = [(f"bb_l{k}", 1), (f"ca_{r}", acc.stride(ga)), *tl.inner_terms(acc, "ci")]
-            index = _u64(tl, tl.sum(terms))
-        else:
-            index = _plus(f"l{k}", step * acc.stride(ga))
-        name = f"ld{k}_{r}"
-        more, expr = load(index, name)
-        loads += [*more, f"{name} = {expr}"]
-        bound[value] = name
-    ev = PointEvaluator(plan.body, plan.shape, [], bound, suffix=f"_{r}")
-    values = [ev.value(v) for v in plan.body.outputs]
+    arith: list[str] = []
+    values: list[list[str]] = []
+    for lane in range(side.lanes):
+        tag = f"_{r}" if side.lanes == 1 else f"_{r}_{lane}"
+        at = step + lane * (plan.tile + 1)
+        bound = {v: f"tile{j}[{_plus(side.shared, at)}]" for v, j in staged.items()}
+        for k, (value, acc, load) in enumerate(reads.loads):
+            if tail_a and acc.stride(ga):
+                terms = [(f"bb_l{k}", 1), (f"ca_{r}", acc.stride(ga)),
+                         *tl.inner_terms(acc, "ci")]
+                index = _lane(_u64(tl, tl.sum(terms)), lane * acc.stride(gi))
+            else:
+                index = _plus(f"l{k}", step * acc.stride(ga) + lane * acc.stride(gi))
+            name = f"ld{k}{tag}"
+            more, expr = load(index, name)
+            loads += [*more, f"{name} = {expr}"]
+            bound[value] = name
+        ev = PointEvaluator(plan.body, plan.shape, [], bound, suffix=tag)
+        values.append([ev.value(v) for v in plan.body.outputs])
+        arith += ev.take_lines()
     stores: list[str] = []
-    for (k, v, acc), val in zip(reads.stores, values, strict=True):
+    for n, (k, v, acc) in enumerate(reads.stores):
         conds = [f"{_offset(tl, 'ca', step)} < {tl.lit(tl.ext_a)}"] if tail_a else []
         conds += ["ci_raw < " + tl.lit(tl.ext_i)] if tail_i else []
         if step and not acc.stride(ga):
             continue  # broadcast along the swapped axis: row 0 stores it
         conds += _owner_conds(tl, acc, step)
-        line = f"out{k}[{_plus(f'o{k}', step * acc.stride(ga))}] = {store_expr(v, val)}"
+        at = _plus(f"o{k}", step * acc.stride(ga))
+        line = (wide_store_line(k, v, at, [lane[n] for lane in values]) if side.lanes > 1
+                else f"out{k}[{at}] = {store_expr(v, values[0][n])}")
         stores += [f"if {' and '.join(conds)}:", _INDENT + line] if conds else [line]
-    return loads, ev.take_lines(), stores
+    return loads, arith, stores
 
 
 def _owner_conds(tl: _Tiling, acc: LinearAccess, step: int) -> list[str]:
@@ -295,7 +378,7 @@ def tiled_lines(plan: TransposedPlan) -> tuple[list[str], tuple[int, int, int], 
     named = {f"t{j}": acc for j, (_, acc) in tiled.items()}
     named |= {f"l{k}": acc for k, (_, acc, _) in enumerate(reads.loads)}
     named |= {f"o{k}": acc for k, _, acc in reads.stores}
-    inner = [*_batch_lines(tl, named), *_load_phase(tl, tiled), *_compute_phase(tl, reads)]
+    inner = [*_batch_lines(tl, named), *_phases(tl, tiled, reads)]
     batch = numel(tuple(numel(tuple(plan.shape[d] for d in tl.groups[g])) for g in tl.batch))
     grid = (-(-tl.ext_i // plan.tile), -(-tl.ext_a // plan.tile), max(1, batch))
     body, looped = block_index_lines([("by", "y", grid[1]), ("bz", "z", grid[2])], inner,
@@ -308,6 +391,29 @@ def tiled_lines(plan: TransposedPlan) -> tuple[list[str], tuple[int, int, int], 
             f"rd = {_u64(tl, f'tx * {tl.lit(pitch)} + ty')}",
             f"n0 = {tl.itype}(cuda.blockIdx.x) * {tl.lit(plan.tile)}"]
     return head + body, grid, looped
+
+
+def _phases(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]],
+             reads: _Reads) -> list[str]:
+    """The staging and compute phases: one element per access, or where the
+    plan widens a side (`scheduling/tile_vector.py`), the wide phases when
+    every array they move as words is aligned to its word, else the scalar
+    ones."""
+    scalar = [*_load_phase(tl, tiled), *_compute_phase(tl, reads)]
+    vec = tl.plan.tile_vector
+    if not vec.wide:
+        return scalar
+    body = tl.plan.body
+    arrays = [(f"in{i}", vec.load, dtype_name(body.args[i])) for i in sorted(vec.inputs)]
+    if vec.store > 1:
+        arrays += [(f"out{k}", vec.store, dtype_name(v)) for k, v in enumerate(body.outputs)]
+    test = " and ".join(f"is_aligned({a}, {lanes * of_device_dtype(d).width})"
+                        for a, lanes, d in arrays)
+    wide = [f"tt = ty * {tl.lit(tl.plan.tile)} + tx",
+            *_load_phase(tl, tiled, vec.load, vec.inputs),
+            *_compute_phase(tl, reads, vec.store)]
+    return [f"if {test}:", *(_INDENT + line for line in wide),
+            "else:", *(_INDENT + line for line in scalar)]
 
 
 def tile_types(plan: TransposedPlan) -> dict[int, str]:

@@ -518,6 +518,9 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
         block = (plan.tile, plan.rows, 1)
         per_thread = (f"{plan.tile}x{plan.tile} output tile per block, transposed operands "
                       f"staged in shared memory, {plan.tile // plan.rows} elements per thread")
+        if plan.tile_vector.wide:  # `scheduling/tile_vector.py`
+            per_thread += (f"; staging loads of {plan.tile_vector.load} consecutive elements, "
+                           f"stores of {plan.tile_vector.store} (aligned arrays)")
     elif (concat := plan.concat) is not None:
         body, blocks = _segmented_lines(plan, concat)
         grid, block = (blocks, 1, 1), (plan.threads, 1, 1)

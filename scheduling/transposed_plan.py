@@ -42,6 +42,7 @@ from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, nume
 from fusec.scheduling.concat_segments import segmented_concat
 from fusec.scheduling.flat_vector import SCALAR_ACCESS, FlatVector, flat_vector
 from fusec.scheduling.segment_vector import segment_vectors
+from fusec.scheduling.tile_vector import SCALAR_TILE, TileVector, tile_vector
 
 TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
 TRANSPOSE_ARRAY_REGISTERS_PER_ELEMENT = 1.625  # a value in flight plus its (64-bit) address
@@ -97,6 +98,9 @@ class TransposedPlan:
     segment_vectors: tuple[FlatVector, ...] = ()
     """With `concat`, each segment's elements per access and the arrays it
     moves wide, by operand number (`scheduling/segment_vector.py`)."""
+    tile_vector: TileVector = SCALAR_TILE
+    """Tiled, the elements per staging load and per store and the inputs
+    loaded wide (`scheduling/tile_vector.py`)."""
 
     def access(self, view: StridedView | ViewMap) -> LinearAccess:
         """`view` (right-aligned, broadcast) as an access of the iteration."""
@@ -153,6 +157,10 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
         for _, root, view in staged_views(body.ops, shape):
             if (root, view) not in plan.tiled:
                 plan.tiled[(root, view)] = len(plan.tiled)
+        groups, a, i, _ = side_groups(plan)
+        staged = [(root, acc) for root, acc in tiled_accesses(plan).values()]
+        plan.tile_vector = tile_vector(plan, groups, a, i, staged,
+                                       [acc for _, _, acc in result_accesses(plan)])
     else:
         plan.vector = flat_vector(plan)
         plan.concat = segmented_concat(body, plan.shape)
