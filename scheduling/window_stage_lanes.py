@@ -23,6 +23,12 @@ from fusec.scheduling.flat_vector import lane_choices
 from fusec.scheduling.window_plan import UNROLL_BUDGET, TiledWindow, tile_passes
 
 WIDE_BATCH = 4  # words a thread loads before storing their elements
+MAX_STAGE_LANES = 4
+"""The widest staging word in elements: 16 bytes of f32, 8 of halves. A
+staged row starts anywhere in a word, so wider words (16 bytes of halves)
+drop more elements at the row ends of the narrow halo tiles these kernels
+stage, and `WIDE_BATCH` such words already keep 32-64 bytes per thread in
+flight."""
 
 
 def words_per_row(cols: int, lanes: int) -> int:
@@ -40,7 +46,7 @@ def stage_lanes(tiled: TiledWindow, dtype: str) -> int:
     if tiled.mode != "depthwise" or tiled.geo.kind != "conv" or tiled.looped_staging:
         return 1
     rows, cols = tiled.halo
-    for lanes in lane_choices(dtype):
+    for lanes in (n for n in lane_choices(dtype) if n <= MAX_STAGE_LANES):
         words = tile_passes(rows, words_per_row(cols, lanes), tiled.threads)
         if cols >= 2 * lanes and words * lanes <= UNROLL_BUDGET:
             return lanes
