@@ -22,6 +22,7 @@ Each child times, through wrappers around the functions that do the work
 | total | the whole first call (everything below) |
 | dynamo | Dynamo's trace of the Python code (total less everything below) |
 | aot | `aot_autograd`: its trace with fusec's decompositions, and its wrappers |
+| cached | a graph rebuilt from the trace cache (its `fusec.compile`s apart) |
 | scan | every node translated once on trial (`partition.scan_support`) |
 | partition | `CapabilityBasedPartitioner` (`partition.partition`) |
 | translate | each partition to `nn` text (`translate.translate_graph`) |
@@ -29,8 +30,9 @@ Each child times, through wrappers around the functions that do the work
 | load | each partition's executor: kernels.py loaded, dispatchers found |
 | run | the simulated kernels and PyTorch's glue (the simulator's cost: no GPU) |
 
-and counts: `traced` (graphs aot_autograd traced), `partitions`, `compiles`
-(fusec.compile calls) and `hits` (those served by the compiled-program cache).
+and counts: `traced` (graphs aot_autograd traced), `reused` (graphs rebuilt
+from the trace cache), `partitions` (translated), `compiles` (fusec.compile
+calls) and `hits` (those served by the compiled-program cache).
 `--profile DIR` also writes a cProfile of each child's first call to
 `DIR/MODEL-PHASE.prof` (`python -m pstats`). `--keep DIR` keeps the cache
 folders there (a fresh temporary folder otherwise). The table goes to stdout.
@@ -56,9 +58,9 @@ from typing import Any
 
 MODELS = ("gpt2", "llama")
 PHASES = ("cold", "warm")
-PARTS = ("total", "dynamo", "aot", "scan", "partition", "translate", "compile",
+PARTS = ("total", "dynamo", "aot", "cached", "scan", "partition", "translate", "compile",
          "load", "run")
-COUNTS = ("traced", "partitions", "compiles", "hits")
+COUNTS = ("traced", "reused", "partitions", "compiles", "hits")
 RESULT_TAG = "WARM_CALL_RESULT "
 
 
@@ -128,7 +130,27 @@ def instrument(clock: Clock) -> None:
     clock.wrap(executor.Executor, "__init__", "load")
     clock.wrap(backend.FusecPartition, "forward", "fusec_run")
     clock.wrap(backend._Recorded, "__call__", "call")
+    _wrap_cached(clock, backend.Backend)
+    from fusec.importers.torch import trace_cache
+
+    trace_cache.add_listener(lambda event, _detail: clock.counts.__setitem__(
+        "reused", clock.counts["reused"] + (event == "hit")))
     _wrap_compile(clock)
+
+
+def _wrap_cached(clock: Clock, owner: Any) -> None:
+    """Time the trace cache's rebuild, apart from the fusec.compile calls in it."""
+    original = owner._cached
+
+    @functools.wraps(original)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        before = clock.seconds["compile"]
+        with clock.part("cached"):
+            out = original(*args, **kwargs)
+        clock.seconds["cached_compile"] += clock.seconds["compile"] - before
+        return out
+
+    owner._cached = timed
 
 
 def _wrap_compile(clock: Clock) -> None:
@@ -159,7 +181,7 @@ def first_call(model_name: str, profile: Path | None, phase: str) -> dict[str, A
 
     model, inputs = build(model_name)
     clock = Clock()
-    for extra in ("backend", "forward", "scan_translate", "fusec_run", "call"):
+    for extra in ("backend", "forward", "scan_translate", "fusec_run", "call", "cached_compile"):
         clock.seconds[extra] = 0.0
     instrument(clock)
     compiled = torch.compile(model, backend=fusec_backend)
@@ -180,7 +202,8 @@ def first_call(model_name: str, profile: Path | None, phase: str) -> dict[str, A
 def summarize(clock: Clock) -> dict[str, Any]:
     """The parts (seconds) and counts of one child, from its clock."""
     s = clock.seconds
-    s["aot"] = s["backend"] - s["forward"]
+    s["cached"] -= s["cached_compile"]
+    s["aot"] = s["backend"] - s["forward"] - s["cached"] - s["cached_compile"]
     s["run"] = s["call"] - s["load"]
     s["dynamo"] = s["total"] - s["backend"] - s["call"]
     out: dict[str, Any] = {k: round(s[k], 3) for k in PARTS}

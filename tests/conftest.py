@@ -34,6 +34,9 @@ for _variable, _prefix in (("FUSEC_CONFIG_DIR", "fusec-test-config-"),
 # otherwise come back from the compiled-program cache, past whatever this test
 # patched (tests/test_program_cache.py turns the cache on for itself).
 os.environ.setdefault("FUSEC_PROGRAM_CACHE", "0")
+# The same for the traced graphs the torch backend keeps
+# (tests/test_torch_trace_cache.py turns that cache on for itself).
+os.environ.setdefault("FUSEC_TRACE_CACHE", "0")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

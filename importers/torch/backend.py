@@ -34,17 +34,33 @@ import inspect
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import fx
 
-from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.diagnostics import FusecError, escape_controls, warn
 from fusec.analysis.remarks import remarks_to_stderr
+from fusec.importers.torch import trace_cache
 from fusec.importers.torch.context import target_name
 from fusec.importers.torch.decompositions import attention_as_math, decompositions
 from fusec.importers.torch.partition import is_glue, partition, scan_support
+from fusec.importers.torch.report import (
+    CONSTANTS_ONLY,
+    GLUE_OUTSIDE,
+    LEFT_OUTSIDE,
+    Fallback,
+    GraphReport,
+    PartitionInfo,
+)
+from fusec.importers.torch.trace_cache import (
+    TraceStore,
+    export_module,
+    plain_call,
+    rebuild,
+    report_json,
+    trace_key,
+)
 from fusec.importers.torch.translate import translate_graph
 
 log = logging.getLogger("fusec.torch")
@@ -55,94 +71,6 @@ BACKEND_OPTIONS = frozenset({"remarks"})
 
 REPORTS_KEPT = 64
 _reports: collections.deque[GraphReport] = collections.deque(maxlen=REPORTS_KEPT)
-
-
-@dataclass
-class PartitionInfo:
-    """One part of a graph: run by fusec (`launches` kernel launches per
-    call) or by PyTorch (`launches` is None)."""
-
-    name: str
-    nodes: list[str]
-    launches: int | None
-    text: str = ""
-    """The `nn` module fusec compiled (empty for PyTorch parts)."""
-    model: Any = None
-    """The `fusec.CompiledModel` (None for PyTorch parts)."""
-
-
-@dataclass(frozen=True)
-class Fallback:
-    """Why PyTorch runs one FX node: its op (`aten.cumsum.default`) and the reason."""
-
-    op: str
-    reason: str
-
-
-# The reasons of nodes PyTorch runs although fusec translates them.
-CONSTANTS_ONLY = "in a partition of constants only (PyTorch computes it once per call)"
-GLUE_OUTSIDE = "glue (a view or an output pick), outside every fusec partition"
-LEFT_OUTSIDE = "translated, but outside every fusec partition"
-
-
-@dataclass
-class GraphReport:
-    """What the backend did with one graph Dynamo handed it."""
-
-    partitions: list[PartitionInfo] = field(default_factory=list)
-    remarks: list[str] = field(default_factory=list)
-    glue: list[str] = field(default_factory=list)
-    """The nodes PyTorch runs that are glue (`partition.is_glue`), by name."""
-    fallbacks: dict[str, Fallback] = field(default_factory=dict)
-    """Every node PyTorch runs, by name: its op and why (`fallback:` remarks
-    say the same for the nodes fusec cannot translate)."""
-
-    def fallbacks_by_op(self) -> list[tuple[str, int, str]]:
-        """(op, nodes, the first node's reason) of the nodes PyTorch runs,
-        most nodes first."""
-        counts = collections.Counter(f.op for f in self.fallbacks.values())
-        first: dict[str, str] = {}
-        for f in self.fallbacks.values():
-            first.setdefault(f.op, f.reason)
-        return [(op, n, first[op]) for op, n in counts.most_common()]
-
-    @property
-    def fused_nodes(self) -> list[str]:
-        """The FX nodes fusec runs, by name."""
-        return [n for p in self.fusec_partitions for n in p.nodes]
-
-    @property
-    def compute_fallbacks(self) -> list[str]:
-        """The FX nodes PyTorch runs that are not glue: the ones that cost."""
-        return [n for n in self.fallback_nodes if n not in self.glue]
-
-    def summary(self) -> str:
-        """`graph: 29 nodes fused in 1 partition(s) (9 launches); 2 left to
-        PyTorch (0 glue): cumsum, sort`."""
-        left = self.fallback_nodes
-        text = (f"graph: {len(self.fused_nodes)} nodes fused in "
-                f"{len(self.fusec_partitions)} partition(s) ({self.launches} launches); "
-                f"{len(left)} left to PyTorch ({len(self.glue)} glue)")
-        compute = self.compute_fallbacks
-        if compute:
-            shown = ", ".join(compute[:8]) + (", ..." if len(compute) > 8 else "")
-            text += f": {shown}"
-        return text
-
-    @property
-    def fusec_partitions(self) -> list[PartitionInfo]:
-        """The parts fusec runs."""
-        return [p for p in self.partitions if p.launches is not None]
-
-    @property
-    def fallback_nodes(self) -> list[str]:
-        """The FX nodes PyTorch runs, by name."""
-        return [n for p in self.partitions if p.launches is None for n in p.nodes]
-
-    @property
-    def launches(self) -> int:
-        """fusec kernel launches per call, over all its parts."""
-        return sum(p.launches or 0 for p in self.partitions)
 
 
 def reports() -> list[GraphReport]:
@@ -162,10 +90,59 @@ class Backend:
         from torch._dynamo.backends.common import aot_autograd
 
         options = {**self.options, **check_options(kwargs.get("options") or {})}
-        compile_forward = _ForwardCompiler(options, self.reports)
+        keep = _trace_entry(gm, example_inputs, options)
+        if keep is not None:
+            cached = self._cached(*keep, options)
+            if cached is not None:
+                return cached
+        compile_forward = _ForwardCompiler(options, self.reports, keep)
         attention_as_math(gm)
         return aot_autograd(fw_compiler=compile_forward, bw_compiler=_eager,
                             decompositions=decompositions())(gm, example_inputs)
+
+    def _cached(self, store: TraceStore, key: str,
+                options: dict[str, Any]) -> Callable[..., Any] | None:
+        """The graph rebuilt from the trace cache's entry (each partition's
+        program from fusec.compile, which has its own cache), or None."""
+        body = store.read(key)
+        if body is None:
+            trace_cache.report_event("miss", key)
+            return None
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        compiler = _ForwardCompiler(options, self.reports, None)
+        try:
+            with unset_fake_temporarily():  # real constants, even inside Dynamo's fake mode
+                call, report = rebuild(body, compiler.compile_text)
+        except FusecError:
+            raise
+        except Exception as err:  # an entry this torch cannot rebuild: trace again
+            warn(escape_controls(f"ignoring the traced graph '{store.entry(key)}' "
+                                 f"({type(err).__name__}: {err}); tracing again"))
+            return None
+        compiler._announce(report)
+        self.reports.append(report)
+        trace_cache.report_event("hit", key)
+        return call
+
+
+def _trace_entry(gm: fx.GraphModule, example_inputs: Sequence[Any],
+                 options: dict[str, Any]) -> tuple[TraceStore, str] | None:
+    """The trace cache and the key of `gm`, or None where it is off or the
+    graph cannot be kept (said to the cache's listeners)."""
+    if options.get("remarks") or options.get("cache") is False:
+        return None  # remarks come from a compile; cache=False asks for one
+    store = TraceStore.user()
+    if store is None:
+        return None
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():  # the graph's constants are read
+        key, why = trace_key(gm, example_inputs, {**options, "conv_tf32": _cudnn_tf32()})
+    if key is None:
+        trace_cache.report_event("bypass", why)
+        return None
+    return store, key
 
 
 def _fallbacks(report: GraphReport, nodes: dict[str, fx.Node],
@@ -247,10 +224,13 @@ def _eager(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., A
 class _ForwardCompiler:
     """aot_autograd's forward compiler: partition, compile, splice in."""
 
-    def __init__(self, options: dict[str, Any], reports: list[GraphReport]) -> None:
+    def __init__(self, options: dict[str, Any], reports: list[GraphReport],
+                 keep: tuple[TraceStore, str] | None = None) -> None:
         self.remarks = bool(options.get("remarks", False))
         self.compile_options = {k: v for k, v in options.items() if k not in BACKEND_OPTIONS}
         self.reports = reports
+        self.keep = keep
+        """Where to keep what this graph became (the trace cache and its key)."""
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         report = GraphReport()
@@ -280,24 +260,46 @@ class _ForwardCompiler:
             for p in report.fusec_partitions] + [report.summary()]
         self._announce(report)
         self.reports.append(report)
+        if self.keep is not None:
+            self._keep(fused, example_inputs, report, *self.keep)
         fused.recompile()
         return fused.forward
 
-    def _compile_part(self, fused: fx.GraphModule, name: str) -> PartitionInfo:
+    def _keep(self, fused: fx.GraphModule, example_inputs: Sequence[Any], report: GraphReport,
+              store: TraceStore, key: str) -> None:
+        """Keep the glue graph and the partitions' texts for the next process,
+        where aot_autograd's wrappers would do nothing but call `fused`."""
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        why = plain_call(fused, example_inputs)
+        with unset_fake_temporarily():  # aot_autograd compiles under a fake mode
+            export = why or export_module(fused, {
+                p.name: (p.text, getattr(fused, p.name).returns_tuple)
+                for p in report.fusec_partitions})
+        if isinstance(export, str):
+            trace_cache.report_event("bypass", export)
+            return
+        store.store(key, {"glue": export, "report": report_json(report)})
+
+    def compile_text(self, text: str) -> Any:
+        """`fusec.compile` of one partition's `nn` text with the backend's options."""
         from fusec.compiler.python_api import compile as fusec_compile
 
+        # Remarks come from a compile: asked for, the partition is compiled
+        # even where the compiled-program cache holds it.
+        options = {"cache": not self.remarks, "conv_tf32": _cudnn_tf32(),
+                   **self.compile_options}
+        with remarks_to_stderr() if self.remarks else contextlib.nullcontext():
+            return fusec_compile(text, **options)
+
+    def _compile_part(self, fused: fx.GraphModule, name: str) -> PartitionInfo:
         sub = getattr(fused, name)
         nodes = [n.name for n in sub.graph.nodes if n.op == "call_function"]
         translation = translate_graph(sub, name)
         if not translation.args:
             # Only constants: PyTorch computes them once per call, no kernel needed.
             return PartitionInfo(name, nodes, None)
-        # Remarks come from a compile: asked for, the partition is compiled
-        # even where the compiled-program cache holds it.
-        options = {"cache": not self.remarks, "conv_tf32": _cudnn_tf32(),
-                   **self.compile_options}
-        with remarks_to_stderr() if self.remarks else contextlib.nullcontext():
-            model = fusec_compile(translation.text, **options)
+        model = self.compile_text(translation.text)
         outputs = next(n for n in sub.graph.nodes if n.op == "output").args[0]
         setattr(fused, name, FusecPartition(model, isinstance(outputs, tuple | list)))
         return PartitionInfo(name, nodes, model.launches, translation.text, model)
