@@ -1,7 +1,8 @@
 """A model's kernels on a GPU, without numba's per-process JIT where code is kept.
 
 For each distinct kernel (`codegen/kernel_unit.py`: kernels that differ only
-in their names are one): its code (PTX, a cubin where one was built) from
+in their names are one; it is loaded once and serves every launch of that
+body): its code (PTX, a cubin where one was built) from
 `OUT/kernels` (written by `fusec MODEL -o OUT --save-kernels`), else from the
 per-user kernel cache or a build earlier in this process; the kernels found
 nowhere are compiled in the build workers (`kernel_build.compile_parallel`,
@@ -28,6 +29,7 @@ from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import Program
 from fusec.codegen.kernel_cache import KernelCode, KernelStore, Signature, user_store
 from fusec.runtime.kernel_build import (
+    array_types,
     compile_parallel,
     device_cc,
     jit_kernels,
@@ -60,14 +62,24 @@ def load_gpu_kernels(cuda: Any, module: ModuleType, source: str,
     cache = user_store()
     kernels: dict[str, Any] = {}
     linked: dict[str, bytes] = {}  # cubins the driver linked here, by key
+    loaded: dict[str, Any] = {}  # one loaded kernel per distinct body, by key
     for name, sig in signatures.items():
         kc = code.get(name)
         if kc is None or not linkable(kc.ptx):
+            continue
+        shared = loaded.get(keys[name])
+        if shared is not None:
+            # Same key, same code and argument types: the kernel loaded for the
+            # first of them serves every launch of this body (one module image
+            # given to the driver, not one per layer).
+            getattr(module, name).add_overload(shared, array_types(sig))
+            kernels[name] = shared
             continue
         if kc.cubin is None and keys[name] in linked:  # linked for a kernel of the same body
             kc = replace(kc, cubin=linked[keys[name]])
         try:
             kernels[name], cubin = kernel_from_code(getattr(module, name), kc, sig)
+            loaded[keys[name]] = kernels[name]
         except Exception as err:
             print(f"fusec: warning: cannot load the code of kernel '{name}' "
                   f"({type(err).__name__}: {err}); JIT-compiling it", file=sys.stderr)
