@@ -41,7 +41,12 @@ from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from fusec.analysis.attention_pattern import AttentionPattern, Refusal, match_attention
+from fusec.analysis.attention_pattern import (
+    OPERAND_VIEWS,
+    AttentionPattern,
+    Refusal,
+    match_attention,
+)
 from fusec.analysis.dependency_graph import value_names
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.targets import WARP_SIZE, Target, resolve_target, unknown_target
@@ -119,6 +124,28 @@ def build_group(pattern: AttentionPattern, name: str, attrs: Mapping[str, Attrib
     return group
 
 
+def _own_operand_views(p: AttentionPattern) -> bool:
+    """Give Q, K and V each a chain of layout ops of its own: a view op that
+    other ops read too (the transpose of a fused QKV projection, which three
+    slices read) is cloned for this operand, so the attention can read its
+    operand in place through the whole chain instead of a copy kernel
+    writing the shared view out. Layout ops are views: a clone costs nothing.
+    Returns whether anything was cloned."""
+    cloned = False
+    for reader, index in ((p.qk, 0), (p.qk, 1), (p.pv, 1)):
+        v = reader.operands[index]
+        while isinstance(v, OpResult) and isinstance(owner := v.op, OPERAND_VIEWS):
+            if len(list(v.uses)) > 1:
+                clone = owner.clone()
+                clone.results[0].name_hint = v.name_hint
+                Rewriter.insert_op(clone, InsertPoint.after(owner))
+                reader.operands[index] = clone.results[0]
+                owner, cloned = clone, True
+            reader, index = owner, 0
+            v = owner.operands[0]
+    return cloned
+
+
 @dataclass
 class _Fuser:
     target: Target
@@ -141,6 +168,8 @@ class _Fuser:
             if op.parent_block() is not block:  # already moved into a group
                 continue
             found = match_attention(op, describe)
+            if isinstance(found, AttentionPattern) and _own_operand_views(found):
+                found = match_attention(op, describe)
             if isinstance(found, Refusal):
                 self.remarks.add("missed", f"attention at {describe(found.op)} not fused into "
                                  f"one kernel: {found.reason}")

@@ -183,3 +183,34 @@ def test_bmm_form_attention_is_one_kernel(pipeline: str) -> None:
 def test_bmm_form_attention_without_the_pass() -> None:
     program = compile_text(bmm_attention_text(2, 3, 16, 8), SIMT.replace("unmerge-broadcasts,", ""))
     assert len(program.functions["f"].launches) > 1
+
+
+def fused_qkv_attention_text(b: int, h: int, s: int, d: int, dtype: str = "f32") -> str:
+    """Attention over a fused QKV projection's output, as a ViT or BERT block
+    writes it: `[B, S, 3*H*D]` reshaped to `[B, S, 3, H, D]`, permuted to
+    `[3, B, H, S, D]` and unbound by three slices, which all read the permute."""
+    t = lambda *shape: tensor(shape, dtype)  # noqa: E731
+    q, kt, sc = t(b, h, s, d), t(b, h, d, s), t(b, h, s, s)
+    five, perm, one = t(b, s, 3, h, d), t(3, b, h, s, d), t(1, b, h, s, d)
+    lines = [f"func.func @f(%qkv: {t(b, s, 3 * h * d)}) -> {q} {{",
+             f"  %r = nn.reshape %qkv : ({t(b, s, 3 * h * d)}) -> {five}",
+             f"  %p = nn.transpose %r {{perm = [2, 0, 3, 1, 4]}} : ({five}) -> {perm}"]
+    for i, name in enumerate("qkv"):
+        lines += [f"  %{name}1 = nn.slice %p {{starts = [{i}, 0, 0, 0, 0], "
+                  f"limits = [{i + 1}, {b}, {h}, {s}, {d}]}} : ({perm}) -> {one}",
+                  f"  %{name}4 = nn.reshape %{name}1 : ({one}) -> {q}"]
+    lines += [f"  %kt = nn.transpose %k4 {{perm = [0, 1, 3, 2]}} : ({q}) -> {kt}",
+              f"  %s = nn.matmul %q4, %kt : ({q}, {kt}) -> {sc}",
+              f"  %c = nn.constant dense<0.5> : {t()}",
+              f"  %x = nn.mul %s, %c : ({sc}, {t()}) -> {sc}",
+              f"  %pr = nn.softmax %x {{axis = -1}} : {sc}",
+              f"  %o = nn.matmul %pr, %v4 : ({sc}, {q}) -> {q}",
+              f"  func.return %o : {q}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+def test_attention_reads_a_fused_qkv_in_place(pipeline: str) -> None:
+    # the permute that three slices share is cloned per operand: Q, K and V
+    # are each read in place from the projection, no copy kernel before
+    check_program(fused_qkv_attention_text(2, 2, 16, 8), 1, pipeline)
