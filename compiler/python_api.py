@@ -53,10 +53,6 @@ def compile(
     (`compiler/program_cache.py`; docs/running.md); `cache=False` (and
     `autotune=True`) always compiles."""
     kind = select_device(device)
-    if kind == "gpu":  # before anything could import numba.cuda
-        from fusec.codegen.build_pool import start_workers
-
-        start_workers()  # they import numba while the front end runs, and serve every model
     text, _ = source_text(source)
     store = ProgramStore.user() if cache and not autotune else None
     key = ""
@@ -69,6 +65,12 @@ def compile(
             program, memory, plan, kernels_path = hit
             return CompiledModel(program, memory, plan, device, kernels_path=kernels_path,
                                  graphs=graphs)
+    if kind == "gpu":  # a compile: before anything could import numba.cuda
+        from fusec.codegen.build_pool import start_workers
+
+        # they import numba while the front end runs, and serve every model; a
+        # program from the cache starts none (a kernel its cache lacks starts them)
+        start_workers()
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm,
                                                        library_epilogue=library_epilogue,

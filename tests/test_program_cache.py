@@ -167,3 +167,28 @@ def test_the_least_recently_used_entries_go_past_the_cap(
     assert len(compiles) == 3  # still kept
     fusec.compile(second, device="sim")
     assert len(compiles) == 4  # compiled again
+
+
+def test_a_program_from_the_cache_starts_no_build_workers(
+        compiles: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU a compile starts the build workers before its front end; a
+    program read back from the cache compiles nothing and starts none."""
+    from fusec.codegen import build_pool
+
+    started: list[int] = []
+    made: list[str] = []
+
+    class Model:  # the GPU model, without a GPU: records what was made
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append("cached" if "kernels_path" in kwargs else "compiled")
+
+        def start_kernel_builds(self) -> int:
+            return 0
+
+    monkeypatch.setattr(python_api, "select_device", lambda _device: "gpu")
+    monkeypatch.setattr(python_api, "CompiledModel", Model)
+    monkeypatch.setattr(build_pool, "start_workers", lambda: started.append(1))
+    fusec.compile(PROGRAM)
+    fusec.compile(PROGRAM)
+    assert made == ["compiled", "cached"] and len(compiles) == 1
+    assert started == [1]
