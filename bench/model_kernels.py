@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 
 from real_models import BUILDERS, build  # noqa: E402  (beside this script)
 
-DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+DTYPES = ("f32", "f16", "bf16")  # fusec's names: dialects/element_types.py has each torch name
 _DIGITS = re.compile(r"\d+")
 
 
@@ -48,8 +48,10 @@ def compiled_model(model_name: str, dtype: str, backend: str) -> tuple[Any, tupl
     """The model compiled with `backend`, and its inputs, on CUDA in `dtype`."""
     import torch
 
+    from fusec.dialects.element_types import element
+
     case = build(model_name)
-    torch_dtype = getattr(torch, DTYPES[dtype])
+    torch_dtype = getattr(torch, element(dtype).torch_name)
     module = case.module.to(torch_dtype).cuda()
     inputs = tuple(t.to(torch_dtype).cuda() if t.is_floating_point() else t.cuda()
                    for t in case.inputs)
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     """Profile the model with each backend and print the tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", choices=sorted(BUILDERS))
-    ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
+    ap.add_argument("--dtype", choices=DTYPES, default="f32")
     ap.add_argument("--backends", default="fusec,inductor")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--iters", type=int, default=5)
