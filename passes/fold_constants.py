@@ -15,6 +15,12 @@ as the unfused program stores that value: folding a chain op by op gives
 exactly what `run_module(..., round_stored=True)` gives, and differs from
 the kernels (which compute f16 and f32 in f32) only by rounding, well within
 `fusec run --check`'s tolerances. Integers and i1 keep their own types.
+
+An `nn.select` whose condition is a constant holding one value everywhere
+is the branch it picks, when that branch already has the select's type (the
+guard an attention gets for rows a mask takes out entirely, with a causal
+mask folded to a constant that takes out no row): its readers read the
+branch, with a remark.
 """
 
 from __future__ import annotations
@@ -156,6 +162,8 @@ class _FunctionFolder:
         # Names as the input prints them, taken before any op is replaced.
         names = value_names(self.func)
         for op in list(self.func.body.block.ops):
+            if isinstance(op, nn.SelectOp) and self._decided(op, names):
+                continue
             operands = constant_operands(op)
             if operands is None or not _candidate(op):
                 continue
@@ -176,6 +184,30 @@ class _FunctionFolder:
             self.collector.announce(
                 "remark", f"folded {_count(self.folded, 'op')} of @{self.func.sym_name.data} "
                 f"into constants{erased if self.erased else ''}")
+
+    def _decided(self, op: nn.SelectOp, names: dict[SSAValue, str]) -> bool:
+        """A select whose constant condition is the same everywhere is the
+        branch it picks (when that branch has the select's type): the
+        guard of attention rows a constant mask takes out entirely, which no
+        row of the mask does (importers/torch/decompositions.py)."""
+        cond = op.cond.owner
+        if not isinstance(cond, nn.ConstantOp):
+            return False
+        values = dense_to_numpy(cond.value)
+        if values.size == 0 or not (values.all() or not values.any()):
+            return False
+        picked = op.on_true if values.all() else op.on_false
+        if picked.type != op.results[0].type:
+            return False
+        self.collector.announce(
+            "remark", f"{op.name} ({names.get(op.results[0], '%?')}) always picks "
+            f"{names.get(picked, '%?')}: its condition is the same everywhere")
+        op.results[0].replace_all_uses_with(picked)
+        Rewriter.erase_op(op)
+        if not cond.result.uses:
+            Rewriter.erase_op(cond)
+            self.erased += 1
+        return True
 
     def _refusal(self, op: NNOp) -> str | None:
         """Why `op` stays as it is, or None to fold it."""

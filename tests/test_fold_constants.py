@@ -501,3 +501,39 @@ func.func @f() -> {t} {{
     again = parse(module_to_text(module))
     back = next(op for op in again.walk() if isinstance(op, nn.ConstantOp))
     np.testing.assert_array_equal(dense_to_numpy(back.value), got)
+
+
+@pytest.mark.parametrize(("cond", "picked", "other"), [
+    ("dense<true> : tensor<4x1xi1>", "%a", "%b"),
+    ("dense<[[false], [false], [false], [false]]> : tensor<4x1xi1>", "%b", "%a"),
+])
+def test_a_select_whose_condition_is_one_value_is_the_branch_it_picks(
+        cond: str, picked: str, other: str) -> None:
+    module = parse(f"""
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {{
+  %c = nn.constant {cond}
+  %s = nn.select %c, %a, %b : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %s : tensor<4x8xf32>
+}}
+""")
+    lines = fold(module)
+    assert op_names(module) == []
+    assert any(f"always picks {picked}" in line for line in lines), lines
+    func = next(op for op in module.walk() if isinstance(op, FuncOp))
+    ret = func.body.block.last_op
+    assert isinstance(ret, ReturnOp)
+    assert ret.arguments[0] is func.body.block.args[0 if picked == "%a" else 1]
+
+
+def test_a_select_with_a_mixed_or_broadcasting_pick_stays() -> None:
+    module = parse("""
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %m = nn.constant dense<[[true], [false], [true], [true]]> : tensor<4x1xi1>
+  %t = nn.constant dense<false> : tensor<4x1xi1>
+  %s = nn.select %m, %a, %a : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %u = nn.select %t, %a, %b : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  func.return %s, %u : tensor<4x8xf32>, tensor<4x8xf32>
+}
+""")
+    fold(module)
+    assert op_names(module).count("nn.select") == 2

@@ -218,3 +218,47 @@ def test_attention_without_a_mask_is_one_kernel(mask: str) -> None:
     assert report.launches == 1, report.remarks
     with torch.no_grad():
         np.testing.assert_allclose(out.numpy(), module(*inputs).numpy(), rtol=1e-4, atol=1e-5)
+
+
+class RowMasked(nn.Module):
+    """Attention with a mask that takes query row 1 out entirely: a boolean
+    mask given as an input, or a float one with -inf across the row."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                keep: torch.Tensor) -> torch.Tensor:
+        if self.kind == "bool":
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        bias = torch.zeros(keep.shape).masked_fill(keep.logical_not(), float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_a_row_the_mask_takes_out_entirely_gives_zeros(kind: str) -> None:
+    """As PyTorch's safe softmax: the row is zeros, the others match eager,
+    whether the mask is an input (a select after the attention) or not."""
+    torch.manual_seed(8)
+    keep = torch.rand(4, 4) > 0.4
+    keep[:, 0] = True
+    keep[1] = False
+    module, inputs = RowMasked(kind).eval(), (*_qkv(), keep)
+    out, backend = _run(module, inputs)
+    assert backend.reports[0].fallback_nodes == []
+    with torch.no_grad():
+        expected = module(*inputs)
+    assert torch.equal(out[..., 1, :], torch.zeros_like(out[..., 1, :]))
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_constant_causal_mask_leaves_one_attention_kernel() -> None:
+    """A boolean causal mask built in the graph folds to a constant: the
+    guard for fully masked rows is decided at compile time and goes away."""
+    torch.manual_seed(9)
+    module, inputs = Attention("bool").eval(), _qkv()
+    out, backend = _run(module, inputs)
+    assert backend.reports[0].launches == 1, backend.reports[0].remarks
+    with torch.no_grad():
+        np.testing.assert_allclose(out.numpy(), module(*inputs).numpy(), rtol=1e-4, atol=1e-5)

@@ -6,9 +6,9 @@ kernel chosen by device (flash or memory-efficient attention on CUDA), which
 fusec cannot translate; written as matmuls and a softmax it becomes ops
 fusec fuses. The math is PyTorch's own (`_scaled_dot_product_attention_math`
 semantics): the scale, a boolean mask (False = masked) or an additive one,
-`is_causal`, and rows that are masked entirely giving zeros (safe softmax,
-where a mask is given: without one, or with only `is_causal`, no row can be
-masked entirely and the softmax is the plain one).
+`is_causal`, and rows that are masked entirely giving zeros (as PyTorch's
+safe softmax does, decided from the mask rather than from the scores: the
+same for finite queries and keys, and the softmax stays a plain one).
 """
 
 from __future__ import annotations
@@ -38,19 +38,26 @@ def _sdpa_math(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     factor = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
     scores = torch.matmul(query, key.transpose(-2, -1)) * factor
     length, source = query.shape[-2], key.shape[-2]
+    keep: torch.Tensor | None = None  # the keys each query row may see
     if is_causal:
         keep = torch.ones(length, source, dtype=torch.bool, device=query.device).tril()
         scores = scores.masked_fill(keep.logical_not(), float("-inf"))
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+            seen = attn_mask
         else:
             scores = scores + attn_mask
-    # Only a mask can take a whole row out (a causal one keeps key 0 in every
-    # row): without one the guard for fully masked rows is dead code, and a
-    # plain softmax is what the attention matcher fuses into one kernel.
-    weights = aten._safe_softmax(scores, -1) if attn_mask is not None else scores.softmax(-1)
-    return torch.matmul(weights, value)
+            seen = attn_mask != float("-inf")
+        keep = seen if keep is None else keep & seen
+    out = torch.matmul(scores.softmax(-1), value)
+    if attn_mask is None:
+        return out  # a causal mask keeps key 0 in every row: no row is masked entirely
+    # A row the mask takes out entirely gives zeros (PyTorch's safe softmax).
+    # Decided from the mask alone, after P V, the softmax and both matmuls
+    # stay one attention; a constant mask (a causal one built from `arange`)
+    # folds this to a condition true everywhere, and the select goes away.
+    return torch.where(keep.any(-1, keepdim=True), out, out.new_zeros(()))
 
 
 def decompositions() -> dict[Any, Callable[..., Any]]:
