@@ -173,7 +173,8 @@ def bmm_attention_text(b: int, h: int, s: int, d: int, dtype: str = "f32") -> st
         f"  func.return %o : {q}", "}"]) + "\n"
 
 
-@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+@pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
+                         ids=["simt", "mma"])
 def test_bmm_form_attention_is_one_kernel(pipeline: str) -> None:
     # the merged batch axes are unmerged at the matmuls, which broadcast
     # them: the attention matcher sees softmax(Q Kᵀ) V on [B, H, ...]
@@ -209,7 +210,8 @@ def fused_qkv_attention_text(b: int, h: int, s: int, d: int, dtype: str = "f32")
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+@pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
+                         ids=["simt", "mma"])
 def test_attention_reads_a_fused_qkv_in_place(pipeline: str) -> None:
     # the permute that three slices share is cloned per operand: Q, K and V
     # are each read in place from the projection, no copy kernel before
