@@ -122,63 +122,40 @@ else:
     ld_wide32, ld_wide64 = _wide_load(32, _t.uint32), _wide_load(64, _t.uint64)
     st_wide32, st_wide64 = _wide_store(32, _t.uint32), _wide_store(64, _t.uint64)
 
-    _VEC4 = _ir.VectorType(_ir.FloatType(), 4)
+    # The 16-byte load and store of 4 lanes of `lane_t` at element `i` of an
+    # array of any element type (halves move as 4 words).
+    def _vec4(lane_ir, lane_t):
+        vector = _ir.VectorType(lane_ir, 4)
+        quad = _t.UniTuple(lane_t, 4)
 
-    def _vec4_pointer(context, builder, arrty, arr, i):
-        data = context.make_array(arrty)(context, builder, arr).data
-        return builder.bitcast(builder.gep(data, [i]), _VEC4.as_pointer())
+        def pointer(context, builder, arrty, arr, i):
+            data = context.make_array(arrty)(context, builder, arr).data
+            return builder.bitcast(builder.gep(data, [i]), vector.as_pointer())
 
-    @intrinsic
-    def ld_vec4_f32(typingctx, a, i):
-        quad = _t.UniTuple(_t.float32, 4)
+        @intrinsic
+        def load(typingctx, a, i):
+            def codegen(context, builder, sig, args):
+                vec = builder.load(pointer(context, builder, sig.args[0], *args), align=16)
+                items = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), k))
+                         for k in range(4)]
+                return context.make_tuple(builder, quad, items)
+            return quad(a, i), codegen
 
-        def codegen(context, builder, sig, args):
-            vec = builder.load(_vec4_pointer(context, builder, sig.args[0], *args), align=16)
-            items = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), k))
-                     for k in range(4)]
-            return context.make_tuple(builder, quad, items)
-        return quad(a, i), codegen
+        @intrinsic
+        def store(typingctx, a, i, x0, x1, x2, x3):
+            def codegen(context, builder, sig, args):
+                vec = _ir.Constant(vector, _ir.Undefined)
+                for k in range(4):
+                    x = context.cast(builder, args[2 + k], sig.args[2 + k], lane_t)
+                    vec = builder.insert_element(vec, x, _ir.Constant(_ir.IntType(32), k))
+                ptr = pointer(context, builder, sig.args[0], args[0], args[1])
+                builder.store(vec, ptr, align=16)
+                return context.get_dummy_value()
+            return _t.void(a, i, x0, x1, x2, x3), codegen
+        return load, store
 
-    @intrinsic
-    def st_vec4_f32(typingctx, a, i, x0, x1, x2, x3):
-        def codegen(context, builder, sig, args):
-            vec = _ir.Constant(_VEC4, _ir.Undefined)
-            for k in range(4):
-                x = context.cast(builder, args[2 + k], sig.args[2 + k], _t.float32)
-                vec = builder.insert_element(vec, x, _ir.Constant(_ir.IntType(32), k))
-            ptr = _vec4_pointer(context, builder, sig.args[0], args[0], args[1])
-            builder.store(vec, ptr, align=16)
-            return context.get_dummy_value()
-        return _t.void(a, i, x0, x1, x2, x3), codegen
-
-    _U32X4 = _ir.VectorType(_ir.IntType(32), 4)
-
-    def _u32x4_pointer(context, builder, arrty, arr, i):
-        data = context.make_array(arrty)(context, builder, arr).data
-        return builder.bitcast(builder.gep(data, [i]), _U32X4.as_pointer())
-
-    @intrinsic
-    def ld_vec4_u32(typingctx, a, i):
-        quad = _t.UniTuple(_t.uint32, 4)
-
-        def codegen(context, builder, sig, args):
-            vec = builder.load(_u32x4_pointer(context, builder, sig.args[0], *args), align=16)
-            items = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), k))
-                     for k in range(4)]
-            return context.make_tuple(builder, quad, items)
-        return quad(a, i), codegen
-
-    @intrinsic
-    def st_vec4_u32(typingctx, a, i, w0, w1, w2, w3):
-        def codegen(context, builder, sig, args):
-            vec = _ir.Constant(_U32X4, _ir.Undefined)
-            for k in range(4):
-                w = context.cast(builder, args[2 + k], sig.args[2 + k], _t.uint32)
-                vec = builder.insert_element(vec, w, _ir.Constant(_ir.IntType(32), k))
-            ptr = _u32x4_pointer(context, builder, sig.args[0], args[0], args[1])
-            builder.store(vec, ptr, align=16)
-            return context.get_dummy_value()
-        return _t.void(a, i, w0, w1, w2, w3), codegen
+    ld_vec4_f32, st_vec4_f32 = _vec4(_ir.FloatType(), _t.float32)
+    ld_vec4_u32, st_vec4_u32 = _vec4(_ir.IntType(32), _t.uint32)
 
     @intrinsic
     def is_aligned(typingctx, a, n):
