@@ -6,8 +6,9 @@ prelude. Kernels of repeated layers differ only in their names and header
 comments (a 12-layer GPT-2: 96 kernels, 8 bodies), so a unit is the kernel's
 text with every comment line and blank line dropped, its decorator reduced
 to `@cuda.jit` (the `max_registers` it declared is kept beside it: a linker
-option, not part of the PTX) and its name replaced by `UNIT_NAME`, after the
-prelude of just the helpers it calls (`kernel_prelude`). Equal units compile
+option, not part of the PTX) and its name replaced by `fusec_` and a digest of
+that text (`unit_symbol`), after the prelude of just the helpers it calls
+(`kernel_prelude`). Equal units compile
 to equal code, whatever program, partition or process they come from; the
 register probe (`codegen/kernel_probe.py`) makes the same unit from the
 kernel it generates, so its build is the runtime's.
@@ -15,7 +16,7 @@ kernel it generates, so its build is the runtime's.
 ```python
 units = units_of_source(kernels_py, ["f_g0_add", "f_g1_add"])
 units["f_g0_add"] == units["f_g1_add"]   # True when only their names differ
-units["f_g0_add"].name                  # "fusec_kernel"
+units["f_g0_add"].name                  # "fusec_3f0c9a2d41b7": the same for both
 ```
 
 A kernels.py that this fusec did not write (its prelude is not the one
@@ -25,6 +26,7 @@ the whole file under its own name, as before units existed.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,6 +34,9 @@ from dataclasses import dataclass
 from fusec.codegen.kernel_source import kernel_prelude
 
 UNIT_NAME = "fusec_kernel"
+"""The kernel's name while its unit is cut out; the unit's own name is
+`unit_symbol` of that text."""
+SYMBOL_DIGITS = 12
 _DEF = re.compile(r"^def ([A-Za-z_][A-Za-z0-9_]*)\(", re.MULTILINE)
 _CAP = re.compile(r"max_registers\s*=\s*(\d+)")
 _DEVICE = re.compile(r"^@cuda\.jit\(.*\bdevice\s*=\s*True")
@@ -39,8 +44,8 @@ _DEVICE = re.compile(r"^@cuda\.jit\(.*\bdevice\s*=\s*True")
 
 @dataclass(frozen=True)
 class KernelUnit:
-    """A module text defining the kernel `name` (`UNIT_NAME` for a cut-out
-    kernel), and the `max_registers` it is declared with (0: none)."""
+    """A module text defining the kernel `name` (`unit_symbol` of its text
+    for a cut-out kernel), and the `max_registers` it is declared with (0: none)."""
 
     source: str
     name: str = UNIT_NAME
@@ -66,7 +71,19 @@ def unit_of_kernel(text: str, name: str) -> KernelUnit:
     # the kernel and the device functions named after it (`<name>_s0`, ...)
     kernel = re.sub(rf"\b{re.escape(name)}(?=\b|_s\d+\b)", UNIT_NAME, kernel)
     prelude = kernel_prelude([kernel]).rstrip("\n")
-    return KernelUnit(f"{prelude}\n\n\n{kernel}\n", UNIT_NAME, int(cap.group(1)) if cap else 0)
+    source = f"{prelude}\n\n\n{kernel}\n"
+    symbol = unit_symbol(source)
+    source = re.sub(rf"\b{UNIT_NAME}(?=\b|_s\d+\b)", symbol, source)
+    return KernelUnit(source, symbol, int(cap.group(1)) if cap else 0)
+
+
+def unit_symbol(source: str) -> str:
+    """The kernel's name in a unit: `fusec_` and a digest of the unit's text
+    with the kernel named `UNIT_NAME`. Equal units keep one name (and one
+    build); different kernels get different names, so a profiler (Nsight
+    Systems, `torch.profiler`) tells them apart. `fusec run --profile` and
+    bench/model_kernels.py give the launches behind each name."""
+    return f"fusec_{hashlib.sha256(source.encode()).hexdigest()[:SYMBOL_DIGITS]}"
 
 
 def kernel_texts(source: str) -> tuple[str, dict[str, str]]:

@@ -77,12 +77,16 @@ def test_kernels_that_differ_only_in_their_names_are_one_unit() -> None:
     assert kernels == ["f_g0_exp", "g_g0_exp"], kernels
     units = units_of_source(program.kernels_source, kernels)
     assert units[kernels[0]] == units[kernels[1]]
-    assert f"def {UNIT_NAME}(" in units[kernels[0]].source
+    name = units[kernels[0]].name
+    assert name.startswith("fusec_") and UNIT_NAME not in units[kernels[0]].source
+    assert f"def {name}(" in units[kernels[0]].source
     assert kernels[0] not in units[kernels[0]].source  # the name and the comments are gone
     # a different body is another unit
     other = _program(TWINS.replace("nn.mul %a, %y", "nn.add %a, %y"))
     other_units = units_of_source(other.kernels_source, ["g_g0_exp"])
     assert other_units["g_g0_exp"] != units["g_g0_exp"]
+    # and its kernel has another name on the device (profilers tell them apart)
+    assert other_units["g_g0_exp"].name != name
 
 
 def test_identical_kernels_are_built_once(builds: list[tuple[str, str]]) -> None:
@@ -261,7 +265,19 @@ def test_a_split_launch_builds_with_its_segments(builds: list[tuple[str, str]]) 
     assert kernels == ["f_g0_split", "g_g0_split"], kernels
     units = units_of_source(program.kernels_source, kernels)
     assert units["f_g0_split"] == units["g_g0_split"]
-    assert f"def {UNIT_NAME}_s0(" in units["f_g0_split"].source
+    assert f"def {units['f_g0_split'].name}_s0(" in units["f_g0_split"].source
     built = _compile_or_skip(program)
     assert sorted(built.code) == kernels and built.distinct == 1
     assert [event for event, _ in builds] == ["built"], builds
+
+
+def test_report_names_each_kernel_by_its_device_symbol() -> None:
+    """Profilers show a kernel by its unit's name: report.md says which
+    kernels each name is, and equal kernels in two functions share it."""
+    from fusec.compiler.compile import compile_model
+
+    artifacts = compile_model(TWINS, pipeline="decompose,form-fusion-groups")
+    units = units_of_source(artifacts.program.kernels_source, ["f_g0_exp", "g_g0_exp"])
+    symbol = units["f_g0_exp"].name
+    assert f"| `{symbol}` | `f_g0_exp` |" in artifacts.report_md
+    assert f"| `{symbol}` | `g_g0_exp` |" in artifacts.report_md
