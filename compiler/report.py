@@ -154,9 +154,29 @@ def render_report(r: ReportInputs) -> str:
                  "After: the launches of kernels.py.")
     notes = remarks(r.module)
     for fp in r.program.functions.values():
-        lines += ["", *_function_section(fp, r.registers, notes)]
+        lines += ["", *_function_section(fp, r.registers, notes),
+                  *_device_symbols(fp, r.program.kernels_source)]
     lines += ["", *_decisions(r)]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _device_symbols(fp: FunctionProgram, kernels_source: str) -> list[str]:
+    """Which kernels each device symbol is: a kernel is compiled, and named
+    on the GPU (in Nsight Systems or `torch.profiler`), by its code
+    (`codegen/kernel_unit.py`), so equal kernels share one name."""
+    from fusec.codegen.kernel_unit import units_of_source
+
+    names = list(dict.fromkeys(la.kernel for la in fp.launches if la.library is None))
+    if not names:
+        return []
+    behind: dict[str, list[str]] = {}
+    for kernel, unit in units_of_source(kernels_source, names).items():
+        behind.setdefault(unit.name, []).append(kernel)
+    lines = ["", "On the GPU each distinct kernel is named by its code (profilers show "
+             "`fusec_unit::<symbol>`):", "", "| device symbol | kernels |", "|---|---|"]
+    lines += [f"| `{symbol}` | {', '.join(f'`{k}`' for k in kernels)} |"
+              for symbol, kernels in behind.items()]
+    return lines
 
 
 def _register_source(registers: MeasuredRegisters) -> str:
