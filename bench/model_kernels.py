@@ -9,8 +9,9 @@ backend (fusec's callable `fusec_backend`, inductor by name). After two
 warm-up calls, `torch.profiler` records `--iters` calls; the table lists, per
 backend, the GPU time per call of the kernels that took the most, grouped by
 family (a kernel's name up to its template arguments, digit runs as `#`: one
-GEMM or convolution algorithm is one row whatever its tile sizes, fusec's
-`forward_g#_reduce_mean` one row for every such group), with the count of
+GEMM or convolution algorithm is one row whatever its tile sizes; a fusec
+kernel is one row per distinct body, its device symbol `fusec_<digest>` named
+by the kernels.py kernels behind it), with the count of
 launches per call and the share of the call's GPU time. "GPU busy" is the sum
 of all kernels' times per call; the wall time per call is measured apart
 (CUDA events, the same calls without the profiler) so launch gaps show as
@@ -33,15 +34,42 @@ sys.path.insert(0, str(HERE))
 
 from real_models import BUILDERS, build  # noqa: E402  (beside this script)
 
+from fusec.codegen.kernel_unit import SYMBOL_DIGITS  # noqa: E402
+
 DTYPES = ("f32", "f16", "bf16")  # fusec's names: dialects/element_types.py has each torch name
 _DIGITS = re.compile(r"\d+")
 
 
-def family(name: str) -> str:
+_FUSEC_SYMBOL = re.compile(rf"(fusec_[0-9a-f]{{{SYMBOL_DIGITS}}})(?![0-9a-f])")  # demangled or not
+
+
+def family(name: str, fusec_kernels: dict[str, str] | None = None) -> str:
     """A kernel's family: its name up to template arguments, digit runs as `#`
-    (tile sizes, fusec's group numbers, inductor's kernel counters)."""
+    (tile sizes, inductor's kernel counters); a fusec kernel is its device
+    symbol (one per distinct kernel body) named by the kernels behind it."""
+    if (fusec := _FUSEC_SYMBOL.search(name)) is not None:
+        symbol = fusec.group(1)
+        return f"fusec {(fusec_kernels or {}).get(symbol, symbol)}"
     text = re.split(r"[<(\[]", name, maxsplit=1)[0].strip() or name
     return _DIGITS.sub("#", text)[:90]
+
+
+def fusec_kernel_names() -> dict[str, str]:
+    """Each fusec device symbol of the graphs compiled so far, as the
+    kernels.py names behind it: the first and how many more."""
+    from fusec.codegen.kernel_unit import units_of_source
+    from fusec.importers.torch.backend import reports
+
+    behind: dict[str, list[str]] = defaultdict(list)
+    for graph in reports():
+        for part in graph.fusec_partitions:
+            program = part.model.program
+            names = [launch.kernel for f in program.functions.values()
+                     for launch in f.launches if launch.library is None]
+            for kernel, unit in units_of_source(program.kernels_source, names).items():
+                behind[unit.name].append(kernel)
+    return {symbol: names[0] + (f" (+{len(names) - 1} alike)" if len(names) > 1 else "")
+            for symbol, names in behind.items()}
 
 
 def compiled_model(model_name: str, dtype: str, backend: str) -> tuple[Any, tuple[Any, ...]]:
@@ -77,7 +105,8 @@ def wall_ms(fn: Any, inputs: tuple[Any, ...], iters: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def kernel_times(fn: Any, inputs: tuple[Any, ...], iters: int) -> dict[str, tuple[float, int]]:
+def kernel_times(fn: Any, inputs: tuple[Any, ...], iters: int,
+                 fusec_kernels: dict[str, str]) -> dict[str, tuple[float, int]]:
     """Per kernel family: GPU microseconds and launches, summed over `iters` calls."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -90,7 +119,7 @@ def kernel_times(fn: Any, inputs: tuple[Any, ...], iters: int) -> dict[str, tupl
     for event in prof.events():
         if event.device_type != torch.autograd.DeviceType.CUDA:
             continue
-        row = found[family(event.name)]
+        row = found[family(event.name, fusec_kernels)]
         row[0] += event.device_time
         row[1] += 1
     return {k: (v[0], int(v[1])) for k, v in found.items()}
@@ -106,7 +135,8 @@ def report(model_name: str, dtype: str, backend: str, iters: int, top: int) -> s
             fn(*inputs)
         torch.cuda.synchronize()
         wall = wall_ms(fn, inputs, max(iters, 5))
-        times = kernel_times(fn, inputs, iters)
+        names = fusec_kernel_names() if backend == "fusec" else {}
+        times = kernel_times(fn, inputs, iters, names)
     busy_us = sum(t for t, _ in times.values()) / iters
     launches = sum(n for _, n in times.values()) / iters
     lines = [f"### {backend}: wall {wall:.3f} ms per call, GPU busy {busy_us / 1000:.3f} ms, "

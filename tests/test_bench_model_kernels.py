@@ -18,11 +18,18 @@ import model_kernels  # noqa: E402  (a script beside the benchmarks)
     ("sm90_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32",
      "sm#_xmma_fprop_implicit_gemm_tf#f#_tf#f#_f#_nhwckrsc_nchw_tilesize#x#x#"),
     ("void cudnn::ops::nchwToNhwcKernel<float, float>(...)", "void cudnn::ops::nchwToNhwcKernel"),
-    ("forward_g12_reduce_mean", "forward_g#_reduce_mean"),
+    ("fusec_unit::fusec_0123456789ab", "fusec fusec_0123456789ab"),
+    ("_ZN10fusec_unit18fusec_0123456789abB2v1E5ArrayIfLi1E", "fusec fusec_0123456789ab"),
     ("triton_poi_fused_add_relu_3", "triton_poi_fused_add_relu_#"),
 ])
 def test_kernels_group_by_family(name: str, expected: str) -> None:
     assert model_kernels.family(name) == expected
+
+
+def test_fusec_kernels_are_named_by_the_kernels_behind_them() -> None:
+    names = {"fusec_0123456789ab": "forward_g3_reduce_mean (+11 alike)"}
+    assert model_kernels.family("fusec_unit::fusec_0123456789ab", names) == \
+        "fusec forward_g3_reduce_mean (+11 alike)"
 
 
 def test_bad_arguments_are_errors() -> None:
