@@ -16,6 +16,12 @@ input, a result) is linear in the iteration coordinates: element `c` is at
   axes' (`ci_h`, `ci_l`) once per thread for the compute phase and once
   per row for the staged loads, so each row of stores is a tile side of
   consecutive outputs.
+- A swapped side whose extent is no multiple of the tile (37) spans the
+  output axis outside it too where that fills the tiles (`swapped_side`,
+  dm36's `17 x 37` as 629: 20 tiles, not 2 per row at 58% use): the staged
+  loads split its coordinate (`la_h`, `la_l`) once per thread, and the
+  compute phase each row's for the arrays that index the two axes apart
+  (the results step across them as one: a base and literal steps).
 - Each thread computes one base index per access, in uint32 while every
   index fits (`pointwise_index.index_type`; unsigned: no wrap-around test,
   no floor fix-ups), once per block; element `r` of a thread is the base
@@ -88,11 +94,13 @@ class _Tiling:
     a: int  # the group holding the tile's swapped axis
     i: int  # the group holding the innermost axis
     j: int | None  # the group the innermost side also spans (`inner_side`)
+    k: int | None  # the group the swapped side also spans (`swapped_side`)
     itype: str
 
     @property
     def ext_a(self) -> int:
-        return numel(tuple(self.plan.shape[d] for d in self.groups[self.a]))
+        """The swapped side's extent (both its groups where it spans two)."""
+        return self.ext(self.a) * (1 if self.k is None else self.ext(self.k))
 
     @property
     def ext_i(self) -> int:
@@ -108,15 +116,39 @@ class _Tiling:
 
     @property
     def batch(self) -> list[int]:
-        return [g for g in range(len(self.groups)) if g not in (self.a, self.i, self.j)]
+        return [g for g in range(len(self.groups))
+                if g not in (self.a, self.i, self.j, self.k)]
 
     def split(self, coord: str) -> list[str]:
         """A coordinate along the innermost side split into its two groups'
         (`{coord}_h`, `{coord}_l`); nothing where the side is one group."""
-        if self.j is None:
-            return []
-        return [f"{coord}_h = {coord} // {self.lit(self.ext_lo)}",
-                f"{coord}_l = {coord} % {self.lit(self.ext_lo)}"]
+        return [] if self.j is None else self._halves(coord, self.ext_lo)
+
+    def split_a(self, coord: str) -> list[str]:
+        """`split` along the swapped side."""
+        return [] if self.k is None else self._halves(coord, self.ext(self.a))
+
+    def _halves(self, coord: str, lo: int) -> list[str]:
+        return [f"{coord}_h = {coord} // {self.lit(lo)}", f"{coord}_l = {coord} % {self.lit(lo)}"]
+
+    def apart(self, acc: LinearAccess) -> bool:
+        """Whether `acc` indexes the swapped side's two groups apart (the
+        results and the arrays of their layout step across them as across
+        one axis: the side's coordinate times one stride)."""
+        sa = acc.stride(self.groups[self.a])
+        return self.k is not None and acc.stride(self.groups[self.k]) != self.ext(self.a) * sa
+
+    def swapped_terms(self, acc: LinearAccess, coord: str) -> list[tuple[str, int]]:
+        """`acc`'s terms along the swapped side at `coord` (split by
+        `split_a` where `apart`)."""
+        if not self.apart(acc):
+            return [(coord, acc.stride(self.groups[self.a]))]
+        return [(f"{coord}_h", acc.stride(self.groups[self.k])),
+                (f"{coord}_l", acc.stride(self.groups[self.a]))]
+
+    def varies_a(self, acc: LinearAccess) -> bool:
+        """Whether `acc` varies along the swapped side."""
+        return any(s for _, s in self.swapped_terms(acc, ""))
 
     def inner_terms(self, acc: LinearAccess, coord: str) -> list[tuple[str, int]]:
         """`acc`'s terms along the innermost side at `coord` (split by `split`)."""
@@ -139,7 +171,7 @@ def _tiling(plan: TransposedPlan) -> _Tiling:
     groups, a, i, j = side_groups(plan)
     # Raw (unclamped) indices run up to a tile past an edge: keep 2x headroom.
     largest = max([numel(plan.shape), *(numel(tensor_shape(a)) for a in plan.body.args)])
-    return _Tiling(plan, groups, a, i, j, index_type(2 * largest))
+    return _Tiling(plan, groups, a, i, j, plan.swapped_outer, index_type(2 * largest))
 
 
 def _u64(tl: _Tiling, expr: str) -> str:
@@ -232,12 +264,15 @@ def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]
     (the operand's contiguous one): rows `r * rows` apart; `lanes`
     consecutive elements per access, the inputs in `wide` loaded as one
     word (`codegen/lane_loads.py`)."""
-    plan, ga, gi = tl.plan, tl.groups[tl.a], tl.groups[tl.i]
+    plan, gi = tl.plan, tl.groups[tl.i]
     side = _side(plan, lanes, load=True)
     rows, passes, pitch = side.rows, side.passes, plan.tile + 1
     first = f"m0 + {side.first(tl)}"
     la = first if tl.ext_a % plan.tile == 0 else f"min({first}, {tl.lit(tl.ext_a - lanes)})"
-    lines = [*side.lines(tl, pitch, along_rows=True), f"la = {la}", f"li = n0 + {side.row}"]
+    # split once per thread where some staged operand indexes the side's groups apart
+    split = tl.split_a("la") if any(tl.apart(acc) for _, acc in tiled.values()) else []
+    lines = [*side.lines(tl, pitch, along_rows=True), f"la = {la}", *split,
+             f"li = n0 + {side.row}"]
     loads: list[str] = []
     writes: list[str] = []
     # A side of two groups splits each row's coordinate (no literal step).
@@ -250,12 +285,12 @@ def _load_phase(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]
     if tl.j is not None:
         lines += [line for r in range(passes) for line in tl.split(f"li_{r}")]
     for j, (arg, acc) in tiled.items():
-        sa, si = acc.stride(ga), acc.stride(gi)
+        si, la_terms = acc.stride(gi), tl.swapped_terms(acc, "la")
         if not per_row:
-            lines.append(f"s{j} = {_u64(tl, tl.sum([(f'bb_t{j}', 1), ('la', sa), ('li', si)]))}")
+            lines.append(f"s{j} = {_u64(tl, tl.sum([(f'bb_t{j}', 1), *la_terms, ('li', si)]))}")
         for r in range(passes):
             if per_row:
-                terms = [(f"bb_t{j}", 1), ("la", sa), *tl.inner_terms(acc, f"li_{r}")]
+                terms = [(f"bb_t{j}", 1), *la_terms, *tl.inner_terms(acc, f"li_{r}")]
                 index = _u64(tl, tl.sum(terms))
             else:
                 index = _plus(f"s{j}", r * rows * si)
@@ -279,26 +314,43 @@ def _compute_phase(tl: _Tiling, reads: _Reads, lanes: int = 1) -> list[str]:
     """Outputs with `threadIdx.x` walking the innermost axis: all loads,
     then the arithmetic, then the (guarded where tiles pass an edge) stores;
     `lanes` consecutive outputs per store."""
-    plan, ga = tl.plan, tl.groups[tl.a]
+    plan = tl.plan
     side = _side(plan, lanes, load=False)
     rows, passes = side.rows, side.passes
-    tail_a, tail_i = tl.ext_a % plan.tile != 0, tl.ext_i % plan.tile != 0
+    tail_i = tl.ext_i % plan.tile != 0
     ci = f"min(ci_raw, {tl.lit(tl.ext_i - lanes)})" if tail_i else "ci_raw"
     lines = [*side.lines(tl, plan.tile + 1, along_rows=False),
              f"ci_raw = n0 + {side.first(tl)}", f"ci = {ci}", *tl.split("ci"),
              f"ca = m0 + {side.row}"]
-    if tail_a:
+    # A side of two groups that an access indexes apart splits each row's
+    # coordinate for it (no literal step).
+    split = any(tl.apart(acc) for _, acc, _ in reads.loads) or any(
+        tl.apart(acc) for _, _, acc in reads.stores)
+    if tl.ext_a % plan.tile != 0:
         lines += [f"ca_{r} = min({_offset(tl, 'ca', r * rows)}, {tl.lit(tl.ext_a - 1)})"
                   for r in range(passes)]
+    elif split:
+        lines += [f"ca_{r} = {_offset(tl, 'ca', r * rows)}" for r in range(passes)]
+    if split:
+        lines += [line for r in range(passes) for line in tl.split_a(f"ca_{r}")]
     for k, (_, acc, _load) in enumerate(reads.loads):
-        if not (tail_a and acc.stride(ga)):
-            terms = [(f"bb_l{k}", 1), ("ca", acc.stride(ga)), *tl.inner_terms(acc, "ci")]
+        if not _row_indexed(tl, acc):
+            terms = [(f"bb_l{k}", 1), *tl.swapped_terms(acc, "ca"), *tl.inner_terms(acc, "ci")]
             lines.append(f"l{k} = {_u64(tl, tl.sum(terms))}")
     for k, _, acc in reads.stores:
-        terms = [(f"bb_o{k}", 1), ("ca", acc.stride(ga)), *tl.inner_terms(acc, "ci")]
-        lines.append(f"o{k} = {_u64(tl, tl.sum(terms))}")
+        if not tl.apart(acc):  # else each row's index (`_row`)
+            terms = [(f"bb_o{k}", 1), *tl.swapped_terms(acc, "ca"), *tl.inner_terms(acc, "ci")]
+            lines.append(f"o{k} = {_u64(tl, tl.sum(terms))}")
     parts = [_row(tl, reads, r, side) for r in range(passes)]
     return lines + [line for k in range(3) for part in parts for line in part[k]]
+
+
+def _row_indexed(tl: _Tiling, acc: LinearAccess) -> bool:
+    """Whether the compute phase indexes `acc` in each row from the row's
+    own (clamped or split) swapped coordinate `ca_<r>`, not the thread's
+    first plus a literal step: it varies along the swapped side, and a tile
+    passes the side's edge or it indexes the side's two groups apart."""
+    return tl.varies_a(acc) and (tl.ext_a % tl.plan.tile != 0 or tl.apart(acc))
 
 
 def _row(tl: _Tiling, reads: _Reads, r: int, side: _Side
@@ -323,8 +375,8 @@ def _row(tl: _Tiling, reads: _Reads, r: int, side: _Side
         at = step + lane * (plan.tile + 1)
         bound = {v: f"tile{j}[{_plus(side.shared, at)}]" for v, j in staged.items()}
         for k, (value, acc, load) in enumerate(reads.loads):
-            if tail_a and acc.stride(ga):
-                terms = [(f"bb_l{k}", 1), (f"ca_{r}", acc.stride(ga)),
+            if _row_indexed(tl, acc):
+                terms = [(f"bb_l{k}", 1), *tl.swapped_terms(acc, f"ca_{r}"),
                          *tl.inner_terms(acc, "ci")]
                 index = _lane(_u64(tl, tl.sum(terms)), lane * acc.stride(gi))
             else:
@@ -343,7 +395,8 @@ def _row(tl: _Tiling, reads: _Reads, r: int, side: _Side
         if step and not acc.stride(ga):
             continue  # broadcast along the swapped axis: row 0 stores it
         conds += _owner_conds(tl, acc, step)
-        at = _plus(f"o{k}", step * acc.stride(ga))
+        at = _plus(f"o{k}", step * acc.stride(ga)) if not tl.apart(acc) else _u64(tl, tl.sum(
+            [(f"bb_o{k}", 1), *tl.swapped_terms(acc, f"ca_{r}"), *tl.inner_terms(acc, "ci")]))
         line = (wide_store_line(k, v, at, [lane[n] for lane in values]) if side.lanes > 1
                 else f"out{k}[{at}] = {store_expr(v, values[0][n])}")
         stores += [f"if {' and '.join(conds)}:", _INDENT + line] if conds else [line]

@@ -101,6 +101,9 @@ class TransposedPlan:
     tile_vector: TileVector = SCALAR_TILE
     """Tiled, the elements per staging load and per store and the inputs
     loaded wide (`scheduling/tile_vector.py`)."""
+    swapped_outer: int | None = None
+    """Tiled, the merged axis group (of `side_groups`) the swapped side also
+    spans (`swapped_side`), else None."""
 
     def access(self, view: StridedView | ViewMap) -> LinearAccess:
         """`view` (right-aligned, broadcast) as an access of the iteration."""
@@ -157,10 +160,11 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
         for _, root, view in staged_views(body.ops, shape):
             if (root, view) not in plan.tiled:
                 plan.tiled[(root, view)] = len(plan.tiled)
-        groups, a, i, _ = side_groups(plan)
+        groups, a, i, j = side_groups(plan)
         staged = [(root, acc) for root, acc in tiled_accesses(plan).values()]
-        plan.tile_vector = tile_vector(plan, groups, a, i, staged,
-                                       [acc for _, _, acc in result_accesses(plan)])
+        results = [acc for _, _, acc in result_accesses(plan)]
+        plan.swapped_outer = swapped_side(plan, groups, a, (i, j), results)
+        plan.tile_vector = tile_vector(plan, groups, a, i, staged, results)
     else:
         plan.vector = flat_vector(plan)
         plan.concat = segmented_concat(body, plan.shape)
@@ -293,6 +297,31 @@ def inner_side(plan: TransposedPlan, groups: Sequence[tuple[int, ...]], a: int,
     return None
 
 
+def swapped_side(plan: TransposedPlan, groups: Sequence[tuple[int, ...]], a: int,
+                 inner: tuple[int, int | None], results: Sequence[LinearAccess]) -> int | None:
+    """The group the tile's swapped side spans besides the swapped one
+    (`groups[a]`), or None. Where the swapped axis' extent is not a multiple
+    of the tile side (37 of 32), its last tile is mostly idle (37 takes 2
+    tiles at 58% use); spanning the group outside it too (dm36's `17 x 37`
+    as one side of 629: 20 tiles at 98%) fills the tiles. Taken when that
+    needs fewer tiles, the swapped extent is at least a tile side (a row of
+    staging loads then meets at most one edge of the swapped axis: 2
+    segments per warp), the outer group is neither of the innermost side's
+    (`inner`) and every result varies along both groups (a thread's rows
+    store distinct elements). The arrays that index the two groups apart
+    split the side's coordinate in two (the staged operands once per
+    thread); the results step across them as across one axis."""
+    if a < 1 or a - 1 in inner or any(not r.stride(groups[a]) or not r.stride(groups[a - 1])
+                                      for r in results):
+        return None
+    tile = plan.tile
+    ext_a = numel(tuple(plan.shape[d] for d in groups[a]))
+    ext_o = numel(tuple(plan.shape[d] for d in groups[a - 1]))
+    if ext_a < tile or ext_a % tile == 0:
+        return None
+    return a - 1 if -(-ext_a * ext_o // tile) < -(-ext_a // tile) * ext_o else None
+
+
 def side_groups(plan: TransposedPlan) -> tuple[list[tuple[int, ...]], int, int, int | None]:
     """The merged axis groups of the tiled kernel, the group of the swapped
     axis, the innermost group and the group the innermost side also spans
@@ -311,7 +340,8 @@ def passes_edge(plan: TransposedPlan) -> bool:
     """Whether some tile passes the edge of a (merged) tile axis or side:
     the kernel then clamps coordinates and guards stores."""
     groups, a, i, j = side_groups(plan)
-    ext_a = numel(tuple(plan.shape[d] for d in groups[a]))
+    ext_a = numel(tuple(plan.shape[d] for k in (plan.swapped_outer, a) if k is not None
+                        for d in groups[k]))
     ext_i = numel(tuple(plan.shape[d] for k in (j, i) if k is not None for d in groups[k]))
     return ext_a % plan.tile != 0 or ext_i % plan.tile != 0
 
