@@ -21,6 +21,7 @@ from fusec.analysis.in_place_reads import pointwise_read_refusal
 from fusec.analysis.op_kinds import op_kind
 from fusec.analysis.pointwise_registers import MATH_OPS, PARAM_REGISTERS
 from fusec.analysis.strided_view import StridedView
+from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import Parts, staged_views, tile_axes, tile_iteration
 from fusec.analysis.view_map import ViewMap, fine_access
 from fusec.analysis.view_operands import (
@@ -319,7 +320,13 @@ def swapped_side(plan: TransposedPlan, groups: Sequence[tuple[int, ...]], a: int
     ext_o = numel(tuple(plan.shape[d] for d in groups[a - 1]))
     if ext_a < tile or ext_a % tile == 0:
         return None
-    return a - 1 if -(-ext_a * ext_o // tile) < -(-ext_a // tile) * ext_o else None
+    spanned = -(-ext_a * ext_o // tile)
+    # the spanned side's tiles are grid y, which no CUDA device takes past
+    # `max_grid_yz`; the unspanned kernel puts the outer group on grid z,
+    # whose launches loop over what the limit leaves
+    if spanned > Target.max_grid_yz:
+        return None
+    return a - 1 if spanned < -(-ext_a // tile) * ext_o else None
 
 
 def side_groups(plan: TransposedPlan) -> tuple[list[tuple[int, ...]], int, int, int | None]:
