@@ -153,25 +153,36 @@ def render_report(r: ReportInputs) -> str:
     lines.append("Before: one kernel per op (constants and reshapes excluded). "
                  "After: the launches of kernels.py.")
     notes = remarks(r.module)
+    symbols = device_symbols(r.program)
     for fp in r.program.functions.values():
         lines += ["", *_function_section(fp, r.registers, notes),
-                  *_device_symbols(fp, r.program.kernels_source)]
+                  *_device_symbols(fp, symbols)]
     lines += ["", *_decisions(r)]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _device_symbols(fp: FunctionProgram, kernels_source: str) -> list[str]:
-    """Which kernels each device symbol is: a kernel is compiled, and named
-    on the GPU (in Nsight Systems or `torch.profiler`), by its code
-    (`codegen/kernel_unit.py`), so equal kernels share one name."""
+def device_symbols(program: Program) -> dict[str, str]:
+    """Each kernel's name on the GPU (in Nsight Systems or `torch.profiler`):
+    a kernel is compiled, and named, by its code (`codegen/kernel_unit.py`),
+    so equal kernels share one name. kernels.py is cut up once for all
+    functions."""
     from fusec.codegen.kernel_unit import units_of_source
 
+    names = list(dict.fromkeys(la.kernel for fp in program.functions.values()
+                               for la in fp.launches if la.library is None))
+    if not names:
+        return {}
+    return {k: u.name for k, u in units_of_source(program.kernels_source, names).items()}
+
+
+def _device_symbols(fp: FunctionProgram, symbols: dict[str, str]) -> list[str]:
+    """Which kernels of `fp` each device symbol is (`device_symbols`)."""
     names = list(dict.fromkeys(la.kernel for la in fp.launches if la.library is None))
     if not names:
         return []
     behind: dict[str, list[str]] = {}
-    for kernel, unit in units_of_source(kernels_source, names).items():
-        behind.setdefault(unit.name, []).append(kernel)
+    for kernel in names:
+        behind.setdefault(symbols[kernel], []).append(kernel)
     lines = ["", "On the GPU each distinct kernel is named by its code (profilers show "
              "`fusec_unit::<symbol>`):", "", "| device symbol | kernels |", "|---|---|"]
     lines += [f"| `{symbol}` | {', '.join(f'`{k}`' for k in kernels)} |"

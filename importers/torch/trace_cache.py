@@ -61,6 +61,7 @@ from torch import fx
 from fusec.analysis.diagnostics import FusecError, escape_controls, warn
 from fusec.analysis.env_switch import switched_off
 from fusec.importers.torch.report import Fallback, GraphReport, PartitionInfo
+from fusec.runtime.out_signature import signature_matches
 
 TRACE_CACHE_ENV = "FUSEC_TRACE_CACHE"
 ENTRY_FORMAT = "fusec-trace"
@@ -360,14 +361,14 @@ class TraceStore:
         signature, _, data = raw.partition(b"\n")
         try:
             secret = load_key(create=False)
-            if secret is None or not hmac.compare_digest(signature,
-                                                          _sign(secret, data).encode("ascii")):
+            if secret is None or not signature_matches(signature.decode("ascii"),
+                                                        _sign(secret, data)):
                 raise ValueError("not signed with this user's key")
             body = json.loads(data)
             if body.get("format") != ENTRY_FORMAT or body.get("version") != ENTRY_VERSION \
                     or body.get("key") != key:
                 raise ValueError("another format or key")
-        except (ValueError, FusecError, UnicodeDecodeError) as err:
+        except (ValueError, FusecError) as err:  # UnicodeDecodeError is a ValueError
             warn(escape_controls(f"ignoring the traced graph '{path}' ({err}); tracing again"))
             return None
         with contextlib.suppress(OSError):
