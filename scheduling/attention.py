@@ -17,7 +17,11 @@ target, and whether fusing pays at all.
   softmax as a row reduction, PV GEMM; the scores through memory), each
   GEMM priced as the SIMT kernel or the library GEMM, as `tile-and-promote`
   will choose it (in f16/bf16 the library's tensor cores make this path
-  the faster one);
+  the faster one), and a library GEMM's operands and output laid out by
+  copy kernels where it cannot take them in place (`AttentionShape.relayout`:
+  on an H100, ViT-B/16's attention in bf16 spent 12 us per layer copying
+  Q, K and V out of the packed projection and 11 us on the output, beside
+  the 58 us of its two batched GEMMs);
 - `choose_tile`: the fastest legal tile; `attention_candidates`: the legal
   tiles of a group as schedule attributes (for autotuning): the fastest of
   each kind first (`candidate_order`: static or dynamic shared memory, one
@@ -280,17 +284,25 @@ def unfused_time(shape: AttentionShape, target: Target, gemm: str = "fused",
     element type's rate (tensor cores for f16/bf16)."""
     h, s, skv, d, dv, item = (shape.heads, shape.s, shape.skv, shape.d, shape.dv, shape.item)
     scores = h * s * skv * item
+    sizes = {"q": h * s * d * item, "k": h * skv * d * item, "v": h * skv * dv * item,
+             "out": h * s * dv * item}
 
-    def matmul(flops: float, operand_bytes: int) -> float:
+    copied: list[str] = []  # what copy kernels lay out for a library GEMM
+
+    def matmul(flops: float, operand_bytes: int, *operands: str) -> float:
         choice = gemm_choice(target, flops, operand_bytes, scores, 0, gemm, library,
                              shape.element, tf32)
-        return choice.t_library if choice.library else choice.t_fused
+        if not choice.library:
+            return choice.t_fused  # fusec's GEMM reads and writes through the views
+        copied.extend(w for w in operands if w in shape.relayout)
+        return choice.t_library
 
-    qk = matmul(2 * h * s * skv * d, h * (s + skv) * d * item)
-    pv = matmul(2 * h * s * skv * dv, h * (skv + s) * dv * item)
+    qk = matmul(2 * h * s * skv * d, h * (s + skv) * d * item, "q", "k")
+    pv = matmul(2 * h * s * skv * dv, h * (skv + s) * dv * item, "v", "out")
     softmax = 2 * scores / (target.memory_bandwidth * target.reduction_bandwidth_fraction) + \
         target.launch_overhead
-    return (qk + softmax + pv) / target.attention_unfused_efficiency
+    copies = sum(2 * sizes[w] / target.memory_bandwidth + target.launch_overhead for w in copied)
+    return (qk + softmax + pv) / target.attention_unfused_efficiency + copies
 
 
 def ranked_tiles(shape: AttentionShape, target: Target, limit: int | None = None,

@@ -16,6 +16,7 @@ from fusec.analysis.attention_pattern import AttentionPattern, match_attention
 from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody
+from fusec.analysis.strided_view import StridedView
 from fusec.analysis.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.element_types import element
@@ -87,6 +88,27 @@ def group_registers(group: GroupOp, target: Target) -> RegisterEstimate:
     return attention_registers(tile, shape.d, shape.dv, params)
 
 
+def matrix_batch(view: StridedView) -> bool:
+    """Whether `view` is a whole buffer read as a batch of row-major
+    matrices, or of transposed ones: what a library batched GEMM takes in
+    place (`scheduling/gemm_choice.library_matmul`: operands read directly
+    or transposed)."""
+    if view.offset:
+        return False
+
+    def row_major(shape: list[int], strides: list[int]) -> bool:
+        dense = StridedView.contiguous(shape).strides  # an axis of 1 has any stride
+        return all(n == 1 or s == c for n, s, c in zip(shape, strides, dense, strict=True))
+
+    shape, strides = list(view.shape), list(view.strides)
+    if row_major(shape, strides):
+        return True
+    if len(shape) < 2:
+        return False
+    shape[-2:], strides[-2:] = shape[:-3:-1], strides[:-3:-1]
+    return row_major(shape, strides)
+
+
 @dataclass(frozen=True)
 class AttentionSizes:
     """Sizes of one attention: batch (x heads), queries, keys, head dims,
@@ -98,6 +120,7 @@ class AttentionSizes:
     d: int
     dv: int
     element: str = "f32"
+    relayout: tuple[str, ...] = ()  # `AttentionShape.relayout`
 
     @property
     def out(self) -> Shape:
@@ -105,13 +128,16 @@ class AttentionSizes:
 
     def sizes(self, params: int) -> AttentionShape:
         return AttentionShape(max(1, numel(self.batch)), self.s, self.skv, self.d, self.dv,
-                              params, element(self.element).width, self.element)
+                              params, element(self.element).width, self.element, self.relayout)
 
     @staticmethod
     def of(p: AttentionPattern) -> AttentionSizes:
         scores = tensor_shape(p.qk.result)
+        views = {which: p.source_view(which) for which in ("q", "k", "v")}
+        views["out"] = p.output_view()
         return AttentionSizes(scores[:-2], scores[-2], scores[-1], tensor_shape(p.qk.lhs)[-1],
-                      tensor_shape(p.pv.rhs)[-1], element_type_name(element_type(p.qk.lhs)))
+                              tensor_shape(p.pv.rhs)[-1], element_type_name(element_type(p.qk.lhs)),
+                              tuple(w for w, view in views.items() if not matrix_batch(view)))
 
 
 def attention_shape(p: AttentionPattern, params: int) -> AttentionShape:

@@ -223,6 +223,12 @@ class AttentionShape:
     params: int = 5
     item: int = 4
     element: str = "f32"  # the operands' element type (`dialects/element_types.py`)
+    relayout: tuple[str, ...] = ()
+    """The operands ("q", "k", "v") and the output ("out") that a library
+    GEMM of the three-kernel path cannot read or write in place (a head
+    sliced out of a packed projection, heads moved past the tokens): that
+    path copies each once (`scheduling/attention.py` `unfused_time`); the
+    fused kernel reads and writes them through their views."""
 
 
 def recorded_tile(group: Operation) -> AttentionTile | None:
