@@ -218,10 +218,13 @@ def _gather(body: GroupBody, op: nn.GatherOp, cs: tuple[str, ...], ints: Ints, n
     inner: list[str] = []
     idx = _read(body, indices, cs[axis:axis + rank], ints, "", inner, load_at)
     _plain(op, inner)
-    raw, row = f"{name}_ix", f"{name}_row"
+    loaded, raw, row = f"{name}_id", f"{name}_ix", f"{name}_row"
+    # Each name assigned once, branch-free: numba's front end slows with
+    # every conditional expression and every name defined twice (one of each
+    # per element of an unrolled row; `codegen/branch_locals.py`).
     lines += [
-        f"{raw} = int64({idx})",
-        f"{raw} = {raw} + int64({int_literal(size)}) if {raw} < int64(0) else {raw}",
+        f"{loaded} = int64({idx})",
+        f"{raw} = {loaded} + int64({int_literal(size)}) * int64({loaded} < int64(0))",
         f"{row} = {ints.cast(f'min(max({raw}, int64(0)), int64({int_literal(size - 1)}))')}",
     ]
     at = (*cs[:axis], row, *cs[axis + rank:])

@@ -64,6 +64,7 @@ from dataclasses import replace
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.group_body import compute_type, fits_domain
+from fusec.codegen.branch_locals import distinct_locals
 from fusec.codegen.kernel_source import (
     PARTIALS_SUFFIX,
     KernelParam,
@@ -232,10 +233,11 @@ class _RowKernelWriter:
         if s.vector > 1:
             # One test per kernel: aligned arrays take the quads, a view at
             # an odd element the same passes one element per access.
+            wide = self._body()
             scalar = _RowKernelWriter(replace(self.plan, schedule=replace(s, vector=1)),
                                       self.phase)._body()
-            lines += [f"if {aligned_condition(ra)}:", *indent(self._body(), 1),
-                      "else:", *indent(scalar, 1)]
+            lines += [f"if {aligned_condition(ra)}:", *indent(wide, 1),
+                      "else:", *indent(distinct_locals(wide, scalar), 1)]
         else:
             lines += self._body()
         head = kernel_header(

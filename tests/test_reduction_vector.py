@@ -202,3 +202,22 @@ def test_quad_kernel_ptx_has_16_byte_accesses() -> None:
         raise
     (ptx,) = [str(k["ptx"]) for k in info.values()]
     assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx
+
+
+def test_each_local_is_assigned_in_one_version_only() -> None:
+    """The quad and the one-element versions of a row kernel assign their
+    own names: numba rewrites every name defined twice into SSA form, one
+    scan of the kernel's blocks per name (`codegen/branch_locals.py`)."""
+    from fusec.codegen.branch_locals import assigned_names
+
+    src = check_program(layer_norm(3, 64), pipeline=FUSED).kernels_source
+    lines = src.splitlines()
+    test = next(i for i, line in enumerate(lines) if "if is_aligned(" in line)
+    margin = [len(line) - len(line.lstrip()) for line in lines]
+    depth = margin[test]
+    other = next(i for i in range(test + 1, len(lines))
+                 if lines[i].strip() == "else:" and margin[i] == depth)
+    end = next((i for i in range(other + 1, len(lines))
+                if lines[i].strip() and margin[i] <= depth), len(lines))
+    wide, scalar = assigned_names(lines[test + 1:other]), assigned_names(lines[other + 1:end])
+    assert wide and scalar and not wide & scalar
