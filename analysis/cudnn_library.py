@@ -81,6 +81,18 @@ def cudnn_available() -> bool:
     return find_cudnn() is not None
 
 
+@functools.cache
+def sdpa_available() -> bool:
+    """Whether cuDNN's fused attention can be called: cuDNN and the
+    `nvidia-cudnn-frontend` package (module `cudnn`, looked up without
+    importing it) are installed (`runtime/cudnn_sdpa.py`)."""
+    if not cudnn_available():
+        return False
+    try:
+        return importlib.util.find_spec("cudnn") is not None
+    except (ImportError, ValueError):
+        return False
+
 
 TF32_ATTR = "conv_tf32"
 """The group attribute (`"true"`) by which the convolution choice lets an f32

@@ -104,6 +104,13 @@ class Target:
     bench/results/2026-12-05-NVIDIA_H100_80GB_HBM3-conv-sweep-085cc6b.md):
     ResNet-class f16 layers at batch 32 ran at 51-178 TFLOP/s, cuDNN call
     and epilogue kernel together, 0.07-0.23 of the 790 TFLOP/s GEMM rate."""
+    library_attention_fraction: float = 0.17
+    """Fraction of the half library GEMM rate (`half_gemm_flops`) that
+    cuDNN's fused attention (`runtime/cudnn_sdpa.py`) reaches: on an H100
+    (2026-12-06) its kernel ran ViT-B/16's attention in bf16 (B16 H12 S197
+    D64, 1.9 GFLOP) in 13.6 us, 140 TFLOP/s (`bench/model_kernels.py`,
+    inside inductor's graph), 0.18 of 790; on the H200, B8 H12 S512 D64 in
+    52 us, 124 TFLOP/s (F.sdpa, 2026-12-01), 0.16."""
     library_conv_fma_fraction: float = 0.5
     """The same fraction for a library convolution on FMA math (f32 without
     TF32, f64), of the library GEMM's f32 rate: dense f32 layers ran at
@@ -227,6 +234,10 @@ class Target:
         if element == "f32" and tf32:
             return self.tf32_gemm_flops
         return self.library_gemm_flops
+
+    def library_attention_rate(self) -> float:
+        """FLOP/s of cuDNN's fused attention (f16/bf16 operands)."""
+        return self.half_gemm_flops * self.library_attention_fraction
 
     def kernel_time(self, bytes_moved: float, flops: float, launches: int = 1) -> float:
         """Roofline time of a kernel: `max(bytes/BW, flops/peak) + launch`."""

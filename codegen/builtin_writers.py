@@ -1,10 +1,12 @@
 """The built-in writers of the registry in `codegen/writers.py`: the "numba"
 backend's emitter of each built-in group kind, and the "library" backend's
-GEMM call (cuBLAS) and convolution (cuDNN). `writers.py` registers them on its first use."""
+GEMM call (cuBLAS), convolution and fused attention (cuDNN). `writers.py`
+registers them on its first use."""
 
 from __future__ import annotations
 
 from fusec.codegen import attention, contraction, layout, pointwise, reduction, window
+from fusec.codegen.library_attention import LibraryAttentionWriter
 from fusec.codegen.library_conv import LibraryConvWriter
 from fusec.codegen.library_gemm import LibraryGemmWriter
 from fusec.codegen.writers import NumbaWriter, Writer, ignoring_target, register_writer
@@ -18,6 +20,7 @@ BUILTIN_WRITERS: tuple[Writer, ...] = (
     NumbaWriter("attention", attention.emit),
     LibraryGemmWriter(),
     LibraryConvWriter(),
+    LibraryAttentionWriter(),
 )
 """One writer per built-in (backend, kind), in registration order."""
 

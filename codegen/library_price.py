@@ -15,6 +15,7 @@ import numpy as np
 from fusec.analysis.cost_model import library_conv_rate
 from fusec.analysis.program import KernelLaunch, TensorSpec
 from fusec.analysis.targets import Target
+from fusec.codegen.library_attention import is_sdpa
 from fusec.codegen.library_conv import is_conv
 from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.shapes import numel
@@ -28,9 +29,16 @@ def priced(launch: KernelLaunch, values: Mapping[str, TensorSpec],
     assert spec is not None
     moved = sum(numel(tuple(a.view_shape)) * np.dtype(values[a.value].dtype).itemsize
                 for a in launch.args)
-    result = launch.args[2]
+    result = launch.args[-1] if is_sdpa(spec) else launch.args[2]
     element = of_device_dtype(values[result.value].dtype).name
-    if is_conv(spec):
+    if is_sdpa(spec):
+        q, k = spec["q"]["dims"], spec["k"]["dims"]
+        flops = 4.0 * q[0] * q[1] * q[2] * k[2] * q[3]
+        rate = target.library_attention_rate()
+        # its tensors, not the whole values holding them (a packed QKV)
+        moved = sum(numel(tuple(spec[w]["dims"])) for w in ("q", "k", "v", "o")) * \
+            of_device_dtype(values[result.value].dtype).width
+    elif is_conv(spec):
         w = launch.args[1].view_shape
         flops = 2.0 * numel(tuple(result.view_shape)) * numel(tuple(w[1:]))
         rate = library_conv_rate(target, element, bool(spec.get("tf32")),

@@ -142,6 +142,10 @@ def build_parser(subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> argpars
                    help="default pipeline: convolutions as a library call (cuDNN) plus an "
                    "epilogue kernel, as fusec's own kernels, or as the cost model decides "
                    "(default; fusec's own where cuDNN is not installed)")
+    p.add_argument("--attention", choices=["auto", "library", "fused"],
+                   help="default pipeline: an attention as one cuDNN fused attention call "
+                   "(f16/bf16, unmasked; needs cuDNN and nvidia-cudnn-frontend), as fusec's "
+                   "own kernel, or as the cost model decides (default)")
     p.add_argument("--conv-tf32", action="store_true",
                    help="default pipeline: f32 library convolutions may run on TF32 tensor "
                    "cores (10-bit mantissa products, f32 sums)")

@@ -39,6 +39,7 @@ _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {
     "gemm": "write tile-and-promote{gemm=MODE} in -p",
     "no_library_epilogue": "write tile-and-promote{library-epilogue=false} in -p",
     "conv": "write tile-and-promote{conv=MODE} in -p",
+    "attention": "write fuse-attention{backend=MODE} in -p",
     "conv_tf32": "write tile-and-promote{conv-tf32=true} in -p",
 }
 _COMPILE_ONLY_FLAGS = ("ptx_info", "register_source", "save_kernels", "autotune",
@@ -93,7 +94,8 @@ def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
         schedule=ScheduleOptions(args.max_registers or 0, args.shared_memory_limit or 0,
                                  args.gemm or "auto",
                                  library_epilogue=not args.no_library_epilogue,
-                                 conv=args.conv or "auto", conv_tf32=args.conv_tf32),
+                                 conv=args.conv or "auto", conv_tf32=args.conv_tf32,
+                                 attention=args.attention or "auto"),
     )
 
 

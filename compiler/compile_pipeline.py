@@ -52,7 +52,7 @@ UNMERGE_PASS = "unmerge-broadcasts"
 class ScheduleOptions:
     """The scheduling knobs of the compile job (CLI: `--max-registers`,
     `--shared-memory-limit`, `--gemm`, `--no-library-epilogue`, `--conv`,
-    `--conv-tf32`); 0 means the
+    `--conv-tf32`, `--attention`); 0 means the
     target's limit."""
 
     max_registers: int = 0
@@ -61,6 +61,7 @@ class ScheduleOptions:
     library_epilogue: bool = True  # False: `library-epilogue=false` (docs/scheduling.md)
     conv: str = "auto"  # `--conv`: cuDNN or fusec's kernel per convolution
     conv_tf32: bool = False  # `--conv-tf32`: f32 library convolutions on TF32 tensor cores
+    attention: str = "auto"  # `--attention`: cuDNN's fused attention or fusec's kernel
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,10 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     if options.fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(FOLD_PASS)
     if options.fusion and ATTENTION_PASS in registry.factories:  # before grouping: it makes groups
-        passes.append(_with(ATTENTION_PASS, target=options.target, gemm=options.schedule.gemm))
+        extra = {"backend": options.schedule.attention} if options.schedule.attention != "auto" \
+            else {}
+        passes.append(_with(ATTENTION_PASS, target=options.target, gemm=options.schedule.gemm,
+                            **extra))
     if options.fusion and FUSION_PASS in registry.factories:
         cls = registry.get(FUSION_PASS)
         fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) \

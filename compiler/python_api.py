@@ -33,6 +33,7 @@ def compile(
     cache: bool = True,
     conv: str = "auto",
     conv_tf32: bool = False,
+    attention: str = "auto",
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
@@ -46,7 +47,9 @@ def compile(
     whole epilogue out of its call (`tile-and-promote{library-epilogue=false}`);
     `conv` is "auto" (the cost model picks cuDNN or fusec's window kernel per
     convolution), "library" or "fused", as `fusec --conv`; `conv_tf32=True`
-    lets f32 library convolutions use TF32 tensor cores (`--conv-tf32`).
+    lets f32 library convolutions use TF32 tensor cores (`--conv-tf32`);
+    `attention` is "auto" (cuDNN's fused attention where the cost model
+    says it is faster), "library" or "fused", as `fusec --attention`.
 
     A model compiled before, with the same options, target and fusec, is read
     back from the per-user cache instead of compiled again
@@ -58,7 +61,8 @@ def compile(
     key = ""
     if store is not None:
         options = {"fusion": fusion, "gemm": gemm, "fold_constants": fold_constants,
-                   "library_epilogue": library_epilogue, "conv": conv, "conv_tf32": conv_tf32}
+                   "library_epilogue": library_epilogue, "conv": conv, "conv_tf32": conv_tf32,
+                   "attention": attention}
         key = program_key(text, options, get_target(target), kind)
         hit = store.load(key)
         if hit is not None:
@@ -74,7 +78,8 @@ def compile(
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm,
                                                        library_epilogue=library_epilogue,
-                                                       conv=conv, conv_tf32=conv_tf32),
+                                                       conv=conv, conv_tf32=conv_tf32,
+                                                       attention=attention),
                               fold_constants=fold_constants, autotune=autotune or None)
     if store is not None:
         store.store(key, artifacts)

@@ -47,7 +47,9 @@ from fusec.analysis.attention_pattern import (
     Refusal,
     match_attention,
 )
+from fusec.analysis.cudnn_library import sdpa_available
 from fusec.analysis.dependency_graph import value_names
+from fusec.analysis.group_kind import BACKEND_ATTR, LIBRARY_BACKEND
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.targets import WARP_SIZE, Target, resolve_target, unknown_target
 from fusec.dialects import nn
@@ -64,7 +66,8 @@ from fusec.scheduling.attention import (
     unfused_time,
 )
 from fusec.scheduling.attention_group import attention_shape
-from fusec.scheduling.attention_schedule import AttentionTile
+from fusec.scheduling.attention_library import BACKEND_MODES, library_attention, library_time
+from fusec.scheduling.attention_schedule import AttentionShape, AttentionTile
 from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32
 
 ITEM = 4  # f32 bytes
@@ -155,6 +158,7 @@ class _Fuser:
     splits: int | None = None  # forced split-KV chunks (None: chosen)
     decode: bool = True  # offer the model decode tiles
     forced_decode: tuple[int, int] | None = None  # engine=decode: (warps, unroll)
+    backend: str = "auto"  # cuDNN's fused attention: auto (when faster), library, fused
     count: int = 0
 
     def run(self, func: FuncOp) -> None:
@@ -197,7 +201,13 @@ class _Fuser:
         parts = unfused_time(shape, self.target, self.gemm, gemm_choice.library_available(),
                              cupy_tf32())
         times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
-        if self.tile is None and self.forced_decode is None and fused > parts:
+        forced = self.tile is not None or self.forced_decode is not None
+        library = self._library(p, shape, forced, min(fused, parts))
+        if isinstance(library, float):
+            times = f"cuDNN {_us(library)} vs {times}"
+        elif library is not None:
+            times = f"{times}; cuDNN's attention: {library}"
+        if not isinstance(library, float) and not forced and fused > parts:
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
                              f"the three-kernel path: {times} (tile {tile.text()})")
             return
@@ -206,7 +216,15 @@ class _Fuser:
         scores = tensor_shape(p.qk.result)
         saved = SCORE_PASSES * numel(scores) * shape.item
         subject = f"{describe(p.qk)} .. {describe(p.pv)}"
-        build_group(p, name, {SCHEDULE_KEY: tile.attr()})
+        attrs: dict[str, Attribute] = {SCHEDULE_KEY: tile.attr()}
+        if isinstance(library, float):
+            attrs[BACKEND_ATTR] = StringAttr(LIBRARY_BACKEND)
+        build_group(p, name, attrs)
+        if isinstance(library, float):
+            self.remarks.add("remark", f"fused attention {subject} into one cuDNN fused "
+                             f"attention call, group {name}: the {fmt(scores)} scores stay on "
+                             f"chip (saves {format_bytes(saved)} and 2 launches; {times})")
+            return
         into, launches = "one kernel", 2
         if tile.splits > 1:
             plan = tile.split_plan(shape.skv)
@@ -217,6 +235,22 @@ class _Fuser:
                          f"the {fmt(scores)} scores stay on chip (saves {format_bytes(saved)} "
                          f"and {launches} launch{'es' * (launches > 1)}; {times}); "
                          f"tile {tile.text()}")
+
+
+    def _library(self, p: AttentionPattern, shape: AttentionShape, forced: bool,
+                 best: float) -> float | str | None:
+        """cuDNN's time for `p` where it takes the attention (`library`, or
+        `auto` and faster than `best`, fusec's best), else why not (None:
+        not asked, or not installed)."""
+        if self.backend == "fused" or forced or not sdpa_available():
+            return None
+        found = library_attention(p, {})
+        if isinstance(found, str):
+            return f"not taken: {found}"
+        t = library_time(shape, self.target)
+        if self.backend == "library" or t < best:
+            return t
+        return f"estimated {_us(t)}, slower"
 
 
 @dataclass(frozen=True)
@@ -240,7 +274,11 @@ class FuseAttentionPass(ModulePass):
     tiles; on by default: on the H200 decode_attention.mlir ran 0.27-0.33 ms
     on them against 1.07 unfused, K and V read once taking 0.25), `gemm` (`auto`,
     `library`, `fused`: how `tile-and-promote` will run the three-kernel
-    path's GEMMs, whose time the fused kernel must beat), `remarks`.
+    path's GEMMs, whose time the fused kernel must beat), `backend` (`auto`:
+    cuDNN's fused attention where it is installed, takes the attention
+    (`scheduling/attention_library.py`) and is estimated faster than
+    fusec's kernel and the three-kernel path; `library`: wherever it takes
+    it; `fused`: never), `remarks`.
     """
 
     name = "fuse-attention"
@@ -257,6 +295,7 @@ class FuseAttentionPass(ModulePass):
     threads: int = 0
     decode: bool = True
     gemm: str = "auto"
+    backend: str = "auto"
     remarks: bool = True
 
     def __post_init__(self) -> None:
@@ -264,6 +303,8 @@ class FuseAttentionPass(ModulePass):
             raise ValueError(problem)
         if self.gemm not in GEMM_MODES:
             raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
+        if self.backend not in BACKEND_MODES:
+            raise ValueError(f"backend must be one of {', '.join(BACKEND_MODES)}")
         if self.engine not in ("simt", "mma", "decode"):
             raise ValueError("engine must be simt, mma or decode")
         # A fixed tile must launch on the target asked for (its block limit).
@@ -299,7 +340,8 @@ class FuseAttentionPass(ModulePass):
         tile = self._fixed() if self.block_q and self.engine != "decode" else None
         collector = RemarkCollector()
         splits = self.splits or (None if self.split_kv else 1)
-        fuser = _Fuser(target, tile, collector, self.gemm, splits, self.decode)
+        fuser = _Fuser(target, tile, collector, self.gemm, splits, self.decode,
+                       backend=self.backend)
         if self.engine == "decode":
             fuser.splits = self.splits or None
             fuser.forced_decode = ((self.threads or DECODE_THREADS) // 32, self.cols)

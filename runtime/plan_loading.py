@@ -92,8 +92,9 @@ def _library_from_json(e: dict[str, Any]) -> dict[str, Any] | None:
     """The library-call fields of a launch entry (None for a kernel launch)."""
     if "library" not in e:
         return None
+    from fusec.codegen.library_attention import SDPA_KEYS, is_sdpa
     from fusec.codegen.library_conv import CONV_KEYS, is_conv
     from fusec.codegen.library_gemm import LIBRARY_KEYS
 
-    keys = CONV_KEYS if is_conv(e) else LIBRARY_KEYS
+    keys = CONV_KEYS if is_conv(e) else SDPA_KEYS if is_sdpa(e) else LIBRARY_KEYS
     return {k: e[k] for k in keys if k in e}

@@ -27,6 +27,7 @@ import numpy as np
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.library_epilogue import ACTIVATIONS
 from fusec.analysis.targets import DEFAULT_TARGET, TARGETS, Target
+from fusec.codegen.library_attention import SDPA_PREFIX
 from fusec.codegen.library_conv import CONV_PREFIX
 from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import SUPPORTED_TYPES
@@ -258,6 +259,9 @@ def _check_library(c: _Checker, e: dict[str, Any], path: str,
     if c.str_(e["library"], f"{path}.library").startswith(CONV_PREFIX):
         _check_conv(c, e, path, values)
         return
+    if e["library"].startswith(SDPA_PREFIX):
+        _check_sdpa(c, e, path, values)
+        return
     for key in ("a", "b", "c"):
         c.value(c.field(e, key, path), f"{path}.{key}", values)
     for key in ("transpose_a", "transpose_b"):
@@ -270,6 +274,34 @@ def _check_library(c: _Checker, e: dict[str, Any], path: str,
             c.value(e[key], f"{path}.{key}", values)
     if "activation" in e and c.str_(e["activation"], f"{path}.activation") not in ACTIVATIONS:
         c.fail(f"{path}.activation", f"expected one of {', '.join(ACTIVATIONS)}")
+
+
+def _check_sdpa(c: _Checker, e: dict[str, Any], path: str,
+                values: dict[str, tuple[tuple[int, ...], str]]) -> None:
+    """cuDNN's attention: Q, K, V and O placed inside their values (every
+    element a launch can address lies in its buffer), a finite scale."""
+    for key in ("q", "k", "v", "o"):
+        where = f"{path}.{key}"
+        t = c.obj(c.field(e, key, path), where)
+        v = c.value(c.field(t, "value", where), f"{where}.value", values)
+        offset = c.int_(c.field(t, "offset", where), f"{where}.offset", 0, 2**31 - 1)
+        placed = []
+        for field in ("dims", "strides"):
+            vals = c.field(t, field, where)
+            if not isinstance(vals, list) or len(vals) != 4:
+                c.fail(f"{where}.{field}", "expected a list of 4 integers")
+            placed.append([c.int_(x, f"{where}.{field}[{i}]", 1 if field == "dims" else 0,
+                                  2**31 - 1) for i, x in enumerate(vals)])
+        dims, strides = placed
+        last = offset + sum((n - 1) * s for n, s in zip(dims, strides, strict=True))
+        if last >= _elements(values[v][0]):
+            c.fail(where, f"reaches element {last} of value {v}, which holds "
+                   f"{_elements(values[v][0])}")
+    scale = c.field(e, "scale", path)
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or \
+            not math.isfinite(scale):
+        c.fail(f"{path}.scale", "expected a finite number")
+    c.bool_(c.field(e, "causal", path), f"{path}.causal")
 
 
 def _check_conv(c: _Checker, e: dict[str, Any], path: str,

@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import IntegerAttr, StringAttr
 from fusec.analysis.decompose_group import decomposed
 from fusec.analysis.diagnostics import InternalError
 from fusec.analysis.group_kind import (
+    LIBRARY_BACKEND,
     MAX_REGISTERS_ATTR,
     NUMBA_BACKEND,
     group_backend,
@@ -44,6 +45,7 @@ from fusec.analysis.group_kind import (
 from fusec.analysis.targets import Target
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.schedule import SCHEDULE_KEY, ScheduleAttr
+from fusec.scheduling.attention_library import plan_library_attention
 from fusec.scheduling.attention_plan import plan_attention
 from fusec.scheduling.gemm_plan import plan_gemm
 from fusec.scheduling.pointwise_group_plan import plan_layout, plan_pointwise
@@ -63,11 +65,13 @@ DETAIL_PLANNERS: dict[tuple[str, str], DetailPlanner] = {
     (NUMBA_BACKEND, "window"): plan_window,
     (NUMBA_BACKEND, "pointwise"): plan_pointwise,
     (NUMBA_BACKEND, "layout"): plan_layout,
+    (LIBRARY_BACKEND, "attention"): plan_library_attention,
 }
 """The detail planner of each (backend, kind) that has one."""
 
 DECOMPOSED = frozenset({(NUMBA_BACKEND, "reduction"), (NUMBA_BACKEND, "contraction"),
-                        (NUMBA_BACKEND, "attention"), (NUMBA_BACKEND, "window")})
+                        (NUMBA_BACKEND, "attention"), (NUMBA_BACKEND, "window"),
+                        (LIBRARY_BACKEND, "attention")})
 """The (backend, kind) pairs whose writers write the group with its composite
 ops expanded (`analysis/decompose_group.py`); the pointwise writers take a
 composite elementwise op (a batch norm in inference) as it is, and library

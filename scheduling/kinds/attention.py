@@ -7,7 +7,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.fusion_legality import Candidate, GroupInfo, Merged
-from fusec.analysis.group_kind import Choice, ScheduleContext
+from fusec.analysis.group_kind import LIBRARY_BACKEND, Choice, ScheduleContext, group_backend
 from fusec.analysis.scheduled_cost import ScheduledKernel
 from fusec.analysis.targets import Target
 from fusec.dialects.fusion import GroupOp
@@ -98,5 +98,8 @@ class AttentionKind(SplitOverBudget):
 
     def registers(self, group: GroupOp, target: Target,
                   tile: GemmTile | None = None) -> RegisterEstimate:
-        """`scheduling/attention_group.group_registers`."""
+        """`scheduling/attention_group.group_registers`; none for a cuDNN
+        call (`backend = "library"`), which has no kernel of fusec's."""
+        if group_backend(group) == LIBRARY_BACKEND:
+            return RegisterEstimate(0, ())
         return group_registers(group, target)

@@ -1,0 +1,198 @@
+"""cuDNN's fused attention as an attention group's backend: which attentions
+it takes, where their operands lie, and what it costs.
+
+`fuse-attention` offers an attention to the library when cuDNN's attention
+can run here (`analysis/cudnn_library.sdpa_available`) and the attention is
+one it computes exactly (`library_problem` says why not otherwise):
+
+- f16 or bf16 operands, head dims equal, a multiple of 8 and at most 128;
+- scores that are `Q Kᵀ` times a constant (a splat `nn.mul` or `nn.div`, or
+  none): no mask, no other score op (a causal or padding mask stays with
+  fusec's kernel for now);
+- Q, K, V and the output each a strided view `[batch, heads, tokens, dim]`
+  of one buffer with the head dim contiguous and no broadcast axis: a head
+  sliced out of a packed QKV projection and an output written straight into
+  `[batch, tokens, heads * dim]` are read and written in place
+  (`LibraryAttention`: offsets, dims and strides per tensor).
+
+Its time (`library_time`) is the FLOPs at `Target.library_attention_rate`,
+never below the DRAM time of Q, K, V and O; where it beats both the fused
+kernel and the three-kernel path, the group is marked `backend =
+"library"` and code generation writes a plan launch
+(`codegen/library_attention.py`) that the runtime runs through cuDNN
+(`runtime/cudnn_sdpa.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import BlockArgument, SSAValue
+
+from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.diagnostics import op_error
+from fusec.analysis.group_body import GroupBody
+from fusec.analysis.strided_view import StridedView
+from fusec.analysis.targets import Target
+from fusec.dialects import nn
+from fusec.dialects.fusion import GroupOp
+from fusec.dialects.nn_base import element_type, element_type_name, splat_value
+from fusec.scheduling.attention_group import find_pattern
+from fusec.scheduling.attention_schedule import AttentionShape
+
+BACKEND_MODES = ("auto", "library", "fused")
+"""`fuse-attention{backend=...}` (`fusec --attention`): cuDNN where it is
+estimated faster, cuDNN wherever it takes the attention, never cuDNN."""
+ELEMENTS = ("f16", "bf16")
+"""Operand types cuDNN's fused attention takes (f32 math inside)."""
+MAX_HEAD_DIM = 128
+INT32_LIMIT = 1 << 31  # cuDNN's strides and our offsets stay within int32
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where one tensor of the attention lies in its buffer: the element
+    offset and the dims and strides of `[batch, heads, tokens, dim]`."""
+
+    offset: int
+    dims: tuple[int, int, int, int]
+    strides: tuple[int, int, int, int]
+
+    def json(self) -> dict[str, object]:
+        return {"offset": self.offset, "dims": list(self.dims), "strides": list(self.strides)}
+
+
+@dataclass(frozen=True)
+class LibraryAttention:
+    """An attention cuDNN computes: its element type, scale and tensors."""
+
+    element: str
+    scale: float
+    q: Placed
+    k: Placed
+    v: Placed
+    o: Placed
+
+
+def _constant(v: SSAValue, outer: dict[BlockArgument, SSAValue]) -> float | None:
+    """The value of splat `v`, looked through a group input to the constant
+    outside (a library group's splats are read from memory)."""
+    if isinstance(v, BlockArgument) and v in outer:
+        v = outer[v]
+    owner = getattr(v, "op", None)
+    if not isinstance(owner, nn.ConstantOp):
+        return None
+    value = splat_value(owner.value)
+    return None if value is None else float(value)
+
+
+def _scale(p: AttentionPattern, outer: dict[BlockArgument, SSAValue]) -> float | str:
+    """The factor of the scores, or why they are not `Q Kᵀ` times one."""
+    if any(not isinstance(op, nn.ConstantOp) for op in p.side_ops):
+        return "the scores are masked"
+    scale, v = 1.0, p.qk.result
+    for op in p.score_ops:
+        if isinstance(op, nn.MulOp) and v in op.operands:
+            other = op.operands[1] if op.operands[0] is v else op.operands[0]
+        elif isinstance(op, nn.DivOp) and op.operands[0] is v:
+            other = op.operands[1]
+        else:
+            return f"the scores go through {op.name}"
+        c = _constant(other, outer)
+        if c is None or c == 0.0:
+            return f"the scores are scaled by {op.name} of a tensor, not a constant"
+        scale = scale * c if isinstance(op, nn.MulOp) else scale / c
+        v = op.results[0]
+    return scale
+
+
+def _placed(views: dict[str, StridedView]) -> dict[str, Placed] | str:
+    """The four views as `[batch, heads, tokens, dim]`, their batch axes
+    merged alike, or why they cannot be."""
+    extents = {w: [n for n in view.shape[:-2] if n != 1] for w, view in views.items()}
+    axes = {w: [(n, s) for n, s in zip(view.shape[:-2], view.strides[:-2], strict=True)
+                if n != 1] for w, view in views.items()}
+    if len({tuple(e) for e in extents.values()}) != 1:
+        return "its operands broadcast over heads"
+    while len(axes["q"]) > 2:
+        at = next((i for i in range(len(axes["q"]) - 1)
+                   if all(a[i][1] == a[i + 1][1] * a[i + 1][0] for a in axes.values())), None)
+        if at is None:
+            return "its batch axes do not collapse to batch and heads"
+        for w, a in axes.items():
+            axes[w] = [*a[:at], (a[at][0] * a[at + 1][0], a[at + 1][1]), *a[at + 2:]]
+    placed: dict[str, Placed] = {}
+    for w, view in views.items():
+        batch = axes[w]
+        if any(s == 0 for _, s in batch):
+            return "an operand is broadcast"
+        span = max([view.strides[-2] * view.shape[-2], *(s * n for n, s in batch)])
+        while len(batch) < 2:
+            batch = [(1, span), *batch]  # a batch or head axis of one
+        if view.strides[-1] != 1:
+            return f"the head dim of {w} is not contiguous"
+        dims = (batch[0][0], batch[1][0], view.shape[-2], view.shape[-1])
+        strides = (batch[0][1], batch[1][1], view.strides[-2], 1)
+        if max([view.offset, *strides]) >= INT32_LIMIT:
+            return "an operand is too large for cuDNN's 32-bit strides"
+        placed[w] = Placed(view.offset, dims, strides)
+    return placed
+
+
+def library_attention(p: AttentionPattern, outer: dict[BlockArgument, SSAValue]
+                      ) -> LibraryAttention | str:
+    """What cuDNN computes for pattern `p` (`outer`: the values outside a
+    group that its inputs stand for), or why it cannot."""
+    element = element_type_name(element_type(p.qk.lhs))
+    if element not in ELEMENTS or element_type_name(element_type(p.pv.result)) != element:
+        return f"cuDNN's attention takes f16 or bf16, not {element}"
+    q_view, kt_view = p.source_view("q"), p.source_view("k")
+    d, dv = q_view.shape[-1], p.source_view("v").shape[-1]
+    if d != dv or d % 8 or d > MAX_HEAD_DIM:
+        return f"head dims {d} and {dv} (cuDNN: equal, multiples of 8, at most {MAX_HEAD_DIM})"
+    scale = _scale(p, outer)
+    if isinstance(scale, str):
+        return scale
+    k_view = kt_view.transpose([*range(len(kt_view.shape) - 2), len(kt_view.shape) - 1,
+                                len(kt_view.shape) - 2])
+    placed = _placed({"q": q_view, "k": k_view, "v": p.source_view("v"),
+                      "o": p.output_view()})
+    if isinstance(placed, str):
+        return placed
+    return LibraryAttention(element, scale, placed["q"], placed["k"], placed["v"], placed["o"])
+
+
+def library_time(shape: AttentionShape, target: Target) -> float:
+    """Seconds of cuDNN's fused attention: its FLOPs at the target's rate,
+    never below the DRAM time of Q, K, V and O, plus a launch."""
+    flops = 2 * shape.heads * shape.s * shape.skv * (shape.d + shape.dv)
+    io = shape.heads * (shape.s * (shape.d + shape.dv) + shape.skv * (shape.d + shape.dv))
+    return max(flops / target.library_attention_rate(), io * shape.item /
+               target.memory_bandwidth) + target.launch_overhead
+
+
+@dataclass(frozen=True)
+class LibraryAttentionPlan:
+    """The detail plan of an attention group on the library backend: what
+    cuDNN computes and the group's values holding Q, K and V (outside the
+    group: what the launch names)."""
+
+    attention: LibraryAttention
+    sources: dict[str, SSAValue]
+
+
+def plan_library_attention(group: GroupOp, body: GroupOp, target: Target
+                           ) -> LibraryAttentionPlan:
+    """The plan of library attention `group`, whose (decomposed) body is
+    `body`; an attention cuDNN cannot compute is an error at the group."""
+    pattern = find_pattern(GroupBody.of(body))
+    outer = {a: group.inputs[i] for i, a in enumerate(body.block.args)}
+    found = library_attention(pattern, outer)
+    if isinstance(found, str):
+        raise op_error(group, f"cuDNN's attention cannot compute this attention group: {found}")
+    sources = {}
+    for which in ("q", "k", "v"):
+        source = pattern.source(which)
+        assert isinstance(source, BlockArgument)  # find_pattern checked it
+        sources[which] = group.inputs[source.index]
+    return LibraryAttentionPlan(found, sources)

@@ -1,0 +1,49 @@
+"""cuDNN's fused attention on a real GPU (skipped without one, without cuDNN
+or without the nvidia-cudnn-frontend package): a ViT block's attention over
+a packed QKV projection, its output written into `[batch, tokens, heads *
+dim]`, in f16 and bf16, at ViT-B/16's odd sequence length and at a longer
+one, against the reference interpreter; once more under CUDA-graph
+capture."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from test_library_attention import vit_attention_text
+
+pytestmark = pytest.mark.gpu
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from library_check import compare  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fusec.analysis.cudnn_library import sdpa_available
+
+    monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path / "cache"))
+    if not sdpa_available():
+        pytest.skip("cuDNN's attention (cuDNN and nvidia-cudnn-frontend) is not installed")
+
+
+def _check(text: str, dt: str, graphs: bool = False) -> None:
+    import fusec
+
+    model = fusec.compile(text, device="gpu", attention="library", graphs=graphs, cache=False)
+    launches = model.signature.launches
+    assert [la.library["library"] for la in launches if la.library] == [f"cudnn_sdpa_{dt}"]
+    assert len(launches) == 1
+    ok, line = compare(model, text, dt, graphs)
+    assert ok, line
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize(("b", "h", "s", "d"), [(4, 12, 197, 64), (2, 8, 512, 128)])
+def test_cudnn_attention_matches_the_reference(b: int, h: int, s: int, d: int, dt: str) -> None:
+    _check(vit_attention_text(b, h, s, d, dt), dt)
+
+
+def test_cudnn_attention_under_graph_capture() -> None:
+    pytest.importorskip("cupy")
+    _check(vit_attention_text(2, 12, 197, 64, "bf16"), "bf16", graphs=True)
