@@ -52,7 +52,7 @@ def library_attention_launch(task: WriteTask) -> KernelLaunch:
     ids = {w: task.value_id(v, group) for w, v in values.items()}
     placed = {"q": found.q, "k": found.k, "v": found.v, "o": found.o}
     name = f"{SDPA_PREFIX}{found.element}"
-    spec: dict[str, Any] = {"library": name, "scale": found.scale, "causal": False,
+    spec: dict[str, Any] = {"library": name, "scale": found.scale, "causal": found.causal,
                             **{w: {"value": ids[w], **placed[w].json()} for w in TENSORS}}
     args = [ArgSpec(ids[w], tensor_shape(values[w]), w == "o") for w in TENSORS]
     ops = [op.name for op in group.block.ops if op.name != "fusion.yield"]

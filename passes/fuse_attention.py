@@ -66,7 +66,12 @@ from fusec.scheduling.attention import (
     unfused_time,
 )
 from fusec.scheduling.attention_group import attention_shape
-from fusec.scheduling.attention_library import BACKEND_MODES, library_attention, library_time
+from fusec.scheduling.attention_library import (
+    BACKEND_MODES,
+    CAUSAL_ATTR,
+    library_attention,
+    library_time,
+)
 from fusec.scheduling.attention_schedule import AttentionShape, AttentionTile
 from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32
 
@@ -203,11 +208,11 @@ class _Fuser:
         times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
         forced = self.tile is not None or self.forced_decode is not None
         library = self._library(p, shape, forced, min(fused, parts))
-        if isinstance(library, float):
-            times = f"cuDNN {_us(library)} vs {times}"
+        if isinstance(library, tuple):
+            times = f"cuDNN {_us(library[0])} vs {times}"
         elif library is not None:
             times = f"{times}; cuDNN's attention: {library}"
-        if not isinstance(library, float) and not forced and fused > parts:
+        if not isinstance(library, tuple) and not forced and fused > parts:
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
                              f"the three-kernel path: {times} (tile {tile.text()})")
             return
@@ -217,10 +222,12 @@ class _Fuser:
         saved = SCORE_PASSES * numel(scores) * shape.item
         subject = f"{describe(p.qk)} .. {describe(p.pv)}"
         attrs: dict[str, Attribute] = {SCHEDULE_KEY: tile.attr()}
-        if isinstance(library, float):
+        if isinstance(library, tuple):
             attrs[BACKEND_ATTR] = StringAttr(LIBRARY_BACKEND)
+            if library[1]:
+                attrs[CAUSAL_ATTR] = StringAttr("true")
         build_group(p, name, attrs)
-        if isinstance(library, float):
+        if isinstance(library, tuple):
             self.remarks.add("remark", f"fused attention {subject} into one cuDNN fused "
                              f"attention call, group {name}: the {fmt(scores)} scores stay on "
                              f"chip (saves {format_bytes(saved)} and 2 launches; {times})")
@@ -238,18 +245,18 @@ class _Fuser:
 
 
     def _library(self, p: AttentionPattern, shape: AttentionShape, forced: bool,
-                 best: float) -> float | str | None:
-        """cuDNN's time for `p` where it takes the attention (`library`, or
-        `auto` and faster than `best`, fusec's best), else why not (None:
-        not asked, or not installed)."""
+                 best: float) -> tuple[float, bool] | str | None:
+        """cuDNN's time for `p` and whether its mask is causal, where it
+        takes the attention (`library`, or `auto` and faster than `best`,
+        fusec's best); else why not (None: not asked, or not installed)."""
         if self.backend == "fused" or forced or not sdpa_available():
             return None
         found = library_attention(p, {})
         if isinstance(found, str):
             return f"not taken: {found}"
-        t = library_time(shape, self.target)
+        t = library_time(shape, self.target, found.causal)
         if self.backend == "library" or t < best:
-            return t
+            return t, found.causal
         return f"estimated {_us(t)}, slower"
 
 

@@ -7,8 +7,10 @@ one it computes exactly (`library_problem` says why not otherwise):
 
 - f16 or bf16 operands, head dims equal, a multiple of 8 and at most 128;
 - scores that are `Q Kᵀ` times a constant (a splat `nn.mul` or `nn.div`, or
-  none): no mask, no other score op (a causal or padding mask stays with
-  fusec's kernel for now);
+  none), with at most a causal mask (query i sees keys 0..i: a constant
+  `nn.select` of the scores and -inf, or a constant 0 / -inf `nn.add`; what
+  `fold-constants` leaves of PyTorch's `is_causal` and of a causal mask built
+  in the graph); any other mask or score op stays with fusec's kernel;
 - Q, K, V and the output each a strided view `[batch, heads, tokens, dim]`
   of one buffer with the head dim contiguous and no broadcast axis: a head
   sliced out of a packed QKV projection and an output written straight into
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.attention_pattern import AttentionPattern
@@ -36,7 +40,15 @@ from fusec.analysis.strided_view import StridedView
 from fusec.analysis.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
-from fusec.dialects.nn_base import element_type, element_type_name, splat_value
+from fusec.dialects.nn_base import (
+    NNOp,
+    dense_to_numpy,
+    element_type,
+    element_type_name,
+    tensor_shape,
+)
+from fusec.dialects.shapes import numel
+from fusec.reference.ops import OP_FUNCTIONS
 from fusec.scheduling.attention_group import find_pattern
 from fusec.scheduling.attention_schedule import AttentionShape
 
@@ -47,6 +59,16 @@ ELEMENTS = ("f16", "bf16")
 """Operand types cuDNN's fused attention takes (f32 math inside)."""
 MAX_HEAD_DIM = 128
 INT32_LIMIT = 1 << 31  # cuDNN's strides and our offsets stay within int32
+CAUSAL_ATTR = "causal"
+"""The attention group attribute (`"true"`) by which `fuse-attention`
+records that the group's mask is causal: found where the mask's values were
+known (before grouping put the ops that compute them in kernels of their
+own); the library call masks by it, and reads no mask."""
+EVALUATED = 1 << 24  # elements of a mask evaluated at compile time, at most
+MAX_DEPTH = 16  # ops from the mask back to its constants, at most
+MASKED = -1.0e4
+"""A mask value at or below this takes its key out (exp of it and less is 0
+in f32 beside any score): -inf, a type's lowest value, BERT's -10000."""
 
 
 @dataclass(frozen=True)
@@ -68,42 +90,87 @@ class LibraryAttention:
 
     element: str
     scale: float
+    causal: bool  # query i sees keys 0..i (top-left aligned)
     q: Placed
     k: Placed
     v: Placed
     o: Placed
 
 
-def _constant(v: SSAValue, outer: dict[BlockArgument, SSAValue]) -> float | None:
-    """The value of splat `v`, looked through a group input to the constant
-    outside (a library group's splats are read from memory)."""
+def _dense(v: SSAValue, outer: dict[BlockArgument, SSAValue], depth: int = 0
+           ) -> np.ndarray | None:
+    """The values of `v` when constants alone compute it, looked through a
+    group input to the value outside: a constant, or an op of constants
+    evaluated as the reference interpreter does (a causal mask built from
+    index ranges, which `fold-constants` leaves unfolded when it is larger
+    than its operands). None for anything else or past `EVALUATED` elements."""
     if isinstance(v, BlockArgument) and v in outer:
         v = outer[v]
     owner = getattr(v, "op", None)
-    if not isinstance(owner, nn.ConstantOp):
+    if isinstance(owner, nn.ConstantOp):
+        return np.asarray(dense_to_numpy(owner.value))
+    if not isinstance(owner, NNOp) or type(owner) not in OP_FUNCTIONS or depth > MAX_DEPTH or \
+            len(owner.results) != 1 or numel(tensor_shape(owner.results[0])) > EVALUATED:
         return None
-    value = splat_value(owner.value)
-    return None if value is None else float(value)
+    arrays = [_dense(o, outer, depth + 1) for o in owner.operands]
+    if any(a is None for a in arrays):
+        return None
+    with np.errstate(all="ignore"):
+        value = np.asarray(OP_FUNCTIONS[type(owner)](owner, *arrays))
+    return value if value.shape == tensor_shape(owner.results[0]) else None
 
 
-def _scale(p: AttentionPattern, outer: dict[BlockArgument, SSAValue]) -> float | str:
-    """The factor of the scores, or why they are not `Q Kᵀ` times one."""
-    if any(not isinstance(op, nn.ConstantOp) for op in p.side_ops):
-        return "the scores are masked"
-    scale, v = 1.0, p.qk.result
+def _constant(v: SSAValue, outer: dict[BlockArgument, SSAValue]) -> float | None:
+    """The value of splat `v`, or None."""
+    values = _dense(v, outer)
+    if values is None or values.size == 0 or not bool(np.all(values == values.flat[0])):
+        return None
+    return float(values.flat[0])
+
+
+def _causal(keep: np.ndarray | None, scores: tuple[int, ...]) -> bool:
+    """Whether `keep` (which keys each query sees, broadcast to `scores`)
+    is the causal mask aligned at the top left: query i sees keys 0..i, as
+    PyTorch's `is_causal` and cuDNN's `use_causal_mask` have it."""
+    if keep is None or keep.ndim > len(scores) or keep.shape[-2:] != scores[-2:]:
+        return False
+    tril = np.tril(np.ones(scores[-2:], dtype=bool))
+    return bool(np.all(keep.reshape(-1, *scores[-2:]) == tril))
+
+
+def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_known: bool
+            ) -> tuple[float, bool] | str:
+    """The factor of the scores and whether a causal mask takes the keys
+    after each query (`causal_known`: the one mask is causal, whatever
+    computes it), or why the scores are something else."""
+    scale, causal, v = 1.0, False, p.qk.result
+    shape = tensor_shape(p.qk.result)
     for op in p.score_ops:
-        if isinstance(op, nn.MulOp) and v in op.operands:
+        if isinstance(op, nn.MulOp | nn.DivOp) and v in op.operands and \
+                (isinstance(op, nn.MulOp) or op.operands[0] is v):
             other = op.operands[1] if op.operands[0] is v else op.operands[0]
-        elif isinstance(op, nn.DivOp) and op.operands[0] is v:
-            other = op.operands[1]
+            c = _constant(other, outer)
+            if c is None or c == 0.0:
+                return f"the scores are scaled by {op.name} of a tensor, not a constant"
+            scale = scale * c if isinstance(op, nn.MulOp) else scale / c
+        elif isinstance(op, nn.SelectOp) and not causal and v in (op.on_true, op.on_false):
+            kept = op.on_true is v
+            fill = _constant(op.on_false if kept else op.on_true, outer)
+            cond = _dense(op.cond, outer)
+            keep = None if cond is None else (cond.astype(bool) if kept else ~cond.astype(bool))
+            if fill is None or fill > MASKED or not (causal_known or _causal(keep, shape)):
+                return "the scores are masked (not by a causal mask)"
+            causal = True
+        elif isinstance(op, nn.AddOp) and not causal and v in op.operands:
+            bias = _dense(op.operands[1] if op.operands[0] is v else op.operands[0], outer)
+            if not causal_known and (bias is None or not _causal(bias > MASKED, shape) or
+                                     bool(np.any(bias[bias > MASKED] != 0))):
+                return "the scores are masked (not by a causal mask)"
+            causal = True
         else:
             return f"the scores go through {op.name}"
-        c = _constant(other, outer)
-        if c is None or c == 0.0:
-            return f"the scores are scaled by {op.name} of a tensor, not a constant"
-        scale = scale * c if isinstance(op, nn.MulOp) else scale / c
         v = op.results[0]
-    return scale
+    return scale, causal
 
 
 def _placed(views: dict[str, StridedView]) -> dict[str, Placed] | str:
@@ -139,10 +206,11 @@ def _placed(views: dict[str, StridedView]) -> dict[str, Placed] | str:
     return placed
 
 
-def library_attention(p: AttentionPattern, outer: dict[BlockArgument, SSAValue]
-                      ) -> LibraryAttention | str:
+def library_attention(p: AttentionPattern, outer: dict[BlockArgument, SSAValue],
+                      causal_known: bool = False) -> LibraryAttention | str:
     """What cuDNN computes for pattern `p` (`outer`: the values outside a
-    group that its inputs stand for), or why it cannot."""
+    group that its inputs stand for; `causal_known`: its mask was found
+    causal, `CAUSAL_ATTR`), or why it cannot."""
     element = element_type_name(element_type(p.qk.lhs))
     if element not in ELEMENTS or element_type_name(element_type(p.pv.result)) != element:
         return f"cuDNN's attention takes f16 or bf16, not {element}"
@@ -150,22 +218,25 @@ def library_attention(p: AttentionPattern, outer: dict[BlockArgument, SSAValue]
     d, dv = q_view.shape[-1], p.source_view("v").shape[-1]
     if d != dv or d % 8 or d > MAX_HEAD_DIM:
         return f"head dims {d} and {dv} (cuDNN: equal, multiples of 8, at most {MAX_HEAD_DIM})"
-    scale = _scale(p, outer)
-    if isinstance(scale, str):
-        return scale
+    scores = _scores(p, outer, causal_known)
+    if isinstance(scores, str):
+        return scores
+    scale, causal = scores
     k_view = kt_view.transpose([*range(len(kt_view.shape) - 2), len(kt_view.shape) - 1,
                                 len(kt_view.shape) - 2])
     placed = _placed({"q": q_view, "k": k_view, "v": p.source_view("v"),
                       "o": p.output_view()})
     if isinstance(placed, str):
         return placed
-    return LibraryAttention(element, scale, placed["q"], placed["k"], placed["v"], placed["o"])
+    return LibraryAttention(element, scale, causal, placed["q"], placed["k"], placed["v"],
+                            placed["o"])
 
 
-def library_time(shape: AttentionShape, target: Target) -> float:
-    """Seconds of cuDNN's fused attention: its FLOPs at the target's rate,
-    never below the DRAM time of Q, K, V and O, plus a launch."""
-    flops = 2 * shape.heads * shape.s * shape.skv * (shape.d + shape.dv)
+def library_time(shape: AttentionShape, target: Target, causal: bool = False) -> float:
+    """Seconds of cuDNN's fused attention: its FLOPs at the target's rate
+    (half of them under a causal mask, whose masked tiles it skips), never
+    below the DRAM time of Q, K, V and O, plus a launch."""
+    flops = 2 * shape.heads * shape.s * shape.skv * (shape.d + shape.dv) / (2 if causal else 1)
     io = shape.heads * (shape.s * (shape.d + shape.dv) + shape.skv * (shape.d + shape.dv))
     return max(flops / target.library_attention_rate(), io * shape.item /
                target.memory_bandwidth) + target.launch_overhead
@@ -187,7 +258,8 @@ def plan_library_attention(group: GroupOp, body: GroupOp, target: Target
     `body`; an attention cuDNN cannot compute is an error at the group."""
     pattern = find_pattern(GroupBody.of(body))
     outer = {a: group.inputs[i] for i, a in enumerate(body.block.args)}
-    found = library_attention(pattern, outer)
+    found = library_attention(pattern, outer,
+                              group.attributes.get(CAUSAL_ATTR) == StringAttr("true"))
     if isinstance(found, str):
         raise op_error(group, f"cuDNN's attention cannot compute this attention group: {found}")
     sources = {}

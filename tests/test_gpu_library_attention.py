@@ -2,8 +2,8 @@
 or without the nvidia-cudnn-frontend package): a ViT block's attention over
 a packed QKV projection, its output written into `[batch, tokens, heads *
 dim]`, in f16 and bf16, at ViT-B/16's odd sequence length and at a longer
-one, against the reference interpreter; once more under CUDA-graph
-capture."""
+one, unmasked and causal, against the reference interpreter; once more
+under CUDA-graph capture."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_library_attention import vit_attention_text
+from test_library_attention import masked_text, vit_attention_text
 
 pytestmark = pytest.mark.gpu
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -42,6 +42,11 @@ def _check(text: str, dt: str, graphs: bool = False) -> None:
 @pytest.mark.parametrize(("b", "h", "s", "d"), [(4, 12, 197, 64), (2, 8, 512, 128)])
 def test_cudnn_attention_matches_the_reference(b: int, h: int, s: int, d: int, dt: str) -> None:
     _check(vit_attention_text(b, h, s, d, dt), dt)
+
+
+@pytest.mark.parametrize(("dt", "s"), [("bf16", 197), ("f16", 256)])
+def test_cudnn_causal_attention_matches_the_reference(dt: str, s: int) -> None:
+    _check(masked_text(2, 12, s, 64, dt), dt)
 
 
 def test_cudnn_attention_under_graph_capture() -> None:

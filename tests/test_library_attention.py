@@ -39,6 +39,23 @@ def vit_attention_text(b: int, h: int, s: int, d: int, dtype: str = "bf16") -> s
         f"  func.return %om : {merged}")
 
 
+def masked_text(b: int, h: int, s: int, d: int, dtype: str = "bf16",
+                predicate: str = "le") -> str:
+    """`vit_attention_text` with a mask built from index ranges: key j kept
+    for query i where `j <predicate> i` ("le": causal)."""
+    text = vit_attention_text(b, h, s, d, dtype)
+    sc, t = tensor((b, h, s, s), dtype), tensor((), dtype)
+    rows = ", ".join(f"[{i}]" for i in range(s))
+    cols = ", ".join(str(j) for j in range(s))
+    mask = (f"  %i = nn.constant dense<[{rows}]> : tensor<{s}x1xi64>\n"
+            f"  %j = nn.constant dense<[[{cols}]]> : tensor<1x{s}xi64>\n"
+            f"  %keep = nn.cmp %j, %i {{predicate = \"{predicate}\"}} : "
+            f"(tensor<1x{s}xi64>, tensor<{s}x1xi64>) -> tensor<{s}x{s}xi1>\n"
+            f"  %fill = nn.constant dense<-3.0e+04> : {t}\n"
+            f"  %xm = nn.select %keep, %x, %fill : (tensor<{s}x{s}xi1>, {sc}, {t}) -> {sc}\n")
+    return text.replace("  %pr = nn.softmax %x ", mask + "  %pr = nn.softmax %xm ")
+
+
 @pytest.fixture
 def cudnn_attention(monkeypatch: pytest.MonkeyPatch) -> None:
     """cuDNN's attention installed, as far as the compiler can tell."""
@@ -115,3 +132,22 @@ def test_a_placement_outside_its_value_is_refused(tmp_path: Path) -> None:
     (out / "plan.json").write_text(json.dumps(plan))
     with pytest.raises(FusecError, match="reaches element"):
         read_out(out, trust_modified_kernels=True)
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+@pytest.mark.parametrize("fold", [True, False], ids=["folded", "computed"])
+def test_a_causal_mask_is_cudnns_causal_mask(fold: bool) -> None:
+    # folded: the mask is a constant; computed: without fold-constants its
+    # ops go into a kernel of their own, and the group records it causal
+    text = masked_text(2, 3, 16, 8)
+    spec_pipeline = pipeline("library") if fold else \
+        pipeline("library").replace("fold-constants,", "")
+    (spec,) = _sdpa(compile_text(text, spec_pipeline))
+    assert spec["causal"] is True and spec["scale"] == 0.5
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+@pytest.mark.parametrize("predicate", ["lt", "ge"])
+def test_other_masks_stay_fusecs(predicate: str) -> None:
+    program = compile_text(masked_text(2, 3, 16, 8, predicate=predicate), pipeline("library"))
+    assert not _sdpa(program)
