@@ -10,10 +10,12 @@ from __future__ import annotations
 import sys
 import unicodedata
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
-from xdsl.ir import Operation
-from xdsl.utils.exceptions import ParseError
+if TYPE_CHECKING:  # xDSL is imported where a location is made or read, not to raise an error
+    from xdsl.dialects.builtin import FileLineColLoc
+    from xdsl.ir import Operation
+    from xdsl.utils.exceptions import ParseError
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class SourceLoc:
 
     def to_attr(self) -> FileLineColLoc:
         """As an xDSL location attribute, to attach to an op."""
+        from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
+
         return FileLineColLoc(StringAttr(self.file), IntAttr(self.line), IntAttr(self.col))
 
 
@@ -85,6 +89,8 @@ def warn(message: str) -> None:
 
 def loc_of(op: Operation) -> SourceLoc | None:
     """The source location the parser attached to `op`, if any."""
+    from xdsl.dialects.builtin import FileLineColLoc
+
     loc = op.location
     if isinstance(loc, FileLineColLoc):
         return SourceLoc(loc.filename.data, loc.line.data, loc.column.data)

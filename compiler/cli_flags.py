@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.targets import unknown_target
-from fusec.compiler.compile_pipeline import PipelineOptions, ScheduleOptions
-from fusec.compiler.instrument import Instrumentation, PassTimer
-from fusec.compiler.pipeline import Insertion
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported when used: a compile the cache answers loads no compiler
     from fusec.compiler.autotune import AutotuneOptions
+    from fusec.compiler.compile_pipeline import PipelineOptions
+    from fusec.compiler.instrument import Instrumentation
+    from fusec.compiler.pipeline import Insertion
 
 # Flags that shape the default pipeline -> what to write in `-p` instead.
 _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {
@@ -86,6 +86,8 @@ def check_flags(args: argparse.Namespace) -> bool:
 
 def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
     """The default pipeline's shape from the flags (their defaults where not given)."""
+    from fusec.compiler.compile_pipeline import PipelineOptions, ScheduleOptions
+
     return PipelineOptions(
         fusion=not args.no_fusion,
         target=args.target or "auto",
@@ -117,6 +119,8 @@ def autotune_options(args: argparse.Namespace) -> AutotuneOptions | None:
 
 def insertions(args: argparse.Namespace) -> list[Insertion]:
     """`--insert-before` then `--insert-after`, each in the order given."""
+    from fusec.compiler.pipeline import Insertion
+
     return [*(Insertion.parse("--insert-before", t) for t in args.insert_before),
             *(Insertion.parse("--insert-after", t) for t in args.insert_after)]
 
@@ -127,6 +131,8 @@ def _names(values: list[str]) -> frozenset[str]:
 
 def instrumentation(args: argparse.Namespace) -> Instrumentation:
     """IR dumps and timing as the flags ask."""
+    from fusec.compiler.instrument import Instrumentation, PassTimer
+
     return Instrumentation(
         print_before=_names(args.print_ir_before),
         print_after=_names(args.print_ir_after),

@@ -70,8 +70,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import json
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +79,6 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.memory_plan import MemoryPlan, plan_memory
 from fusec.analysis.program import (
     FunctionProgram,
@@ -98,17 +95,14 @@ from fusec.compiler.compile_pipeline import (
 from fusec.compiler.compile_pipeline import ScheduleOptions as ScheduleOptions
 from fusec.compiler.driver import make_registry, module_to_text
 from fusec.compiler.instrument import Instrumentation
-from fusec.compiler.out_marker import MARKER, check_replaceable, write_marker
-from fusec.compiler.outputs import (
-    make_staging_dir,
-    replace_directory,
-    stop_cleanly,
-    through_link,
-)
-from fusec.compiler.parsing import make_context, parse_module, read_source
+from fusec.compiler.out_writer import OUT_FILES as OUT_FILES
+from fusec.compiler.out_writer import OUT_FOLDERS as OUT_FOLDERS
+from fusec.compiler.out_writer import write_out_folder
+from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import Insertion, PipelineRunner, parse_pipeline_spec, pipeline_text
 from fusec.compiler.register_source import MeasuredRegisters, measure_registers, resolve_source
 from fusec.compiler.report import ReportInputs, render_report
+from fusec.compiler.source_file import source_text as source_text
 from fusec.compiler.verify import reject_calls, verify_module
 from fusec.runtime.out_dir import kernels_digest
 from fusec.runtime.plan_schema import PLAN_FORMAT, PLAN_VERSION
@@ -119,10 +113,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-OUT_FILES = ("model.mlir", "kernels.py", "plan.json", "report.md", "constants.npz", MARKER)
-# Folders fusec may write into OUT (`--save-kernels`).
-OUT_FOLDERS = ("kernels",)
 
 
 @dataclass
@@ -139,14 +129,6 @@ class CompiledArtifacts:
     report_md: str
     constants: dict[str, np.ndarray] = field(default_factory=dict[str, np.ndarray])
     tuning: TuningResult | None = None  # `--autotune`: what was measured
-
-
-def source_text(source: str | Path) -> tuple[str, str]:
-    """(text, name for messages): a Path or a one-line string naming a file is
-    read; anything else is the model's text."""
-    if isinstance(source, Path) or ("\n" not in source and "{" not in source):
-        return read_source(str(source)), "<stdin>" if str(source) == "-" else str(source)
-    return source.removeprefix("\ufeff"), "<model>"
 
 
 GC_YOUNG_THRESHOLD = 50_000
@@ -186,6 +168,7 @@ def compile_model(
     insertions: Sequence[Insertion] = (),
     instrument: Instrumentation | None = None,
     autotune: AutotuneOptions | bool | None = None,
+    source_name: str | None = None,
 ) -> CompiledArtifacts:
     """Compile a model (its text or a path) into the artifacts of OUT; raises
     `FusecError` for bad input. `sources` receives the text read, by file name,
@@ -198,9 +181,12 @@ def compile_model(
     `pipeline` (a spec, `-p`) replaces the default pipeline those options
     shape; `insertions` add passes to it; `instrument` dumps IR and times.
     `autotune` times candidate schedules on the GPU (`compiler/autotune.py`;
-    True: the default options)."""
+    True: the default options). `source_name`, when given, says that `source`
+    is the text, read already, and names it in messages (the command line
+    reads a file once, to look it up in the program cache)."""
     instrument = instrument or Instrumentation()
-    text, name = source_text(source)
+    text, name = (str(source), source_name) if source_name is not None \
+        else source_text(source)
     if sources is not None:
         sources[name] = text
     if ptx_info:
@@ -360,32 +346,14 @@ def _launch_json(launch: KernelLaunch, registers: MeasuredRegisters) -> dict[str
 
 def write_out(artifacts: CompiledArtifacts, out_dir: str | Path,
               kernel_entries: Sequence[tuple[str, str, Any]] = ()) -> None:
-    """Write OUT whole or not at all: the files go into a temporary directory
-    beside OUT, which then replaces OUT in one rename. An existing OUT is
-    replaced only if fusec wrote it (`out_marker.check_replaceable`).
-    `kernel_entries` (key, kernel, `KernelCode`) go to OUT/kernels (`--save-kernels`).
-    plan.json is signed with the user's key (`runtime/out_signature.py`)."""
-    from fusec.runtime.user_key import load_key
+    """Write OUT whole or not at all (`compiler/out_writer.py`): the files go
+    into a temporary directory beside OUT, which then replaces OUT in one
+    rename. An existing OUT is replaced only if fusec wrote it
+    (`out_marker.check_replaceable`). `kernel_entries` (key, kernel,
+    `KernelCode`) go to OUT/kernels (`--save-kernels`). plan.json is signed
+    with the user's key (`runtime/out_signature.py`)."""
 
-    target = through_link(Path(out_dir))  # a link to OUT: replace what it points to
-    check_replaceable(target)
-    key = load_key(create=True)
-    assert key is not None
-    with stop_cleanly():
-        try:
-            staging = make_staging_dir(target, {*OUT_FILES, *OUT_FOLDERS})
-        except OSError as err:
-            raise FusecError(f"cannot write '{out_dir}': {err.strerror}") from None
-        _write_staging(artifacts, staging, target, out_dir, kernel_entries, key)
-
-
-def _write_staging(artifacts: CompiledArtifacts, staging: Path, target: Path,
-                   out_dir: str | Path, kernel_entries: Sequence[tuple[str, str, Any]],
-                   key: bytes) -> None:
-    """Fill `staging` and move it to `target`; `staging` is gone after."""
-    from fusec.runtime.out_signature import sign_plan
-
-    try:
+    def fill(staging: Path) -> None:
         (staging / "model.mlir").write_text(artifacts.model_mlir, encoding="utf-8")
         (staging / "kernels.py").write_text(artifacts.kernels_py, encoding="utf-8")
         (staging / "report.md").write_text(artifacts.report_md, encoding="utf-8")
@@ -397,15 +365,5 @@ def _write_staging(artifacts: CompiledArtifacts, staging: Path, target: Path,
             store = KernelStore(staging / "kernels")
             for k, name, code in kernel_entries:
                 store.store(k, name, code, strict=True)
-        # Last: the signature covers the files written above.
-        (staging / "plan.json").write_text(
-            json.dumps(sign_plan(artifacts.plan, staging, key), indent=1) + "\n",
-            encoding="utf-8")
-        written = [n for n in OUT_FILES if n != MARKER]
-        write_marker(staging, written, [d for d in OUT_FOLDERS if (staging / d).is_dir()])
-        replace_directory(staging, target)
-    except OSError as err:
-        raise FusecError(f"cannot write '{out_dir}': {err.strerror or err}") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
+    write_out_folder(out_dir, artifacts.plan, fill)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
-import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp, UnknownLoc
@@ -24,6 +22,7 @@ from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fusec.analysis.diagnostics import FusecError, SourceLoc, from_parse_error
+from fusec.compiler.source_file import read_source as read_source
 from fusec.dialects.nn_base import MAX_RANK, type_str
 
 SPLIT_MARKER = "// -----"
@@ -211,36 +210,6 @@ def _newlines(text: str) -> Iterable[int]:
     while pos >= 0:
         yield pos
         pos = text.find("\n", pos + 1)
-
-
-def read_source(path: str) -> str:
-    """The text of `path` (or stdin for `-`), as UTF-8, or a clear error."""
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        p = Path(path)
-        if not p.exists():
-            raise FusecError(f"cannot read '{path}': no such file")
-        if p.is_dir():
-            raise FusecError(f"cannot read '{path}': it is a directory")
-        try:
-            data = p.read_bytes()
-        except OSError as err:
-            raise FusecError(f"cannot read '{path}': {err.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        before = data[: err.start]
-        line = before.count(b"\n") + 1
-        col = err.start - (before.rfind(b"\n") + 1) + 1
-        raise FusecError(
-            f"the file is not valid UTF-8 (byte 0x{data[err.start]:02x})",
-            SourceLoc(path, line, col),
-        ) from None
-    text = text.removeprefix("\ufeff")  # a UTF-8 byte order mark, as some editors write
-    if not text.strip():
-        raise FusecError(f"'{path}' is empty: expected an MLIR module of func.func functions")
-    return text
 
 
 def split_input(text: str) -> list[str]:

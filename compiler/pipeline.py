@@ -20,6 +20,7 @@ from xdsl.utils.exceptions import ArgSpecParseError
 
 from fusec.analysis.diagnostics import FusecError, InternalError
 from fusec.compiler.instrument import Instrumentation
+from fusec.compiler.pass_error import InternalPassError as InternalPassError
 from fusec.compiler.registry import PassRegistry
 from fusec.compiler.suggest import did_you_mean
 from fusec.compiler.verify import verify_module
@@ -179,11 +180,3 @@ class PipelineRunner:
             raise
         except Exception as err:
             raise InternalPassError(p.name, err) from err
-
-
-class InternalPassError(Exception):
-    """A pass crashed: a bug in the pass, not in the user's input."""
-
-    def __init__(self, pass_name: str, cause: Exception) -> None:
-        super().__init__(f"internal error in pass '{pass_name}': {type(cause).__name__}: {cause}")
-        self.pass_name = pass_name

@@ -21,11 +21,12 @@ import json
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from fusec.analysis.diagnostics import FusecError
+
+if TYPE_CHECKING:  # imported to read constants: checking an OUT's signature needs no NumPy
+    import numpy as np
 
 TRUST_HINT = ("run it anyway with 'fusec run --trust-modified-kernels' or "
               "fusec.load_out(..., trust_modified_kernels=True)")
@@ -153,6 +154,8 @@ def read_constants(out: Path, plan: dict[str, Any], data: bytes | None = None
                    ) -> dict[str, np.ndarray]:
     """The arrays of the constants file (or of its bytes `data`), without
     pickles, each with the shape and dtype plan.json gives the value it holds."""
+    import numpy as np
+
     path = out / plan["constants_file"]
     if data is None:
         data = read_out_file(out, plan["constants_file"])
