@@ -33,13 +33,17 @@ import argparse
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fusec.analysis.diagnostics import FusecError, InternalError, escape_controls
 from fusec.compiler.arg_parser import FusecArgumentParser
 from fusec.compiler.arg_types import non_negative_int
-from fusec.compiler.instrument import Instrumentation
-from fusec.compiler.pipeline import InternalPassError
+from fusec.compiler.pass_error import InternalPassError
 from fusec.version import __version__
+
+if TYPE_CHECKING:  # the compiler (and xDSL) is imported only when a job needs it
+    from fusec.compiler.cli_cache import CachedCompile
+    from fusec.compiler.instrument import Instrumentation
 
 
 @dataclass(frozen=True)
@@ -165,8 +169,13 @@ def build_parser(subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> argpars
                    help="candidate schedules timed per group with --autotune (default 4)")
     p.add_argument("--no-tuning-cache", action="store_true",
                    help="with --autotune: neither read nor write the tuning cache")
+    p.add_argument("--no-cache", action="store_true",
+                   help="compile job: compile even when the per-user program cache holds "
+                   "the result, and keep nothing in it (FUSEC_PROGRAM_CACHE=0 for every "
+                   "job; docs/running.md)")
     p.add_argument("--quiet", action="store_true",
-                   help="no progress bar while kernels are compiled")
+                   help="no progress bar while kernels are compiled, no note when OUT "
+                   "comes from the program cache")
     p.add_argument("--remarks", action="store_true",
                    help="print one line per fusion decision (fused / missed, with the "
                    "reason) to stderr after the passes ran")
@@ -258,26 +267,34 @@ def _dispatch(argv: list[str], sources: dict[str, str],
         # Before any work: the output must not overwrite (or, as OUT, hold) an input.
         refuse_input_as_output(args.output, [args.input, *args.load_pass_plugin],
                                directory=compile_job)
+    cached = None
+    if compile_job:
+        from fusec.compiler.cli_cache import CachedCompile
+
+        cached = CachedCompile.open(args, sources)
+        if cached.write_hit(args.output, args.quiet):
+            return 0  # nothing compiled: the compiler is not even imported
     instrument = instrumentation(args)
     try:
         if args.remarks:
             from fusec.analysis.remarks import remarks_to_stderr
 
             with remarks_to_stderr():
-                return _run_job(args, sources, compile_job, instrument)
-        return _run_job(args, sources, compile_job, instrument)
+                return _run_job(args, sources, cached, instrument)
+        return _run_job(args, sources, cached, instrument)
     finally:
         if args.mlir_timing:
             sys.stderr.write(instrument.timer.report())
 
 
-def _run_job(args: argparse.Namespace, sources: dict[str, str], compile_job: bool,
+def _run_job(args: argparse.Namespace, sources: dict[str, str], cached: CachedCompile | None,
              instrument: Instrumentation) -> int:
-    """The compile job (`-o OUT`) or the IR job (IR or `--emit dot` printed)."""
+    """The compile job (`-o OUT`, `cached` its model) or the IR job (IR or
+    `--emit dot` printed)."""
     from fusec.compiler.cli_flags import insertions, pipeline_options
 
-    if compile_job:
-        return _compile_job(args, sources, instrument)
+    if cached is not None:
+        return _compile_job(args, sources, cached, instrument)
     from fusec.compiler.driver import OptOptions, run_opt
 
     render = None
@@ -304,16 +321,18 @@ def _run_job(args: argparse.Namespace, sources: dict[str, str], compile_job: boo
     return 0
 
 
-def _compile_job(args: argparse.Namespace, sources: dict[str, str],
+def _compile_job(args: argparse.Namespace, sources: dict[str, str], cached: CachedCompile,
                  instrument: Instrumentation) -> int:
-    """`fusec MODEL.mlir -o OUT`: compile and write OUT whole or not at all."""
+    """`fusec MODEL.mlir -o OUT`: compile and write OUT whole or not at all,
+    then keep the result in the program cache (`compiler/cli_cache.py`)."""
     from fusec.compiler.cli_flags import autotune_options, insertions, pipeline_options
     from fusec.compiler.compile import compile_model, write_out
     from fusec.runtime.user_key import load_key
 
     load_key(create=True)  # an unusable key fails now, not after a long compile
     options = pipeline_options(args)
-    artifacts = compile_model(args.input, fusion=options.fusion, target=options.target,
+    artifacts = compile_model(**cached.compile_args(), fusion=options.fusion,
+                              target=options.target,
                               ptx_info=args.ptx_info or args.register_source is not None,
                               register_source=args.register_source or "auto",
                               plugins=args.load_pass_plugin,
@@ -333,6 +352,7 @@ def _compile_job(args: argparse.Namespace, sources: dict[str, str],
         entries = compile_for_out(artifacts.program)
     with instrument.timer.timed("(writing OUT)"):
         write_out(artifacts, args.output, entries)
+    cached.keep(artifacts)
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Compiled programs kept across processes, for `fusec.compile`.
+"""Compiled programs kept across processes, for `fusec.compile` and the
+command line's compile job (`compiler/cli_cache.py`, which writes OUT from
+an entry's files, `ProgramStore.load_files`, without reading a program).
 
 A model compiled once (the same text, the same options, the same target and
 the same fusec source) is not compiled again in a later process: the compile
@@ -19,7 +21,8 @@ store.store(key, artifacts)                  # after a compile
   (`$FUSEC_CACHE_DIR`, else platformdirs' user cache folder for "fusec");
   an entry is `KEY[:2]/KEY`, an OUT like any other, signed with the user's
   key (`runtime/out_signature.py`) and naming its key in plan.json
-  (`program_key`). Removing the folder clears it.
+  (`program_key`) and the sha256 of the files its signature does not cover
+  (`program_files`: model.mlir, report.md). Removing the folder clears it.
 - The key is a SHA-256 over the program text, the compile options, every
   fact of the target profile, the device kind, the numba, numba-cuda and
   xdsl versions and a digest of fusec's own source files, so an edited fusec
@@ -33,7 +36,8 @@ store.store(key, artifacts)                  # after a compile
   recently used (a read marks its entry used).
 - Not kept: a compile whose folded constants exceed `MAX_ENTRY_CONSTANT_BYTES`
   (the cache holds programs, not weights), and what the caller compiles with
-  the cache off (`fusec.compile(..., cache=False)`, autotuning, remarks).
+  the cache off (`fusec.compile(..., cache=False)`, autotuning, remarks; for
+  the command line, `cli_cache.off_reason`).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from fusec.analysis.diagnostics import FusecError, escape_controls, warn
 from fusec.analysis.env_switch import switched_off
 from fusec.analysis.targets import Target
 from fusec.codegen.kernel_cache import toolchain_versions, user_cache_root
+from fusec.runtime.out_signature import sha256_hex
 
 if TYPE_CHECKING:
     from fusec.analysis.memory_plan import MemoryPlan
@@ -64,6 +69,12 @@ ENTRY_FORMAT = "fusec-program"
 ENTRY_VERSION = 1
 KEY_FIELD = "program_key"
 """plan.json's field naming the key an entry was stored under."""
+FILES_FIELD = "program_files"
+"""plan.json's field giving the sha256 of the entry's files the signature
+does not cover (model.mlir, report.md), so that a damaged one is a miss."""
+COPIED_FILES = ("model.mlir", "kernels.py", "report.md", "constants.npz")
+"""The files of an entry an OUT written from it copies (plan.json is signed anew)."""
+_UNSIGNED_FILES = ("model.mlir", "report.md")
 MAX_ENTRY_CONSTANT_BYTES = 64 * 1024 * 1024
 """Folded constants past this are not kept: the entry would copy weights."""
 MAX_ENTRIES = 256
@@ -74,6 +85,16 @@ _SOURCE_PACKAGES = ("analysis", "codegen", "compiler", "dialects", "importers", 
                     "reference", "runtime", "scheduling")
 
 Hit = tuple["Program", dict[str, "MemoryPlan"], dict[str, Any], Path]
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryFiles:
+    """An entry as it is on disk, checked: plan.json (with the cache's own
+    fields) and the bytes of `COPIED_FILES`."""
+
+    folder: Path
+    plan: dict[str, Any]
+    files: dict[str, bytes]
 
 
 @functools.cache
@@ -145,15 +166,34 @@ class ProgramStore:
         try:
             program, memory, plan = read_out(folder)
         except FusecError as err:
-            warn(escape_controls(f"ignoring the compiled program '{folder}' ({err}); "
-                                 "compiling again"))
+            _ignore(folder, str(err))
             return None
         if plan.get(KEY_FIELD) != key:
-            warn(escape_controls(f"ignoring the compiled program '{folder}' (stored under "
-                                 "another key); compiling again"))
+            _ignore(folder, "stored under another key")
             return None
         _touch(folder)
         return program, memory, plan, folder / "kernels.py"
+
+    def load_files(self, key: str) -> EntryFiles | None:
+        """The files of `key`'s entry, for an OUT written from it (the
+        command line's compile job); None when there is none or it cannot be
+        used. They are checked as `fusec run` checks an OUT (this user's
+        signature over plan.json, kernels.py and the constants, and the
+        digests plan.json keeps of the other files), but not read into a
+        program: nothing here imports the compiler."""
+        folder = self.entry(key)
+        if not (folder / "plan.json").is_file():
+            return None
+        try:
+            found = _read_entry(folder)
+        except FusecError as err:
+            _ignore(folder, str(err))
+            return None
+        if found.plan.get(KEY_FIELD) != key:
+            _ignore(folder, "stored under another key")
+            return None
+        _touch(folder)
+        return found
 
     def store(self, key: str, artifacts: CompiledArtifacts) -> None:
         """Keep `artifacts` under `key` (nothing when its constants are too
@@ -163,7 +203,10 @@ class ProgramStore:
         if sum(int(a.nbytes) for a in artifacts.constants.values()) > MAX_ENTRY_CONSTANT_BYTES:
             return
         folder = self.entry(key)
-        stored = dataclasses.replace(artifacts, plan={**artifacts.plan, KEY_FIELD: key})
+        unsigned = {"model.mlir": artifacts.model_mlir, "report.md": artifacts.report_md}
+        digests = {name: sha256_hex(text.encode("utf-8")) for name, text in unsigned.items()}
+        stored = dataclasses.replace(
+            artifacts, plan={**artifacts.plan, KEY_FIELD: key, FILES_FIELD: digests})
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
             write_out(stored, folder)
@@ -182,6 +225,33 @@ class ProgramStore:
         entries.sort(key=_last_used, reverse=True)
         for folder in entries[keep:]:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _ignore(folder: Path, why: str) -> None:
+    warn(escape_controls(f"ignoring the compiled program '{folder}' ({why}); compiling again"))
+
+
+def _read_entry(folder: Path) -> EntryFiles:
+    """The checked files of the entry `folder` (a `FusecError` says what is wrong)."""
+    from fusec.runtime.out_dir import check_written_by_user, read_out_file
+
+    try:
+        plan = json.loads(read_out_file(folder, "plan.json").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise FusecError(f"plan.json is corrupt: {type(err).__name__}") from None
+    if not isinstance(plan, dict):
+        raise FusecError("plan.json is corrupt (not a JSON object)")
+    names = (plan.get("kernels"), plan.get("constants_file"))
+    digests = plan.get(FILES_FIELD)
+    if names != ("kernels.py", "constants.npz") or not isinstance(digests, dict) \
+            or not isinstance(plan.get("kernels_sha256"), str):
+        raise FusecError("plan.json does not describe a stored program")
+    files = {name: read_out_file(folder, name) for name in COPIED_FILES}
+    check_written_by_user(folder, plan, files["kernels.py"], files["constants.npz"])
+    for name in _UNSIGNED_FILES:  # covered by the signature through the digests
+        if digests.get(name) != sha256_hex(files[name]):
+            raise FusecError(f"{name} does not match its digest in plan.json")
+    return EntryFiles(folder, plan, files)
 
 
 def _last_used(folder: Path) -> float:
