@@ -19,11 +19,11 @@ program's text and the name it is given by (plan.json and report.md quote
 it), every option of the command line that shapes the pipeline or its
 output (`-p`, `--insert-before/-after`, `--no-fusion`, `--no-fold-constants`,
 `--target`, `--check-precision`, `--max-registers`, `--shared-memory-limit`,
-`--gemm`, `--conv`, `--conv-tf32`, `--no-library-epilogue`,
+`--gemm`, `--conv`, `--conv-tf32`, `--attention`, `--no-library-epilogue`,
 `--remarks-in-ir`), the passes installed packages declare with their
 versions (when `-p` or an insert could name one), the facts of the target
 profile (`auto`: the GPU present), the device kind, what the machine offers the library choices
-(cuDNN's file, CuPy, `CUPY_TF32`) and, through `program_key`, the
+(cuDNN's file, cuDNN's attention package, CuPy, `CUPY_TF32`) and, through `program_key`, the
 toolchain's versions and fusec's own source.
 
 Jobs that neither read nor fill the cache (`off_reason`): `--no-cache` and
@@ -106,10 +106,12 @@ def cli_key(args: argparse.Namespace, text: str, name: str) -> str:
         "gemm": args.gemm or "auto",
         "conv": args.conv or "auto",
         "conv_tf32": args.conv_tf32,
+        "attention": args.attention or "auto",
         "library_epilogue": not args.no_library_epilogue,
         "remarks_in_ir": args.remarks_in_ir,
         # What the library choices of `auto` see of this machine.
         "cudnn": find_cudnn(),
+        "cudnn_frontend": _installed("cudnn"),
         "cupy": _installed("cupy"),
         "cupy_tf32": os.environ.get("CUPY_TF32", ""),
     }

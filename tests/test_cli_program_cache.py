@@ -129,6 +129,7 @@ def test_an_out_from_the_cache_edited_is_refused_as_a_compiled_one_is(
     ["--no-fusion"], ["--no-fold-constants"], ["--target", "a100"], ["--gemm", "fused"],
     ["--max-registers", "64"], ["--shared-memory-limit", "8192"], ["--check-precision"],
     ["--remarks-in-ir"], ["--no-library-epilogue"], ["--conv", "fused"], ["--conv-tf32"],
+    ["--attention", "fused"],
     ["--insert-after", "decompose=cse"], ["-p", "decompose,group-each-op"],
 ])
 def test_an_option_that_changes_the_output_compiles(
