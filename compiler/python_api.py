@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fusec.analysis.cudnn_library import sdpa_available
 from fusec.analysis.targets import get_target
 from fusec.compiler.compile import ScheduleOptions, compile_model, source_text
 from fusec.compiler.program_cache import ProgramStore, program_key
@@ -62,7 +63,9 @@ def compile(
     if store is not None:
         options = {"fusion": fusion, "gemm": gemm, "fold_constants": fold_constants,
                    "library_epilogue": library_epilogue, "conv": conv, "conv_tf32": conv_tf32,
-                   "attention": attention}
+                   "attention": attention,
+                   # a plan calling cuDNN's attention needs its package where it runs
+                   "cudnn_attention": sdpa_available()}
         key = program_key(text, options, get_target(target), kind)
         hit = store.load(key)
         if hit is not None:
