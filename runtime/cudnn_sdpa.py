@@ -58,14 +58,15 @@ def frontend() -> Any:
         path = find_cudnn()
         if path is None:
             raise SdpaError("the plan calls cuDNN's attention, and cuDNN is not installed "
-                            "here: pip install fusec[cudnn-cu13] (or cudnn-cu12), or set "
-                            "FUSEC_CUDNN to libcudnn.so.9")
+                            "here: pip install fusec[cudnn-cu13] (or cudnn-cu12), set "
+                            "FUSEC_CUDNN to libcudnn.so.9, or compile with --attention fused")
         try:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
             import cudnn
         except (OSError, ImportError) as err:
             raise SdpaError(f"cuDNN's attention needs the nvidia-cudnn-frontend package "
-                            f"(pip install fusec[cudnn-cu13]): {err}") from err
+                            f"(pip install fusec[cudnn-cu13], or compile with --attention "
+                            f"fused): {err}") from err
         _FRONTEND.append(cudnn)
         return cudnn
 
@@ -127,7 +128,8 @@ class DeviceAttention:
             size = int(graph.get_workspace_size())
         except Exception as err:  # the frontend raises its own and RuntimeErrors
             raise SdpaError(f"cuDNN cannot run {spec['library']} q {spec['q']['dims']} "
-                            f"k {spec['k']['dims']} v {spec['v']['dims']}: {err}") from err
+                            f"k {spec['k']['dims']} v {spec['v']['dims']}: {err} (compile "
+                            "with --attention fused for fusec's own kernel)") from err
         return _Graph(graph, tensors, size)
 
     def workspace(self, nbytes: int) -> int:
@@ -154,7 +156,8 @@ class DeviceAttention:
         try:
             built.graph.execute(pack, space, handle=self.handle)
         except Exception as err:
-            raise SdpaError(f"cuDNN's attention ({spec['library']}) failed: {err}") from err
+            raise SdpaError(f"cuDNN's attention ({spec['library']}) failed: {err} (compile "
+                            "with --attention fused for fusec's own kernel)") from err
 
 
 _DEVICES: dict[int, DeviceAttention] = {}
