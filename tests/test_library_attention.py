@@ -151,3 +151,12 @@ def test_a_causal_mask_is_cudnns_causal_mask(fold: bool) -> None:
 def test_other_masks_stay_fusecs(predicate: str) -> None:
     program = compile_text(masked_text(2, 3, 16, 8, predicate=predicate), pipeline("library"))
     assert not _sdpa(program)
+
+
+def test_running_it_without_cudnn_says_how_to_do_without() -> None:
+    from fusec.runtime.cudnn_sdpa import SdpaError, check_sdpa
+
+    with pytest.raises(SdpaError, match="no cuDNN attention for cudnn_sdpa_f32"):
+        check_sdpa({"library": "cudnn_sdpa_f32"})
+    with pytest.raises(SdpaError, match="--attention fused"):  # no cuDNN in the simulator
+        check_sdpa({"library": "cudnn_sdpa_bf16"})
