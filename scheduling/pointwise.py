@@ -17,6 +17,14 @@ thread `tile * tile / block` elements).
 A group that moves f16/bf16 gets 8 elements per thread: the emitter reads
 its half arrays 4 consecutive elements (8 bytes) per access, so a thread
 has two accesses in flight, 16 bytes per array as with 4 f32 elements.
+
+The tile keeps that rule: with halves its block is `tile * tile / 8`
+threads (128 for a 32-wide tile), 8 elements each, so a thread stages 16
+bytes per operand as 4 f32 elements do, where 256 threads would leave 8
+(two SMs' worth of warps in flight for half the bytes: the bf16 tiles ran
+at 37-67% of the copy floor where f32 ran at 63-84%). Its rows are then
+`tile * 8 / tile` threads apart: a side that aligns may move 16-byte words
+of 8 halves (`scheduling/tile_vector.py`).
 """
 
 from __future__ import annotations
@@ -55,12 +63,16 @@ def pointwise_schedule(target: Target, tile: int = 0,
     the target launches); `tile` > 0: the transposed-operand tile; more
     elements per thread when the group moves halves."""
     block = min(BLOCK_THREADS, target.max_threads_per_block)
-    if tile:
-        return PointwiseSchedule.make(elements_per_thread=tile * tile // block, block=block,
-                                      tile=tile)
     half = group is not None and any(
         isinstance(v.type, TensorType) and element_type_name(v.type.element_type) in HALF_NAMES
         for v in (*group.block.args, *group.results))
+    if tile:
+        # at least `ELEMENTS_PER_THREAD` per thread; halves as many as the
+        # flat schedule gives them (the bytes in flight of 4 f32 elements)
+        per_thread = max(HALF_ELEMENTS_PER_THREAD if half else ELEMENTS_PER_THREAD,
+                         -(-tile * tile // block))
+        return PointwiseSchedule.make(elements_per_thread=per_thread,
+                                      block=tile * tile // per_thread, tile=tile)
     return PointwiseSchedule.make(
         elements_per_thread=HALF_ELEMENTS_PER_THREAD if half else ELEMENTS_PER_THREAD,
         block=block)

@@ -20,13 +20,18 @@ first, `flat_vector.py`) when:
   side's merged group), its offset and its other strides are multiples of
   `V` (lane 0's index is a multiple of `V`, so the word is aligned when the
   array is), and `V` divides the side's extent (the innermost group's, for
-  a side that spans two: no word crosses into the next group);
+  a side that spans two: no word crosses into the next group). A swapped
+  side that spans two groups (`swapped_side`) which every staged operand
+  steps across as across one axis is one axis to the loads: `V` divides
+  both groups' extent together and the outer group's stride need not be a
+  multiple of `V` (dm06's `36 x 1291`, odd inside, is 46476 together);
 - the staged operand is a group input, or is evaluated from inputs each read
   wide (at the operand's own index) or the same for every lane
   (`flat_vector.computed_reads`); every result is stored wide, none
   broadcast along an axis;
 - `V` divides the tile and `block * V / T` rows divide `T` (a 32-wide tile
-  of 256 threads takes at most 4 lanes).
+  of 256 threads takes at most 4 lanes, the halves' tile of 128 threads 8:
+  16-byte words).
 
 The kernel tests every wide array's alignment once and takes the scalar
 tile otherwise. The side whose extent is odd (37) keeps one element per
@@ -69,11 +74,23 @@ SCALAR_TILE = TileVector()
 
 
 def _aligned_steps(acc: LinearAccess, groups: Sequence[tuple[int, ...]], side: int,
-                   lanes: int) -> bool:
+                   lanes: int, outer: int | None = None) -> bool:
     """Whether `acc` steps 1 along group `side` and keeps lane 0 at a
-    multiple of `lanes` (offset and every other group's stride)."""
+    multiple of `lanes` (offset and every other group's stride but that of
+    `outer`, a group the side spans as one axis with it)."""
     return acc.stride(groups[side]) == 1 and acc.offset % lanes == 0 and all(
-        acc.stride(g) % lanes == 0 for k, g in enumerate(groups) if k != side)
+        acc.stride(g) % lanes == 0 for k, g in enumerate(groups) if k not in (side, outer))
+
+
+def _spans_as_one(plan: TransposedPlan, groups: Sequence[tuple[int, ...]], a: int,
+                  staged: Sequence[tuple[BlockArgument | OpResult, LinearAccess]]) -> bool:
+    """Whether the swapped side spans an outer group (`swapped_outer`) that
+    every staged operand steps across as across one axis with group `a`
+    (the kernel then indexes them by the side's one coordinate)."""
+    k = plan.swapped_outer
+    ext_a = numel(tuple(plan.shape[d] for d in groups[a]))
+    return k is not None and all(acc.stride(groups[k]) == ext_a * acc.stride(groups[a])
+                                 for _, acc in staged)
 
 
 def _fits(plan: TransposedPlan, lanes: int) -> bool:
@@ -86,14 +103,15 @@ def _load_lanes(plan: TransposedPlan, groups: Sequence[tuple[int, ...]], a: int,
                 staged: Sequence[tuple[BlockArgument | OpResult, LinearAccess]]
                 ) -> tuple[int, frozenset[int]]:
     """The staging loads' lanes and the inputs they read wide."""
-    ext = numel(tuple(plan.shape[d] for d in groups[a]))
+    outer = plan.swapped_outer if _spans_as_one(plan, groups, a, staged) else None
+    ext = numel(tuple(plan.shape[d] for k in (outer, a) if k is not None for d in groups[k]))
     inside = set(plan.body.ops)
     dtypes = {dtype_name(root) for root, _ in staged}
     if len(dtypes) != 1:
         return 1, frozenset()
     for lanes in lane_choices(next(iter(dtypes))):
         if ext % lanes or not _fits(plan, lanes) or not all(
-                _aligned_steps(acc, groups, a, lanes) for _, acc in staged):
+                _aligned_steps(acc, groups, a, lanes, outer) for _, acc in staged):
             continue
         wide: set[int] = set()
         for root, _ in staged:

@@ -104,7 +104,8 @@ class PointwiseKind(SplitOverBudget):
                    limit: int) -> list[ScheduleAttr]:
         """`POINTWISE_ELEMENTS` x `POINTWISE_BLOCKS` (a block no larger than
         the target launches); a transposed tile (`tile` > 0) has a fixed
-        32 x 8 block and no elements-per-thread choice: nothing to vary."""
+        32 x 8 block (32 x 4 for halves: `scheduling/pointwise.py`) and no
+        elements-per-thread choice: nothing to vary."""
         if not isinstance(first, PointwiseSchedule) or first.int_field("tile") != 0:
             return []
         return [PointwiseSchedule.make(elements_per_thread=e, block=b)

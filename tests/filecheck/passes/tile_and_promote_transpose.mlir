@@ -61,3 +61,18 @@ func.func @nchw_to_nhwc_three_channels(%x: tensor<2x3x5x7xf32>, %b: tensor<3xf32
   %s = nn.add %t, %b : (tensor<2x5x7x3xf32>, tensor<3xf32>) -> tensor<2x5x7x3xf32>
   func.return %s : tensor<2x5x7x3xf32>
 }
+
+// -----
+
+// `transposed_add` in bf16: a tile of halves has 128 threads, 8 elements
+// each (16 bytes staged per thread, as 4 f32 elements give); the tile
+// still holds f32 (4224 bytes).
+
+// CHECK-LABEL: func.func @transposed_add_bf16
+// CHECK: schedule = #fusion.pointwise<elements_per_thread = 8, block = 128, tile = 32>, schedule_text = "pointwise: 32x32 output tiles, transposed operands staged through shared memory, 128 threads per block", shared_bytes_est = 4224
+func.func @transposed_add_bf16(%x: tensor<33x47xbf16>, %y: tensor<47x33xbf16>) -> tensor<47x33xbf16> {
+  %t = nn.transpose %x {perm = [1, 0]} : (tensor<33x47xbf16>) -> tensor<47x33xbf16>
+  %s = nn.add %t, %y : (tensor<47x33xbf16>, tensor<47x33xbf16>) -> tensor<47x33xbf16>
+  %r = nn.relu %s : tensor<47x33xbf16>
+  func.return %r : tensor<47x33xbf16>
+}
