@@ -11,7 +11,8 @@ input, a result) is linear in the iteration coordinates: element `c` is at
   across one axis (`axis_groups`): NCHW -> NHWC of `[32, 64, 56, 56]` tiles
   `H*W = 3136` rows (no partial tile) by `C = 64`, not `W = 56` by `C`.
 - An innermost side shorter than the tile (the output's innermost axis
-  16 long) spans the output axis outside it too (`inner_side`,
+  16 long), or no multiple of it where that takes fewer tiles (dm18's
+  `13 x 61`), spans the output axis outside it too (`inner_side`,
   `scheduling/transposed_plan.py`): its coordinate splits into the two
   axes' (`ci_h`, `ci_l`) once per thread for the compute phase and once
   per row for the staged loads, so each row of stores is a tile side of

@@ -285,15 +285,22 @@ def inner_side(plan: TransposedPlan, groups: Sequence[tuple[int, ...]], a: int,
     group's extent at most: where that is shorter than the tile side (a
     permutation that makes a short axis innermost, `[..., 1425, 16]`), the
     side also spans the group outside it, so each row stores `tile`
-    consecutive elements. That needs every result to step across the two
-    groups as across one axis (the loads need not: they index each group
-    apart) and the outer group not to hold the swapped axis."""
+    consecutive elements. Likewise where the innermost extent is no
+    multiple of the tile side and spanning takes fewer tiles (dm18's
+    `13 x 61` as one side of 793: 25 tiles at 99% use, not 2 per row at
+    95%): the output's whole contiguous run is then one side, whose
+    neighbouring tiles (and their shared sectors) are neighbouring blocks,
+    not blocks a grid z-slice apart. That needs every result to step across
+    the two groups as across one axis (the loads need not: they index each
+    group apart) and the outer group not to hold the swapped axis."""
     j = len(groups) - 1
     ext_i = numel(tuple(plan.shape[d] for d in groups[j]))
-    if j < 1 or j - 1 == a or ext_i >= plan.tile:
+    if j < 1 or j - 1 == a or not all(
+            r.stride(groups[j]) and r.stride(groups[j - 1]) == ext_i * r.stride(groups[j])
+            for r in results):
         return None
-    if all(r.stride(groups[j]) and r.stride(groups[j - 1]) == ext_i * r.stride(groups[j])
-           for r in results):
+    tile, ext_o = plan.tile, numel(tuple(plan.shape[d] for d in groups[j - 1]))
+    if ext_i < tile or -(-ext_i * ext_o // tile) < -(-ext_i // tile) * ext_o:
         return j - 1
     return None
 

@@ -1,0 +1,56 @@
+"""The transposed tile's innermost side over an odd extent at least a tile
+side long (`scheduling/transposed_plan.inner_side`): where the output's
+innermost axis (33 of 32) is no multiple of the tile and the output axis
+outside it steps on as one run, the side spans both when that takes fewer
+tiles (`3 x 33` as one side of 99: 4 tiles, not 2 per row in 6). dm18's
+permutation `[1, 2, 4, 3, 0]` (`A x B x C x D -> B x D x C x A`, A the
+output's innermost, `C x A` its contiguous run) at small odd extents runs as
+one kernel in numba's CUDA simulator and matches the reference interpreter
+on fresh random inputs; the grid and the split of the side's coordinate are
+read from the kernel."""
+
+from __future__ import annotations
+
+import re
+
+import codegen_harness as harness
+import pytest
+from test_permutation_tile import PIPELINE, scaled_transpose
+from test_pointwise_transpose import TOLERANCE
+
+from fusec.analysis.program import Program
+from tests.test_half_precision import check as check_half
+
+
+def _run(shape: tuple[int, ...], perm: list[int], dtype: str) -> str:
+    """The kernel text of `scaled_transpose(shape, perm)`, checked as one
+    tiled kernel."""
+    text = scaled_transpose(shape, perm, dtype)
+    program: Program = (harness.check_program(text, 1, PIPELINE, tolerance=TOLERANCE)
+                        if dtype == "f32" else check_half(text, dtype, launches=1,
+                                                          pipeline=PIPELINE))
+    source = program.kernels_source
+    assert "staged in shared memory" in source, source
+    return source
+
+
+def _grid(source: str) -> tuple[int, int, int]:
+    found = re.search(r"grid \((\d+), (\d+), (\d+)\)", source)
+    assert found is not None, source
+    return int(found[1]), int(found[2]), int(found[3])
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
+@pytest.mark.parametrize(("shape", "perm"), [
+    ((33, 2, 3, 5), [1, 3, 2, 0]), ((37, 2, 3, 3, 5), [1, 2, 4, 3, 0])])
+def test_odd_innermost_extent_spans_the_axis_outside(shape: tuple[int, ...], perm: list[int],
+                                                     dtype: str) -> None:
+    """Innermost 33 (or 37) under 3 of the axis outside it: one side of 99
+    (111) in 4 tiles along grid x; the rest of the batch (`B`, 2 or 6) on
+    grid z, the swapped side (5) in one tile; each row of stores walks the
+    run, split once per thread."""
+    a = shape[0]
+    source = _run(shape, perm, dtype)
+    batch = shape[1] * (shape[2] if len(shape) == 5 else 1)
+    assert _grid(source) == (-(-3 * a // 32), 1, batch), source
+    assert f"ci_h = ci // uint32({a})" in source, source
