@@ -17,6 +17,7 @@ import codegen_harness as harness
 import pytest
 from test_permutation_tile import PIPELINE, scaled_transpose
 from test_pointwise_transpose import TOLERANCE
+from test_tile_wide_sides import _widths
 
 from fusec.analysis.program import Program
 from tests.test_half_precision import check as check_half
@@ -54,3 +55,14 @@ def test_odd_innermost_extent_spans_the_axis_outside(shape: tuple[int, ...], per
     batch = shape[1] * (shape[2] if len(shape) == 5 else 1)
     assert _grid(source) == (-(-3 * a // 32), 1, batch), source
     assert f"ci_h = ci // uint32({a})" in source, source
+
+
+@pytest.mark.parametrize(("dtype", "lanes"), [("f32", 4), ("bf16", 4)])
+def test_spanned_odd_run_with_wide_stores(dtype: str, lanes: int) -> None:
+    """Output innermost 36 (a multiple of 4, none of 32) under 3: one side
+    of 108 in 4 tiles, stored 4 elements per access (no word crosses into
+    the next of the 3 rows: 4 divides 36)."""
+    source = _run((36, 3, 5), [2, 1, 0], dtype)
+    assert _grid(source)[0] == 4, source
+    assert "ci_h = ci // uint32(36)" in source, source
+    assert _widths(source)[1] == lanes, source
