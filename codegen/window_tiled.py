@@ -86,6 +86,7 @@ from fusec.codegen.point_evaluator import (
     store_lines,
 )
 from fusec.codegen.reduction_tree import SIMULATED
+from fusec.codegen.window_flat_staging import FlatHalo
 from fusec.codegen.window_staging import (
     Stager,
     Tile,
@@ -102,7 +103,7 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import fmt
 from fusec.scheduling.window_plan import TiledWindow, weight_pad
 from fusec.scheduling.window_shape import WindowShape
-from fusec.scheduling.window_stage_lanes import stage_lanes
+from fusec.scheduling.window_stage_lanes import flat_lanes, stage_lanes
 
 
 def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
@@ -625,13 +626,17 @@ class _Writer:
         return lines + self._owners(taps + self._epilogue(self._halo_pixels()))
 
     def _wide_or(self, scalar: list[str], pad: str) -> list[str]:
-        """The halo tile staged in words (`codegen/window_wide_staging.py`)
-        where its arrays are aligned, else by `scalar` (element by element);
-        `scalar` alone when the plan stages it element by element."""
-        lanes = stage_lanes(self.t, dtype_name(self.w.x))
+        """The halo tile staged in words where its arrays are aligned, else
+        by `scalar` (element by element): a one-across tile as one flat run
+        (`codegen/window_flat_staging.py`), another row by row
+        (`codegen/window_wide_staging.py`); `scalar` alone when the plan
+        stages it element by element."""
+        dtype = dtype_name(self.w.x)
+        flat = flat_lanes(self.t, dtype)
+        lanes = flat if flat > 1 else stage_lanes(self.t, dtype)
         if lanes == 1:
             return scalar
-        halo = WideHalo(self.w, self.t, lanes, pad)
+        halo = (FlatHalo if flat > 1 else WideHalo)(self.w, self.t, lanes, pad)
         wide = halo.lines(self.body, self.stager)
         if wide is None:
             return scalar

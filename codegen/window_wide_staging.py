@@ -78,14 +78,14 @@ class WideHalo:
             return f"{word}_{i}[{j}]"
         return lane_value(of_device_dtype(dtype).name, WORD_TYPES[self.lanes], f"{word}_{i}", j)
 
-    def _word_lines(self, k: int) -> list[str]:
-        """The words of pass `k`, one per wide input."""
+    def _word_lines(self, word: str, index: str) -> list[str]:
+        """The words `<word>_<input>` at element `index`, one per wide input."""
         lines: list[str] = []
         for i, dtype in self.wide.items():
-            at_g = f"numba.uint64(xq_g{k})"
+            at_g = f"numba.uint64({index})"
             wide = (f"ld_vec4_f32(in{i}, {at_g})" if dtype == "float32"
                     else wide_load(WORD_TYPES[self.lanes], f"in{i}", at_g))
-            lines.append(f"xq_w{k}_{i} = {wide}")
+            lines.append(f"{word}_{i} = {wide}")
         return lines
 
     def lines(self, body: GroupBody, stager: Stager) -> list[str] | None:
@@ -117,7 +117,7 @@ class WideHalo:
                 return None
             out += index
             out += [line for k in range(start, min(start + WIDE_BATCH, len(passes)))
-                    for line in self._word_lines(k)]
+                    for line in self._word_lines(f"xq_w{k}", f"xq_g{k}")]
             out += stores
         return out
 

@@ -36,6 +36,7 @@ import math
 from xdsl.ir import Operation, SSAValue
 
 from fusec.analysis.decompose_group import decomposed
+from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.gemm_operand_mode import operand_mode
 from fusec.analysis.group_kind import group_kind
@@ -63,6 +64,7 @@ from fusec.scheduling.pointwise_plan import plan_group, vector_width, wide_array
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.transposed_plan import has_views
 from fusec.scheduling.window_plan import TiledWindow, geometry, recorded_plan, window_op
+from fusec.scheduling.window_stage_lanes import staged_registers
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
 # A layout copy (the pointwise view machinery, codegen/layout.py), refit
@@ -360,7 +362,8 @@ def window_estimate(group: GroupOp, tiled: TiledWindow) -> RegisterEstimate:
       for a window looped tap by tap one tap's `pt` inputs and `ot` weights;
     - depthwise conv and pools: the input rows a thread reads per kernel
       column, a conv's weights, the halo elements it stages (all loads in
-      flight; one when staged in a loop), its lane indexing;
+      flight; one when staged in a loop; its words when they hold more),
+      its lane indexing;
     - pipelined channel steps hold every staged element through the FMAs.
 
     f64 values take two registers each. Fitted on about 150 kernels (1x1,
@@ -381,9 +384,14 @@ def window_estimate(group: GroupOp, tiled: TiledWindow) -> RegisterEstimate:
                 ("fragments", WINDOW_GENERAL_COLUMN * read))
     else:
         weights = g.taps if g.kind == "conv" and tiled.unrolled_taps else 0
+        # a tile staged in words holds them in flight, next to the
+        # element-by-element branch its unaligned blocks take
+        op = window_op(group)
+        flat = staged_registers(tiled, value_dtype(op.operands[0])) if op is not None else None
+        staged = max(tiled.staged_in_flight, (flat or 0) // words)
         work = (("input rows", WINDOW_DEPTHWISE_ROW * tiled.rows_touched),
                 ("weights", WINDOW_DEPTHWISE_WEIGHT * weights),
-                ("staged", WINDOW_DEPTHWISE_STAGED * tiled.staged_in_flight))
+                ("staged", WINDOW_DEPTHWISE_STAGED * staged))
     prefetch = WINDOW_PREFETCHED.get(mode, 0.0) * tiled.staged_per_thread * tiled.prefetched
     extra = max(0, len(_outputs(group)) - 1) * WINDOW_PER_OUTPUT
     indexing = 0.0

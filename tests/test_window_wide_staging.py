@@ -1,11 +1,12 @@
-"""Depthwise convs stage their halo tile in aligned words of
-4 (f32: 16 bytes; bf16, f16: 8 bytes) input elements
-(`codegen/window_wide_staging.py`), an element-by-element path kept for
-unaligned arrays: strided, dilated and 1-D windows, odd and prime extents
-(rows that straddle words, an array whose size is no multiple of a word),
-asymmetric pads, with and without a pointwise prologue; through `fusec`
-(compile, then `run --check` against the reference interpreter on fresh
-random inputs), one kernel each."""
+"""Depthwise convs and pools stage their halo tile in aligned words, an
+element-by-element path kept for unaligned arrays: a tile as wide as the
+output as one flat run of 16-byte words (`codegen/window_flat_staging.py`),
+a narrower one row by row in words of 4 (f32: 16 bytes; bf16, f16: 8 bytes)
+input elements (`codegen/window_wide_staging.py`). Strided, dilated and 1-D
+windows, odd and prime extents (rows that straddle words, an array whose
+size is no multiple of a word), asymmetric pads, with and without a
+pointwise prologue; through `fusec` (compile, then `run --check` against
+the reference interpreter on fresh random inputs), one kernel each."""
 
 from __future__ import annotations
 
@@ -74,6 +75,9 @@ HALF = ("%c = nn.constant dense<0.5> : tensor<{dtype}>\n"
     ("f32", (2, 3, 7, 22), (1, 3), [1, 2], [1, 1], [0, 1, 0, 1], TANH),
     ("bf16", (3, 5, 5, 11), (1, 3), [1, 2], [1, 1], [0, 1, 0, 1], ""),
     ("f16", (2, 3, 5, 17), (1, 3), [1, 2], [1, 1], [0, 2, 0, 1], SILU),
+    # outputs wider than a tile (two tiles across): row by row
+    ("bf16", (1, 3, 3, 131), (1, 3), [1, 1], [1, 1], [0, 1, 0, 1], SILU),
+    ("f32", (1, 3, 5, 70), (3, 3), [1, 1], [1, 1], [1, 1, 1, 1], BIAS),
 ])
 def test_a_depthwise_conv_stages_words(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], dtype: str,
@@ -82,7 +86,11 @@ def test_a_depthwise_conv_stages_words(
     text = _conv(dtype, x, k, strides, dilations, pads, prologue)
     launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=sum(x))
     assert launches == 1
-    assert "is_aligned(in0, " in kernels and "4-element words" in kernels
+    # one tile across: a flat run of 16-byte words; else rows of 4-element words
+    across = x[3] > 64
+    lanes = 4 if across or dtype == "f32" else 8
+    assert "is_aligned(in0, " in kernels and f"{lanes}-element words" in kernels
+    assert ("xq_lo" in kernels) == across and ("xf_lo" in kernels) != across
 
 
 @pytest.mark.parametrize(("pool", "dtype", "attrs", "x", "out"), [
@@ -92,8 +100,11 @@ def test_a_depthwise_conv_stages_words(
      (1, 3, 5, 19), (5, 10)),
     ("max_pool2d", "f16", "kernel = [2, 2], strides = [2, 2], pads = [0, 0, 0, 0]",
      (1, 2, 6, 22), (3, 11)),
+    # two tiles across: rows of words, the padding counted out of the average
+    ("avg_pool2d", "bf16", "kernel = [3, 3], strides = [1, 1], pads = [1, 1, 1, 1]",
+     (1, 2, 3, 70), (3, 70)),
 ])
-def test_a_pool_with_a_prologue_stages_elements(
+def test_a_pool_with_a_prologue_stages_words(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], pool: str, dtype: str,
         attrs: str, x: tuple[int, int, int, int], out: tuple[int, int]) -> None:
     n, c, h, w = x
@@ -109,7 +120,8 @@ func.func @f(%x: {t}, %b: tensor<{n}x1x1x1x{dtype}>) -> {o} {{
 """
     launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=h * w)
     assert launches == 1
-    assert "element words" not in kernels  # pools stage element by element
+    lanes = 4 if w > 64 or dtype == "f32" else 8
+    assert f"{lanes}-element words" in kernels
 
 
 @pytest.mark.parametrize(("op", "dtype", "x", "attrs", "wshape", "tile"), [
@@ -145,5 +157,5 @@ func.func @f(%x: {t}{weight}) -> {o} {{
     assert launches == 1
     rows = 8 if op == "conv2d" else 4
     assert f"({rows}x1 per thread)" in kernels
-    assert ("4-element words" in kernels) == (op == "conv2d")
+    assert f"{4 if dtype == 'f32' else 8}-element words" in kernels  # one tile across
     assert f"block tile {tile}x" in kernels

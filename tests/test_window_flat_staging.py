@@ -1,0 +1,133 @@
+"""A depthwise conv or pool tile as wide as the output stages the whole
+image rows it covers as one flat run of 16-byte words (4 f32, 8 bf16 or
+f16: `codegen/window_flat_staging.py`), its padding columns stored without
+loads: avg and max pools, strides 1 and 2, symmetric and one-sided pads, a
+1-D window, odd widths (a word straddles rows) and widths of whole words,
+the tile's last image columns unused, with a pointwise neighbour before or
+after; through `fusec` (compile, then `run --check` against the reference
+interpreter on fresh random inputs), one kernel each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fusec.compiler.cli import main
+from fusec.scheduling.window_plan import TiledWindow, WindowGeometry, WindowPlan
+from fusec.scheduling.window_stage_lanes import flat_lanes, flat_passes, pad_columns
+
+
+def _compile_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+                       seed: int) -> tuple[int, str]:
+    """(kernel launches, kernels.py) of `text` compiled by `fusec`, after
+    `fusec run --check` compared it with the reference interpreter."""
+    model, out = tmp_path / "model.mlir", tmp_path / "out"
+    model.write_text(text)
+    assert main([str(model), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--check", "--device", "sim", "--seed", str(seed)]) == 0
+    captured = capsys.readouterr()
+    said = captured.out + captured.err
+    assert "Traceback" not in said and "check passed" in said, said
+    plan = json.loads((out / "plan.json").read_text())
+    return len(plan["functions"]["f"]["launches"]), (out / "kernels.py").read_text()
+
+
+def _extent(size: int, k: int, s: int, lo: int, hi: int) -> int:
+    return (size + lo + hi - k) // s + 1
+
+
+AFTER = "after"  # + 0.125 on the pool's result (the corpus's strided avg pool)
+SILU = "silu"  # silu before the pool: read from the words' lanes
+BIAS = "bias"  # + a per-image bias before the pool: read at the element's coordinates
+
+
+def _pool(pool: str, dtype: str, x: tuple[int, int, int, int], k: tuple[int, int],
+          strides: tuple[int, int], pads: tuple[int, int, int, int], neighbour: str) -> str:
+    n, c, h, w = x
+    oh = _extent(h, k[0], strides[0], pads[0], pads[2])
+    ow = _extent(w, k[1], strides[1], pads[1], pads[3])
+    t = f"tensor<{n}x{c}x{h}x{w}x{dtype}>"
+    o = f"tensor<{n}x{c}x{oh}x{ow}x{dtype}>"
+    b = f"tensor<{n}x1x1x1x{dtype}>"
+    attrs = (f"kernel = [{k[0]}, {k[1]}], strides = [{strides[0]}, {strides[1]}], "
+             f"pads = [{pads[0]}, {pads[1]}, {pads[2]}, {pads[3]}]")
+    before = {SILU: f"%p = nn.silu %x : {t}",
+              BIAS: f"%p = nn.add %x, %b : ({t}, {b}) -> {t}"}.get(neighbour)
+    src = "%p" if before else "%x"
+    lines = [f"func.func @f(%x: {t}, %b: {b}) -> {o} {{"]
+    if before:
+        lines.append(f"  {before}")
+    lines.append(f"  %y = nn.{pool} {src} {{{attrs}}} : ({t}) -> {o}")
+    result = "%y"
+    if neighbour == AFTER:
+        lines += [f"  %c = nn.constant dense<0.125> : tensor<{dtype}>",
+                  f"  %z = nn.add %y, %c : ({o}, tensor<{dtype}>) -> {o}"]
+        result = "%z"
+    lines += [f"  func.return {result} : {o}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("pool", "dtype", "x", "k", "strides", "pads", "neighbour"), [
+    # the corpus's strided avg pool: rows of one word, a padding column each side
+    ("avg_pool2d", "bf16", (3, 2, 13, 8), (3, 3), (2, 2), (1, 1, 1, 1), AFTER),
+    # odd widths: words straddle rows
+    ("avg_pool2d", "f16", (2, 3, 11, 13), (3, 3), (2, 2), (1, 1, 1, 1), SILU),
+    ("max_pool2d", "f32", (2, 3, 7, 9), (3, 3), (1, 1), (1, 1, 1, 1), AFTER),
+    # rows of whole f32 words, no padding, a bias read at the coordinates
+    ("avg_pool2d", "f32", (2, 3, 10, 12), (2, 2), (2, 2), (0, 0, 0, 0), BIAS),
+    # a 1-D window along W
+    ("max_pool2d", "bf16", (2, 3, 5, 17), (1, 3), (1, 2), (0, 1, 0, 1), BIAS),
+    # padding on the right only; the image's last column unused by the tile
+    ("avg_pool2d", "bf16", (2, 3, 9, 16), (3, 3), (2, 2), (0, 0, 1, 1), SILU),
+    ("max_pool2d", "f16", (2, 3, 6, 9), (2, 2), (2, 2), (0, 0, 0, 0), AFTER),
+])
+def test_a_one_across_pool_stages_a_flat_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], pool: str, dtype: str,
+        x: tuple[int, int, int, int], k: tuple[int, int], strides: tuple[int, int],
+        pads: tuple[int, int, int, int], neighbour: str) -> None:
+    text = _pool(pool, dtype, x, k, strides, pads, neighbour)
+    launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=sum(x) + k[1])
+    assert launches == 1
+    lanes = 4 if dtype == "f32" else 8
+    assert "is_aligned(in0, 16) and xf_lo >= 0" in kernels
+    assert f"{lanes}-element words" in kernels
+
+
+def test_a_one_across_depthwise_conv_stages_a_flat_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The corpus's 1-D strided depthwise conv in bf16, a prologue before it."""
+    t, o, wt = ("tensor<2x3x7x11xbf16>", "tensor<2x3x7x6xbf16>", "tensor<3x1x1x3xbf16>")
+    text = f"""
+func.func @f(%x: {t}, %w: {wt}) -> {o} {{
+  %c = nn.constant dense<0.5> : tensor<bf16>
+  %p = nn.add %x, %c : ({t}, tensor<bf16>) -> {t}
+  %y = nn.conv2d %p, %w {{strides = [1, 2], pads = [0, 1, 0, 1], dilations = [1, 1],
+      groups = 3}} : ({t}, {wt}) -> {o}
+  func.return %y : {o}
+}}
+"""
+    launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=11)
+    assert launches == 1
+    assert "xf_lo >= 0" in kernels and "8-element words" in kernels
+
+
+def _tiled(kind: str, w: int, ow: int, tw: int, item_pads: tuple[int, int, int, int],
+           ) -> TiledWindow:
+    geo = WindowGeometry(kind, 2, 4, 64, w, 4, 32, ow, 3, 3, 2, 2, 1, 1,  # type: ignore[arg-type]
+                         item_pads, 4, 4)
+    return TiledWindow(geo, WindowPlan(16, tw, 1, 1, 2, 1))
+
+
+def test_flat_lanes_take_the_widest_words_of_a_one_across_tile() -> None:
+    one_across = _tiled("avg", 8, 4, 4, (1, 1, 1, 1))
+    assert flat_lanes(one_across, "uint16") == 8 and flat_lanes(one_across, "float32") == 4
+    assert pad_columns(one_across) == (1, 0)  # 9 columns: the left padding and 8 of the image
+    words, pads = flat_passes(one_across, 8)
+    assert (words, pads) == (2, 2)  # 33 rows of one word, 33 padding elements on 32 threads
+    # two tiles across: the block's first column varies, staged row by row
+    assert flat_lanes(_tiled("max", 200, 100, 50, (1, 1, 1, 1)), "uint16") == 1
+    # f64 has no wide words
+    assert flat_lanes(one_across, "float64") == 1
