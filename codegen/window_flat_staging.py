@@ -9,20 +9,31 @@ elements are one contiguous run of the input's memory, `rows x W` elements
 from the first row's first element; the threads take its words in order
 (consecutive threads, consecutive 16-byte words), each at an element index
 that is a multiple of `lanes`. Lane `j` of word `q` is run element
-`q * lanes + j - a` (`a` the run's place in its first word), tile row
-`f // W`, column `f % W + pl`:
+`f = q * lanes + j - a` (`a` the run's place in its first word), tile
+row `f // W`, column `f % W + pl`:
 
 ```python
-xf_s = (o0 * 13 + xch) * 39808 + ih0 * 8      # the run's first element
+xf_s = (o0 * 3 + xch) * 143 + ih0 * 13        # the run's first element
 xf_a = xf_s % 8                               # its place in a word
-xf_q0 = tid
-xf_e0 = xf_q0 * 8 - xf_a                      # lane 0 of the word, in the run
-xf_w0_0 = ld_vec4_u32(in0, numba.uint64(xf_s - xf_a + xf_q0 * 8))
-xf_f0_1 = xf_e0 + 1
-if 0 <= xf_f0_1 < 1032:
-    xf_r0_1 = xf_f0_1 // 8
-    xs[numba.uint64(xf_r0_1), numba.uint64(xf_f0_1 % 8 + 1)] = bf16_hi(xf_w0_0[0]) if ...
+xf_lo = xf_s - xf_a
+xf_q0 = min(tid, 22)                          # the thread's word
+xf_e0 = xf_q0 * 8 - xf_a                      # its lane 0 in the run,
+xf_r0 = xf_e0 // 13                           # ... a tile row and image column
+xf_c0 = xf_e0 - xf_r0 * 13
+xf_w0_0 = ld_vec4_u32(in0, numba.uint64(xf_lo + xf_q0 * 8))
+xf_f0_1 = xf_e0 + 1                           # lane 1: stepped from lane 0
+if 0 <= xf_f0_1 < 169:
+    xf_c0_1 = xf_c0 + 1
+    xf_r0_1 = xf_r0
+    if xf_c0_1 >= 13:
+        xf_c0_1 -= 13
+        xf_r0_1 += 1
+    xs[numba.uint64(xf_r0_1), numba.uint64(xf_c0_1 + 1)] = f16_from_bits(...) if ...
 ```
+
+Rows of whole words (W a multiple of `lanes`) start every run at a word,
+so a word's row and first column are computed once and no lane is tested;
+a row narrower than a word places each lane by a division.
 
 A row outside the image (padding, or the tile's last rows past the image's
 end) stores the padding value, as do the padding columns, stored without
@@ -91,8 +102,13 @@ class FlatHalo(WideHalo):
                 if (k + 1) * threads > words:  # the last threads past the run load its last word
                     q = clamp(q, None, words - 1)
                 index.append(f"xf_q{k} = {q}")
-                index += (self._word_place(k) if self._aligned_rows()
-                          else [f"xf_e{k} = xf_q{k} * {int_literal(lanes)} - xf_a"])
+                if self._aligned_rows():
+                    index += self._word_place(k)
+                else:
+                    index.append(f"xf_e{k} = xf_q{k} * {int_literal(lanes)} - xf_a")
+                    if self._stepped():  # lane 0's place (floored: it may precede the run)
+                        w = int_literal(self.tiled.geo.w)
+                        index += [f"xf_r{k} = xf_e{k} // {w}", f"xf_c{k} = xf_e{k} - xf_r{k} * {w}"]
                 for j in range(lanes):
                     stores += self._flat_store(body, k, j)
             if not self.wide:
@@ -155,9 +171,20 @@ class FlatHalo(WideHalo):
             store = [f"if {c} < {int_literal(cols - left)}:", *indent(store, 1)]
         if not f:
             return store
-        placed = [f"{r} = {f} // {int_literal(g.w)}", f"{c} = {f} % {int_literal(g.w)}"]
+        if not self._stepped():
+            placed = [f"{r} = {f} // {int_literal(g.w)}", f"{c} = {f} % {int_literal(g.w)}"]
+        else:  # stepped from lane 0's place: a word spans two rows at most
+            placed = [f"{c} = {plus(f'xf_c{k}', j)}", f"{r} = xf_r{k}"]
+            if j:
+                placed += [f"if {c} >= {int_literal(g.w)}:", f"    {c} -= {int_literal(g.w)}",
+                           f"    {r} += 1"]
         return [f"{f} = {plus(f'xf_e{k}', j)}",
                 f"if 0 <= {f} < {int_literal(rows * g.w)}:", *indent([*placed, *store], 1)]
+
+    def _stepped(self) -> bool:
+        """Whether an unaligned word's lanes are placed by stepping from its
+        lane 0 (one division per word, not per lane): a row holds a word."""
+        return self.tiled.geo.w >= self.lanes
 
     def _pad_columns(self, stager: Stager) -> list[str]:
         """The padding columns left and right of the image, every row."""

@@ -76,6 +76,8 @@ def _pool(pool: str, dtype: str, x: tuple[int, int, int, int], k: tuple[int, int
     # odd widths: words straddle rows
     ("avg_pool2d", "f16", (2, 3, 11, 13), (3, 3), (2, 2), (1, 1, 1, 1), SILU),
     ("max_pool2d", "f32", (2, 3, 7, 9), (3, 3), (1, 1), (1, 1, 1, 1), AFTER),
+    # rows narrower than a word: each lane placed by a division
+    ("max_pool2d", "bf16", (2, 3, 6, 5), (3, 3), (1, 1), (1, 1, 1, 1), SILU),
     # rows of whole f32 words, no padding, a bias read at the coordinates
     ("avg_pool2d", "f32", (2, 3, 10, 12), (2, 2), (2, 2), (0, 0, 0, 0), BIAS),
     # a 1-D window along W
