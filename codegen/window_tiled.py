@@ -87,6 +87,7 @@ from fusec.codegen.point_evaluator import (
 )
 from fusec.codegen.reduction_tree import SIMULATED
 from fusec.codegen.window_flat_staging import FlatHalo
+from fusec.codegen.window_out_words import out_word_lines
 from fusec.codegen.window_staging import (
     Stager,
     Tile,
@@ -103,7 +104,7 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import fmt
 from fusec.scheduling.window_plan import TiledWindow, weight_pad
 from fusec.scheduling.window_shape import WindowShape
-from fusec.scheduling.window_stage_lanes import flat_lanes, stage_lanes
+from fusec.scheduling.window_stage_lanes import flat_lanes, out_lanes, stage_lanes
 
 
 def emit_tiled(flat: GroupOp, kernel_name: str, w: WindowShape,
@@ -164,6 +165,7 @@ class _Writer:
         self.floating = self.ctype.startswith("float")
         self.stager = Stager(tiled.threads)
         self.grid_loops: frozenset[str] = frozenset()  # set by lines()
+        self.out_words = self._words_out()
 
     def lines(self) -> list[str]:
         """The schedule's body for image `o0` (z) and channel block `cy` (y;
@@ -348,7 +350,10 @@ class _Writer:
 
     def _store_output(self, k: int, v: SSAValue, val: str, px: _Pixel) -> list[str]:
         """Output `k` of the group at the pixel: an output of the full result
-        shape through the plane offset, any other as `store_lines` does."""
+        shape through the plane offset, any other as `store_lines` does; an
+        output stored in words held in `y<o2>` (`_depthwise`)."""
+        if self.out_words is not None:
+            return [f"y{px.o2} = {val}"]
         if tuple(tensor_shape(v)) == tuple(self.w.out):
             index = self._plane_index(tuple(self.w.out), px)
             return [f"out{k}[{at(str(index))}] = {store_expr(v, val)}"]
@@ -623,7 +628,32 @@ class _Writer:
             *[f"acc0_{j} = {pad}" for j in range(p.pt)],
         ]
         taps = self._depthwise_taps() if unrolled else self._depthwise_tap_loops()
-        return lines + self._owners(taps + self._epilogue(self._halo_pixels()))
+        pixels = self._halo_pixels()
+        if self.out_words is None:
+            return lines + self._owners(taps + self._epilogue(pixels))
+        # the results held until every tap is read, then passed through the
+        # halo tile and stored in words (`codegen/window_out_words.py`)
+        k, dtype, lanes = self.out_words
+        held = [f"y{px.o2} = {self.zero}" for px in pixels]
+        put = [line for j, px in enumerate(pixels)
+               for line in guarded(px.terms, [f"xs[{at(plus('r0', j), 'col')}] = y{px.o2}"])]
+        return [*lines, *held, *self._owners(taps + self._epilogue(pixels)),
+                "cuda.syncthreads()  # every tap read: the tile takes the results",
+                *self._owners([*pixels[0].lines[:1], *put]), "cuda.syncthreads()",
+                *out_word_lines(self.t, k, dtype, lanes)]
+
+    def _words_out(self) -> tuple[int, str, int] | None:
+        """(output, device dtype, lanes) of a depthwise or pool block that
+        stores its one output in words (`out_lanes`), or None."""
+        outputs = self.w.body.outputs
+        if self.t.mode != "depthwise" or len(outputs) != 1:
+            return None
+        v = outputs[0]
+        if tuple(tensor_shape(v)) != tuple(self.w.out) or compute_type(v) != "float32":
+            return None
+        dtype = dtype_name(v)
+        lanes = out_lanes(self.t, dtype)
+        return None if lanes == 1 else (0, dtype, lanes)
 
     def _wide_or(self, scalar: list[str], pad: str) -> list[str]:
         """The halo tile staged in words where its arrays are aligned, else

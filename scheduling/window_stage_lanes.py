@@ -123,3 +123,16 @@ def stage_lanes(tiled: TiledWindow, dtype: str) -> int:
         if cols >= 2 * lanes and words * lanes <= UNROLL_BUDGET:
             return lanes
     return 1
+
+
+def out_lanes(tiled: TiledWindow, dtype: str) -> int:
+    """Elements per word of the stores of a one-across depthwise or pool
+    block's outputs of device dtype `dtype`, or 1 (stored one by one, down
+    a column per thread). A one-across block's `th x ow` outputs are one
+    contiguous run of the output; passed through its halo tile in shared
+    memory (`th x tw` fits in it), they are stored in the widest words that
+    divide an output row (each word inside a row, so the run starts one),
+    consecutive threads on consecutive words."""
+    if tiled.mode != "depthwise" or tiled.spatial_tiles[1] != 1:
+        return 1
+    return next((n for n in lane_choices(dtype) if tiled.geo.ow % n == 0), 1)

@@ -1,7 +1,8 @@
 """A depthwise conv or pool tile as wide as the output stages the whole
 image rows it covers as one flat run of 16-byte words (4 f32, 8 bf16 or
 f16: `codegen/window_flat_staging.py`), its padding columns stored without
-loads: avg and max pools, strides 1 and 2, symmetric and one-sided pads, a
+loads, and stores its outputs in words where they divide an output row
+(`codegen/window_out_words.py`): avg and max pools, strides 1 and 2, symmetric and one-sided pads, a
 1-D window, odd widths (a word straddles rows) and widths of whole words,
 the tile's last image columns unused, with a pointwise neighbour before or
 after; through `fusec` (compile, then `run --check` against the reference
@@ -85,6 +86,8 @@ def _pool(pool: str, dtype: str, x: tuple[int, int, int, int], k: tuple[int, int
     # padding on the right only; the image's last column unused by the tile
     ("avg_pool2d", "bf16", (2, 3, 9, 16), (3, 3), (2, 2), (0, 0, 1, 1), SILU),
     ("max_pool2d", "f16", (2, 3, 6, 9), (2, 2), (2, 2), (0, 0, 0, 0), AFTER),
+    # f32 output rows of two words
+    ("avg_pool2d", "f32", (2, 3, 9, 16), (3, 3), (2, 2), (1, 1, 1, 1), AFTER),
 ])
 def test_a_one_across_pool_stages_a_flat_run(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], pool: str, dtype: str,
@@ -96,6 +99,10 @@ def test_a_one_across_pool_stages_a_flat_run(
     lanes = 4 if dtype == "f32" else 8
     assert "is_aligned(in0, 16) and xf_lo >= 0" in kernels
     assert f"{lanes}-element words" in kernels
+    # the outputs leave in the widest words that divide an output row
+    ow = _extent(x[3], k[1], strides[1], pads[1], pads[3])
+    out = next((n for n in ((4,) if dtype == "f32" else (8, 4, 2)) if ow % n == 0), 0)
+    assert (f"{out}-element words of its contiguous rows" in kernels) == (out > 0)
 
 
 def test_a_one_across_depthwise_conv_stages_a_flat_run(
