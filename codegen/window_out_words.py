@@ -4,31 +4,47 @@
 
 A thread owns `pt` rows of one output column, so its own stores go down a
 column: a warp's scalar stores of a narrow bf16 output (4 columns) cover
-half of each 16-byte output row per instruction. A block as wide as the
+half of each 8-byte output row per instruction. A block as wide as the
 output instead writes its results into its halo tile (free once every
 thread has read its taps), then stores the tile's `th x ow` outputs, one
 contiguous run of the output, in words of `lanes` (consecutive threads,
-consecutive words; a word never spans two rows, the output rows being
-whole words):
+consecutive words, each at an element index that is a multiple of `lanes`).
+Lane `j` of word `q` is run element `e = q * lanes + j - a` (`a` the run's
+place in its first word), tile row `e // ow`, column `e % ow`. A word that
+lies wholly in the run is one wide store; the words at the run's ends,
+which share elements with the neighbouring blocks' runs, store their own
+lanes one by one:
 
 ```python
 cuda.syncthreads()                     # every tap read
-if tid < 128:
-    if o2_0 < 2488:
-        xs[numba.uint64(r0), numba.uint64(col)] = yo2_0
+if tid < 120:
+    xs[numba.uint64(r0), numba.uint64(col)] = yo2_0
     ...
 cuda.syncthreads()
-yw_ok = is_aligned(out0, 8)
+yw_ok = is_aligned(out0, 16)
+ys = (o0 * 757 + o1) * 1140 + oh0 * 15  # the run's first element
+ya = ys % 8                             # its place in a word
 yq0 = tid
-if yq0 < 256:
-    yr0 = yq0 // 1
-    yi0 = o0 * 129376 + o1 * 9952 + (oh0 + yr0) * 4
-    if yw_ok:
-        st_wide64(out0, numba.uint64(yi0), uint64(bf16x2_bits(xs[...], xs[...])) | ...)
+ye0 = yq0 * 8 - ya                      # lane 0 of the word, in the run
+if ye0 < 240:
+    yr0 = ye0 // 15                     # ... a tile row and column (floored)
+    yc0 = ye0 - yr0 * 15
+    yr0_1 = yr0                         # lane 1: stepped from lane 0
+    yc0_1 = yc0 + 1
+    if yc0_1 >= 15:
+        ...
+    if yw_ok and ye0 >= 0 and ye0 + 8 <= 240:
+        st_vec4_u32(out0, numba.uint64(ys - ya + yq0 * 8), bf16x2_bits(xs[...], ...), ...)
     else:
-        out0[numba.uint64(yi0)] = f32_to_bf16(xs[numba.uint64(yr0), numba.uint64(0)])
+        if 0 <= ye0 < 240:
+            out0[numba.uint64(ys + ye0)] = f32_to_bf16(xs[...])
         ...
 ```
+
+Planes and tiles of whole words start every run at a word, so every word
+is whole (`yw_ok` alone decides); rows of whole words (`ow` a multiple of
+`lanes`) or whole rows per word (`lanes` a multiple of `ow`) then place a
+word's lanes at constant offsets from its first.
 """
 
 from __future__ import annotations
@@ -36,49 +52,110 @@ from __future__ import annotations
 from fusec.codegen.kernel_source import int_literal, narrow
 from fusec.codegen.point_evaluator import indent
 from fusec.codegen.wide_access import WORD_TYPES, pack_values, wide_store
-from fusec.codegen.window_staging import at
+from fusec.codegen.window_staging import at, plus
 from fusec.dialects.element_types import of_device_dtype
 from fusec.scheduling.window_plan import TiledWindow
+from fusec.scheduling.window_stage_lanes import words_per_row
 
 
 def out_word_lines(tiled: TiledWindow, k: int, dtype: str, lanes: int) -> list[str]:
     """Output `k` (device dtype `dtype`), already in the halo tile `xs`,
     stored by every thread of the block in words of `lanes`."""
-    g, p = tiled.geo, tiled.plan
-    threads = tiled.threads
-    per_row = g.ow // lanes
-    rows = f"min({int_literal(p.th)}, {int_literal(g.oh)} - oh0)" if g.oh % p.th else None
-    total = p.th * per_row
-    width = lanes * of_device_dtype(dtype).width
-    out = [f"# the block's outputs, {lanes}-element words of its contiguous rows",
-           f"yw_ok = is_aligned(out{k}, {int_literal(width)})"]
-    if rows is not None:
-        out.append(f"yq_n = {rows} * {int_literal(per_row)}")
-    plane = f"(o0 * {int_literal(g.c_out)} + o1) * {int_literal(g.oh * g.ow)}"
-    for m in range(-(-total // threads)):
-        q = f"yq{m}"
-        r, c, i = f"yr{m}", f"yc{m}", f"yi{m}"
-        place = [f"{r} = {q} // {int_literal(per_row)}" if per_row > 1 else f"{r} = {q}"]
-        if per_row > 1:
-            place.append(f"{c} = ({q} % {int_literal(per_row)}) * {int_literal(lanes)}")
-        col0 = c if per_row > 1 else "0"
-        place.append(f"{i} = {plane} + (oh0 + {r}) * {int_literal(g.ow)}"
-                     + (f" + {c}" if per_row > 1 else ""))
-        values = [f"xs[{at(r, _col(col0, j))}]" for j in range(lanes)]
-        wide = _word_store(k, dtype, lanes, i, values)
-        scalar = [f"out{k}[{at(_col(i, j))}] = {narrow(dtype, v)}" for j, v in enumerate(values)]
-        body = [*place, "if yw_ok:", f"    {wide}", "else:", *indent(scalar, 1)]
-        bound = "yq_n" if rows is not None else int_literal(total)
-        guard = [] if rows is None and (m + 1) * threads <= total else [f"if {q} < {bound}:"]
-        first = f"tid + {int_literal(m * threads)}" if m else "tid"
-        out += [f"{q} = {first}", *(guard + indent(body, 1) if guard else body)]
-    return out
+    return _OutRun(tiled, k, dtype, lanes).lines()
 
 
-def _col(base: str, j: int) -> str:
-    if base == "0":
-        return int_literal(j)
-    return f"{base} + {int_literal(j)}" if j else base
+class _OutRun:
+    def __init__(self, tiled: TiledWindow, k: int, dtype: str, lanes: int) -> None:
+        self.t, self.g, self.k, self.dtype, self.lanes = tiled, tiled.geo, k, dtype, lanes
+        g, th = self.g, tiled.plan.th
+        # every run starts a word (planes and tiles of whole words), so every
+        # word is whole: in one row (rows of whole words), or over whole rows
+        self.aligned = (g.oh * g.ow) % lanes == 0 and (th * g.ow) % lanes == 0
+        self.rows_whole = g.ow % lanes == 0
+        whole_rows = self.aligned and lanes % g.ow == 0 and not self.rows_whole
+        self.rows_per_word = lanes // g.ow if whole_rows else 0
+
+    def lines(self) -> list[str]:
+        g, p, lanes, k = self.g, self.t.plan, self.lanes, self.k
+        threads = self.t.threads
+        run = p.th * g.ow
+        n = (f"min({int_literal(p.th)}, {int_literal(g.oh)} - oh0) * {int_literal(g.ow)}"
+             if g.oh % p.th else int_literal(run))
+        width = lanes * of_device_dtype(self.dtype).width
+        out = [f"# the block's outputs: {lanes}-element words of its contiguous rows",
+               f"yw_ok = is_aligned(out{k}, {int_literal(width)})",
+               f"ys = (o0 * {int_literal(g.c_out)} + o1) * {int_literal(g.oh * g.ow)} + "
+               f"oh0 * {int_literal(g.ow)}"]
+        if n != int_literal(run):
+            out.append(f"yn = {n}")
+            n = "yn"
+        if self.aligned:
+            words = run // lanes
+        else:
+            out.append(f"ya = ys % {int_literal(lanes)}")
+            words = words_per_row(run, lanes)
+        for m in range(-(-words // threads)):
+            out += self._word(m, threads, n, words)
+        return out
+
+    def _word(self, m: int, threads: int, n: str, words: int) -> list[str]:
+        g, lanes, k = self.g, self.lanes, self.k
+        q, e = f"yq{m}", f"ye{m}"
+        first = [f"{q} = {plus('tid', m * threads)}",
+                 f"{e} = {q} * {int_literal(lanes)}" + ("" if self.aligned else " - ya")]
+        places = self._places(m)
+        values = [f"xs[{at(r, c)}]" for r, c in places]
+        index = f"ys + {e}" if self.aligned else f"ys - ya + {q} * {int_literal(lanes)}"
+        wide = _word_store(k, self.dtype, lanes, index, values)
+        scalar: list[str] = []
+        for j, v in enumerate(values):
+            lane = plus(e, j)
+            store = f"out{k}[{at(plus(index, j))}] = {narrow(self.dtype, v)}"
+            scalar += [f"if 0 <= {lane} < {n}:", f"    {store}"]
+        if self.aligned:  # whole words: the run ends at a word
+            test = "yw_ok"
+        else:
+            test = f"yw_ok and {e} >= 0 and {e} + {int_literal(lanes)} <= {n}"
+        body = [*self._place_lines(m), f"if {test}:", f"    {wide}", "else:",
+                *indent(scalar, 1)]
+        # the last pass's threads past the words, and words past a short run
+        bounded = n != int_literal(self.t.plan.th * g.ow) or (m + 1) * threads > words
+        guard = f"if {e} < {n}:"
+        return [*first, *([guard, *indent(body, 1)] if bounded else body)]
+
+    def _places(self, m: int) -> list[tuple[str, str]]:
+        """Tile row and column of each lane of word `m`."""
+        lanes, ow = self.lanes, self.g.ow
+        if self.rows_whole:
+            col = "yc" + str(m) if ow > lanes else None
+            return [(f"yr{m}", plus(col, j) if col else int_literal(j)) for j in range(lanes)]
+        if self.rows_per_word:  # lane j in the word's row j // ow, column j % ow
+            return [(plus(f"yr{m}", j // ow), int_literal(j % ow)) for j in range(lanes)]
+        return [(f"yr{m}_{j}" if j else f"yr{m}", f"yc{m}_{j}" if j else f"yc{m}")
+                for j in range(lanes)]
+
+    def _place_lines(self, m: int) -> list[str]:
+        g, lanes = self.g, self.lanes
+        ow = int_literal(g.ow)
+        e = f"ye{m}"
+        if self.rows_per_word:
+            return [f"yr{m} = yq{m} * {int_literal(self.rows_per_word)}"]
+        if self.rows_whole:
+            if g.ow == lanes:
+                return [f"yr{m} = yq{m}"]
+            per_row = int_literal(g.ow // lanes)
+            return [f"yr{m} = yq{m} // {per_row}",
+                    f"yc{m} = (yq{m} % {per_row}) * {int_literal(lanes)}"]
+        lines = [f"yr{m} = {e} // {ow}", f"yc{m} = {e} - yr{m} * {ow}"]
+        for j in range(1, lanes):
+            r, c = f"yr{m}_{j}", f"yc{m}_{j}"
+            if g.ow >= lanes:  # stepped from lane 0: a word spans two rows at most
+                lines += [f"{r} = yr{m}", f"{c} = yc{m} + {int_literal(j)}",
+                          f"if {c} >= {ow}:", f"    {c} -= {ow}", f"    {r} += 1"]
+            else:
+                lines += [f"{r} = ({e} + {int_literal(j)}) // {ow}",
+                          f"{c} = {e} + {int_literal(j)} - {r} * {ow}"]
+        return lines
 
 
 def _word_store(k: int, dtype: str, lanes: int, index: str, values: list[str]) -> str:
@@ -88,4 +165,3 @@ def _word_store(k: int, dtype: str, lanes: int, index: str, values: list[str]) -
     word_type = WORD_TYPES[lanes]
     word = pack_values(of_device_dtype(dtype).name, word_type, values)
     return wide_store(word_type, f"out{k}", at_i, word)
-

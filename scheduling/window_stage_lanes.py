@@ -130,9 +130,13 @@ def out_lanes(tiled: TiledWindow, dtype: str) -> int:
     block's outputs of device dtype `dtype`, or 1 (stored one by one, down
     a column per thread). A one-across block's `th x ow` outputs are one
     contiguous run of the output; passed through its halo tile in shared
-    memory (`th x tw` fits in it), they are stored in the widest words that
-    divide an output row (each word inside a row, so the run starts one),
-    consecutive threads on consecutive words."""
-    if tiled.mode != "depthwise" or tiled.spatial_tiles[1] != 1:
+    memory (`th x tw` fits in it), they are stored in the widest words (16
+    bytes), consecutive threads on consecutive words, the words at the
+    run's ends element by element (`codegen/window_out_words.py`). A run
+    shorter than `FLAT_MIN_WORDS` words keeps the scalar stores."""
+    choices = lane_choices(dtype)
+    if tiled.mode != "depthwise" or tiled.spatial_tiles[1] != 1 or not choices:
         return 1
-    return next((n for n in lane_choices(dtype) if tiled.geo.ow % n == 0), 1)
+    if tiled.plan.th * tiled.geo.ow < FLAT_MIN_WORDS * choices[0]:
+        return 1
+    return choices[0]
