@@ -16,11 +16,11 @@ row `f // W`, column `f % W + pl`:
 xf_s = (o0 * 3 + xch) * 143 + ih0 * 13        # the run's first element
 xf_a = xf_s % 8                               # its place in a word
 xf_lo = xf_s - xf_a
-xf_q0 = min(tid, 22)                          # the thread's word
+xf_q0 = tid                                   # the thread's word
 xf_e0 = xf_q0 * 8 - xf_a                      # its lane 0 in the run,
 xf_r0 = xf_e0 // 13                           # ... a tile row and image column
 xf_c0 = xf_e0 - xf_r0 * 13
-xf_w0_0 = ld_vec4_u32(in0, numba.uint64(xf_lo + xf_q0 * 8))
+xf_w0_0 = ld_vec4_u32(in0, numba.uint64(xf_lo + min(xf_q0, 22) * 8))
 xf_f0_1 = xf_e0 + 1                           # lane 1: stepped from lane 0
 if 0 <= xf_f0_1 < 169:
     xf_c0_1 = xf_c0 + 1
@@ -31,9 +31,11 @@ if 0 <= xf_f0_1 < 169:
     xs[numba.uint64(xf_r0_1), numba.uint64(xf_c0_1 + 1)] = f16_from_bits(...) if ...
 ```
 
-Rows of whole words (W a multiple of `lanes`) start every run at a word,
-so a word's row and first column are computed once and no lane is tested;
-a row narrower than a word places each lane by a division.
+Threads past the run's last word load it too (its load in flight with the
+others) and store nothing, their lanes lying past the run. Rows of whole
+words (W a multiple of `lanes`) start every run at a word, so a word's row
+and first column are computed once and no lane is tested; a row narrower
+than a word places each lane by a division.
 
 A row outside the image (padding, or the tile's last rows past the image's
 end) stores the padding value, as do the padding columns, stored without
@@ -98,10 +100,10 @@ class FlatHalo(WideHalo):
             index: list[str] = []
             stores: list[str] = []
             for k in batch:
-                q = f"tid + {int_literal(k * threads)}" if k else "tid"
-                if (k + 1) * threads > words:  # the last threads past the run load its last word
-                    q = clamp(q, None, words - 1)
-                index.append(f"xf_q{k} = {q}")
+                index.append(f"xf_q{k} = {plus('tid', k * threads)}")
+                # the last threads past the run load its last word (in flight with
+                # the others) and store nothing: their lanes lie past the run
+                partial = (k + 1) * threads > words
                 if self._aligned_rows():
                     index += self._word_place(k)
                 else:
@@ -109,16 +111,24 @@ class FlatHalo(WideHalo):
                     if self._stepped():  # lane 0's place (floored: it may precede the run)
                         w = int_literal(self.tiled.geo.w)
                         index += [f"xf_r{k} = xf_e{k} // {w}", f"xf_c{k} = xf_e{k} - xf_r{k} * {w}"]
-                for j in range(lanes):
-                    stores += self._flat_store(body, k, j)
+                word = [line for j in range(lanes) for line in self._flat_store(body, k, j)]
+                if partial and self._aligned_rows():  # an unaligned lane tests its place
+                    word = [f"if xf_q{k} < {int_literal(words)}:", *indent(word, 1)]
+                stores += word
             if not self.wide:
                 return None
-            out += index
-            out += [line for k in batch
-                    for line in self._word_lines(f"xf_w{k}",
-                                                 f"xf_lo + xf_q{k} * {int_literal(lanes)}")]
-            out += stores
+            # the words are listed once the lanes named the wide inputs
+            loads = [line for k in batch for line in self._word_lines(
+                f"xf_w{k}", f"xf_lo + {self._clamped_q(k, words)} * {int_literal(lanes)}")]
+            out += [*index, *loads, *stores]
         return out + self._pad_columns(stager)
+
+    def _clamped_q(self, k: int, words: int) -> str:
+        """Word `k`'s number, clamped to the run's last word where threads
+        pass it."""
+        if (k + 1) * self.tiled.threads > words:
+            return clamp(f"xf_q{k}", None, words - 1)
+        return f"xf_q{k}"
 
     def _aligned_rows(self) -> bool:
         """Whether every run starts a word and every word lies in one image
