@@ -144,3 +144,46 @@ def test_flat_lanes_take_the_widest_words_of_a_one_across_tile() -> None:
     assert flat_lanes(_tiled("max", 200, 100, 50, (1, 1, 1, 1)), "uint16") == 1
     # f64 has no wide words
     assert flat_lanes(one_across, "float64") == 1
+
+
+MIXED = """
+func.func @f(%x: tensor<2x3x9x13xf32>, %y: tensor<2x3x9x13xbf16>) -> tensor<2x3x5x7xbf16> {
+  %c = nn.cast %x : (tensor<2x3x9x13xf32>) -> tensor<2x3x9x13xbf16>
+  %s = nn.add %c, %y : (tensor<2x3x9x13xbf16>, tensor<2x3x9x13xbf16>) -> tensor<2x3x9x13xbf16>
+  %p = nn.max_pool2d %s {kernel = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]}
+      : (tensor<2x3x9x13xbf16>) -> tensor<2x3x5x7xbf16>
+  func.return %p : tensor<2x3x5x7xbf16>
+}
+"""
+MULTIPLIER = """
+func.func @f(%x: tensor<2x3x9x12xbf16>, %w: tensor<6x1x3x3xbf16>) -> tensor<2x6x9x12xbf16> {
+  %y = nn.conv2d %x, %w {strides = [1, 1], pads = [1, 1, 1, 1], dilations = [1, 1], groups = 3}
+      : (tensor<2x3x9x12xbf16>, tensor<6x1x3x3xbf16>) -> tensor<2x6x9x12xbf16>
+  %r = nn.relu %y : tensor<2x6x9x12xbf16>
+  func.return %r : tensor<2x6x9x12xbf16>
+}
+"""
+TWO_OUTPUTS = """
+func.func @f(%x: tensor<2x3x9x16xf16>) -> (tensor<2x3x5x8xf16>, tensor<2x3x5x8xf16>) {
+  %p = nn.avg_pool2d %x {kernel = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]}
+      : (tensor<2x3x9x16xf16>) -> tensor<2x3x5x8xf16>
+  %r = nn.relu %p : tensor<2x3x5x8xf16>
+  func.return %p, %r : tensor<2x3x5x8xf16>, tensor<2x3x5x8xf16>
+}
+"""
+
+
+@pytest.mark.parametrize(("text", "wide", "out_words"), [
+    # a prologue with an f32 input: the bf16 input from the words, the f32 one per element
+    (MIXED, "in1", True),
+    # a channel multiplier of 2: output channel o1 stages input channel o1 // 2
+    (MULTIPLIER, "in0", True),
+    # two outputs: staged in words, each stored element by element
+    (TWO_OUTPUTS, "in0", False),
+], ids=["mixed-prologue", "multiplier", "two-outputs"])
+def test_a_flat_run_with_other_operands(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        text: str, wide: str, out_words: bool) -> None:
+    launches, kernels = _compile_and_check(tmp_path, capsys, text, seed=len(text))
+    assert launches == 1
+    assert f"is_aligned({wide}, 16) and xf_lo >= 0" in kernels
+    assert ("words of its contiguous rows" in kernels) == out_words
