@@ -23,21 +23,25 @@ if tid < 120:
 cuda.syncthreads()
 yw_ok = is_aligned(out0, 16)
 ys = (o0 * 757 + o1) * 1140 + oh0 * 15  # the run's first element
+yn = min(16, 76 - oh0) * 15             # its length (the last tile's is shorter)
 ya = ys % 8                             # its place in a word
 yq0 = tid
 ye0 = yq0 * 8 - ya                      # lane 0 of the word, in the run
-if ye0 < 240:
+if ye0 < yn:
     yr0 = ye0 // 15                     # ... a tile row and column (floored)
     yc0 = ye0 - yr0 * 15
-    yr0_1 = yr0                         # lane 1: stepped from lane 0
-    yc0_1 = yc0 + 1
-    if yc0_1 >= 15:
-        ...
-    if yw_ok and ye0 >= 0 and ye0 + 8 <= 240:
-        st_vec4_u32(out0, numba.uint64(ys - ya + yq0 * 8), bf16x2_bits(xs[...], ...), ...)
+    yv0_0 = xs[numba.uint64(yr0), numba.uint64(yc0)] if 0 <= ye0 < yn else float32(0.0)
+    yc0 += 1                            # lane 1: stepped from lane 0
+    if yc0 >= 15:
+        yc0 = 0
+        yr0 += 1
+    yv0_1 = xs[numba.uint64(yr0), numba.uint64(yc0)] if 0 <= ye0 + 1 < yn else float32(0.0)
+    ...
+    if yw_ok and ye0 >= 0 and ye0 + 8 <= yn:
+        st_vec4_u32(out0, numba.uint64(ys - ya + yq0 * 8), bf16x2_bits(yv0_0, yv0_1), ...)
     else:
-        if 0 <= ye0 < 240:
-            out0[numba.uint64(ys + ye0)] = f32_to_bf16(xs[...])
+        if 0 <= ye0 < yn:
+            out0[numba.uint64(ys - ya + yq0 * 8)] = f32_to_bf16(yv0_0)
         ...
 ```
 
@@ -58,15 +62,18 @@ from fusec.scheduling.window_plan import TiledWindow
 from fusec.scheduling.window_stage_lanes import words_per_row
 
 
-def out_word_lines(tiled: TiledWindow, k: int, dtype: str, lanes: int) -> list[str]:
+def out_word_lines(tiled: TiledWindow, k: int, dtype: str, lanes: int, zero: str,
+                   ) -> list[str]:
     """Output `k` (device dtype `dtype`), already in the halo tile `xs`,
-    stored by every thread of the block in words of `lanes`."""
-    return _OutRun(tiled, k, dtype, lanes).lines()
+    stored by every thread of the block in words of `lanes` (`zero`: the
+    tile type's zero literal)."""
+    return _OutRun(tiled, k, dtype, lanes, zero).lines()
 
 
 class _OutRun:
-    def __init__(self, tiled: TiledWindow, k: int, dtype: str, lanes: int) -> None:
+    def __init__(self, tiled: TiledWindow, k: int, dtype: str, lanes: int, zero: str) -> None:
         self.t, self.g, self.k, self.dtype, self.lanes = tiled, tiled.geo, k, dtype, lanes
+        self.zero = zero
         g, th = self.g, tiled.plan.th
         # every run starts a word (planes and tiles of whole words), so every
         # word is whole: in one row (rows of whole words), or over whole rows
@@ -103,8 +110,11 @@ class _OutRun:
         q, e = f"yq{m}", f"ye{m}"
         first = [f"{q} = {plus('tid', m * threads)}",
                  f"{e} = {q} * {int_literal(lanes)}" + ("" if self.aligned else " - ya")]
-        places = self._places(m)
-        values = [f"xs[{at(r, c)}]" for r, c in places]
+        if self.rows_whole or self.rows_per_word:
+            reads: list[str] = []
+            values = [f"xs[{at(r, c)}]" for r, c in self._places(m)]
+        else:
+            reads, values = self._lane_reads(m, n)
         index = f"ys + {e}" if self.aligned else f"ys - ya + {q} * {int_literal(lanes)}"
         wide = _word_store(k, self.dtype, lanes, index, values)
         scalar: list[str] = []
@@ -116,7 +126,7 @@ class _OutRun:
             test = "yw_ok"
         else:
             test = f"yw_ok and {e} >= 0 and {e} + {int_literal(lanes)} <= {n}"
-        body = [*self._place_lines(m), f"if {test}:", f"    {wide}", "else:",
+        body = [*self._place_lines(m), *reads, f"if {test}:", f"    {wide}", "else:",
                 *indent(scalar, 1)]
         # the last pass's threads past the words, and words past a short run
         bounded = n != int_literal(self.t.plan.th * g.ow) or (m + 1) * threads > words
@@ -131,8 +141,27 @@ class _OutRun:
             return [(f"yr{m}", plus(col, j) if col else int_literal(j)) for j in range(lanes)]
         if self.rows_per_word:  # lane j in the word's row j // ow, column j % ow
             return [(plus(f"yr{m}", j // ow), int_literal(j % ow)) for j in range(lanes)]
-        return [(f"yr{m}_{j}" if j else f"yr{m}", f"yc{m}_{j}" if j else f"yc{m}")
-                for j in range(lanes)]
+        raise AssertionError("these lanes are read as they are placed (`_lane_reads`)")
+
+    def _lane_reads(self, m: int, n: str) -> tuple[list[str], list[str]]:
+        """Word `m` of a run whose words straddle rows unevenly: each lane
+        read from the tile as it is placed, stepped from the lane before
+        (one row and column live, not one per lane), a lane outside the run
+        (an unaligned run's end words) read as nothing."""
+        ow = int_literal(self.g.ow)
+        r, c, e = f"yr{m}", f"yc{m}", f"ye{m}"
+        lines: list[str] = []
+        values: list[str] = []
+        for j in range(self.lanes):
+            if j:
+                lines += [f"{c} += 1", f"if {c} >= {ow}:", f"    {c} = 0", f"    {r} += 1"]
+            v = f"yv{m}_{j}"
+            read = f"xs[{at(r, c)}]"
+            if not self.aligned:
+                read = f"{read} if 0 <= {plus(e, j)} < {n} else {self.zero}"
+            lines.append(f"{v} = {read}")
+            values.append(v)
+        return lines, values
 
     def _place_lines(self, m: int) -> list[str]:
         g, lanes = self.g, self.lanes
@@ -146,16 +175,7 @@ class _OutRun:
             per_row = int_literal(g.ow // lanes)
             return [f"yr{m} = yq{m} // {per_row}",
                     f"yc{m} = (yq{m} % {per_row}) * {int_literal(lanes)}"]
-        lines = [f"yr{m} = {e} // {ow}", f"yc{m} = {e} - yr{m} * {ow}"]
-        for j in range(1, lanes):
-            r, c = f"yr{m}_{j}", f"yc{m}_{j}"
-            if g.ow >= lanes:  # stepped from lane 0: a word spans two rows at most
-                lines += [f"{r} = yr{m}", f"{c} = yc{m} + {int_literal(j)}",
-                          f"if {c} >= {ow}:", f"    {c} -= {ow}", f"    {r} += 1"]
-            else:
-                lines += [f"{r} = ({e} + {int_literal(j)}) // {ow}",
-                          f"{c} = {e} + {int_literal(j)} - {r} * {ow}"]
-        return lines
+        return [f"yr{m} = {e} // {ow}", f"yc{m} = {e} - yr{m} * {ow}"]  # floored
 
 
 def _word_store(k: int, dtype: str, lanes: int, index: str, values: list[str]) -> str:

@@ -640,7 +640,7 @@ class _Writer:
         return [*lines, *held, *self._owners(taps + self._epilogue(pixels)),
                 "cuda.syncthreads()  # every tap read: the tile takes the results",
                 *self._owners([*pixels[0].lines[:1], *put]), "cuda.syncthreads()",
-                *out_word_lines(self.t, k, dtype, lanes)]
+                *out_word_lines(self.t, k, dtype, lanes, self.zero)]
 
     def _words_out(self) -> tuple[int, str, int] | None:
         """(output, device dtype, lanes) of a depthwise or pool block that
@@ -671,8 +671,16 @@ class _Writer:
         if wide is None:
             return scalar
         bounds, test = halo.test()
+        pads: list[str] = []
+        if isinstance(halo, FlatHalo):
+            # the blocks whose words may not be read load the same run's lanes
+            # one by one: an element-by-element staging of the tile would hold
+            # more registers, which every block would then be given
+            lone = FlatHalo(self.w, self.t, lanes, pad, scalar=True)
+            scalar = lone.lines(self.body, self.stager) or scalar
+            pads = halo.pad_columns(self.stager)
         return [*bounds, f"if {test}:  # {lanes}-element words",
-                *indent(wide, 1), "else:", *indent(scalar, 1)]
+                *indent(wide, 1), "else:", *indent(scalar, 1), *pads]
 
     def _depthwise_weight(self, name: str, a: str, b: str) -> list[str]:
         """`name` = weight (o1, 0, a, b) of a depthwise conv (`a`, `b`

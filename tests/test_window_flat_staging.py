@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
+from fusec.codegen.generate import generate_program
+from fusec.codegen.ptx import compile_program_ptx
 from fusec.compiler.cli import main
+from fusec.compiler.compile_pipeline import PipelineOptions, default_pipeline
+from fusec.compiler.driver import make_registry
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
+from fusec.compiler.verify import verify_module
 from fusec.scheduling.window_plan import TiledWindow, WindowGeometry, WindowPlan
 from fusec.scheduling.window_stage_lanes import flat_lanes, flat_passes, pad_columns
 
@@ -187,3 +195,49 @@ def test_a_flat_run_with_other_operands(tmp_path: Path, capsys: pytest.CaptureFi
     assert launches == 1
     assert f"is_aligned({wide}, 16) and xf_lo >= 0" in kernels
     assert ("words of its contiguous rows" in kernels) == out_words
+
+
+# The corpus's strided avg pool (3x3, stride 2, + 0.125) and strided 5x5 depthwise conv
+# (silu before it), full size: compiled for sm_90, never run.
+CORPUS_POOL = """
+func.func @f(%x: tensor<111x13x4976x8xbf16>) -> tensor<111x13x2488x4xbf16> {
+  %y = nn.avg_pool2d %x {kernel = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]}
+      : (tensor<111x13x4976x8xbf16>) -> tensor<111x13x2488x4xbf16>
+  %c = nn.constant dense<0.125> : tensor<bf16>
+  %z = nn.add %y, %c : (tensor<111x13x2488x4xbf16>, tensor<bf16>) -> tensor<111x13x2488x4xbf16>
+  func.return %z : tensor<111x13x2488x4xbf16>
+}
+"""
+CORPUS_CONV = """
+func.func @f(%x: tensor<11x757x151x29xbf16>, %w: tensor<757x1x5x5xbf16>)
+    -> tensor<11x757x76x15xbf16> {
+  %s = nn.silu %x : tensor<11x757x151x29xbf16>
+  %y = nn.conv2d %s, %w {strides = [2, 2], pads = [2, 2, 2, 2], dilations = [1, 1],
+      groups = 757} : (tensor<11x757x151x29xbf16>, tensor<757x1x5x5xbf16>)
+      -> tensor<11x757x76x15xbf16>
+  func.return %y : tensor<11x757x76x15xbf16>
+}
+"""
+
+
+@pytest.mark.slow  # PTX and ptxas for two large kernels
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas")
+@pytest.mark.parametrize(("text", "most"), [
+    # 32: 16 blocks of 128 threads fit an SM (64K registers)
+    (CORPUS_POOL, 32),
+    # element-by-element blocks kept beside the words held 96; the flat run's lanes, 61
+    (CORPUS_CONV, 64),
+], ids=["avg-pool", "depthwise-conv"])
+def test_the_flat_staging_holds_no_more_registers_than_its_words(text: str, most: int) -> None:
+    """The blocks whose words may not be read stage the same run lane by
+    lane, and a run's output lanes are read as they are placed: neither
+    holds more registers than the words, which ptxas gives every block."""
+    ctx = make_context()
+    module = parse_module(ctx, text, "corpus.mlir")
+    verify_module(module)
+    spec = default_pipeline(make_registry([]), PipelineOptions(target="h200"))
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
+    program = generate_program(module)
+    (kernel,) = compile_program_ptx(program).values()
+    assert kernel["spill_bytes"] == 0
+    assert 0 < int(kernel["registers"]) <= most, kernel["registers"]
