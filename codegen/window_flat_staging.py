@@ -55,10 +55,10 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument
 
-from fusec.analysis.group_body import GroupBody, dtype_name
+from fusec.analysis.group_body import GroupBody
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.operand_reader import read_at
-from fusec.codegen.point_evaluator import indent, load_expr
+from fusec.codegen.point_evaluator import indent
 from fusec.codegen.window_staging import Stager, Tile, at, clamp, plus
 from fusec.codegen.window_wide_staging import WideHalo
 from fusec.dialects.element_types import of_device_dtype
@@ -69,26 +69,15 @@ from fusec.scheduling.window_stage_lanes import WIDE_BATCH, flat_words, pad_colu
 @dataclass
 class FlatHalo(WideHalo):
     """Writes the flat staging of a one-channel, one-across halo tile `xs`
-    in words of `lanes` elements (the word reading of `WideHalo`); with
-    `scalar`, the same run and places with each lane loaded on its own (the
-    blocks whose words may not be read)."""
+    in words of `lanes` elements (the word reading of `WideHalo`; its
+    `lone_lines` load the same run's lanes one by one)."""
 
-    scalar: bool = False
-
-    def _lane(self, body: GroupBody, v: BlockArgument, word: str, j: int) -> str:
-        if not self.scalar:
-            return super()._lane(body, v, word, j)
-        # loaded where it is stored, one at a time: few registers (every block
-        # is given what this rare branch holds), slow only for the rare blocks
-        self.wide[body.arg_index(v)] = dtype_name(v)
-        k = word.removeprefix("xf_w")
-        index = plus(f"xf_lo + xf_q{k} * {int_literal(self.lanes)}", j)
-        return load_expr(body, v, at(clamp(index, 0, numel(self.w.in_shape) - 1)))
+    def _word_index(self, word: str) -> str:
+        """The first element of word `xf_w<k>`."""
+        return f"xf_lo + xf_q{word.removeprefix('xf_w')} * {int_literal(self.lanes)}"
 
     def _loads(self, k: int, words: int) -> list[str]:
         """Word `k` of each input read as words (none when `scalar`)."""
-        if self.scalar:
-            return []
         q = self._clamped_q(k, words)
         return self._word_lines(f"xf_w{k}", f"xf_lo + {q} * {int_literal(self.lanes)}")
 

@@ -671,14 +671,11 @@ class _Writer:
         if wide is None:
             return scalar
         bounds, test = halo.test()
-        pads: list[str] = []
-        if isinstance(halo, FlatHalo):
-            # the blocks whose words may not be read load the same run's lanes
-            # one by one: an element-by-element staging of the tile would hold
-            # more registers, which every block would then be given
-            lone = FlatHalo(self.w, self.t, lanes, pad, scalar=True)
-            scalar = lone.lines(self.body, self.stager) or scalar
-            pads = halo.pad_columns(self.stager)
+        # the blocks whose words may not be read load the same words' lanes
+        # one by one: an element-by-element staging of the tile would hold
+        # more registers, which every block would then be given
+        scalar = halo.lone_lines(self.body, self.stager) or scalar
+        pads = halo.pad_columns(self.stager) if isinstance(halo, FlatHalo) else []
         return [*bounds, f"if {test}:  # {lanes}-element words",
                 *indent(wide, 1), "else:", *indent(scalar, 1), *pads]
 

@@ -8,9 +8,12 @@ order (consecutive threads, consecutive words: coalesced), each word at an
 element index that is a multiple of `lanes`, so it is aligned once the
 array is. A block takes this path when its arrays are aligned
 (`is_aligned`) and every word of its tile lies inside the array (the
-blocks at the array's first and last rows may not); otherwise it stages the
-tile element by element. Lane `j` of the word that starts `a` elements
-before the row's first staged column is tile column `k * lanes + j - a`:
+blocks at the array's first and last rows may not); otherwise it loads the
+same words' lanes one by one, each where it is stored (`scalar`): an
+element-by-element staging of the tile beside the words would hold more
+registers, and ptxas gives every block what either branch holds. Lane
+`j` of the word that starts `a` elements before the row's first staged
+column is tile column `k * lanes + j - a`:
 
 ```python
 xq_s0 = (o0 * 8 + xch) * 4096 + xq_h0 * 64 + iw0   # the row's first column
@@ -30,14 +33,14 @@ element, its inputs of the operand's shape read from the words' lanes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from xdsl.ir import BlockArgument
 
 from fusec.analysis.group_body import GroupBody, dtype_name
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.operand_reader import read_at
-from fusec.codegen.point_evaluator import indent
+from fusec.codegen.point_evaluator import indent, load_expr
 from fusec.codegen.wide_access import WORD_TYPES, lane_value, wide_load
 from fusec.codegen.window_staging import Stager, Tile, at, clamp, plus
 from fusec.dialects.element_types import of_device_dtype
@@ -60,6 +63,9 @@ class WideHalo:
     lanes: int
     pad: str
     wide: dict[int, str] = field(default_factory=dict[int, str])  # input -> device dtype
+    # the same words' lanes loaded one by one, each where it is stored: the
+    # branch of the blocks whose words may not be read (`lone_lines`)
+    scalar: bool = False
 
     def _eligible(self, v: BlockArgument, cs: tuple[str, ...], coords: tuple[str, ...]) -> bool:
         """Whether input `v` read at `cs` is the staged element itself (an
@@ -74,12 +80,30 @@ class WideHalo:
         i = body.arg_index(v)
         dtype = dtype_name(v)
         self.wide[i] = dtype
+        if self.scalar:
+            index = plus(self._word_index(word), j)
+            return load_expr(body, v, at(clamp(index, 0, numel(self.w.in_shape) - 1)))
         if dtype == "float32":
             return f"{word}_{i}[{j}]"
         return lane_value(of_device_dtype(dtype).name, WORD_TYPES[self.lanes], f"{word}_{i}", j)
 
+    def _word_index(self, word: str) -> str:
+        """The first element of word `xq_w<k>`."""
+        return word.replace("xq_w", "xq_g")
+
+    def lone_lines(self, body: GroupBody, stager: Stager) -> list[str] | None:
+        """`lines` with each lane loaded on its own where it is stored: the
+        blocks whose words may not be read. Few registers: an
+        element-by-element staging of the tile beside the words would hold
+        more, and ptxas gives every block what either branch holds."""
+        lone = replace(self, wide={}, scalar=True)
+        return lone.lines(body, stager)
+
     def _word_lines(self, word: str, index: str) -> list[str]:
-        """The words `<word>_<input>` at element `index`, one per wide input."""
+        """The words `<word>_<input>` at element `index`, one per wide input
+        (none when `scalar`)."""
+        if self.scalar:
+            return []
         lines: list[str] = []
         for i, dtype in self.wide.items():
             at_g = f"numba.uint64({index})"

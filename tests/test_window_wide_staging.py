@@ -1,5 +1,5 @@
-"""Depthwise convs and pools stage their halo tile in aligned words, an
-element-by-element path kept for unaligned arrays: a tile as wide as the
+"""Depthwise convs and pools stage their halo tile in aligned words (the
+blocks whose words may not be read load the same lanes one by one): a tile as wide as the
 output as one flat run of 16-byte words (`codegen/window_flat_staging.py`),
 a narrower one row by row in words of 4 (f32: 16 bytes; bf16, f16: 8 bytes)
 input elements (`codegen/window_wide_staging.py`). Strided, dilated and 1-D
