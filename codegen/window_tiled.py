@@ -605,6 +605,8 @@ class _Writer:
         tile = self._halo_tile(False, pad)
         setup, elements = self.stager.elements([tile])
         multiplier = g.per_group_out if kind == "conv" else 1
+        scalar = [*self.stager.stage(elements, "0"), *self.stager.stage_loops([tile], "0")]
+        staged = self._wide_or(scalar, pad)
         lines = [
             "tid = cuda.threadIdx.x",
             "lp = tid",
@@ -613,7 +615,7 @@ class _Writer:
             *self._spatial_origin(),
             f"xs = cuda.shared.array({_shape(rows, cols)}, {self.ctype})",
             "# stage the channel's halo tile",
-            *setup,
+            *(setup if staged is scalar else []),  # the words place their own elements
         ]
         unrolled = t.unrolled_taps
         if kind == "conv" and unrolled:
@@ -621,9 +623,8 @@ class _Writer:
             for a in range(g.kh):
                 for b in range(g.kw):
                     lines += self._depthwise_weight(f"w{a}_{b}", str(a), str(b))
-        scalar = [*self.stager.stage(elements, "0"), *self.stager.stage_loops([tile], "0")]
         lines += [
-            *self._wide_or(scalar, pad),
+            *staged,
             "cuda.syncthreads()",
             *[f"acc0_{j} = {pad}" for j in range(p.pt)],
         ]
