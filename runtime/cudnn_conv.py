@@ -34,6 +34,7 @@ from typing import Any
 from fusec.analysis.cudnn_library import find_cudnn
 from fusec.analysis.diagnostics import FusecError
 from fusec.runtime.arrays import device_pointer
+from fusec.runtime.device_state import Workspace, per_device
 
 WORKSPACE_LIMIT = 256 * 1024 * 1024
 """The most workspace one convolution may ask (bytes); algorithms asking more
@@ -148,8 +149,7 @@ class DeviceConvs:
         self.handle = ctypes.c_void_p()
         _call("cudnnCreate", ctypes.byref(self.handle))
         self.plans: dict[tuple[Any, ...], _Plan] = {}
-        self.workspaces: list[Any] = []  # every one allocated: graphs may hold old addresses
-        self.workspace_bytes = 0
+        self.workspace = Workspace()  # graphs may hold old addresses: never freed
 
     def plan(self, spec: dict[str, Any], x_shape: Sequence[int], w_shape: Sequence[int],
              y_shape: Sequence[int]) -> _Plan:
@@ -196,24 +196,11 @@ class DeviceConvs:
         raise CudnnError(f"cuDNN has no algorithm for {spec['library']} x {list(x_shape)} "
                          f"w {list(w_shape)} within {WORKSPACE_LIMIT >> 20} MiB of workspace")
 
-    def workspace(self, nbytes: int) -> int:
-        """The address of a workspace of at least `nbytes` (allocated now if
-        the current one is smaller: call outside a graph capture)."""
-        if nbytes > self.workspace_bytes:
-            from numba import cuda
-
-            size = max(nbytes, 2 * self.workspace_bytes)
-            self.workspaces.append(cuda.device_array(size, dtype="uint8"))
-            self.workspace_bytes = size
-        if not self.workspaces:
-            return 0
-        return device_pointer(self.workspaces[-1])
-
     def forward(self, spec: dict[str, Any], args: Sequence[Any], stream_ptr: int) -> None:
         """`y = conv(x, w)` of the launch, on the stream at `stream_ptr`."""
         x, w, y = args[:3]
         plan = self.plan(spec, x.shape, w.shape, y.shape)
-        space = self.workspace(plan.workspace)
+        space = self.workspace.pointer(plan.workspace)
         _call("cudnnSetStream", self.handle, ctypes.c_void_p(stream_ptr))
         scalar = ctypes.c_double if plan.double else ctypes.c_float
         one, zero = scalar(1.0), scalar(0.0)
@@ -228,16 +215,7 @@ _DEVICES: dict[int, DeviceConvs] = {}
 
 
 def _device() -> DeviceConvs:
-    from numba import cuda
-
-    dev = int(cuda.get_current_device().id)
-    with _LOCK:
-        state = _DEVICES.get(dev)
-    if state is None:
-        state = DeviceConvs()
-        with _LOCK:
-            state = _DEVICES.setdefault(dev, state)
-    return state
+    return per_device(_DEVICES, DeviceConvs)
 
 
 def check_conv(spec: dict[str, Any]) -> None:
@@ -252,7 +230,7 @@ def prepare_conv(spec: dict[str, Any], args: Sequence[Any]) -> None:
     capture, which may allocate nothing)."""
     state = _device()
     plan = state.plan(spec, args[0].shape, args[1].shape, args[2].shape)
-    state.workspace(plan.workspace)
+    state.workspace.pointer(plan.workspace)
 
 
 def run_conv(spec: dict[str, Any], args: Sequence[Any], stream_ptr: int) -> None:

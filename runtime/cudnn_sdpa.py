@@ -34,6 +34,7 @@ from typing import Any
 from fusec.analysis.cudnn_library import find_cudnn
 from fusec.analysis.diagnostics import FusecError
 from fusec.runtime.arrays import device_pointer
+from fusec.runtime.device_state import Workspace, per_device
 
 OPERANDS = ("q", "k", "v", "o")
 """The launch's tensors, in the order of its arguments."""
@@ -82,16 +83,14 @@ class _Graph:
 
 
 class DeviceAttention:
-    """Per device: the cuDNN handle, the built graphs by launch, one
-    workspace grown to the largest asked (never shrunk: a captured graph
-    keeps the address it recorded)."""
+    """Per device: the cuDNN handle, the built graphs by launch, and the
+    workspace (`runtime/device_state.Workspace`)."""
 
     def __init__(self) -> None:
         self.cudnn = frontend()
         self.handle = self.cudnn.create_handle()
         self.graphs: dict[str, _Graph] = {}
-        self.workspaces: list[Any] = []
-        self.workspace_bytes = 0
+        self.workspace = Workspace()
 
     def graph(self, spec: dict[str, Any]) -> _Graph:
         """The launch's graph, built on first use."""
@@ -132,24 +131,11 @@ class DeviceAttention:
                             "with --attention fused for fusec's own kernel)") from err
         return _Graph(graph, tensors, size)
 
-    def workspace(self, nbytes: int) -> int:
-        """The address of a workspace of at least `nbytes` (allocated now if
-        the current one is smaller: call outside a graph capture)."""
-        if nbytes > self.workspace_bytes:
-            from numba import cuda
-
-            size = max(nbytes, 2 * self.workspace_bytes)
-            self.workspaces.append(cuda.device_array(size, dtype="uint8"))
-            self.workspace_bytes = size
-        if not self.workspaces:
-            return 0
-        return device_pointer(self.workspaces[-1])
-
     def forward(self, spec: dict[str, Any], args: Sequence[Any], stream_ptr: int) -> None:
         """The launch's attention on the stream at `stream_ptr`: `args` are
         the arrays holding Q, K, V and O, in that order."""
         built = self.graph(spec)
-        space = self.workspace(built.workspace)
+        space = self.workspace.pointer(built.workspace)
         pack = {built.tensors[name]: device_pointer(a) + ITEM_BYTES * int(spec[name]["offset"])
                 for name, a in zip(OPERANDS, args, strict=True)}
         self.cudnn.set_stream(handle=self.handle, stream=stream_ptr)
@@ -164,16 +150,7 @@ _DEVICES: dict[int, DeviceAttention] = {}
 
 
 def _device() -> DeviceAttention:
-    from numba import cuda
-
-    dev = int(cuda.get_current_device().id)
-    with _LOCK:
-        state = _DEVICES.get(dev)
-    if state is None:
-        state = DeviceAttention()
-        with _LOCK:
-            state = _DEVICES.setdefault(dev, state)
-    return state
+    return per_device(_DEVICES, DeviceAttention)
 
 
 def check_sdpa(spec: dict[str, Any]) -> None:
@@ -187,7 +164,7 @@ def prepare_sdpa(spec: dict[str, Any], args: Sequence[Any]) -> None:
     """Build the launch's graph and size the workspace (before a graph
     capture, which may allocate nothing)."""
     state = _device()
-    state.workspace(state.graph(spec).workspace)
+    state.workspace.pointer(state.graph(spec).workspace)
 
 
 def run_sdpa(spec: dict[str, Any], args: Sequence[Any], stream_ptr: int) -> None:

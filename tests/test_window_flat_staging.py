@@ -10,7 +10,6 @@ interpreter on fresh random inputs), one kernel each."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -19,7 +18,6 @@ import pytest
 
 from fusec.codegen.generate import generate_program
 from fusec.codegen.ptx import compile_program_ptx
-from fusec.compiler.cli import main
 from fusec.compiler.compile_pipeline import PipelineOptions, default_pipeline
 from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
@@ -27,22 +25,7 @@ from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.compiler.verify import verify_module
 from fusec.scheduling.window_plan import TiledWindow, WindowGeometry, WindowPlan
 from fusec.scheduling.window_stage_lanes import flat_lanes, flat_passes, pad_columns
-
-
-def _compile_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
-                       seed: int) -> tuple[int, str]:
-    """(kernel launches, kernels.py) of `text` compiled by `fusec`, after
-    `fusec run --check` compared it with the reference interpreter."""
-    model, out = tmp_path / "model.mlir", tmp_path / "out"
-    model.write_text(text)
-    assert main([str(model), "-o", str(out)]) == 0
-    capsys.readouterr()
-    assert main(["run", str(out), "--check", "--device", "sim", "--seed", str(seed)]) == 0
-    captured = capsys.readouterr()
-    said = captured.out + captured.err
-    assert "Traceback" not in said and "check passed" in said, said
-    plan = json.loads((out / "plan.json").read_text())
-    return len(plan["functions"]["f"]["launches"]), (out / "kernels.py").read_text()
+from tests.test_window_wide_staging import _compile_and_check
 
 
 def _extent(size: int, k: int, s: int, lo: int, hi: int) -> int:
