@@ -11,34 +11,16 @@ read from the kernel."""
 
 from __future__ import annotations
 
-import re
-
-import codegen_harness as harness
 import pytest
-from test_permutation_tile import PIPELINE, scaled_transpose
-from test_pointwise_transpose import TOLERANCE
+from test_permutation_tile import scaled_transpose
+from test_swapped_side_span import grid_of, tiled_kernel
 from test_tile_wide_sides import _widths
-
-from fusec.analysis.program import Program
-from tests.test_half_precision import check as check_half
 
 
 def _run(shape: tuple[int, ...], perm: list[int], dtype: str) -> str:
     """The kernel text of `scaled_transpose(shape, perm)`, checked as one
     tiled kernel."""
-    text = scaled_transpose(shape, perm, dtype)
-    program: Program = (harness.check_program(text, 1, PIPELINE, tolerance=TOLERANCE)
-                        if dtype == "f32" else check_half(text, dtype, launches=1,
-                                                          pipeline=PIPELINE))
-    source = program.kernels_source
-    assert "staged in shared memory" in source, source
-    return source
-
-
-def _grid(source: str) -> tuple[int, int, int]:
-    found = re.search(r"grid \((\d+), (\d+), (\d+)\)", source)
-    assert found is not None, source
-    return int(found[1]), int(found[2]), int(found[3])
+    return tiled_kernel(scaled_transpose(shape, perm, dtype), dtype)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
@@ -54,7 +36,7 @@ def test_odd_innermost_extent_spans_the_axis_outside(shape: tuple[int, ...], per
     a = shape[0]
     source = _run(shape, perm, dtype)
     batch = shape[1] * (shape[2] if len(shape) == 5 else 1)
-    assert _grid(source) == (-(-3 * a // 32), 1, batch), source
+    assert grid_of(source) == (-(-3 * a // 32), 1, batch), source
     assert f"ci_h = ci // uint32({a})" in source, source
 
 
@@ -64,6 +46,6 @@ def test_spanned_odd_run_with_wide_stores(dtype: str, lanes: int) -> None:
     of 108 in 4 tiles, stored 4 elements per access (no word crosses into
     the next of the 3 rows: 4 divides 36)."""
     source = _run((36, 3, 5), [2, 1, 0], dtype)
-    assert _grid(source)[0] == 4, source
+    assert grid_of(source)[0] == 4, source
     assert "ci_h = ci // uint32(36)" in source, source
     assert _widths(source)[1] == lanes, source

@@ -38,10 +38,9 @@ def _scaled_by_rows(shape: tuple[int, ...], dtype: str) -> str:
             f"  func.return %y : {to}\n}}\n")
 
 
-def _run(shape: tuple[int, ...], dtype: str, rows: bool = False) -> str:
-    """The kernel text of `scaled_transpose(shape, PERM)` (with `rows`,
-    `_scaled_by_rows`), checked."""
-    text = _scaled_by_rows(shape, dtype) if rows else scaled_transpose(shape, PERM, dtype)
+def tiled_kernel(text: str, dtype: str) -> str:
+    """The kernel text of `text`, checked against the reference as one
+    kernel staged in shared memory."""
     program: Program = (harness.check_program(text, 1, PIPELINE, tolerance=TOLERANCE)
                         if dtype == "f32" else check_half(text, dtype, launches=1,
                                                           pipeline=PIPELINE))
@@ -50,7 +49,14 @@ def _run(shape: tuple[int, ...], dtype: str, rows: bool = False) -> str:
     return source
 
 
-def _grid(source: str) -> tuple[int, int, int]:
+def _run(shape: tuple[int, ...], dtype: str, rows: bool = False) -> str:
+    """The kernel text of `scaled_transpose(shape, PERM)` (with `rows`,
+    `_scaled_by_rows`), checked."""
+    text = _scaled_by_rows(shape, dtype) if rows else scaled_transpose(shape, PERM, dtype)
+    return tiled_kernel(text, dtype)
+
+
+def grid_of(source: str) -> tuple[int, int, int]:
     found = re.search(r"grid \((\d+), (\d+), (\d+)\)", source)
     assert found is not None, source
     return int(found[1]), int(found[2]), int(found[3])
@@ -66,11 +72,11 @@ def test_odd_swapped_extent_spans_the_axis_outside(shape: tuple[int, ...], dtype
     axis (no split), the per-row scale `c` splits each row's."""
     q, s = shape[1], shape[3]
     source = _run(shape, dtype)
-    assert _grid(source) == (1, -(-q * s // 32), 1), source
+    assert grid_of(source) == (1, -(-q * s // 32), 1), source
     assert f"la_h = la // uint32({s})" in source, source
     assert "ca_0_l" not in source, source
     source = _run(shape, dtype, rows=True)
-    assert _grid(source) == (1, -(-q * s // 32), 1), source
+    assert grid_of(source) == (1, -(-q * s // 32), 1), source
     assert f"ca_0_l = ca_0 % uint32({s})" in source, source
 
 
@@ -85,7 +91,7 @@ def test_spanned_side_beside_wide_accesses(shape: tuple[int, ...], dtype: str,
     word crosses a row of 36)."""
     source = _run(shape, dtype)
     assert _widths(source) == widths, source
-    assert _grid(source)[1:] == (-(-shape[1] * shape[3] // 32), 1), source
+    assert grid_of(source)[1:] == (-(-shape[1] * shape[3] // 32), 1), source
 
 
 @pytest.mark.parametrize(("shape", "grid"), [((2, 2, 3, 63), (1, 2, 2)),
@@ -95,5 +101,5 @@ def test_side_kept_where_spanning_saves_no_tile(shape: tuple[int, ...],
     """2 x 63 takes 4 tiles either way, 64 fills its 2: the side stays the
     swapped axis alone, the outer axis on gridDim.z."""
     source = _run(shape, "f32")
-    assert _grid(source) == grid, source
+    assert grid_of(source) == grid, source
     assert "la_h" not in source, source
