@@ -64,7 +64,7 @@ from fusec.scheduling.pointwise_plan import plan_group, vector_width, wide_array
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.transposed_plan import has_views
 from fusec.scheduling.window_plan import TiledWindow, geometry, recorded_plan, window_op
-from fusec.scheduling.window_stage_lanes import staged_registers
+from fusec.scheduling.window_stage_lanes import out_lanes, staged_registers
 
 # Fitted to ptxas (sm_90) on the generated kernels; see the module docstring.
 # A layout copy (the pointwise view machinery, codegen/layout.py), refit
@@ -384,11 +384,11 @@ def window_estimate(group: GroupOp, tiled: TiledWindow) -> RegisterEstimate:
                 ("fragments", WINDOW_GENERAL_COLUMN * read))
     else:
         weights = g.taps if g.kind == "conv" and tiled.unrolled_taps else 0
-        # a tile staged in words holds them in flight, next to the
-        # element-by-element branch its unaligned blocks take
+        # a tile staged in words holds them in flight; its unaligned blocks
+        # load the same lanes one by one (no element-by-element staging)
         op = window_op(group)
         flat = staged_registers(tiled, value_dtype(op.operands[0])) if op is not None else None
-        staged = max(tiled.staged_in_flight, (flat or 0) // words)
+        staged = tiled.staged_in_flight if flat is None else flat // words
         work = (("input rows", WINDOW_DEPTHWISE_ROW * tiled.rows_touched),
                 ("weights", WINDOW_DEPTHWISE_WEIGHT * weights),
                 ("staged", WINDOW_DEPTHWISE_STAGED * staged))
@@ -400,7 +400,12 @@ def window_estimate(group: GroupOp, tiled: TiledWindow) -> RegisterEstimate:
         # the image makes its column offset, and every halo clamp, a variable
         indexing = WINDOW_DEPTHWISE_LANES * math.log2(tiled.lanes)
         indexing += WINDOW_DEPTHWISE_ACROSS * (tiled.spatial_tiles[1] > 1)
-        if g.kind != "conv":
+        # a pool's outputs held per output row, unless they go out through
+        # the halo tile in words (`window_stage_lanes.out_lanes`): ptxas
+        # counted 32 registers for 3x3 and 5x5 stride-1 max pools either way
+        op = window_op(group)
+        held = op is None or out_lanes(tiled, value_dtype(op.results[0])) == 1
+        if g.kind != "conv" and held:
             extra += WINDOW_POOL_PER_OUTPUT_ROW * (p.pt - 1)
     return _make(
         ("base", WINDOW_TILED_BASE[mode]),
