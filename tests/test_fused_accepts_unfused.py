@@ -165,6 +165,7 @@ PROPERTY_SEED = 5
 PROPERTY_PROGRAMS = 100
 
 
+@pytest.mark.slow
 def test_random_programs_unfused_accepted_means_fused_accepted() -> None:
     """Each program of the fixed batch the unfused compile accepts, the
     fused compile accepts too."""

@@ -75,14 +75,16 @@ def gqa_text(b: int, hkv: int, g: int, s: int, d: int, dtype: str = "f32",
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+@pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
+                         ids=["simt", "mma"])
 @pytest.mark.parametrize(("hkv", "g"), [(2, 2), (1, 4)], ids=["gqa-g2", "mqa"])
 def test_gqa_one_kernel(pipeline: str, hkv: int, g: int) -> None:
     program = check_program(gqa_text(2, hkv, g, 10, 8), 1, pipeline)  # no copy kernels
     assert ("mma_row_f32(" in program.kernels_source) == (pipeline == MMA)
 
 
-@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+@pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
+                         ids=["simt", "mma"])
 def test_causal_gqa_four_groups(pipeline: str) -> None:
     check_program(gqa_text(1, 2, 4, 9, 8, causal=True), 1, pipeline)
 

@@ -344,6 +344,7 @@ def _ptx_instructions(ptx: str) -> int:
                if line.strip().endswith(";") and not line.strip().startswith((".", "//", "mov.")))
 
 
+@pytest.mark.slow
 def test_bf16_words_cost_what_f16_words_cost() -> None:
     """A wide bf16 kernel packs and unpacks its words 32 bits at a time and
     rounds two values per conversion, as f16 does: its PTX is no longer than

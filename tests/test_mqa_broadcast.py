@@ -43,7 +43,7 @@ def mqa_text(b: int, h: int, s: int, skv: int, d: int, kv_shape: tuple[int, ...]
 @pytest.mark.parametrize("options", [
     "block_q=16 block_k=16 rows=2 cols=2",  # SIMT
     "block_q=32 block_k=32 engine=mma",
-    "engine=decode threads=64 cols=2 splits=1",
+    pytest.param("engine=decode threads=64 cols=2 splits=1", marks=pytest.mark.slow),
 ], ids=["simt", "mma", "decode"])
 def test_mqa_broadcast_is_read_in_place(options: str) -> None:
     decode = "decode" in options

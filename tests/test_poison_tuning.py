@@ -13,6 +13,7 @@ from fusec.fuzz.poison_tuning import poison_tuning
 PROGRAM = Path(__file__).parent / "fixtures" / "fuzz" / "poison_tuning_program.mlir"
 
 
+@pytest.mark.slow
 def test_poisoned_entries_of_a_random_program() -> None:
     result = poison_tuning(seed=14, count=8)
     assert result.category == "ok", result.outcome.detail

@@ -118,6 +118,7 @@ def test_split_reductions_match_reference(text: str, launches: int) -> None:
     assert all(launch.grid[1] > 1 for launch in program.functions["f"].launches)
 
 
+@pytest.mark.slow
 def test_counters_return_to_zero_between_launches() -> None:
     program = compile_text(COLUMN_SUM, "group-each-op")
     ref = parse_module(make_context(), COLUMN_SUM, "test.mlir")

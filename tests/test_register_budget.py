@@ -372,7 +372,8 @@ def test_retiled_windows_stay_within_the_cap_per_ptxas() -> None:
 
 
 @pytest.mark.parametrize(("name", "cap"), [("add_layernorm_gelu", 16), ("chain16", 16),
-                                         ("inverted_residual", 24)])
+                                         pytest.param("inverted_residual", 24,
+                                                      marks=pytest.mark.slow)])
 def test_split_stages_compute_the_same_result(name: str, cap: int) -> None:
     """Stages split under a tight cap still compute the model (simulator)."""
     import numpy as np

@@ -84,7 +84,11 @@ def compiled(text: str) -> ModuleOp:
     return module
 
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
+SLOW_PROGRAMS = ("row_reduction", "conv_relu")  # the most candidates: the slow set runs them
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_PROGRAMS
+                                  else n for n in PROGRAMS])
 def test_every_candidate_is_correct(name: str) -> None:
     text = PROGRAMS[name]
     module = compiled(text)

@@ -202,7 +202,8 @@ def test_pixel_shuffle_by_two_reads_whole_sectors_without_a_tile() -> None:
     assert "cuda.shared.array" not in program.kernels_source
 
 
-@pytest.mark.parametrize(("r", "dtype"), [(5, "f32"), (3, "bf16")])
+@pytest.mark.parametrize(("r", "dtype"), [pytest.param(5, "f32", marks=pytest.mark.slow),
+                                          (3, "bf16")])
 def test_pixel_shuffle_staged_over_the_parts(r: int, dtype: str) -> None:
     # r runs of 32 / r elements would waste sectors: the tile, over the
     # parts of the map (iteration [1, C, H, r, W, r])
