@@ -93,9 +93,11 @@ class DeviceAttention:
         self.workspace = Workspace()
 
     def graph(self, spec: dict[str, Any]) -> _Graph:
-        """The launch's graph, built on first use."""
-        key = json.dumps({k: spec[k] for k in sorted(spec) if k not in ("args",)},
-                         sort_keys=True)
+        """The launch's graph, built on first use and shared by every launch
+        of the same shapes, strides, type, scale and mask (the layers of a
+        model): which values hold the tensors, and where, is the execute's."""
+        key = json.dumps([spec["library"], spec["scale"], bool(spec.get("causal", False)),
+                          *([spec[w]["dims"], spec[w]["strides"]] for w in OPERANDS)])
         with _LOCK:
             built = self.graphs.get(key)
         if built is None:
