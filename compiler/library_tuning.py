@@ -6,7 +6,10 @@ the cost model made (`--conv`/`--gemm` `auto`; `scheduling/library_tuning.py`),
 group alone both ways, in scratch modules scheduled as `tile-and-promote`
 would with `--conv library` and `--conv fused` (`--gemm` for a matmul): the
 library call with the epilogue kernel it needs after it (and a prologue
-kernel before it, if any), against the one fused kernel. Both programs are
+kernel before it, if any), against the one fused kernel. Per attention that
+cuDNN's fused attention can run (`--attention auto`), `fuse-attention` asks
+it too: cuDNN's call against fusec's attention kernel, the group alone
+scheduled both ways by `tile-and-promote`. Both programs are
 timed as whole calls, interleaved, on the same fresh random inputs
 (`CallTiming.time_calls`, the whole-call timing of `compiler/whole_call.py`).
 The model's choice stays unless the other is faster by more than the noise
@@ -43,8 +46,11 @@ from fusec.runtime.tuning_cache import TuningCache, tuning_key
 from fusec.runtime.tuning_timer import CallTiming, GroupTimer
 from fusec.scheduling.library_tuning import ChoicePoint
 
-LIBRARY = {"conv": "cuDNN", "gemm": "cuBLAS"}
-OWN = {"conv": "own kernel", "gemm": "fused kernel"}
+LIBRARY = {"conv": "cuDNN", "gemm": "cuBLAS", "attention": "cuDNN's fused attention"}
+OWN = {"conv": "own kernel", "gemm": "fused kernel", "attention": "fusec's attention kernel"}
+# what the library variant runs: the call, and the epilogue kernel a conv or GEMM needs
+CALL = {"conv": "cuDNN + epilogue", "gemm": "cuBLAS + epilogue",
+        "attention": "cuDNN's fused attention"}
 _ENTRY_KEYS = {"choice", "group", "model", "own_samples_us", "library_samples_us"}
 
 
@@ -53,7 +59,7 @@ class ChoiceTuning:
     """What was measured for one library-or-own choice."""
 
     group: str  # the group's name when the choice was made
-    family: str  # "conv" or "gemm"
+    family: str  # "conv", "gemm" or "attention"
     model: str  # the cost model's choice: "library" or "own"
     kept: str  # "library" or "own"
     own_us: float
@@ -149,7 +155,7 @@ class ChoiceTuner:
         source = " (from the tuning cache)" if from_cache else ""
         verdict = ("the model's choice" if kept == model else
                    f"the model's choice ({r.model}) overruled")
-        return kept, (f"autotuning measured{source} {LIBRARY[point.family]} + epilogue "
+        return kept, (f"autotuning measured{source} {CALL[point.family]} "
                       f"{r.library_us:.1f} us vs {OWN[point.family]} {r.own_us:.1f} us: "
                       f"{r.kept} ({verdict})")
 

@@ -57,6 +57,7 @@ from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import fmt, numel
+from fusec.passes.register_budget import inline_group
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.attention import (
     choose_tile,
@@ -74,6 +75,12 @@ from fusec.scheduling.attention_library import (
 )
 from fusec.scheduling.attention_schedule import AttentionShape, AttentionTile
 from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32
+from fusec.scheduling.library_tuning import (
+    ChoicePoint,
+    LibraryTuner,
+    active_tuner,
+    tuned_choice,
+)
 
 ITEM = 4  # f32 bytes
 # Unfused, the scores are written by the QK kernel, read and written by the
@@ -164,6 +171,10 @@ class _Fuser:
     decode: bool = True  # offer the model decode tiles
     forced_decode: tuple[int, int] | None = None  # engine=decode: (warps, unroll)
     backend: str = "auto"  # cuDNN's fused attention: auto (when faster), library, fused
+    # `--autotune` (`scheduling/library_tuning.py`): what times cuDNN against fusec's
+    # kernel, and the context its scratch modules are scheduled in
+    tuner: LibraryTuner | None = None
+    ctx: Context | None = None
     count: int = 0
 
     def run(self, func: FuncOp) -> None:
@@ -207,12 +218,17 @@ class _Fuser:
                              cupy_tf32())
         times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
         forced = self.tile is not None or self.forced_decode is not None
-        library = self._library(p, shape, forced, min(fused, parts))
-        if isinstance(library, tuple):
-            times = f"cuDNN {_us(library[0])} vs {times}"
-        elif library is not None:
-            times = f"{times}; cuDNN's attention: {library}"
-        if not isinstance(library, tuple) and not forced and fused > parts:
+        offer = self._library(p, shape, forced)
+        library = isinstance(offer, LibraryAttention) and (
+            self.backend == "library" or offer.time < min(fused, parts))
+        if isinstance(offer, LibraryAttention):
+            times = (f"cuDNN {_us(offer.time)} vs {times}" if library else
+                     f"{times}; cuDNN's attention: estimated {_us(offer.time)}, slower")
+        elif offer is not None:
+            times = f"{times}; cuDNN's attention: not taken: {offer}"
+        # `--autotune` times cuDNN's call against fusec's kernel where both can run it
+        tuner = self.tuner if isinstance(offer, LibraryAttention) else None
+        if not library and not forced and fused > parts and tuner is None:
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
                              f"the three-kernel path: {times} (tile {tile.text()})")
             return
@@ -221,16 +237,24 @@ class _Fuser:
         scores = tensor_shape(p.qk.result)
         saved = SCORE_PASSES * numel(scores) * shape.item
         subject = f"{describe(p.qk)} .. {describe(p.pv)}"
-        attrs: dict[str, Attribute] = {SCHEDULE_KEY: tile.attr()}
-        if isinstance(library, tuple):
-            attrs[BACKEND_ATTR] = StringAttr(LIBRARY_BACKEND)
-            if library[1]:
-                attrs[CAUSAL_ATTR] = StringAttr("true")
-        build_group(p, name, attrs)
-        if isinstance(library, tuple):
+        group = build_group(p, name, {SCHEDULE_KEY: tile.attr()})
+        if tuner is not None and isinstance(offer, LibraryAttention):
+            tuned = tuned_choice(tuner, self.backend, lambda: ChoicePoint(
+                "attention", group, library, offer.time * 1e6, fused * 1e6, True,
+                f"causal={offer.causal}", self._schedule_alone(offer.causal)),
+                lambda note: self.remarks.add("remark", f"group {name}: {note}"))
+            library = library if tuned is None else tuned
+        if library and isinstance(offer, LibraryAttention):
+            mark_library(group, offer.causal)
             self.remarks.add("remark", f"fused attention {subject} into one cuDNN fused "
                              f"attention call, group {name}: the {fmt(scores)} scores stay on "
                              f"chip (saves {format_bytes(saved)} and 2 launches; {times})")
+            return
+        if not forced and fused > parts:  # measured own, but the model prefers 3 kernels
+            inline_group(group)
+            self.count -= 1
+            self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
+                             f"the three-kernel path: {times} (tile {tile.text()})")
             return
         into, launches = "one kernel", 2
         if tile.splits > 1:
@@ -243,21 +267,50 @@ class _Fuser:
                          f"and {launches} launch{'es' * (launches > 1)}; {times}); "
                          f"tile {tile.text()}")
 
-
-    def _library(self, p: AttentionPattern, shape: AttentionShape, forced: bool,
-                 best: float) -> tuple[float, bool] | str | None:
-        """cuDNN's time for `p` and whether its mask is causal, where it
-        takes the attention (`library`, or `auto` and faster than `best`,
-        fusec's best); else why not (None: not asked, or not installed)."""
+    def _library(self, p: AttentionPattern, shape: AttentionShape,
+                 forced: bool) -> LibraryAttention | str | None:
+        """cuDNN's call for `p` (its estimated time and mask) where it can
+        take the attention; else why not (None: not asked, or not installed)."""
         if self.backend == "fused" or forced or not sdpa_available():
             return None
         found = library_attention(p, {})
         if isinstance(found, str):
-            return f"not taken: {found}"
-        t = library_time(shape, self.target, found.causal)
-        if self.backend == "library" or t < best:
-            return t, found.causal
-        return f"estimated {_us(t)}, slower"
+            return found
+        return LibraryAttention(library_time(shape, self.target, found.causal), found.causal)
+
+    def _schedule_alone(self, causal: bool) -> Callable[[ModuleOp, str], None]:
+        """How `--autotune` schedules a scratch module holding one attention
+        group as cuDNN's call (`library`) or fusec's kernel (`fused`): as the
+        rest of the pipeline would (`tile-and-promote`, with this pass's
+        `gemm` mode and target)."""
+        def schedule(module: ModuleOp, mode: str) -> None:
+            from fusec.passes.tile_and_promote import TileAndPromotePass
+
+            for g in module.walk():
+                if isinstance(g, GroupOp) and g.attributes.get("kind") == StringAttr("attention"):
+                    if mode == "library":
+                        mark_library(g, causal)
+                    else:
+                        g.attributes.pop(BACKEND_ATTR, None)
+                        g.attributes.pop(CAUSAL_ATTR, None)
+            TileAndPromotePass(target=self.target.name, gemm=self.gemm,
+                               remarks=False).apply(self.ctx or Context(), module)
+        return schedule
+
+
+@dataclass(frozen=True)
+class LibraryAttention:
+    """cuDNN's fused attention as one way to run an attention."""
+
+    time: float  # estimated seconds (`scheduling/attention_library.library_time`)
+    causal: bool
+
+
+def mark_library(group: GroupOp, causal: bool) -> None:
+    """Make `group` a cuDNN fused attention call (with a causal mask)."""
+    group.attributes[BACKEND_ATTR] = StringAttr(LIBRARY_BACKEND)
+    if causal:
+        group.attributes[CAUSAL_ATTR] = StringAttr("true")
 
 
 @dataclass(frozen=True)
@@ -348,7 +401,7 @@ class FuseAttentionPass(ModulePass):
         collector = RemarkCollector()
         splits = self.splits or (None if self.split_kv else 1)
         fuser = _Fuser(target, tile, collector, self.gemm, splits, self.decode,
-                       backend=self.backend)
+                       backend=self.backend, tuner=active_tuner(), ctx=ctx)
         if self.engine == "decode":
             fuser.splits = self.splits or None
             fuser.forced_decode = ((self.threads or DECODE_THREADS) // 32, self.cols)

@@ -3,14 +3,16 @@
 `tile-and-promote` decides per convolution (`scheduling/conv_choice.py`) and
 per matmul (`scheduling/gemm_choice.py`) between a library call (cuDNN,
 cuBLAS) followed by an epilogue kernel and fusec's own fused kernel, by the
-cost model. While a compile with `--autotune` runs its pipeline, a
-`LibraryTuner` is active (`tuning_library_choices`); each chooser in `auto`
+cost model; `fuse-attention` (`passes/fuse_attention.py`) decides per
+attention between cuDNN's fused attention and fusec's attention kernel.
+While a compile with `--autotune` runs its pipeline, a `LibraryTuner` is
+active (`tuning_library_choices`); each chooser in `auto`
 mode then hands it the `ChoicePoint` (the group as it saw it, before any
 split, the model's choice and estimates, and how to schedule that group
 alone either way) and takes the tuner's answer instead of the model's
-(`compiler/library_tuning.py` times both on the device). `--conv` and
-`--gemm` given as `library` or `fused` are never overruled, and without an
-active tuner (every compile without `--autotune`) nothing changes.
+(`compiler/library_tuning.py` times both on the device). `--conv`,
+`--gemm` and `--attention` given as `library` or `fused` are never
+overruled, and without an active tuner (every compile without `--autotune`) nothing changes.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from fusec.dialects.fusion import GroupOp
 class ChoicePoint:
     """One library-or-own decision the cost model made."""
 
-    family: str  # "conv" (cuDNN) or "gemm" (cuBLAS)
+    family: str  # "conv" (cuDNN), "gemm" (cuBLAS) or "attention" (cuDNN's SDPA)
     group: GroupOp  # as the chooser saw it: nothing split off yet
     model_library: bool  # the cost model's choice
     est_library_us: float

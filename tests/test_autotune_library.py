@@ -148,7 +148,7 @@ def plan_of(out: Path) -> dict[str, Any]:
     return plan
 
 
-def check_numbers(out: Path, text: str) -> None:
+def check_numbers(out: Path, text: str, rtol: float = 1e-4, atol: float = 1e-5) -> None:
     """OUT's `@f` in the simulator against the reference, fresh random inputs."""
     reference = parse_module(make_context(), text, "t.mlir")
     inputs = random_inputs(find_function(reference, "f"), seed=5)
@@ -157,7 +157,8 @@ def check_numbers(out: Path, text: str) -> None:
     got = got if isinstance(got, tuple | list) else (got,)
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
-        np.testing.assert_allclose(g, e.astype(np.float32), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(g, np.float32), e.astype(np.float32),
+                                   rtol=rtol, atol=atol)
 
 
 def choice_entries(cache: Path) -> list[Path]:
