@@ -462,7 +462,7 @@ class Executor:
         if bf16 and _shape_dtype(a)[1] == np.dtype(np.float32):  # CuPy, numba: not rounded
             raise FusecError(f"input '{name}' of @{self.fp.name} {bf16_io.DEVICE_FLOAT32}")
         if not self.simulator and hasattr(a, "__cuda_array_interface__"):
-            a = self.cuda.as_cuda_array(a, sync=kind not in ("torch", "cupy", "dlpack-cuda"))
+            a = self.cuda.as_cuda_array(a, sync=needs_sync(kind, a, stream))
             a = bf16_io.as_uint16(a) if bf16 else a
         is_contiguous = getattr(a, "is_c_contiguous", None)
         if callable(is_contiguous) and not is_contiguous():
@@ -522,6 +522,26 @@ class Executor:
         copy = self.cuda.device_array(array.shape, dtype=array.dtype, stream=stream)
         copy.copy_to_device(array, stream=stream)
         return copy
+
+
+def needs_sync(kind: str, a: Any, stream: Any) -> bool:
+    """Whether the host must wait for the stream that produced device array
+    `a` (its CUDA array interface's `stream`) before kernels on `stream`
+    read it. Not for torch and CuPy arrays (their current stream is the one
+    the call runs on), nor for an array produced on `stream` itself, whose
+    kernels run after its producer's anyway: waiting there would also wait
+    for everything queued before, which serialises the host with the GPU on
+    every call (the autotuner's whole-call timing enqueues calls behind a
+    sleeping kernel and measured the host's time per call instead of the
+    GPU's)."""
+    if kind in ("torch", "cupy", "dlpack-cuda"):
+        return False
+    produced = a.__cuda_array_interface__.get("stream")
+    if produced is None:
+        return False
+    from fusec.runtime.library_gemm import stream_pointer
+
+    return int(produced) != stream_pointer(stream) or stream_pointer(stream) == 0
 
 
 def core_stream(stream: Any) -> Any:

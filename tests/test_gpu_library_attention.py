@@ -52,3 +52,28 @@ def test_cudnn_causal_attention_matches_the_reference(dt: str, s: int) -> None:
 def test_cudnn_attention_under_graph_capture() -> None:
     pytest.importorskip("cupy")
     _check(vit_attention_text(2, 12, 197, 64, "bf16"), "bf16", graphs=True)
+
+
+def test_autotune_times_cudnn_against_fusecs_kernel(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--autotune` measures both ways to run ViT-B/16's attention and
+    keeps the faster; the program it keeps matches the reference."""
+    import json
+
+    import fusec
+    from fusec.compiler.cli import main
+
+    monkeypatch.setenv("FUSEC_TUNING_CACHE", str(tmp_path / "tuning"))
+    text = vit_attention_text(16, 12, 197, 64, "bf16")
+    (tmp_path / "a.mlir").write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "a.mlir"), "-o", str(out), "--autotune", "--quiet"]) == 0
+    plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    (choice,) = [c for c in plan["autotune"]["library_choices"] if c["family"] == "attention"]
+    assert choice["library_us"] > 0 and choice["own_us"] > 0 and not choice["from_cache"]
+    print(f"cuDNN {choice['library_us']} us, fusec's kernel {choice['own_us']} us: "
+          f"{choice['kept']}")
+    launches = plan["functions"]["f"]["launches"]
+    assert any("library" in la for la in launches) == (choice["kept"] == "library")
+    ok, line = compare(fusec.load_out(out, device="gpu"), text, "bf16", False)
+    assert ok, line
