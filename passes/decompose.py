@@ -21,6 +21,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from fusec.analysis.composite_patterns import PATTERNS
+from fusec.passes.pow_by_constant import PowByConstantPattern
 from fusec.passes.split_concat import SplitConcatPattern
 
 
@@ -47,7 +48,9 @@ class DecomposePass(ModulePass):
 
     A concat of more than `max_concat_operands` operands becomes a tree of
     smaller concats (`passes/split_concat.py`): one kernel cannot take
-    thousands of arguments.
+    thousands of arguments. A power by a constant 2, 3 or 4 becomes
+    products (`passes/pow_by_constant.py`): a kernel computes `pow` as a
+    general `powf`, tens of instructions per element.
     """
 
     name = "decompose"
@@ -73,6 +76,7 @@ class DecomposePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         patterns: list[RewritePattern] = [PATTERNS[n]() for n in self.selected()]
         patterns.append(SplitConcatPattern(self.max_concat_operands))
+        patterns.append(PowByConstantPattern())
         # dce_enabled=False: the greedy applier would otherwise erase every
         # unused (pure) nn op in the module, which is not decompose's call.
         # apply_recursively=False: the new ops are primitives, nothing to revisit.
