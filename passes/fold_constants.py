@@ -16,16 +16,19 @@ exactly what `run_module(..., round_stored=True)` gives, and differs from
 the kernels (which compute f16 and f32 in f32) only by rounding, well within
 `fusec run --check`'s tolerances. Integers and i1 keep their own types.
 
-An `nn.select` whose condition is a constant holding one value everywhere
-is the branch it picks, when that branch already has the select's type (the
-guard an attention gets for rows a mask takes out entirely, with a causal
-mask folded to a constant that takes out no row): its readers read the
-branch, with a remark.
+An `nn.select` whose condition holds one value everywhere is the branch it
+picks, when that branch already has the select's type (the guard an
+attention gets for rows a mask takes out entirely, with a causal mask that
+takes out no row): its readers read the branch, with a remark. The condition
+is a constant, or computed from constants alone and evaluated for the
+decision without being folded (`analysis/computed_values.py`: GPT-2's and
+Llama's guards are reduced from a `[B, 1, S, S]` mask larger than the index
+ranges it is built from, which stays ops).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeGuard
 
 import numpy as np
@@ -36,6 +39,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from fusec.analysis.computed_values import computed_value
 from fusec.analysis.dependency_graph import functions, value_names
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector
@@ -157,6 +161,7 @@ class _FunctionFolder:
     collector: RemarkCollector
     folded: int = 0
     erased: int = 0
+    conditions: dict[SSAValue, np.ndarray | None] = field(default_factory=dict)
 
     def run(self) -> None:
         # Names as the input prints them, taken before any op is replaced.
@@ -191,9 +196,12 @@ class _FunctionFolder:
         guard of attention rows a constant mask takes out entirely, which no
         row of the mask does (importers/torch/decompositions.py)."""
         cond = op.cond.owner
-        if not isinstance(cond, nn.ConstantOp):
-            return False
-        values = dense_to_numpy(cond.value)
+        if isinstance(cond, nn.ConstantOp):
+            values = dense_to_numpy(cond.value)
+        else:  # computed from constants but not folded (larger than what it is built from)
+            values = self.condition(op.cond)
+            if values is None:
+                return False
         if values.size == 0 or not (values.all() or not values.any()):
             return False
         picked = op.on_true if values.all() else op.on_false
@@ -204,10 +212,30 @@ class _FunctionFolder:
             f"{names.get(picked, '%?')}: its condition is the same everywhere")
         op.results[0].replace_all_uses_with(picked)
         Rewriter.erase_op(op)
-        if not cond.result.uses:
-            Rewriter.erase_op(cond)
-            self.erased += 1
+        self._erase_unread(cond)
         return True
+
+    def _erase_unread(self, op: Operation | None) -> None:
+        """Erase `op` when nothing reads it any more, and then the ops of
+        its operands nothing reads: a condition computed only for a select
+        that no longer exists would otherwise get kernels of its own."""
+        pending = [op]
+        while pending:
+            op = pending.pop()
+            if not isinstance(op, NNOp) or op.parent is None or \
+                    any(r.uses for r in op.results):
+                continue
+            owners = [v.owner for v in op.operands]
+            Rewriter.erase_op(op)
+            self.erased += 1
+            pending.extend(o for o in owners if isinstance(o, Operation))
+
+    def condition(self, v: SSAValue) -> np.ndarray | None:
+        """The values constants alone compute for a select's condition
+        (`analysis/computed_values.py`), evaluated once per value."""
+        if v not in self.conditions:
+            self.conditions[v] = computed_value(v)
+        return self.conditions[v]
 
     def _refusal(self, op: NNOp) -> str | None:
         """Why `op` stays as it is, or None to fold it."""

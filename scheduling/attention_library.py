@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument, SSAValue
 
 from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.computed_values import computed_value
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody
 from fusec.analysis.strided_view import StridedView
@@ -41,14 +42,10 @@ from fusec.analysis.targets import Target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import (
-    NNOp,
-    dense_to_numpy,
     element_type,
     element_type_name,
     tensor_shape,
 )
-from fusec.dialects.shapes import numel
-from fusec.reference.ops import OP_FUNCTIONS
 from fusec.scheduling.attention_group import find_pattern
 from fusec.scheduling.attention_schedule import AttentionShape
 
@@ -64,8 +61,6 @@ CAUSAL_ATTR = "causal"
 records that the group's mask is causal: found where the mask's values were
 known (before grouping put the ops that compute them in kernels of their
 own); the library call masks by it, and reads no mask."""
-EVALUATED = 1 << 24  # elements of a mask evaluated at compile time, at most
-MAX_DEPTH = 16  # ops from the mask back to its constants, at most
 MASKED = -1.0e4
 """A mask value at or below this takes its key out (exp of it and less is 0
 in f32 beside any score): -inf, a type's lowest value, BERT's -10000."""
@@ -97,32 +92,9 @@ class LibraryAttention:
     o: Placed
 
 
-def _dense(v: SSAValue, outer: dict[BlockArgument, SSAValue], depth: int = 0
-           ) -> np.ndarray | None:
-    """The values of `v` when constants alone compute it, looked through a
-    group input to the value outside: a constant, or an op of constants
-    evaluated as the reference interpreter does (a causal mask built from
-    index ranges, which `fold-constants` leaves unfolded when it is larger
-    than its operands). None for anything else or past `EVALUATED` elements."""
-    if isinstance(v, BlockArgument) and v in outer:
-        v = outer[v]
-    owner = getattr(v, "op", None)
-    if isinstance(owner, nn.ConstantOp):
-        return np.asarray(dense_to_numpy(owner.value))
-    if not isinstance(owner, NNOp) or type(owner) not in OP_FUNCTIONS or depth > MAX_DEPTH or \
-            len(owner.results) != 1 or numel(tensor_shape(owner.results[0])) > EVALUATED:
-        return None
-    arrays = [_dense(o, outer, depth + 1) for o in owner.operands]
-    if any(a is None for a in arrays):
-        return None
-    with np.errstate(all="ignore"):
-        value = np.asarray(OP_FUNCTIONS[type(owner)](owner, *arrays))
-    return value if value.shape == tensor_shape(owner.results[0]) else None
-
-
 def _constant(v: SSAValue, outer: dict[BlockArgument, SSAValue]) -> float | None:
     """The value of splat `v`, or None."""
-    values = _dense(v, outer)
+    values = computed_value(v, outer)
     if values is None or values.size == 0 or not bool(np.all(values == values.flat[0])):
         return None
     return float(values.flat[0])
@@ -156,13 +128,13 @@ def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_kn
         elif isinstance(op, nn.SelectOp) and not causal and v in (op.on_true, op.on_false):
             kept = op.on_true is v
             fill = _constant(op.on_false if kept else op.on_true, outer)
-            cond = _dense(op.cond, outer)
+            cond = computed_value(op.cond, outer)
             keep = None if cond is None else (cond.astype(bool) if kept else ~cond.astype(bool))
             if fill is None or fill > MASKED or not (causal_known or _causal(keep, shape)):
                 return "the scores are masked (not by a causal mask)"
             causal = True
         elif isinstance(op, nn.AddOp) and not causal and v in op.operands:
-            bias = _dense(op.operands[1] if op.operands[0] is v else op.operands[0], outer)
+            bias = computed_value(op.operands[1] if op.operands[0] is v else op.operands[0], outer)
             if not causal_known and (bias is None or not _causal(bias > MASKED, shape) or
                                      bool(np.any(bias[bias > MASKED] != 0))):
                 return "the scores are masked (not by a causal mask)"

@@ -537,3 +537,58 @@ func.func @f(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor
 """)
     fold(module)
     assert op_names(module).count("nn.select") == 2
+
+
+def causal_guard_text(s: int, rows: str = "le") -> str:
+    """An attention's guard for fully masked rows, as the torch importer
+    writes it: a causal mask built from two index ranges (larger than what
+    it is built from, so it stays ops), reduced to "does the row keep any
+    key", selecting the attention output or 0."""
+    r = ", ".join(str(i) for i in range(s))
+    return f"""
+func.func @f(%o: tensor<2x{s}x8xf32>) -> tensor<2x{s}x8xf32> {{
+  %i = nn.constant dense<[{r}]> : tensor<{s}xi64>
+  %ic = nn.reshape %i : (tensor<{s}xi64>) -> tensor<{s}x1xi64>
+  %j = nn.reshape %i : (tensor<{s}xi64>) -> tensor<1x{s}xi64>
+  %keep = nn.cmp %j, %ic {{predicate = "{rows}"}}
+      : (tensor<1x{s}xi64>, tensor<{s}x1xi64>) -> tensor<{s}x{s}xi1>
+  %kf = nn.cast %keep : (tensor<{s}x{s}xi1>) -> tensor<{s}x{s}xf32>
+  %any = nn.reduce_max %kf {{axes = [1], keepdims = true}}
+      : (tensor<{s}x{s}xf32>) -> tensor<{s}x1xf32>
+  %zero = nn.constant dense<0.0> : tensor<f32>
+  %row = nn.cmp %any, %zero {{predicate = "gt"}}
+      : (tensor<{s}x1xf32>, tensor<f32>) -> tensor<{s}x1xi1>
+  %y = nn.select %row, %o, %zero
+      : (tensor<{s}x1xi1>, tensor<2x{s}x8xf32>, tensor<f32>) -> tensor<2x{s}x8xf32>
+  func.return %y : tensor<2x{s}x8xf32>
+}}
+"""
+
+
+def test_a_select_whose_condition_constants_compute_is_decided_and_its_cone_erased() -> None:
+    # 300 x 300 mask elements: more than max_elements = 65536 and than the
+    # [300] range they are built from, so the mask is not folded; the guard
+    # is still decided, and every op computing its condition goes with it
+    module = parse(causal_guard_text(300))
+    lines = fold(module)
+    assert any("always picks %o" in line for line in lines), lines
+    assert op_names(module) == []
+    func = next(op for op in module.walk() if isinstance(op, FuncOp))
+    ret = func.body.block.last_op
+    assert isinstance(ret, ReturnOp) and ret.arguments[0] is func.body.block.args[0]
+
+
+def test_a_computed_condition_that_differs_by_row_stays() -> None:
+    # "lt": query 0 keeps no key, so the guard is live for that row
+    module = parse(causal_guard_text(300, "lt"))
+    fold(module)
+    assert op_names(module).count("nn.select") == 1
+
+
+def test_the_guard_costs_no_kernel_in_a_compiled_program(tmp_path: Path) -> None:
+    text = causal_guard_text(300)
+    (tmp_path / "g.mlir").write_text(text, encoding="utf-8")
+    assert fusec_main([str(tmp_path / "g.mlir"), "-o", str(tmp_path / "out"), "--quiet",
+                       "--no-cache"]) == 0
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text(encoding="utf-8"))
+    assert plan["functions"]["f"]["launches"] == []  # the output is the input
