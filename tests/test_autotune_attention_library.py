@@ -14,7 +14,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from test_autotune_library import FakeEventTimer, check_numbers, fusec_autotune, plan_of
+from test_autotune_library import (
+    FakeEventTimer,
+    check_numbers,
+    fusec_autotune,
+    plan_of,
+    timed_by,
+)
 from test_library_attention import masked_text, vit_attention_text
 
 import fusec.passes.fuse_attention as fuse_attention
@@ -44,16 +50,8 @@ class AttentionTimer(FakeEventTimer):
 def cudnn_attention(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A GPU as far as `--autotune` can tell, cuDNN's attention installed as
     far as the compiler can tell; a tuning cache of the test's own."""
-    import fusec.runtime.device as device
-    import fusec.runtime.tuning_timer as tuning_timer
-
-    monkeypatch.setattr(device, "gpu_available", lambda: True)
-    monkeypatch.setattr(tuning_timer, "CudaEventTimer", AttentionTimer)
-    monkeypatch.setattr(AttentionTimer, "calls", [])
     monkeypatch.setattr(fuse_attention, "sdpa_available", lambda: True)
-    folder = tmp_path / "tuning"
-    monkeypatch.setenv("FUSEC_TUNING_CACHE", str(folder))
-    return folder
+    return timed_by(AttentionTimer, tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -96,14 +96,21 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A GPU as far as `--autotune` can tell, cuDNN and CuPy counted as
     installed (the compiler never loads them); the tuning cache a folder of
     the test's own."""
+    monkeypatch.setattr(tile_and_promote, "cudnn_available", lambda: True)
+    monkeypatch.setattr(gemm_choice, "library_available", lambda: True)
+    return timed_by(FakeEventTimer, tmp_path, monkeypatch)
+
+
+def timed_by(timer: type[FakeEventTimer], tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A GPU as far as `--autotune` can tell, `timer` its clock (its calls
+    emptied), and a tuning cache folder under `tmp_path`, which is returned."""
     import fusec.runtime.device as device
     import fusec.runtime.tuning_timer as tuning_timer
 
     monkeypatch.setattr(device, "gpu_available", lambda: True)
-    monkeypatch.setattr(tuning_timer, "CudaEventTimer", FakeEventTimer)
-    monkeypatch.setattr(FakeEventTimer, "calls", [])
-    monkeypatch.setattr(tile_and_promote, "cudnn_available", lambda: True)
-    monkeypatch.setattr(gemm_choice, "library_available", lambda: True)
+    monkeypatch.setattr(tuning_timer, "CudaEventTimer", timer)
+    monkeypatch.setattr(timer, "calls", [])
     folder = tmp_path / "tuning"
     monkeypatch.setenv("FUSEC_TUNING_CACHE", str(folder))
     return folder
