@@ -218,3 +218,28 @@ def test_attention_reads_a_fused_qkv_in_place(pipeline: str) -> None:
     # the permute that three slices share is cloned per operand: Q, K and V
     # are each read in place from the projection, no copy kernel before
     check_program(fused_qkv_attention_text(2, 2, 16, 8), 1, pipeline)
+
+
+def gqa_bmm_text(b: int, hkv: int, g: int, s: int, d: int) -> str:
+    """Grouped-query attention as a `torch.compile` graph of a Llama block
+    writes it: K and V repeated over the `g` query heads of each K/V head,
+    then the attention in the `bmm` form (`bmm_attention_text`)."""
+    h = hkv * g
+    text = bmm_attention_text(b, h, s, d).replace("%k3", "%kb").replace("%v3", "%vb")
+    klines, k = _repeat("k", b, hkv, g, s, d, "f32")
+    vlines, v = _repeat("v", b, hkv, g, s, d, "f32")
+    kv, q = tensor((b, hkv, s, d)), tensor((b, h, s, d))
+    head, body = text.split("\n", 1)
+    head = head.replace(f"%k: {q}, %v: {q}", f"%k: {kv}, %v: {kv}")
+    body = body.replace("nn.transpose %k ", f"nn.transpose {k} ").replace(
+        "nn.reshape %v ", f"nn.reshape {v} ")
+    return "\n".join([head, *klines, *vlines, body])
+
+
+@pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
+                         ids=["simt", "mma"])
+def test_repeat_kv_behind_the_bmm_form_is_one_kernel(pipeline: str) -> None:
+    # the bmm form's matmuls are unmerged after the repeat_kv they read was
+    # split, so the split reaches them in a second walk: K and V are read in
+    # place, no kernel copies the repeated heads (Llama through torch.compile)
+    check_program(gqa_bmm_text(2, 2, 3, 16, 8), 1, pipeline)
