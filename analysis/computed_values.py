@@ -43,9 +43,12 @@ def computed_value(v: SSAValue, outer: Mapping[BlockArgument, SSAValue] | None =
     if not isinstance(owner, NNOp) or type(owner) not in OP_FUNCTIONS or depth > MAX_DEPTH or \
             len(owner.results) != 1 or numel(tensor_shape(owner.results[0])) > EVALUATED:
         return None
-    arrays = [computed_value(o, outer, depth + 1) for o in owner.operands]
-    if any(a is None for a in arrays):
-        return None
+    arrays = []
+    for o in owner.operands:  # the first operand that is not constant ends the walk
+        a = computed_value(o, outer, depth + 1)
+        if a is None:
+            return None
+        arrays.append(a)
     with np.errstate(all="ignore"):
         value = np.asarray(OP_FUNCTIONS[type(owner)](owner, *arrays))
     return value if value.shape == tensor_shape(owner.results[0]) else None
