@@ -32,7 +32,7 @@ kernels, the scores through memory).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -174,7 +174,7 @@ class _Fuser:
     # `--autotune` (`scheduling/library_tuning.py`): what times cuDNN against fusec's
     # kernel, and the context its scratch modules are scheduled in
     tuner: LibraryTuner | None = None
-    ctx: Context | None = None
+    ctx: Context = field(default_factory=Context)
     count: int = 0
 
     def run(self, func: FuncOp) -> None:
@@ -219,15 +219,15 @@ class _Fuser:
         times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
         forced = self.tile is not None or self.forced_decode is not None
         offer = self._library(p, shape, forced)
-        library = isinstance(offer, LibraryAttention) and (
+        library = isinstance(offer, LibraryOffer) and (
             self.backend == "library" or offer.time < min(fused, parts))
-        if isinstance(offer, LibraryAttention):
+        if isinstance(offer, LibraryOffer):
             times = (f"cuDNN {_us(offer.time)} vs {times}" if library else
                      f"{times}; cuDNN's attention: estimated {_us(offer.time)}, slower")
         elif offer is not None:
             times = f"{times}; cuDNN's attention: not taken: {offer}"
         # `--autotune` times cuDNN's call against fusec's kernel where both can run it
-        tuner = self.tuner if isinstance(offer, LibraryAttention) else None
+        tuner = self.tuner if isinstance(offer, LibraryOffer) else None
         if not library and not forced and fused > parts and tuner is None:
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
                              f"the three-kernel path: {times} (tile {tile.text()})")
@@ -238,13 +238,13 @@ class _Fuser:
         saved = SCORE_PASSES * numel(scores) * shape.item
         subject = f"{describe(p.qk)} .. {describe(p.pv)}"
         group = build_group(p, name, {SCHEDULE_KEY: tile.attr()})
-        if tuner is not None and isinstance(offer, LibraryAttention):
+        if tuner is not None and isinstance(offer, LibraryOffer):
             tuned = tuned_choice(tuner, self.backend, lambda: ChoicePoint(
                 "attention", group, library, offer.time * 1e6, fused * 1e6, True,
                 f"causal={offer.causal}", self._schedule_alone(offer.causal)),
                 lambda note: self.remarks.add("remark", f"group {name}: {note}"))
             library = library if tuned is None else tuned
-        if library and isinstance(offer, LibraryAttention):
+        if library and isinstance(offer, LibraryOffer):
             mark_library(group, offer.causal)
             self.remarks.add("remark", f"fused attention {subject} into one cuDNN fused "
                              f"attention call, group {name}: the {fmt(scores)} scores stay on "
@@ -268,7 +268,7 @@ class _Fuser:
                          f"tile {tile.text()}")
 
     def _library(self, p: AttentionPattern, shape: AttentionShape,
-                 forced: bool) -> LibraryAttention | str | None:
+                 forced: bool) -> LibraryOffer | str | None:
         """cuDNN's call for `p` (its estimated time and mask) where it can
         take the attention; else why not (None: not asked, or not installed)."""
         if self.backend == "fused" or forced or not sdpa_available():
@@ -276,7 +276,7 @@ class _Fuser:
         found = library_attention(p, {})
         if isinstance(found, str):
             return found
-        return LibraryAttention(library_time(shape, self.target, found.causal), found.causal)
+        return LibraryOffer(library_time(shape, self.target, found.causal), found.causal)
 
     def _schedule_alone(self, causal: bool) -> Callable[[ModuleOp, str], None]:
         """How `--autotune` schedules a scratch module holding one attention
@@ -294,13 +294,14 @@ class _Fuser:
                         g.attributes.pop(BACKEND_ATTR, None)
                         g.attributes.pop(CAUSAL_ATTR, None)
             TileAndPromotePass(target=self.target.name, gemm=self.gemm,
-                               remarks=False).apply(self.ctx or Context(), module)
+                               remarks=False).apply(self.ctx, module)
         return schedule
 
 
 @dataclass(frozen=True)
-class LibraryAttention:
-    """cuDNN's fused attention as one way to run an attention."""
+class LibraryOffer:
+    """cuDNN's fused attention offered for one attention (what
+    `scheduling/attention_library.library_attention` found, priced)."""
 
     time: float  # estimated seconds (`scheduling/attention_library.library_time`)
     causal: bool

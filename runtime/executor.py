@@ -541,7 +541,8 @@ def needs_sync(kind: str, a: Any, stream: Any) -> bool:
         return False
     from fusec.runtime.library_gemm import stream_pointer
 
-    return int(produced) != stream_pointer(stream) or stream_pointer(stream) == 0
+    ours = stream_pointer(stream)
+    return ours == 0 or int(produced) != ours
 
 
 def core_stream(stream: Any) -> Any:
