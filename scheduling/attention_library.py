@@ -12,7 +12,9 @@ one it computes exactly (`library_problem` says why not otherwise):
   `fold-constants` leaves of PyTorch's `is_causal` and of a causal mask built
   in the graph); any other mask or score op stays with fusec's kernel;
 - Q, K, V and the output each a strided view `[batch, heads, tokens, dim]`
-  of one buffer with the head dim contiguous and no broadcast axis: a head
+  of one buffer with the head dim contiguous, K and V broadcast at most
+  over the innermost heads (grouped-query attention: cuDNN reads K/V head
+  `h // G` for query head `h`, in place, with no repeated copy): a head
   sliced out of a packed QKV projection and an output written straight into
   `[batch, tokens, heads * dim]` are read and written in place
   (`LibraryAttention`: offsets, dims and strides per tensor).
@@ -28,6 +30,8 @@ kernel and the three-kernel path, the group is marked `backend =
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
+from math import prod
 
 import numpy as np
 from xdsl.dialects.builtin import StringAttr
@@ -61,9 +65,10 @@ CAUSAL_ATTR = "causal"
 records that the group's mask is causal: found where the mask's values were
 known (before grouping put the ops that compute them in kernels of their
 own); the library call masks by it, and reads no mask."""
-MASKED = -1.0e4
+MASKED = -9.0e3
 """A mask value at or below this takes its key out (exp of it and less is 0
-in f32 beside any score): -inf, a type's lowest value, BERT's -10000."""
+in f32 beside any score): -inf, a type's lowest value, BERT's -10000 (which
+bf16 rounds to -9984)."""
 
 
 @dataclass(frozen=True)
@@ -145,33 +150,82 @@ def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_kn
     return scale, causal
 
 
+def _batch_axes(views: dict[str, StridedView]) -> dict[str, list[tuple[int, int]]] | str:
+    """Each view's batch axes as (extent, stride), over the axes where Q's
+    extent is not 1: an axis a view has once where Q has it `n` times
+    (K and V read alike by every query head of a group) is `(n, 0)`."""
+    extents = views["q"].shape[:-2]
+    axes: dict[str, list[tuple[int, int]]] = {}
+    for w, view in views.items():
+        if len(view.shape) != len(extents) + 2:
+            return "its operands have different batch ranks"
+        axes[w] = []
+        for n, (m, s) in zip(extents, zip(view.shape[:-2], view.strides[:-2], strict=True),
+                             strict=True):
+            if m != n and m != 1:
+                return "its operands broadcast over heads"
+            if n != 1:
+                axes[w].append((n, s if m == n else 0))
+    return axes
+
+
+def _one_axis(axes: list[tuple[int, int]], span: int) -> tuple[int, int] | None:
+    """`axes` merged into one (extent, stride), or None where they do not
+    lie one inside the other; no axis is an axis of one (stride `span`)."""
+    if not axes:
+        return (1, span)
+    if any(s0 != s1 * n1 for (_, s0), (n1, s1) in pairwise(axes)):
+        return None
+    return (prod(n for n, _ in axes), axes[-1][1])
+
+
+def _split(axes: dict[str, list[tuple[int, int]]]
+           ) -> dict[str, tuple[list[tuple[int, int]], list[tuple[int, int]]]] | str:
+    """Each view's batch axes split into those of its batch and of its
+    heads. Where K and V are broadcast (grouped-query attention: `G` query
+    heads read one K/V head), the broadcast axes must be the innermost and
+    alike in K and V: Q's and O's heads are the K/V heads times `G`, and
+    query head `h` reads K/V head `h // G`, as cuDNN's attention has it."""
+    shared = {w: [s == 0 for _, s in a] for w, a in axes.items()}
+    if any(shared["q"]) or any(shared["o"]):
+        return "Q or its output is broadcast"
+    if any(shared["k"]) or any(shared["v"]):
+        if shared["k"] != shared["v"]:
+            return "K and V are broadcast over different axes"
+        first = shared["k"].index(True)
+        if not all(shared["k"][first:]):
+            return "K and V are broadcast over an axis other than the innermost heads"
+        at = max(first - 1, 0)
+        return {w: (a[:at], a[at:] if w in ("q", "o") else a[at:first]) for w, a in axes.items()}
+    # no broadcast: the innermost axes that merge in every view are the heads
+    rank = len(axes["q"])
+    for at in range(max(rank - 1, 0), -1, -1):
+        parts = {w: (a[:at], a[at:]) for w, a in axes.items()}
+        if all(_one_axis(part, 1) is not None for p in parts.values() for part in p):
+            return parts
+    return "its batch axes do not collapse to batch and heads"
+
+
 def _placed(views: dict[str, StridedView]) -> dict[str, Placed] | str:
     """The four views as `[batch, heads, tokens, dim]`, their batch axes
-    merged alike, or why they cannot be."""
-    extents = {w: [n for n in view.shape[:-2] if n != 1] for w, view in views.items()}
-    axes = {w: [(n, s) for n, s in zip(view.shape[:-2], view.strides[:-2], strict=True)
-                if n != 1] for w, view in views.items()}
-    if len({tuple(e) for e in extents.values()}) != 1:
-        return "its operands broadcast over heads"
-    while len(axes["q"]) > 2:
-        at = next((i for i in range(len(axes["q"]) - 1)
-                   if all(a[i][1] == a[i + 1][1] * a[i + 1][0] for a in axes.values())), None)
-        if at is None:
-            return "its batch axes do not collapse to batch and heads"
-        for w, a in axes.items():
-            axes[w] = [*a[:at], (a[at][0] * a[at + 1][0], a[at + 1][1]), *a[at + 2:]]
+    merged alike (K and V with fewer heads under grouped-query attention),
+    or why they cannot be."""
+    axes = _batch_axes(views)
+    if isinstance(axes, str):
+        return axes
+    split = _split(axes)
+    if isinstance(split, str):
+        return split
     placed: dict[str, Placed] = {}
     for w, view in views.items():
-        batch = axes[w]
-        if any(s == 0 for _, s in batch):
-            return "an operand is broadcast"
-        span = max([view.strides[-2] * view.shape[-2], *(s * n for n, s in batch)])
-        while len(batch) < 2:
-            batch = [(1, span), *batch]  # a batch or head axis of one
+        span = max([view.strides[-2] * view.shape[-2], *(s * n for n, s in axes[w])])
+        batch, heads = (_one_axis(part, span) for part in split[w])
+        if batch is None or heads is None:
+            return "its batch axes do not collapse to batch and heads"
         if view.strides[-1] != 1:
             return f"the head dim of {w} is not contiguous"
-        dims = (batch[0][0], batch[1][0], view.shape[-2], view.shape[-1])
-        strides = (batch[0][1], batch[1][1], view.strides[-2], 1)
+        dims = (batch[0], heads[0], view.shape[-2], view.shape[-1])
+        strides = (batch[1], heads[1], view.strides[-2], 1)
         if max([view.offset, *strides]) >= INT32_LIMIT:
             return "an operand is too large for cuDNN's 32-bit strides"
         placed[w] = Placed(view.offset, dims, strides)

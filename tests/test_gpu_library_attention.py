@@ -2,8 +2,9 @@
 or without the nvidia-cudnn-frontend package): a ViT block's attention over
 a packed QKV projection, its output written into `[batch, tokens, heads *
 dim]`, in f16 and bf16, at ViT-B/16's odd sequence length and at a longer
-one, unmasked and causal, against the reference interpreter; once more
-under CUDA-graph capture."""
+one, unmasked and causal, against the reference interpreter; grouped-query
+attention with each K/V head read in place by its group of query heads;
+once more under CUDA-graph capture."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_gqa import gqa_bmm_text, gqa_text
 from test_library_attention import masked_text, vit_attention_text
 
 pytestmark = pytest.mark.gpu
@@ -47,6 +49,17 @@ def test_cudnn_attention_matches_the_reference(b: int, h: int, s: int, d: int, d
 @pytest.mark.parametrize(("dt", "s"), [("bf16", 197), ("f16", 256)])
 def test_cudnn_causal_attention_matches_the_reference(dt: str, s: int) -> None:
     _check(masked_text(2, 12, s, 64, dt), dt)
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_cudnn_grouped_query_attention_matches_the_reference(dt: str, causal: bool) -> None:
+    # a Llama block's shape: 16 query heads over 4 K/V heads
+    _check(gqa_text(2, 4, 4, 256, 64, dt, causal=causal), dt)
+
+
+def test_cudnn_grouped_query_attention_in_the_bmm_form() -> None:
+    _check(gqa_bmm_text(2, 4, 4, 256, 64).replace("f32", "bf16"), "bf16")
 
 
 def test_cudnn_attention_under_graph_capture() -> None:

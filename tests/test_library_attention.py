@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from codegen_harness import compile_text, tensor
-from test_gqa import bmm_attention_text, fused_qkv_attention_text
+from test_gqa import bmm_attention_text, fused_qkv_attention_text, gqa_bmm_text, gqa_text
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import Program
@@ -108,6 +108,49 @@ def test_auto_takes_cudnn_where_estimated_faster() -> None:
 def test_attentions_cudnn_does_not_take_stay_fused(text: str) -> None:
     program = compile_text(text, pipeline("library"))
     assert not _sdpa(program) and len(program.functions["f"].launches) == 1
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_grouped_query_attention_reads_each_kv_head_in_place(causal: bool) -> None:
+    # 6 query heads over 2 K/V heads: cuDNN reads K/V head h // 3 for query
+    # head h, so K and V keep their 2 heads and no kernel repeats them
+    b, hkv, g, s, d = 2, 2, 3, 16, 8
+    program = compile_text(gqa_text(b, hkv, g, s, d, "bf16", causal=causal), pipeline("library"))
+    (spec,) = _sdpa(program)
+    assert len(program.functions["f"].launches) == 1 and spec["causal"] is causal
+    assert spec["q"]["dims"] == spec["o"]["dims"] == [b, hkv * g, s, d]  # type: ignore[index]
+    for which in ("k", "v"):
+        assert spec[which]["dims"] == [b, hkv, s, d]  # type: ignore[index]
+        assert spec[which]["strides"] == [hkv * s * d, s * d, d, 1]  # type: ignore[index]
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+def test_multi_query_attention_and_the_bmm_form_take_cudnn() -> None:
+    # one K/V head for all (its heads axis of one dropped), and Llama's
+    # repeat_kv behind the bmm form that torch.compile writes
+    (mqa,) = _sdpa(compile_text(gqa_text(2, 1, 4, 16, 8, "f16", heads_last=True),
+                                pipeline("library")))
+    assert mqa["k"]["dims"][1] * 4 == mqa["q"]["dims"][1]  # type: ignore[index]
+    bmm = gqa_bmm_text(2, 2, 2, 16, 8).replace("f32", "bf16")
+    (spec,) = _sdpa(compile_text(bmm, pipeline("library")))
+    assert spec["q"]["dims"] == [2, 4, 16, 8] and spec["k"]["dims"] == [2, 2, 16, 8]  # type: ignore[index]
+
+
+def test_kv_broadcast_over_an_outer_axis_is_refused() -> None:
+    """cuDNN maps query head h to K/V head h // G: K/V broadcast over any
+    axis but the innermost heads is not that, and stays fusec's."""
+    from fusec.analysis.strided_view import StridedView
+    from fusec.scheduling.attention_library import _placed
+
+    q = StridedView((2, 3, 16, 8), (384, 128, 8, 1), 0)
+    outer = StridedView((1, 3, 16, 8), (0, 128, 8, 1), 0)  # one batch for both
+    inner = StridedView((2, 1, 16, 8), (128, 0, 8, 1), 0)
+    assert isinstance(_placed({"q": q, "k": inner, "v": inner, "o": q}), dict)
+    assert "innermost heads" in _placed({"q": q, "k": outer, "v": outer, "o": q})  # type: ignore[operator]
+    assert "different axes" in _placed({"q": q, "k": inner, "v": outer, "o": q})  # type: ignore[operator]
+    shared_q = StridedView((2, 3, 16, 8), (128, 0, 8, 1), 0)  # every head one query
+    assert "Q or its output" in _placed({"q": shared_q, "k": q, "v": q, "o": q})  # type: ignore[operator]
 
 
 def test_without_cudnn_every_attention_is_fusecs() -> None:
