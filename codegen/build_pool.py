@@ -395,6 +395,28 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
     return future
 
 
+def known_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label: str = "",
+               store: KernelStore | bool | None = True) -> Built | None:
+    """The code of `unit` for `signature` on `cc` where this process built
+    it or the kernel cache has it; None otherwise, and no build starts."""
+    key = kernel_key(unit, signature, cc)
+    with _lock:
+        known = _memo.get(key)
+    if known is not None and known.done() and not known.cancelled() and \
+            known.exception() is None:
+        return known.result()
+    cache = user_store() if store is True else (store or None)
+    kept = cache.load(key, label or unit.name) if cache is not None else None
+    if kept is None:
+        return None
+    future: Future[Built] = Future()
+    future.set_result(Built(kept, True))
+    with _lock:
+        _memo.setdefault(key, future)
+    _tell("cached", key, label)
+    return future.result()
+
+
 def _finish(future: Future[Built], reply: Future[dict[str, Any]], key: str,
             label: str) -> None:
     """Turn a worker's reply into `future`'s result (the worker stored it)."""

@@ -42,11 +42,11 @@ from fusec.analysis.device_dtypes import numba_type, value_dtype
 from fusec.analysis.diagnostics import InternalError, counted
 from fusec.analysis.group_kind import group_backend
 from fusec.analysis.targets import Target
-from fusec.codegen.build_pool import BuildFailed, Built, kernel_code
+from fusec.codegen.build_pool import BuildFailed, Built, kernel_code, known_code
 from fusec.codegen.compile_errors import first_error_line
 from fusec.codegen.generate import KERNEL_NAME_FUNC_CHARS, group_attr, main_op
 from fusec.codegen.kernel_source import KernelParam, KernelSource
-from fusec.codegen.kernel_unit import unit_of_kernel
+from fusec.codegen.kernel_unit import KernelUnit, unit_of_kernel
 from fusec.codegen.launch_grid import fit_grid
 from fusec.codegen.writers import ValueId, WriteTask, writer_for
 from fusec.dialects.fusion import GroupOp
@@ -118,11 +118,7 @@ class KernelProbe:
         # Under a cap the user set (`--max-registers`) every kernel is counted:
         # the cap is a promise about the real kernels, not the estimates.
         if not cap and self.seconds >= self.budget_s:
-            self.note = self.note or (
-                f"the compile's {self.budget_s:g} s for ptxas is spent "
-                f"({counted(self.compiled, 'kernel')} counted); later groups are decided by the "
-                "estimate")
-            return None
+            return self._known(group, target)
         begin = time.perf_counter()
         kernel: KernelSource | None = None
         try:
@@ -162,6 +158,33 @@ class KernelProbe:
         finally:
             self.seconds += time.perf_counter() - begin
 
+    def _known(self, group: GroupOp, target: Target) -> KernelCount | None:
+        """The count of `group`'s kernel where it was built already (in
+        this process or the kernel cache) once the time for ptxas is spent
+        or was none (`budget_s` 0): no build starts, the estimate decides
+        the rest, and `note` says so."""
+        begin = time.perf_counter()
+        try:
+            if shutil.which("ptxas") is not None:
+                _, kernel, unit, signature = self._unit(group, target, 0)
+                built = known_code(unit, signature, target.compute_capability,
+                                   kernel_name(group))
+                if built is not None and built.code.registers is not None:
+                    self.cached += 1
+                    return KernelCount(built.code.registers, built.code.spill_bytes or 0,
+                                       _threads(kernel))
+        except KernelDoesNotCompile:
+            pass  # only a build says so: the estimate decides
+        finally:
+            self.seconds += time.perf_counter() - begin
+        self.note = self.note or (
+            f"the compile's {self.budget_s:g} s for ptxas is spent "
+            f"({counted(self.compiled, 'kernel')} counted); later groups are decided by the "
+            "estimate" if self.budget_s > 0 else
+            "this compile waits for no kernel build (ptxas_wait=0): only kernels built "
+            "before, in the kernel cache, are counted")
+        return None
+
     def drop_pending(self) -> None:
         """Cancel the prefetched builds no worker has begun (their counts
         will not be asked for: the budget is spent), so the workers leave
@@ -174,6 +197,17 @@ class KernelProbe:
                 cap: int) -> tuple[Future[Built], KernelSource]:
         """The build of `group`'s kernel (started now, or earlier by
         `prefetch` or another compile), and the kernel."""
+        _, kernel, unit, signature = self._unit(group, target, cap)
+        future = kernel_code(unit, signature, target.compute_capability,
+                             kernel_name(group))
+        if not future.done():
+            self._submitted.add(id(future))
+            self._futures.append(future)
+        return future, kernel
+
+    def _unit(self, group: GroupOp, target: Target, cap: int
+              ) -> tuple[GroupOp, KernelSource, KernelUnit, list[tuple[int, str]]]:
+        """`group`'s kernel (generated once per group) and its build unit."""
         held = self._generated.pop(id(group), None)
         if held is not None and held[0] is group:
             kernel, signature = held[1], held[2]
@@ -181,12 +215,7 @@ class KernelProbe:
             kernel, signature = _generate(group, target)
         self._generated[id(group)] = (group, kernel, signature)
         unit = dataclasses.replace(unit_of_kernel(kernel.text, kernel.name), max_registers=cap)
-        future = kernel_code(unit, signature, target.compute_capability,
-                             kernel_name(group))
-        if not future.done():
-            self._submitted.add(id(future))
-            self._futures.append(future)
-        return future, kernel
+        return group, kernel, unit, signature
 
     def summary(self) -> str:
         """`ptxas counted 5 kernels (2 more from the cache) in 3.1 s`."""

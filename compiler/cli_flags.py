@@ -97,8 +97,19 @@ def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
                                  args.gemm or "auto",
                                  library_epilogue=not args.no_library_epilogue,
                                  conv=args.conv or "auto", conv_tf32=args.conv_tf32,
-                                 attention=args.attention or "auto"),
+                                 attention=args.attention or "auto",
+                                 ptxas_wait=None if builds_kernels(args) else 0.0),
     )
+
+
+def builds_kernels(args: argparse.Namespace) -> bool:
+    """Whether the job builds its kernels after the front end (`--save-kernels`,
+    `--ptx-info`, `--autotune`), so that register-budget's ptxas counts
+    share those builds; otherwise it counts only kernels built before
+    (the kernel cache) and waits for none: a build for a count alone
+    would be most of a cold compile's time."""
+    return bool(getattr(args, "save_kernels", False) or getattr(args, "ptx_info", False)
+                or getattr(args, "autotune", False))
 
 
 def autotune_options(args: argparse.Namespace) -> AutotuneOptions | None:

@@ -62,6 +62,9 @@ class ScheduleOptions:
     conv: str = "auto"  # `--conv`: cuDNN or fusec's kernel per convolution
     conv_tf32: bool = False  # `--conv-tf32`: f32 library convolutions on TF32 tensor cores
     attention: str = "auto"  # `--attention`: cuDNN's fused attention or fusec's kernel
+    # seconds register-budget may wait for ptxas counts (None: its default;
+    # 0: counts of kernels built before only, for a compile that builds none)
+    ptxas_wait: float | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,9 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     # `auto` is probed once per process (analysis/targets.py), so every pass sees one profile.
     target = options.target
     sched = options.schedule
-    passes.append(_with("register-budget", target=target, max_registers=sched.max_registers))
+    wait = {} if sched.ptxas_wait is None else {"ptxas_wait": sched.ptxas_wait}
+    passes.append(_with("register-budget", target=target, max_registers=sched.max_registers,
+                        **wait))
     off: dict[str, str | int] = {} if sched.library_epilogue else {"library_epilogue": False}
     if sched.conv != "auto":
         off["conv"] = sched.conv
@@ -114,7 +119,7 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     return ",".join(passes)
 
 
-def _with(name: str, **options: str | int) -> str:
+def _with(name: str, **options: str | float) -> str:
     """`name{a=1 b="x"}`, option names spelled as on the command line
     (`name` alone without options)."""
     if not options:
@@ -123,7 +128,7 @@ def _with(name: str, **options: str | int) -> str:
     return f"{name}{{{text}}}"
 
 
-def _value(v: str | int) -> str:
+def _value(v: str | float) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return f'"{v}"' if isinstance(v, str) else str(v)

@@ -270,19 +270,27 @@ class _Budgeter:
         """ptxas's count of the group's kernel (under the cap), when the
         estimate alone cannot decide: under a cap, or within `margin` of the
         budget; None otherwise or when ptxas cannot be had."""
-        if self.probe is None or not self.undecided(est):
+        if self.probe is None or not self.undecided(group, est):
             return None
         return self.probe.count(group, self.target, self.cap)
 
-    def undecided(self, est: RegisterEstimate) -> bool:
-        """Whether ptxas must count a kernel of this estimate."""
+    def undecided(self, group: GroupOp, est: RegisterEstimate) -> bool:
+        """Whether ptxas must count `group`'s kernel, of estimate `est`:
+        every kernel under a cap; else one within `margin` of the budget,
+        unless its kind sized it for the budget already (an attention tile:
+        kept whatever ptxas says, so a count would change only a remark,
+        and it is the slowest kernel to compile)."""
         if est.registers == 0:  # a library call has no kernel
             return False
-        return bool(self.cap) or abs(est.registers - self.budget) <= self.margin * self.budget
+        if self.cap:
+            return True
+        return not kind_of(group).sized_for_budget and \
+            abs(est.registers - self.budget) <= self.margin * self.budget
 
     def would_measure(self, group: GroupOp) -> bool:
         """Whether `fit` will ask ptxas about `group` as it stands."""
-        return self.probe is not None and self.undecided(estimate_registers(group, self.target))
+        return self.probe is not None and \
+            self.undecided(group, estimate_registers(group, self.target))
 
     def fit(self, group: GroupOp, depth: int = 0) -> None:
         """Estimate (and count with ptxas when it matters), then keep,
@@ -382,7 +390,10 @@ class RegisterBudgetPass(ModulePass):
     kernel is declared with it, and a group is split only when its capped
     kernel would spill more than the split costs), `ptxas` (count the
     kernels ptxas must decide: within `ptxas_margin` of the budget, or all
-    under a cap; false: estimates only), `remarks`.
+    under a cap; false: estimates only), `ptxas_wait` (seconds the compile
+    may wait for kernels to be built and counted, default
+    `PROBE_BUDGET_S`; 0: only kernels built before, in the kernel cache, are
+    counted, and nothing is built), `remarks`.
     """
 
     name = "register-budget"
@@ -392,6 +403,7 @@ class RegisterBudgetPass(ModulePass):
     max_registers: int = 0
     ptxas: bool = True
     ptxas_margin: float = PTXAS_MARGIN
+    ptxas_wait: float | None = None
     remarks: bool = True
 
     def __post_init__(self) -> None:
@@ -399,6 +411,8 @@ class RegisterBudgetPass(ModulePass):
             raise ValueError("occupancy must be in (0, 1]")
         if self.max_registers < 0:
             raise ValueError("max_registers must be >= 0 (0: no cap)")
+        if self.ptxas_wait is not None and not self.ptxas_wait >= 0:
+            raise ValueError("ptxas_wait must be >= 0 seconds")
         if (problem := unknown_target(self.target)) is not None:
             raise ValueError(problem)
 
@@ -406,7 +420,8 @@ class RegisterBudgetPass(ModulePass):
         target, _ = resolve_target(self.target)
         budget = register_budget(target, self.occupancy, self.max_registers)
         collector = RemarkCollector()
-        probe = KernelProbe() if self.ptxas else None
+        probe = None if not self.ptxas else KernelProbe() if self.ptxas_wait is None else \
+            KernelProbe(budget_s=self.ptxas_wait)
         budgeter = _Budgeter(budget, collector, target, self.max_registers, probe,
                              self.ptxas_margin)
         groups = [g for f in op.walk() if isinstance(f, FuncOp) and f.body.blocks

@@ -5,6 +5,7 @@ kernel's spills cost more than the split."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import stat
@@ -172,12 +173,42 @@ def test_kept_cubins_are_assembled_under_the_cap(tmp_path: Path, monkeypatch,
     assert "-maxrregcount=48" in log.read_text()
 
 
-def test_the_probe_stops_at_its_time_budget() -> None:
-    """Past its seconds, the probe counts nothing more and says why: a
+def test_the_probe_stops_at_its_time_budget(fresh_builds: None) -> None:
+    """Past its seconds, the probe builds nothing more and says why: a
     compile never waits minutes on ptxas (the estimate decides instead)."""
-    probe = KernelProbe(budget_s=0.0)
-    assert probe.count(only_group(grouped(SMALL)), get_target("h200")) is None
-    assert "0 s for ptxas is spent" in probe.note and probe.compiled == 0
+    builds: list[str] = []
+    forget = build_pool.add_listener(lambda event, key, label: builds.append(event))
+    try:
+        probe = KernelProbe(budget_s=1e-9)
+        probe.seconds = 1.0  # the budget is spent
+        assert probe.count(only_group(grouped(SMALL)), get_target("h200")) is None
+        assert "s for ptxas is spent" in probe.note and probe.compiled == 0
+        probe = KernelProbe(budget_s=0.0)
+        assert probe.count(only_group(grouped(SMALL)), get_target("h200")) is None
+        assert "ptxas_wait=0" in probe.note and probe.compiled == 0
+    finally:
+        forget()
+    assert builds == []  # and no build was started for a count nobody waits for
+
+
+def test_without_time_for_ptxas_kernels_built_before_are_counted(fresh_builds: None) -> None:
+    """`ptxas_wait=0` (a compile that builds no kernels: `fusec MODEL -o
+    OUT`) counts a kernel the kernel cache has, and builds none."""
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas is not installed")
+    group, target = only_group(grouped(SMALL)), get_target("h200")
+    first = KernelProbe(budget_s=math.inf).count(group, target)  # built, kept in the cache
+    if first is None:
+        pytest.skip("numba cannot compile PTX here")
+    build_pool.forget_builds()  # a new process: only the cache knows it
+    builds: list[str] = []
+    forget = build_pool.add_listener(lambda event, key, label: builds.append(event))
+    try:
+        probe = KernelProbe(budget_s=0.0)
+        assert probe.count(group, target) == first
+    finally:
+        forget()
+    assert builds == ["cached"] and probe.cached == 1 and probe.compiled == 0
 
 
 def test_a_cap_is_counted_past_the_time_budget(fresh_builds: None) -> None:
@@ -191,3 +222,38 @@ def test_a_cap_is_counted_past_the_time_budget(fresh_builds: None) -> None:
     if count is None and probe.unavailable:
         pytest.skip(f"no PTX here: {probe.note}")
     assert count is not None and 0 < count.registers <= 48 and probe.compiled == 1
+
+
+@pytest.mark.parametrize(("flags", "wait"), [
+    ([], 0.0),  # OUT's kernels are built where it runs: no build for a count alone
+    (["--save-kernels"], None), (["--ptx-info"], None), (["--autotune"], None),
+])
+def test_the_command_line_waits_for_builds_only_where_it_builds(flags: list[str],
+                                                                wait: float | None) -> None:
+    from fusec.compiler.cli import build_parser
+    from fusec.compiler.cli_flags import pipeline_options
+    from fusec.compiler.compile_pipeline import default_pipeline
+
+    args = build_parser().parse_args(["m.mlir", "-o", "out", *flags])
+    options = pipeline_options(args)
+    assert options.schedule.ptxas_wait == wait
+    spec = default_pipeline(make_registry([]), options)
+    assert ("ptxas-wait=0.0" in spec) == (wait == 0.0)
+
+
+def test_an_attention_group_is_not_counted() -> None:
+    """`fuse-attention` sized the tile for the budget and register-budget
+    keeps it whatever ptxas says: a count (the slowest kernel to build)
+    would change only a remark."""
+    from test_gqa import gqa_text
+
+    ctx = make_context()
+    module = parse_module(ctx, gqa_text(2, 2, 2, 64, 64, "f16"), "test.mlir")
+    spec = "decompose,unmerge-broadcasts,fuse-attention{target=h200 engine=mma}," \
+        "form-fusion-groups{target=h200},group-each-op"
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), spec)).run(module)
+    (group,) = [op for op in module.walk() if isinstance(op, GroupOp)]
+    budgeter = _Budgeter(128, RemarkCollector(), get_target("h200"), probe=KernelProbe())
+    assert not budgeter.would_measure(group)
+    assert _Budgeter(128, RemarkCollector(), get_target("h200"), cap=96,
+                     probe=KernelProbe()).would_measure(group)  # a cap is a promise
