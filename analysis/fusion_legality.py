@@ -63,6 +63,7 @@ from fusec.analysis.view_operands import (
     CHAINED_VIEWS,
     INDEXED_READS,
     bytes_read,
+    computed_ops,
     feeds_indexed_reads,
     indexed_refusal,
     view_ops,
@@ -823,7 +824,8 @@ def kernel_cost(dep: DependencyAnalysis, target: Target, g: GroupInfo,
     if outputs is None:
         outputs = list(g.outputs)
     # inputs read through slices are priced by the bytes the views cover
-    moved = sum(bytes_read(g.ops, v, dep.nbytes(v)) for v in g.inputs) + sum(
+    computed = computed_ops(set(g.ops))
+    moved = sum(bytes_read(g.ops, v, dep.nbytes(v), computed) for v in g.inputs) + sum(
         map(dep.nbytes, outputs))
     row = numel(tuple(g.shape[i] for i in g.axes)) if g.kind == "reduction" else 0
     threads = parallel_threads(g.kind, g.shape, row, target)
@@ -940,13 +942,14 @@ def recompute_in_view_ok(dep: DependencyAnalysis, chain: Sequence[Operation],
     per_element = sum(map(elementwise_flops, chain))
     saved, evaluations = total, 0
     for host in hosts:
-        read = bytes_read(host.ops, value, total)
+        computed = computed_ops(set(host.ops))
+        read = bytes_read(host.ops, value, total, computed)
         saved += read - sum(read * dep.nbytes(v) // max(1, total) if tensor_shape(v) == (
             tensor_shape(value)) else dep.nbytes(v) for v in operands)
         # once per element a view reads, or per point of the host's iteration
         # space where the view's result broadcasts into it (a [C] vector)
         evaluations += sum(max(numel(w.shape), numel(host.shape))
-                           for w in view_reads(host.ops, value) or ())
+                           for w in view_reads(host.ops, value, computed) or ())
     duplicated = per_element * max(0, evaluations - elements) / elements
     if duplicated > options.max_recompute_flops:
         return Verdict.no(f"its views read elements more than once: the chain would be "

@@ -39,6 +39,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.strided_view import StridedView
 from fusec.analysis.view_operands import (
     FOLDED_VIEWS,
+    computed_ops,
     feeds_indexed_reads,
     input_reads,
     view_refusal,
@@ -101,8 +102,9 @@ def _accesses(ops: Sequence[Operation], inputs: Iterable[SSAValue],
     """Every read and write the kernel makes per row element, as a view
     aligned to `shape` (stride 0 along the axes it broadcasts over)."""
     found: list[StridedView] = []
+    computed = computed_ops(set(ops))
     for v in inputs:
-        views, whole = input_reads(ops, v)
+        views, whole = input_reads(ops, v, computed)
         found += views
         if whole:
             found.append(StridedView.contiguous(tensor_shape(v)))

@@ -249,18 +249,24 @@ def _chain_refusal(op: Operation, inside: set[Operation], maps: bool) -> str | N
     return found if isinstance(found, str) else None
 
 
-def view_reads(ops: Sequence[Operation], value: SSAValue) -> list[StridedView] | None:
+def view_reads(ops: Sequence[Operation], value: SSAValue,
+               computed: set[Operation] | None = None) -> list[StridedView] | None:
     """The views through which a group of `ops` reads its input `value`
-    (the outermost link of each chain), or None when some op reads it whole."""
-    views, whole = input_reads(ops, value)
+    (the outermost link of each chain), or None when some op reads it whole
+    (`computed`: `computed_ops` of `ops`, when the caller has it)."""
+    views, whole = input_reads(ops, value, computed)
     return None if whole else views
 
 
-def input_reads(ops: Sequence[Operation], value: SSAValue) -> tuple[list[StridedView], bool]:
+def input_reads(ops: Sequence[Operation], value: SSAValue,
+                computed: set[Operation] | None = None) -> tuple[list[StridedView], bool]:
     """The views through which a group of `ops` reads its input `value`
-    (the outermost link of each chain), and whether some op reads it whole."""
+    (the outermost link of each chain), and whether some op reads it whole.
+    `computed` is `computed_ops(ops)` where the caller asks for several
+    inputs of one group (it costs as much as the rest of the call)."""
     inside = set(ops)
-    computed = computed_ops(inside)
+    if computed is None:
+        computed = computed_ops(inside)
     views: list[StridedView] = []
     whole = False
     for use in value.uses:
@@ -316,11 +322,13 @@ def _chain_ends(op: Operation, inside: set[Operation]) -> list[StridedView]:
     return ends
 
 
-def bytes_read(ops: Sequence[Operation], value: SSAValue, nbytes: int) -> int:
+def bytes_read(ops: Sequence[Operation], value: SSAValue, nbytes: int,
+               computed: set[Operation] | None = None) -> int:
     """Bytes a group of `ops` moves from DRAM to read its input `value` of
     `nbytes`: the elements its views cover (whole sectors where the innermost
-    stride skips elements), at most the whole buffer."""
-    views = view_reads(ops, value)
+    stride skips elements), at most the whole buffer (`computed`: as for
+    `input_reads`)."""
+    views = view_reads(ops, value, computed)
     total = numel(tensor_shape(value))
     if views is None or not total:
         return nbytes
@@ -345,8 +353,9 @@ def extra_reads(ops: Sequence[Operation], inputs: Iterable[SSAValue]) -> int:
     concat of n operands loads one of them per element (n - 1 fewer), a
     gather holds its loaded index and the clamped row besides (one more)."""
     extra = 0
+    computed = computed_ops(set(ops))
     for v in inputs:
-        views = view_reads(ops, v)
+        views = view_reads(ops, v, computed)
         if views:
             extra += len(set(views)) - 1
     for op in ops:
