@@ -177,6 +177,7 @@ def test_strided_views_compose_like_numpy() -> None:
     assert StridedView.contiguous((4, 6)).transpose([1, 0]).reshape((24,)) is None
 
 
+@pytest.mark.slow  # ptxas on a full-size kernel
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 def test_full_size_kernel_has_no_spills_and_matches_the_register_model() -> None:
     from fusec.codegen.ptx import compile_program_ptx

@@ -45,6 +45,7 @@ def test_one_row_per_distinct_kernel(tmp_path: Path, no_ptxas_probe: None,
         assert int(row[8]) > 0 and int(row[9]) == 0  # registers, no spills
 
 
+@pytest.mark.slow  # builds kernels with numba and ptxas twice
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 def test_a_cubin_digest_does_not_depend_on_what_was_built_before(
         tmp_path: Path, no_ptxas_probe: None) -> None:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sweep import sampled
 
 from fusec.compiler.compile import compile_model
 from fusec.compiler.parsing import make_context, parse_module
@@ -145,7 +146,7 @@ def _check_in_simulator(p: MovementProgram, seed: int = 1) -> None:
     assert ok, f"{p.text}\n{printed.getvalue()}"
 
 
-@pytest.mark.parametrize("p", SMALL, ids=lambda p: p.name)
+@pytest.mark.parametrize("p", sampled(SMALL, 3), ids=lambda p: p.name)
 def test_small_program_matches_the_reference(p: MovementProgram) -> None:
     _check_in_simulator(p)
 

@@ -248,6 +248,7 @@ def test_plan_without_measurement_has_no_counts() -> None:
     assert "- registers: estimated (measure them with `--ptx-info`)" in art.report_md
 
 
+@pytest.mark.slow  # ptxas counts of a compile
 def test_report_explains_a_spill_by_the_register_budget_remark(
         with_gpu: FakeDriver) -> None:
     art = compile_model(OVER_BUDGET, target="h200", ptx_info=True,

@@ -176,6 +176,7 @@ def _concat_model(n: int) -> str:
             f"  func.return %c : tensor<2x{n}xf32>\n}}\n")
 
 
+@pytest.mark.slow  # about 13 s: 5000 operands through the whole pipeline
 def test_concat_of_5000_operands_compiles_to_loadable_kernels(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """One kernel of 5,000 arguments and an `elif` chain Python cannot parse

@@ -14,7 +14,8 @@ from fusec.fuzz.poison_kernels import poison_kernels
 pytestmark = pytest.mark.skipif(find_ptxas() is None, reason="needs ptxas")
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.slow  # a random program's kernels built with numba and ptxas
+@pytest.mark.parametrize("seed", [0, 3])
 def test_poisoned_entries_of_a_random_program(seed: int) -> None:
     result = poison_kernels(seed=seed, count=8)
     assert result.category == "ok", result.outcome.detail

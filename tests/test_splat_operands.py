@@ -181,7 +181,8 @@ def _program(template: str, op: str, splat_first: bool) -> str:
     return template.format(first=_binary(op, a, b, t), second=second, op=op)
 
 
-@pytest.mark.parametrize("flags", FLAGS, ids=["fused", "unfused", "unfolded"])
+@pytest.mark.parametrize("flags", [*FLAGS[:2], pytest.param(FLAGS[2], marks=pytest.mark.slow)],
+                         ids=["fused", "unfused", "unfolded"])
 @pytest.mark.parametrize(("op", "splat_first"), [
     ("add", False), ("mul", True), ("sub", False), ("sub", True), ("div", False), ("div", True),
 ], ids=["add", "mul-splat-left", "sub", "sub-splat-left", "div", "div-splat-left"])
