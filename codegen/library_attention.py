@@ -14,8 +14,10 @@ launch, not a kernel:
 Each of Q, K, V and the output O is `[batch, heads, tokens, head dim]` at an
 element offset in the value named, with these strides (a head of a packed
 QKV projection, an output written into `[batch, tokens, heads * dim]`:
-read and written in place). The arguments are the values of Q, K, V and O,
-in that order (one value may hold several). The runtime runs it through
+read and written in place). A mask tensor added to the scaled scores (a
+padding mask) is `"bias"`, `[batch, heads, queries, keys]` with stride 0
+where it broadcasts. The arguments are the values of Q, K, V, the bias if
+any, and O, in that order (one value may hold several). The runtime runs it through
 cuDNN on the plan's stream (`runtime/cudnn_sdpa.py`).
 
 `LibraryAttentionWriter` is the writer of backend "library", kind
@@ -32,9 +34,15 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.scheduling.attention_library import LibraryAttentionPlan
 
 SDPA_PREFIX = "cudnn_sdpa_"
-SDPA_KEYS = ("library", "q", "k", "v", "o", "scale", "causal")
-"""The keys of a library attention launch."""
+SDPA_KEYS = ("library", "q", "k", "v", "o", "scale", "causal", "bias")
+"""The keys of a library attention launch ("bias" only with a mask tensor)."""
 TENSORS = ("q", "k", "v", "o")
+BIAS_TENSORS = ("q", "k", "v", "bias", "o")
+
+
+def launch_tensors(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The launch's tensors, in the order of its arguments."""
+    return BIAS_TENSORS if "bias" in spec else TENSORS
 
 
 def is_sdpa(spec: dict[str, Any]) -> bool:
@@ -51,10 +59,13 @@ def library_attention_launch(task: WriteTask) -> KernelLaunch:
     values = {**plan.sources, "o": group.outputs[0]}
     ids = {w: task.value_id(v, group) for w, v in values.items()}
     placed = {"q": found.q, "k": found.k, "v": found.v, "o": found.o}
+    if found.bias is not None:
+        placed["bias"] = found.bias
     name = f"{SDPA_PREFIX}{found.element}"
     spec: dict[str, Any] = {"library": name, "scale": found.scale, "causal": found.causal,
-                            **{w: {"value": ids[w], **placed[w].json()} for w in TENSORS}}
-    args = [ArgSpec(ids[w], tensor_shape(values[w]), w == "o") for w in TENSORS]
+                            **{w: {"value": ids[w], **placed[w].json()} for w in placed}}
+    tensors = launch_tensors(spec)
+    args = [ArgSpec(ids[w], tensor_shape(values[w]), w == "o") for w in tensors]
     ops = [op.name for op in group.block.ops if op.name != "fusion.yield"]
     return KernelLaunch(kernel=name, grid=(0, 0, 0), block=(0, 0, 0), shared_bytes=0,
                         args=args, ops=ops, group=task.group_name, library=spec)

@@ -33,11 +33,10 @@ from typing import Any
 
 from fusec.analysis.cudnn_library import find_cudnn
 from fusec.analysis.diagnostics import FusecError
+from fusec.codegen.library_attention import launch_tensors
 from fusec.runtime.arrays import device_pointer
 from fusec.runtime.device_state import Workspace, per_device
 
-OPERANDS = ("q", "k", "v", "o")
-"""The launch's tensors, in the order of its arguments."""
 ITEM_BYTES = 2
 _TYPES = {"cudnn_sdpa_f16": "HALF", "cudnn_sdpa_bf16": "BFLOAT16"}
 _LOCK = threading.Lock()
@@ -74,7 +73,7 @@ def frontend() -> Any:
 
 @dataclass
 class _Graph:
-    """One launch's built graph, its tensors (by `OPERANDS` name) and the
+    """One launch's built graph, its tensors (by name) and the
     workspace it asks."""
 
     graph: Any
@@ -97,7 +96,8 @@ class DeviceAttention:
         of the same shapes, strides, type, scale and mask (the layers of a
         model): which values hold the tensors, and where, is the execute's."""
         key = json.dumps([spec["library"], spec["scale"], bool(spec.get("causal", False)),
-                          *([spec[w]["dims"], spec[w]["strides"]] for w in OPERANDS)])
+                          *([w, spec[w]["dims"], spec[w]["strides"]]
+                            for w in launch_tensors(spec))])
         with _LOCK:
             built = self.graphs.get(key)
         if built is None:
@@ -113,10 +113,11 @@ class DeviceAttention:
                               compute_data_type=cudnn.data_type.FLOAT, handle=self.handle)
         tensors = {name: graph.tensor(name=name, dim=list(spec[name]["dims"]),
                                       stride=list(spec[name]["strides"]), data_type=dtype)
-                   for name in ("q", "k", "v")}
+                   for name in launch_tensors(spec) if name != "o"}
         try:
             o, _ = graph.sdpa(name="sdpa", q=tensors["q"], k=tensors["k"], v=tensors["v"],
                               attn_scale=float(spec["scale"]), generate_stats=False,
+                              bias=tensors.get("bias"),
                               use_causal_mask=bool(spec.get("causal", False)))
             o.set_output(True).set_dim(list(spec["o"]["dims"])).set_stride(
                 list(spec["o"]["strides"])).set_data_type(dtype)
@@ -135,11 +136,11 @@ class DeviceAttention:
 
     def forward(self, spec: dict[str, Any], args: Sequence[Any], stream_ptr: int) -> None:
         """The launch's attention on the stream at `stream_ptr`: `args` are
-        the arrays holding Q, K, V and O, in that order."""
+        the arrays holding Q, K, V, the bias if any, and O, in that order."""
         built = self.graph(spec)
         space = self.workspace.pointer(built.workspace)
         pack = {built.tensors[name]: device_pointer(a) + ITEM_BYTES * int(spec[name]["offset"])
-                for name, a in zip(OPERANDS, args, strict=True)}
+                for name, a in zip(launch_tensors(spec), args, strict=True)}
         self.cudnn.set_stream(handle=self.handle, stream=stream_ptr)
         try:
             built.graph.execute(pack, space, handle=self.handle)

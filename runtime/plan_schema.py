@@ -278,9 +278,10 @@ def _check_library(c: _Checker, e: dict[str, Any], path: str,
 
 def _check_sdpa(c: _Checker, e: dict[str, Any], path: str,
                 values: dict[str, tuple[tuple[int, ...], str]]) -> None:
-    """cuDNN's attention: Q, K, V and O placed inside their values (every
-    element a launch can address lies in its buffer), a finite scale."""
-    for key in ("q", "k", "v", "o"):
+    """cuDNN's attention: Q, K, V, O and a bias if any placed inside their
+    values (every element a launch can address lies in its buffer), a finite
+    scale."""
+    for key in ("q", "k", "v", "o", *(("bias",) if "bias" in e else ())):
         where = f"{path}.{key}"
         t = c.obj(c.field(e, key, path), where)
         v = c.value(c.field(t, "value", where), f"{where}.value", values)

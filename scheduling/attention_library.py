@@ -35,7 +35,7 @@ from math import prod
 
 import numpy as np
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir import BlockArgument, OpResult, SSAValue
 
 from fusec.analysis.attention_pattern import AttentionPattern
 from fusec.analysis.computed_values import computed_value
@@ -95,6 +95,7 @@ class LibraryAttention:
     k: Placed
     v: Placed
     o: Placed
+    bias: Placed | None = None  # added to the scaled scores (a padding mask)
 
 
 def _constant(v: SSAValue, outer: dict[BlockArgument, SSAValue]) -> float | None:
@@ -116,11 +117,14 @@ def _causal(keep: np.ndarray | None, scores: tuple[int, ...]) -> bool:
 
 
 def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_known: bool
-            ) -> tuple[float, bool] | str:
-    """The factor of the scores and whether a causal mask takes the keys
-    after each query (`causal_known`: the one mask is causal, whatever
-    computes it), or why the scores are something else."""
+            ) -> tuple[float, bool, SSAValue | None] | str:
+    """The factor of the scores, whether a causal mask takes the keys after
+    each query (`causal_known`: the one mask is causal, whatever computes
+    it) and the value added to the scaled scores where that is a tensor of
+    the program's (a padding mask: `Q Kᵀ * scale + bias`, read from memory),
+    or why the scores are something else."""
     scale, causal, v = 1.0, False, p.qk.result
+    bias: SSAValue | None = None
     shape = tensor_shape(p.qk.result)
     for op in p.score_ops:
         if isinstance(op, nn.MulOp | nn.DivOp) and v in op.operands and \
@@ -129,6 +133,8 @@ def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_kn
             c = _constant(other, outer)
             if c is None or c == 0.0:
                 return f"the scores are scaled by {op.name} of a tensor, not a constant"
+            if bias is not None:  # cuDNN adds its bias to the scaled scores
+                return "the scores are scaled after the mask is added"
             scale = scale * c if isinstance(op, nn.MulOp) else scale / c
         elif isinstance(op, nn.SelectOp) and not causal and v in (op.on_true, op.on_false):
             kept = op.on_true is v
@@ -138,16 +144,40 @@ def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_kn
             if fill is None or fill > MASKED or not (causal_known or _causal(keep, shape)):
                 return "the scores are masked (not by a causal mask)"
             causal = True
-        elif isinstance(op, nn.AddOp) and not causal and v in op.operands:
-            bias = computed_value(op.operands[1] if op.operands[0] is v else op.operands[0], outer)
-            if not causal_known and (bias is None or not _causal(bias > MASKED, shape) or
-                                     bool(np.any(bias[bias > MASKED] != 0))):
+        elif isinstance(op, nn.AddOp) and not causal and bias is None and v in op.operands:
+            other = op.operands[1] if op.operands[0] is v else op.operands[0]
+            added = computed_value(other, outer)
+            if added is None and not causal_known:
+                problem = _bias_problem(p, other, outer)
+                if problem is not None:
+                    return problem
+                bias = other
+            elif not causal_known and (added is None or not _causal(added > MASKED, shape) or
+                                       bool(np.any(added[added > MASKED] != 0))):
                 return "the scores are masked (not by a causal mask)"
-            causal = True
+            else:
+                causal = True
         else:
             return f"the scores go through {op.name}"
         v = op.results[0]
-    return scale, causal
+    if bias is not None and causal:
+        return "the scores are masked twice (a causal mask and a mask tensor)"
+    return scale, causal, bias
+
+
+def _bias_problem(p: AttentionPattern, value: SSAValue,
+                  outer: dict[BlockArgument, SSAValue]) -> str | None:
+    """Why cuDNN cannot read `value`, added to the scores, as its bias
+    tensor (it must be a tensor of the attention's type that the group reads
+    from memory, broadcast at most over batches, heads and queries), or None."""
+    if isinstance(value, OpResult) and value.op in p.side_ops:
+        return "the scores are masked by a value computed with the attention"
+    if element_type_name(element_type(value)) != element_type_name(element_type(p.qk.lhs)):
+        return "the mask added to the scores is not of the attention's type"
+    shape, scores = tensor_shape(value), tensor_shape(p.qk.result)
+    if not shape or shape[-1] != scores[-1]:
+        return "the mask added to the scores is not one value per key"
+    return None
 
 
 def _batch_axes(views: dict[str, StridedView]) -> dict[str, list[tuple[int, int]]] | str:
@@ -206,10 +236,12 @@ def _split(axes: dict[str, list[tuple[int, int]]]
     return "its batch axes do not collapse to batch and heads"
 
 
-def _placed(views: dict[str, StridedView]) -> dict[str, Placed] | str:
+def _placed(views: dict[str, StridedView], bias: StridedView | None = None
+            ) -> dict[str, Placed] | str:
     """The four views as `[batch, heads, tokens, dim]`, their batch axes
     merged alike (K and V with fewer heads under grouped-query attention),
-    or why they cannot be."""
+    and the `bias` added to the scores (its view at their shape) as
+    `[batch, heads, queries, keys]`; or why they cannot be."""
     axes = _batch_axes(views)
     if isinstance(axes, str):
         return axes
@@ -229,7 +261,41 @@ def _placed(views: dict[str, StridedView]) -> dict[str, Placed] | str:
         if max([view.offset, *strides]) >= INT32_LIMIT:
             return "an operand is too large for cuDNN's 32-bit strides"
         placed[w] = Placed(view.offset, dims, strides)
+    if bias is not None:
+        found = _placed_bias(views["q"], bias, len(split["q"][0]))
+        if isinstance(found, str):
+            return found
+        placed["bias"] = found
     return placed
+
+
+def _placed_bias(q: StridedView, bias: StridedView, at: int) -> Placed | str:
+    """The bias (`bias`: its view at the scores' shape, stride 0 where it
+    broadcasts) as `[batch, heads, queries, keys]`, its batch axes split as
+    Q's are at `at`, or why it cannot be."""
+    axes = _batch_axes({"q": q, "bias": bias})
+    if isinstance(axes, str):
+        return axes
+    span = max([bias.strides[-2] * bias.shape[-2], *(s * n for n, s in axes["bias"])])
+    batch, heads = _one_axis(axes["bias"][:at], span), _one_axis(axes["bias"][at:], span)
+    if batch is None or heads is None:
+        return "the mask added to the scores does not collapse to batch and heads"
+    if bias.strides[-1] != 1:
+        return "the mask added to the scores is broadcast over keys"
+    dims = (batch[0], heads[0], bias.shape[-2], bias.shape[-1])
+    strides = (batch[1], heads[1], bias.strides[-2], 1)
+    if max([bias.offset, *strides]) >= INT32_LIMIT:
+        return "the mask is too large for cuDNN's 32-bit strides"
+    return Placed(bias.offset, dims, strides)
+
+
+def _broadcast_view(shape: tuple[int, ...], to: tuple[int, ...]) -> StridedView:
+    """A contiguous value of `shape` read at the broadcast shape `to`:
+    stride 0 along the axes it has once (or not at all)."""
+    own = StridedView.contiguous(shape).strides
+    lead = len(to) - len(shape)
+    return StridedView(to, (*([0] * lead), *(0 if n == 1 and m != 1 else s for n, m, s in
+                                              zip(shape, to[lead:], own, strict=True))))
 
 
 def library_attention(p: AttentionPattern, outer: dict[BlockArgument, SSAValue],
@@ -247,15 +313,17 @@ def library_attention(p: AttentionPattern, outer: dict[BlockArgument, SSAValue],
     scores = _scores(p, outer, causal_known)
     if isinstance(scores, str):
         return scores
-    scale, causal = scores
+    scale, causal, bias = scores
     k_view = kt_view.transpose([*range(len(kt_view.shape) - 2), len(kt_view.shape) - 1,
                                 len(kt_view.shape) - 2])
+    bias_view = None if bias is None else _broadcast_view(tensor_shape(bias),
+                                                          tensor_shape(p.qk.result))
     placed = _placed({"q": q_view, "k": k_view, "v": p.source_view("v"),
-                      "o": p.output_view()})
+                      "o": p.output_view()}, bias_view)
     if isinstance(placed, str):
         return placed
     return LibraryAttention(element, scale, causal, placed["q"], placed["k"], placed["v"],
-                            placed["o"])
+                            placed["o"], placed.get("bias"))
 
 
 def library_time(shape: AttentionShape, target: Target, causal: bool = False) -> float:
@@ -275,7 +343,7 @@ class LibraryAttentionPlan:
     group: what the launch names)."""
 
     attention: LibraryAttention
-    sources: dict[str, SSAValue]
+    sources: dict[str, SSAValue]  # "q", "k", "v" and, with a bias, "bias"
 
 
 def plan_library_attention(group: GroupOp, body: GroupOp, target: Target
@@ -293,4 +361,11 @@ def plan_library_attention(group: GroupOp, body: GroupOp, target: Target
         source = pattern.source(which)
         assert isinstance(source, BlockArgument)  # find_pattern checked it
         sources[which] = group.inputs[source.index]
+    if found.bias is not None:
+        scores = _scores(pattern, outer, False)
+        assert not isinstance(scores, str) and scores[2] is not None  # as library_attention found
+        if not isinstance(bias := scores[2], BlockArgument):
+            raise op_error(group, "cuDNN's attention cannot compute this attention group: its "
+                           "mask is computed inside the group")
+        sources["bias"] = group.inputs[bias.index]
     return LibraryAttentionPlan(found, sources)

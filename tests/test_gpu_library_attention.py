@@ -4,7 +4,8 @@ a packed QKV projection, its output written into `[batch, tokens, heads *
 dim]`, in f16 and bf16, at ViT-B/16's odd sequence length and at a longer
 one, unmasked and causal, against the reference interpreter; grouped-query
 attention with each K/V head read in place by its group of query heads;
-once more under CUDA-graph capture."""
+a padding mask added to the scores as cuDNN's bias; once more under
+CUDA-graph capture."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_gqa import gqa_bmm_text, gqa_text
-from test_library_attention import masked_text, vit_attention_text
+from test_library_attention import masked_text, padded_text, vit_attention_text
 
 pytestmark = pytest.mark.gpu
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -60,6 +61,15 @@ def test_cudnn_grouped_query_attention_matches_the_reference(dt: str, causal: bo
 
 def test_cudnn_grouped_query_attention_in_the_bmm_form() -> None:
     _check(gqa_bmm_text(2, 4, 4, 256, 64).replace("f32", "bf16"), "bf16")
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize(("b", "h", "s", "mask"), [
+    (4, 12, 197, None), (2, 8, 256, None), (2, 8, 256, (2, 1, 256, 256))],
+    ids=["padding-197", "padding-256", "per-query-256"])
+def test_cudnn_attention_with_a_mask_tensor_matches_the_reference(
+        b: int, h: int, s: int, mask: tuple[int, ...] | None, dt: str) -> None:
+    _check(padded_text(b, h, s, 64, dt, mask), dt)
 
 
 def test_cudnn_attention_under_graph_capture() -> None:

@@ -56,6 +56,31 @@ def masked_text(b: int, h: int, s: int, d: int, dtype: str = "bf16",
     return text.replace("  %pr = nn.softmax %x ", mask + "  %pr = nn.softmax %xm ")
 
 
+def padded_text(b: int, h: int, s: int, d: int, dtype: str = "bf16",
+                mask: tuple[int, ...] | None = None) -> str:
+    """`vit_attention_text` with a padding mask: a program input of shape
+    `mask` (default `[B, 1, 1, S]`, one value per batch entry and key, as
+    BERT's extended attention mask) added to the scaled scores."""
+    mask = mask or (b, 1, 1, s)
+    text = vit_attention_text(b, h, s, d, dtype)
+    sc, m = tensor((b, h, s, s), dtype), tensor(mask, dtype)
+    text = text.replace("func.func @f(%qkv: ", f"func.func @f(%mask: {m}, %qkv: ", 1)
+    return text.replace("  %pr = nn.softmax %x ",
+                        f"  %xm = nn.add %x, %mask : ({sc}, {m}) -> {sc}\n"
+                        "  %pr = nn.softmax %xm ")
+
+
+def scaled_after_the_mask(b: int, h: int, s: int, d: int) -> str:
+    """`padded_text` with the mask added before the scores are scaled."""
+    lines = padded_text(b, h, s, d).splitlines()
+    add = next(i for i, line in enumerate(lines) if "%xm = nn.add" in line)
+    mul = next(i for i, line in enumerate(lines) if "%x = nn.mul %s, %c" in line)
+    added = lines.pop(add).replace("%xm = nn.add %x,", "%sm = nn.add %s,")
+    lines[mul] = lines[mul].replace("nn.mul %s, %c", "nn.mul %sm, %c")
+    lines.insert(mul, added)
+    return "\n".join(lines).replace("nn.softmax %xm", "nn.softmax %x") + "\n"
+
+
 @pytest.fixture
 def cudnn_attention(monkeypatch: pytest.MonkeyPatch) -> None:
     """cuDNN's attention installed, as far as the compiler can tell."""
@@ -135,6 +160,32 @@ def test_multi_query_attention_and_the_bmm_form_take_cudnn() -> None:
     bmm = gqa_bmm_text(2, 2, 2, 16, 8).replace("f32", "bf16")
     (spec,) = _sdpa(compile_text(bmm, pipeline("library")))
     assert spec["q"]["dims"] == [2, 4, 16, 8] and spec["k"]["dims"] == [2, 2, 16, 8]  # type: ignore[index]
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+@pytest.mark.parametrize(("mask", "strides"), [
+    ((2, 1, 1, 16), [16, 0, 0, 1]),  # BERT's padding mask: per batch entry and key
+    ((2, 1, 16, 16), [256, 0, 16, 1]),  # per query and key
+    ((16,), [0, 0, 0, 1]),  # one for every batch entry
+], ids=["padding", "per-query", "keys-only"])
+def test_a_mask_tensor_is_cudnns_bias(mask: tuple[int, ...], strides: list[int]) -> None:
+    # the mask is read in place, broadcast by strides of 0; no kernel adds it
+    b, h, s, d = 2, 3, 16, 8
+    program = compile_text(padded_text(b, h, s, d, mask=mask), pipeline("library"))
+    (spec,) = _sdpa(program)
+    assert len(program.functions["f"].launches) == 1
+    assert spec["bias"]["dims"] == [b, h, s, s]  # type: ignore[index]
+    assert spec["bias"]["strides"] == strides  # type: ignore[index]
+    assert spec["causal"] is False and spec["scale"] == 0.5
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+@pytest.mark.parametrize("text", [
+    padded_text(2, 3, 16, 8, "bf16", (2, 1, 16, 1)),  # one value per query: not per key
+    scaled_after_the_mask(2, 3, 16, 8),  # not cuDNN's order: scale * QKᵀ + bias
+], ids=["per-query-only", "scaled-after"])
+def test_masks_cudnn_cannot_add_stay_fusecs(text: str) -> None:
+    assert not _sdpa(compile_text(text, pipeline("library")))
 
 
 def test_kv_broadcast_over_an_outer_axis_is_refused() -> None:
