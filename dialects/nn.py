@@ -38,7 +38,6 @@ from fusec.dialects.dense_splat import parse_optional_splat
 from fusec.dialects.nn_base import (
     FLOAT_TYPES,
     INT_TYPES,
-    NUMPY_TYPES,
     NNOp,
     element_type,
     element_type_name,
@@ -377,18 +376,20 @@ def _bare_hex_float(parser: Parser, value: DenseIntOrFPElementsAttr,
     if match is None or not isinstance(t, TensorType):
         return value
     name = element_type_name(t.element_type)
-    if not name.startswith("f"):
+    if name not in element_types.FLOAT_NAMES:
         return value
     digits = match.group(1)[2:]
-    dtype = numpy_dtype(t.element_type) if name in NUMPY_TYPES else None
-    width = element_types.element(name).width if dtype is not None else 0
+    width = element_types.element(name).width
     if len(digits) != 2 * width:
         parser.raise_error(
             f"'nn.constant' has a bare hex literal {match.group(1)} for {name} elements: "
-            f"write one element's bits ({2 * width or '?'} hex digits) or all bytes "
+            f"write one element's bits ({2 * width} hex digits) or all bytes "
             'quoted, as dense<"0x...">', pos, parser.pos)
-    bits = np.array([int(digits, 16)], dtype=f"u{width}").view(dtype)
-    return numpy_to_dense(np.broadcast_to(bits[0], t.get_shape()), t)
+    bits = np.array([int(digits, 16)], dtype=f"u{width}")
+    # bf16 has no NumPy type: its bits are the upper half of a float32's
+    values = element_types.bf16_values(bits) if name == "bf16" else \
+        bits.view(numpy_dtype(t.element_type))
+    return numpy_to_dense(np.broadcast_to(values[0], t.get_shape()), t)
 
 
 # --- reductions ------------------------------------------------------------------

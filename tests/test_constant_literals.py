@@ -33,6 +33,9 @@ func.func @f() -> {t} {{
         ("dense<0x3F800000>", "tensor<f32>", 1.0),
         ("dense<0xFC00>", "tensor<f16>", -np.inf),
         ("dense<0xBFF0000000000000>", "tensor<f64>", -1.0),
+        # bf16 once read as the integer 0xFF80, rounded: 65536 for -inf, 16256 for 1.0
+        ("dense<0xFF80>", "tensor<bf16>", -np.inf),
+        ("dense<0x3F80>", "tensor<2x3xbf16>", 1.0),
     ],
 )
 def test_bare_hex_float_splat_is_the_bit_pattern(literal: str, t: str, expected: float) -> None:
@@ -53,6 +56,7 @@ def test_quoted_hex_bytes_unchanged() -> None:
     [
         ("dense<0x7FC0>", "tensor<f32>", "write one element's bits (8 hex digits)"),
         ("dense<0xFF800000>", "tensor<f16>", "out of range of its element type"),
+        ("dense<0xFF800000>", "tensor<bf16>", "write one element's bits (4 hex digits)"),
     ],
 )
 def test_bad_literals_are_located_errors(literal: str, t: str, message: str) -> None:
