@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -51,12 +51,13 @@ from fusec.analysis.cudnn_library import sdpa_available
 from fusec.analysis.dependency_graph import value_names
 from fusec.analysis.group_kind import BACKEND_ATTR, LIBRARY_BACKEND
 from fusec.analysis.remarks import RemarkCollector, format_bytes
+from fusec.analysis.rewriting import copy_location
 from fusec.analysis.targets import WARP_SIZE, Target, resolve_target, unknown_target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
-from fusec.dialects.nn_base import tensor_shape
+from fusec.dialects.nn_base import element_type, tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY
-from fusec.dialects.shapes import fmt, numel
+from fusec.dialects.shapes import broadcast_shapes, fmt, numel
 from fusec.passes.register_budget import inline_group
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.attention import (
@@ -70,8 +71,12 @@ from fusec.scheduling.attention_group import attention_shape
 from fusec.scheduling.attention_library import (
     BACKEND_MODES,
     CAUSAL_ATTR,
+    MASK_REFUSAL,
+    bias_ops,
     library_attention,
     library_time,
+    mask_select,
+    scores_bias,
 )
 from fusec.scheduling.attention_schedule import AttentionShape, AttentionTile
 from fusec.scheduling.gemm_choice import GEMM_MODES, cupy_tf32
@@ -194,7 +199,41 @@ class _Fuser:
                 self.remarks.add("missed", f"attention at {describe(found.op)} not fused into "
                                  f"one kernel: {found.reason}")
             elif found is not None:
+                if self._mask_as_bias(found):
+                    again = match_attention(op, describe)
+                    found = again if isinstance(again, AttentionPattern) else found
                 self._fuse(found, describe)
+
+    def _mask_as_bias(self, p: AttentionPattern) -> bool:
+        """Where cuDNN's attention would take `p` but for a boolean mask of
+        the program's (`select(mask, scores, -inf)`, `mask_select`), write
+        the mask as a bias added to the scores (`scores + select(mask, 0,
+        -inf)`: the same numbers, as adding 0 is exact and -inf stays -inf),
+        which cuDNN reads; True when rewritten. Not under `fused` or a forced
+        tile, nor where cuDNN's attention is not installed."""
+        if self.backend == "fused" or self.tile is not None or \
+                self.forced_decode is not None or not sdpa_available():
+            return False
+        if library_attention(p, {}) != MASK_REFUSAL or (found := mask_select(p)) is None:
+            return False
+        sel, kept = found
+        fill = sel.on_false if kept is sel.on_true else sel.on_true
+        zero_type = TensorType(element_type(fill), ())
+        zero = nn.ConstantOp.create(result_types=[zero_type], attributes={
+            "value": DenseIntOrFPElementsAttr.from_list(zero_type, [0.0])})  # pyright: ignore
+        fills = (fill, zero.results[0]) if kept is sel.on_false else (zero.results[0], fill)
+        bias_shape = broadcast_shapes(tensor_shape(sel.cond), ())
+        bias = nn.SelectOp.create(operands=[sel.cond, *fills],
+                                  result_types=[TensorType(element_type(fill), bias_shape)])
+        added = nn.AddOp.create(operands=[kept, bias.results[0]], result_types=[sel.result.type])
+        for op, hint in ((zero, "zero"), (bias, "bias"), (added, "")):
+            name = sel.result.name_hint
+            op.results[0].name_hint = f"{name}_{hint}" if name and hint else name
+            copy_location(sel, op)
+            Rewriter.insert_op(op, InsertPoint.before(sel))
+        sel.result.replace_all_uses_with(added.results[0])
+        Rewriter.erase_op(sel)
+        return True
 
     def _fuse(self, p: AttentionPattern, describe: Callable[[Operation], str]) -> None:
         ops = set(p.ops())
@@ -219,6 +258,10 @@ class _Fuser:
         times = f"fused {_us(fused)} vs 3 kernels {_us(parts)}"
         forced = self.tile is not None or self.forced_decode is not None
         offer = self._library(p, shape, forced)
+        if isinstance(offer, LibraryOffer) and (bias := scores_bias(p)) is not None:
+            # cuDNN reads the bias from memory: what computes it is no part of the group
+            outside = set(bias_ops(p, bias))
+            p.side_ops = [op for op in p.side_ops if op not in outside]
         library = isinstance(offer, LibraryOffer) and (
             self.backend == "library" or offer.time < min(fused, parts))
         if isinstance(offer, LibraryOffer):

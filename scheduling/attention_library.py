@@ -29,13 +29,14 @@ kernel and the three-kernel path, the group is marked `backend =
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import pairwise
 from math import prod
 
 import numpy as np
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import BlockArgument, OpResult, SSAValue
+from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from fusec.analysis.attention_pattern import AttentionPattern
 from fusec.analysis.computed_values import computed_value
@@ -65,6 +66,8 @@ CAUSAL_ATTR = "causal"
 records that the group's mask is causal: found where the mask's values were
 known (before grouping put the ops that compute them in kernels of their
 own); the library call masks by it, and reads no mask."""
+MASK_REFUSAL = "the scores are masked (not by a causal mask)"
+"""Why cuDNN's attention does not take a mask (`library_attention`)."""
 MASKED = -9.0e3
 """A mask value at or below this takes its key out (exp of it and less is 0
 in f32 beside any score): -inf, a type's lowest value, BERT's -10000 (which
@@ -142,7 +145,7 @@ def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_kn
             cond = computed_value(op.cond, outer)
             keep = None if cond is None else (cond.astype(bool) if kept else ~cond.astype(bool))
             if fill is None or fill > MASKED or not (causal_known or _causal(keep, shape)):
-                return "the scores are masked (not by a causal mask)"
+                return MASK_REFUSAL
             causal = True
         elif isinstance(op, nn.AddOp) and not causal and bias is None and v in op.operands:
             other = op.operands[1] if op.operands[0] is v else op.operands[0]
@@ -154,7 +157,7 @@ def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_kn
                 bias = other
             elif not causal_known and (added is None or not _causal(added > MASKED, shape) or
                                        bool(np.any(added[added > MASKED] != 0))):
-                return "the scores are masked (not by a causal mask)"
+                return MASK_REFUSAL
             else:
                 causal = True
         else:
@@ -170,8 +173,6 @@ def _bias_problem(p: AttentionPattern, value: SSAValue,
     """Why cuDNN cannot read `value`, added to the scores, as its bias
     tensor (it must be a tensor of the attention's type that the group reads
     from memory, broadcast at most over batches, heads and queries), or None."""
-    if isinstance(value, OpResult) and value.op in p.side_ops:
-        return "the scores are masked by a value computed with the attention"
     if element_type_name(element_type(value)) != element_type_name(element_type(p.qk.lhs)):
         return "the mask added to the scores is not of the attention's type"
     shape, scores = tensor_shape(value), tensor_shape(p.qk.result)
@@ -287,6 +288,45 @@ def _placed_bias(q: StridedView, bias: StridedView, at: int) -> Placed | str:
     if max([bias.offset, *strides]) >= INT32_LIMIT:
         return "the mask is too large for cuDNN's 32-bit strides"
     return Placed(bias.offset, dims, strides)
+
+
+def bias_ops(p: AttentionPattern, bias: SSAValue) -> list[Operation]:
+    """The side ops of `p` that compute `bias` (the mask cuDNN adds to the
+    scores): on the library backend they stay outside the group, whose
+    call reads the bias from memory."""
+    side, found = set(p.side_ops), []
+    pending = [bias]
+    while pending:
+        v = pending.pop()
+        if isinstance(v, OpResult) and v.op in side and v.op not in found:
+            found.append(v.op)
+            pending.extend(v.op.operands)
+    return found
+
+
+def mask_select(p: AttentionPattern) -> tuple[nn.SelectOp, SSAValue] | None:
+    """The select that masks the scores by a boolean mask of the program's
+    with -inf (a padding mask: `where(mask, scores, -inf)`, as Hugging Face
+    models write it), which cuDNN takes once it is written as a bias added
+    to the scores (`scores + where(mask, 0, -inf)`: the same numbers for
+    finite scores, -inf staying -inf; a finite fill would not be, on a row
+    masked whole), and the scores it keeps; None when there is none."""
+    v = p.qk.result
+    for op in p.score_ops:
+        if isinstance(op, nn.SelectOp) and v in (op.on_true, op.on_false):
+            fill = _constant(op.on_false if op.on_true is v else op.on_true, {})
+            if fill == -math.inf and computed_value(op.cond, {}) is None and \
+                    tensor_shape(op.cond)[-1:] == tensor_shape(v)[-1:]:
+                return op, v
+        v = op.results[0]
+    return None
+
+
+def scores_bias(p: AttentionPattern) -> SSAValue | None:
+    """The mask tensor added to `p`'s scores that cuDNN reads as its bias,
+    or None."""
+    found = _scores(p, {}, False)
+    return None if isinstance(found, str) else found[2]
 
 
 def _broadcast_view(shape: tuple[int, ...], to: tuple[int, ...]) -> StridedView:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_gqa import gqa_bmm_text, gqa_text
-from test_library_attention import masked_text, padded_text, vit_attention_text
+from test_library_attention import bool_mask_text, masked_text, padded_text, vit_attention_text
 
 pytestmark = pytest.mark.gpu
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -70,6 +70,18 @@ def test_cudnn_grouped_query_attention_in_the_bmm_form() -> None:
 def test_cudnn_attention_with_a_mask_tensor_matches_the_reference(
         b: int, h: int, s: int, mask: tuple[int, ...] | None, dt: str) -> None:
     _check(padded_text(b, h, s, 64, dt, mask), dt)
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_a_boolean_padding_mask_on_cudnn_matches_the_reference(dt: str) -> None:
+    import fusec
+
+    text = bool_mask_text(4, 12, 197, 64, dt)
+    model = fusec.compile(text, device="gpu", attention="library", graphs=False, cache=False)
+    assert [la.library["library"] for la in model.signature.launches if la.library] == \
+        [f"cudnn_sdpa_{dt}"]
+    ok, line = compare(model, text, dt, False)
+    assert ok, line
 
 
 def test_cudnn_attention_under_graph_capture() -> None:

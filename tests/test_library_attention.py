@@ -70,6 +70,23 @@ def padded_text(b: int, h: int, s: int, d: int, dtype: str = "bf16",
                         "  %pr = nn.softmax %xm ")
 
 
+NEG_INF = {"f16": "0xFC00", "bf16": "0xFF80", "f32": "0xFF800000"}
+
+
+def bool_mask_text(b: int, h: int, s: int, d: int, dtype: str = "bf16",
+                   fill: str | None = None) -> str:
+    """`vit_attention_text` with a boolean padding mask of the program's, as
+    Hugging Face models write it through torch.compile: the scores where the
+    `[B, 1, 1, S]` mask is false are `fill` (default -inf)."""
+    text = vit_attention_text(b, h, s, d, dtype)
+    sc, m, t = tensor((b, h, s, s), dtype), tensor((b, 1, 1, s), "i1"), tensor((), dtype)
+    text = text.replace("func.func @f(%qkv: ", f"func.func @f(%mask: {m}, %qkv: ", 1)
+    return text.replace("  %pr = nn.softmax %x ",
+                        f"  %fill = nn.constant dense<{fill or NEG_INF[dtype]}> : {t}\n"
+                        f"  %xm = nn.select %mask, %x, %fill : ({m}, {sc}, {t}) -> {sc}\n"
+                        "  %pr = nn.softmax %xm ")
+
+
 def scaled_after_the_mask(b: int, h: int, s: int, d: int) -> str:
     """`padded_text` with the mask added before the scores are scaled."""
     lines = padded_text(b, h, s, d).splitlines()
@@ -186,6 +203,32 @@ def test_a_mask_tensor_is_cudnns_bias(mask: tuple[int, ...], strides: list[int])
 ], ids=["per-query-only", "scaled-after"])
 def test_masks_cudnn_cannot_add_stay_fusecs(text: str) -> None:
     assert not _sdpa(compile_text(text, pipeline("library")))
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+def test_a_boolean_mask_of_the_programs_becomes_cudnns_bias() -> None:
+    """`select(mask, scores, -inf)` with a mask of the program's is written
+    `scores + select(mask, 0, -inf)`: a small kernel writes the bias, cuDNN
+    adds it (Hugging Face's padding masks through torch.compile)."""
+    b, h, s, d = 2, 3, 16, 8
+    program = compile_text(bool_mask_text(b, h, s, d), pipeline("library"))
+    (spec,) = _sdpa(program)
+    assert len(program.functions["f"].launches) == 2  # the bias, then cuDNN
+    assert spec["bias"]["dims"] == [b, h, s, s]  # type: ignore[index]
+    assert spec["bias"]["strides"] == [s, 0, 0, 1]  # type: ignore[index]
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+def test_a_boolean_mask_with_a_finite_fill_stays_fusecs() -> None:
+    # a row masked whole: softmax of the fill is uniform, of scores + fill not
+    text = bool_mask_text(2, 3, 16, 8, fill="-3.0e+04")
+    assert not _sdpa(compile_text(text, pipeline("library")))
+    assert len(compile_text(text, pipeline("fused")).functions["f"].launches) == 1
+
+
+def test_without_cudnn_a_boolean_mask_is_not_rewritten() -> None:
+    program = compile_text(bool_mask_text(2, 3, 16, 8), pipeline())
+    assert not _sdpa(program) and len(program.functions["f"].launches) == 1
 
 
 def test_kv_broadcast_over_an_outer_axis_is_refused() -> None:
