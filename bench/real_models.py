@@ -14,7 +14,9 @@ simulator on the CPU).
 - `resnet50`: torchvision's `resnet50(weights=None)`, B32 224x224;
 - `gpt2_layer`: one transformers `GPT2Block` (GPT-2 small: D768, 12 heads),
   B8 S512, returning its hidden states;
-- `mobilenet_v2`: torchvision's `mobilenet_v2(weights=None)`, N32 224x224.
+- `mobilenet_v2`: torchvision's `mobilenet_v2(weights=None)`, N32 224x224;
+- `bert`: Hugging Face BERT (`BertModel`, BERT-base: 12 layers, D768, 12
+  heads), B8 S256 with a padding mask: batch entry i holds 256 - 24 i tokens.
 
 The Hugging Face models are built with `use_cache=False`: one forward pass
 over the whole sequence, no key/value cache built or returned. A builder
@@ -146,9 +148,31 @@ def mobilenet_v2(torch: Any, small: bool) -> Case:
     return Case("mobilenet_v2", module, (torch.randn(n, 3, hw, hw),), f"N{n} {hw}x{hw}")
 
 
+def bert(torch: Any, small: bool) -> Case:
+    """BertModel: BERT-base at B8 S256 (2 layers, D32, 2 heads, vocabulary 128 at B2 S8)
+    with an attention mask that pads the later batch entries (each entry
+    keeps at least one token, so no query row is masked whole)."""
+    from transformers import BertConfig, BertModel
+
+    b, s = (2, 8) if small else (8, 256)
+    shape = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                 intermediate_size=64, vocab_size=128, max_position_embeddings=64) if small \
+        else dict(num_hidden_layers=12)
+    config = BertConfig(**shape)
+    torch.manual_seed(0)
+    model = BertModel(config, add_pooling_layer=False).eval()
+    ids = torch.randint(0, config.vocab_size, (b, s))
+    mask = torch.ones(b, s, dtype=torch.long)
+    for i in range(b):
+        mask[i, max(1, s - i * max(1, 3 * s // 32)):] = 0
+    return Case("bert", model, (ids, mask),
+                f"BertModel {config.num_hidden_layers} layers, D{config.hidden_size} "
+                f"H{config.num_attention_heads}, B{b} S{s}, padding mask")
+
+
 BUILDERS: dict[str, Callable[[Any, bool], Case]] = {
     "gpt2": gpt2, "llama": llama, "vit": vit, "resnet50": resnet50,
-    "gpt2_layer": gpt2_layer, "mobilenet_v2": mobilenet_v2}
+    "gpt2_layer": gpt2_layer, "mobilenet_v2": mobilenet_v2, "bert": bert}
 
 
 def build(name: str, small: bool = False) -> Case:

@@ -180,7 +180,7 @@ def _real_model_packages(model: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
-@pytest.mark.parametrize("model", ["gpt2", "llama", "vit"])
+@pytest.mark.parametrize("model", ["gpt2", "llama", "vit", "bert"])
 def test_a_small_real_model_in_half_precision(
         model: str, dtype: str, capsys: pytest.CaptureFixture[str]) -> None:
     _torch()
