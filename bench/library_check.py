@@ -26,14 +26,17 @@ def values(x: Any) -> np.ndarray:
 
 
 def reference_inputs(text: str, dt: str, seed: int) -> tuple[Any, list[np.ndarray]]:
-    """`@f` of `text` and its seeded random inputs (bf16 ones rounded to bf16)."""
+    """`@f` of `text` and its seeded random inputs (bf16 ones rounded to bf16;
+    a boolean or integer input, a mask, as it is)."""
     from fusec.compiler.parsing import make_context, parse_module
     from fusec.dialects.element_types import round_to_bf16
     from fusec.reference.interpreter import find_function, random_inputs
 
     func = find_function(parse_module(make_context(), text, "m.mlir"), None)
     host = random_inputs(func, seed=seed)
-    return func, [round_to_bf16(a) for a in host] if dt == "bf16" else host
+    if dt != "bf16":
+        return func, host
+    return func, [round_to_bf16(a) if a.dtype.kind == "f" else a for a in host]
 
 
 def compare(model: Any, text: str, dt: str, graphs: bool) -> tuple[bool, str]:

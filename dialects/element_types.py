@@ -76,7 +76,10 @@ def _exact(name: str, width: int, dtype: str, numba: str) -> ElementType:
 # so they differ from a float64 oracle by a few ulps times the reduction
 # depth; a GPT-2 block at full size (K = 3072 after K = 768, random weights)
 # differs by 1.7e-4 on the H200, fused or not, which sets the f32 bound. The
-# half bounds are a few unit roundoffs of rounded intermediates.
+# half bounds are some unit roundoffs of rounded intermediates: whole models
+# differ from eager by the same count of their own unit roundoff in f16 and
+# bf16 (BERT-base, 12 layers, through torch.compile on an H100: f16 2.8e-3,
+# 5.7 u; bf16 2.2e-2, 5.6 u), so both bounds are about 10-20 u.
 ELEMENT_TYPES: tuple[ElementType, ...] = (
     _float("f64", 8, "float64", "float64", "float64", "float64", "", "", "cublas_dgemm", 52,
            1e-12, 1e-9, "float64"),
@@ -85,7 +88,7 @@ ELEMENT_TYPES: tuple[ElementType, ...] = (
     _float("f16", 2, "float16", "float16", "float16", "float32", "float32", "float16",
            "cublas_gemm_ex_f16", 10, 1e-2, 1e-2, "float16"),
     _float("bf16", 2, "float32", "uint16", "uint16", "float32", "bf16_to_f32", "f32_to_bf16",
-           "cublas_gemm_ex_bf16", 7, 5e-2, 2e-2, "bfloat16"),
+           "cublas_gemm_ex_bf16", 7, 5e-2, 4e-2, "bfloat16"),
     _exact("i1", 1, "bool", "boolean"),
     _exact("i8", 1, "int8", "int8"),
     _exact("i16", 2, "int16", "int16"),

@@ -75,7 +75,7 @@ def test_retype_rewrites_every_f32_tensor_type() -> None:
     assert "f32" not in out and out.count("xbf16>") == 4 and "tensor<bf16>" in out
     assert "tensor<2x3xi1>" in out and retype(text, "f32") == text
     assert row_name("mlp", "f16") == "mlp_f16" and row_name("mlp", "f32") == "mlp"
-    assert tolerance("bf16", 2e-3) == 2e-2 and tolerance("f32", 2e-3) == 2e-3
+    assert tolerance("bf16", 2e-3) == 4e-2 and tolerance("f32", 2e-3) == 2e-3
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])

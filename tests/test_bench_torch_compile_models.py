@@ -117,7 +117,7 @@ def test_nodes_left_to_pytorch_by_op_with_the_reason(
     out = captured.out
     assert "missing: skipped (No module named 'nosuchpackage')" in captured.err
     assert "Skipped (package missing): missing (No module named 'nosuchpackage')." in out
-    for dtype, tol in [("bf16", "0.02"), ("f32", "0.002")]:
+    for dtype, tol in [("bf16", "0.04"), ("f32", "0.002")]:
         row = next(line for line in out.splitlines()
                    if line.startswith(f"| cumsum_model | {dtype} | "))
         cells = [c.strip() for c in row.strip("|").split("|")]

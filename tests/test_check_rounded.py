@@ -118,7 +118,7 @@ def test_check_passes_bf16_stored_per_op_against_the_rounded_reference(
     assert "(the program has bf16 values)" in out and "check passed" in out
     # Unfused, each sum is stored as bf16: far from float64, equal to the
     # rounded reference; fused, the sum stays in f32 registers and matches float64.
-    matched_rounded = "max abs err 0, max rel err 0 (tolerance 0.02) ok, matching the rounded"
+    matched_rounded = "max abs err 0, max rel err 0 (tolerance 0.04) ok, matching the rounded"
     assert (matched_rounded in out) == bool(fusion)
 
 
