@@ -7,6 +7,8 @@ they left outside any group.
 
 Two kinds of ops stay outside: `nn.constant` (data of the program, not a
 kernel) and `nn.reshape` (a view of its contiguous operand, not a kernel).
+A reshape of an input inside a pointwise or reduction group moves out too
+(`hoist_input_reshapes`): the kernel reads the reshaped input directly.
 A splat constant of more than one element that a group reads only through
 elementwise ops, or as a matmul or window op's operand, moves into the group
 instead (a copy per group): the kernel writes it as a literal, and neither
@@ -21,11 +23,12 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.rewriting import copy_location
 from fusec.codegen.splat_inputs import inline_splat_inputs
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -90,6 +93,46 @@ def sink_splat_operands(group: GroupOp) -> None:
     inline_splat_inputs(group)
 
 
+HOISTED_KINDS = ("pointwise", "reduction")
+"""Group kinds whose input reshapes `hoist_input_reshapes` moves out."""
+
+
+def hoist_input_reshapes(group: GroupOp) -> None:
+    """Move each `nn.reshape` of an input of `group` (of a kind in
+    `HOISTED_KINDS`) that only elementwise and reduction ops read out of
+    the body: the group reads the reshaped value, a view of the same
+    buffer (a reshape outside a group moves no data), at its own shape. A
+    row kernel reads an input of the row's shape by quads, one through a
+    view an element at a time (a layer norm after a GEMM whose `[B*S, D]`
+    result is viewed as `[B, S, D]`)."""
+    if getattr(group.attributes.get("kind"), "data", "") not in HOISTED_KINDS:
+        return
+    block = group.block
+    for op in list(block.ops):
+        if not isinstance(op, nn.ReshapeOp) or not isinstance(op.operands[0], BlockArgument) \
+                or op.operands[0].owner is not block:
+            continue
+        if any(op_kind(u.operation) not in (OpKind.ELEMENTWISE, OpKind.REDUCTION) and
+               not isinstance(u.operation, YieldOp) for u in op.result.uses):
+            continue
+        arg = op.operands[0]
+        outside = nn.ReshapeOp.create(operands=[group.operands[arg.index]],
+                                      result_types=[op.result.type])
+        outside.result.name_hint = op.result.name_hint
+        copy_location(op, outside)
+        parent = group.parent_block()
+        assert parent is not None
+        parent.insert_op_before(outside, group)
+        new_arg = block.insert_arg(op.result.type, len(block.args))
+        group.operands = [*group.operands, outside.result]
+        op.result.replace_all_uses_with(new_arg)
+        op.detach()
+        op.erase()
+        if not arg.uses:
+            group.operands = [v for i, v in enumerate(group.operands) if i != arg.index]
+            block.erase_arg(arg)
+
+
 def next_group_number(func: FuncOp) -> int:
     """One past the largest `gN` name among the function's existing groups."""
     largest = -1
@@ -142,3 +185,4 @@ class GroupEachOpPass(ModulePass):
                 number += 1
             for group in [g for g in block.ops if isinstance(g, GroupOp)]:
                 sink_splat_operands(group)
+                hoist_input_reshapes(group)

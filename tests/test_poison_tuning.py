@@ -27,7 +27,9 @@ def test_reports_an_illegal_entry_that_is_used(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(tuning_entry, "refusal", lambda attr, choices: None)
     monkeypatch.setattr(tuning_entry, "_canonical", lambda attr, choices: attr)
     # A fixed program (the generator's seed 14 before nn.sin/nn.cos joined
-    # it), so a change of the generator cannot make this control pass.
-    result = poison_tuning(seed=14, count=8, text=PROGRAM.read_text())
+    # it), so a change of the generator cannot make this control pass; the
+    # mutations of seed 12 hit a schedule its groups use (since group-each-op
+    # moves a reshape of an input out of its group, seed 14's no longer do)
+    result = poison_tuning(seed=12, count=8, text=PROGRAM.read_text())
     assert result.category == "error poison-warning new", result.outcome.detail
-    assert "elements_per_thread = 2147483648" in result.outcome.detail
+    assert "= 2147483648" in result.outcome.detail

@@ -221,3 +221,34 @@ def test_each_local_is_assigned_in_one_version_only() -> None:
                 if lines[i].strip() and margin[i] <= depth), len(lines))
     wide, scalar = assigned_names(lines[test + 1:other]), assigned_names(lines[other + 1:end])
     assert wide and scalar and not wide & scalar
+
+
+def viewed_residual_layer_norm(b: int, s: int, n: int, element: str) -> str:
+    """A residual add and a layer norm over `[B, S, N]`, one operand the
+    `[B*S, N]` result of a GEMM viewed as `[B, S, N]` (how a transformer
+    block through torch.compile reads its projection)."""
+    x, v = f"tensor<{b * s}x{n}x{element}>", f"tensor<{b}x{s}x{n}x{element}>"
+    g = f"tensor<{n}x{element}>"
+    return f"""
+func.func @f(%x: {x}, %r: {v}, %g: {g}, %b: {g}) -> ({v}, {v}) {{
+  %xv = nn.reshape %x : ({x}) -> {v}
+  %h = nn.add %xv, %r : ({v}, {v}) -> {v}
+  %y = nn.layer_norm %h, %g, %b {{axis = -1, epsilon = 1.0e-05}} : ({v}, {g}, {g}) -> {v}
+  func.return %h, %y : {v}, {v}
+}}
+"""
+
+
+@pytest.mark.parametrize("element", ["f32", "bf16"])
+def test_an_input_read_through_a_reshape_is_read_by_quads(element: str) -> None:
+    """`group-each-op` moves the reshape of an input out of the row group
+    (a view: no kernel), so the kernel reads the row by quads; it once read
+    it an element at a time (a view read in place), 2.4x slower than
+    inductor's layer norm in a bf16 BERT on an H100."""
+    program = check_program(viewed_residual_layer_norm(2, 3, 64, element),
+                            pipeline=f"{FUSED},group-each-op",
+                            tolerance={"float32": 5e-2 if element == "bf16" else 1e-5})
+    quad = "ld_vec4_f32(in0" if element == "f32" else "ld_wide64(in0"
+    assert quad in program.kernels_source
+    (launch,) = program.functions["f"].launches
+    assert "nn.reshape" not in launch.ops
