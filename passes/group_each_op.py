@@ -112,9 +112,10 @@ def hoist_input_reshapes(group: GroupOp) -> None:
         if not isinstance(op, nn.ReshapeOp) or not isinstance(op.operands[0], BlockArgument) \
                 or op.operands[0].owner is not block:
             continue
-        if any(op_kind(u.operation) not in (OpKind.ELEMENTWISE, OpKind.REDUCTION) and
-               not isinstance(u.operation, YieldOp) for u in op.result.uses):
-            continue
+        if not op.result.uses or any(
+                op_kind(u.operation) not in (OpKind.ELEMENTWISE, OpKind.REDUCTION)
+                for u in op.result.uses):
+            continue  # read by a view or yielded: it stays
         arg = op.operands[0]
         outside = nn.ReshapeOp.create(operands=[group.operands[arg.index]],
                                       result_types=[op.result.type])
