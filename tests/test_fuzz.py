@@ -29,7 +29,7 @@ from fusec.fuzz.triage import KNOWN_ITEMS, known_item
 
 SLICE_SEED = 2026
 SLICE = 60
-DEFAULT_SLICE = 12  # the rest of the slice runs with the slow set (`-m slow`; CI runs both)
+DEFAULT_SLICE = 6  # the rest of the slice runs with the slow set (`-m slow`; CI runs both)
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.mlir"))
 
 

@@ -90,7 +90,8 @@ def test_causal_gqa_four_groups(pipeline: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-@pytest.mark.parametrize("pipeline", [SIMT, MMA], ids=["simt", "mma"])
+@pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
+                         ids=["simt", "mma"])
 def test_half_gqa(pipeline: str, dtype: str) -> None:
     check_program(gqa_text(1, 2, 2, 11, 16, dtype), 1, pipeline, tolerance=HALF_TOLERANCE)
 

@@ -36,7 +36,7 @@ def _compiled_outputs(name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return case.expected, list(out) if isinstance(out, tuple) else [out]
 
 
-@pytest.mark.parametrize("name", sampled(sorted(collect_cases()), 3))
+@pytest.mark.parametrize("name", sampled(sorted(collect_cases()), 6))
 def test_node_case_compiled(name: str) -> None:
     """The compiled kernels reproduce ONNX's expected outputs."""
     expected, got = _compiled_outputs(name)
