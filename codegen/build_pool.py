@@ -373,10 +373,7 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
             return known
         future: Future[Built] = Future()
         _memo[key] = future
-    kept = cache.load(key, label or unit.name) if cache is not None else None
-    if kept is not None:
-        future.set_result(Built(kept, True))
-        _tell("cached", key, label)
+    if _from_cache(future, cache, key, label or unit.name, label):
         return future
     request = {"source": unit.source, "name": unit.name,
                "signature": [[int(n), str(t)] for n, t in signature],
@@ -406,15 +403,24 @@ def known_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label:
             known.exception() is None:
         return known.result()
     cache = user_store() if store is True else (store or None)
-    kept = cache.load(key, label or unit.name) if cache is not None else None
-    if kept is None:
-        return None
     future: Future[Built] = Future()
-    future.set_result(Built(kept, True))
+    if not _from_cache(future, cache, key, label or unit.name, label):
+        return None
     with _lock:
         _memo.setdefault(key, future)
-    _tell("cached", key, label)
     return future.result()
+
+
+def _from_cache(future: Future[Built], cache: KernelStore | None, key: str, kernel: str,
+                label: str) -> bool:
+    """Finish `future` with the kernel cache's entry of `key` (reported as
+    a cache hit); False, `future` untouched, when it has none."""
+    kept = cache.load(key, kernel) if cache is not None else None
+    if kept is None:
+        return False
+    future.set_result(Built(kept, True))
+    _tell("cached", key, label)
+    return True
 
 
 def _finish(future: Future[Built], reply: Future[dict[str, Any]], key: str,

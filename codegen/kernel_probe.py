@@ -166,7 +166,7 @@ class KernelProbe:
         begin = time.perf_counter()
         try:
             if shutil.which("ptxas") is not None:
-                _, kernel, unit, signature = self._unit(group, target, 0)
+                kernel, unit, signature = self._unit(group, target, 0)
                 built = known_code(unit, signature, target.compute_capability,
                                    kernel_name(group))
                 if built is not None and built.code.registers is not None:
@@ -197,7 +197,7 @@ class KernelProbe:
                 cap: int) -> tuple[Future[Built], KernelSource]:
         """The build of `group`'s kernel (started now, or earlier by
         `prefetch` or another compile), and the kernel."""
-        _, kernel, unit, signature = self._unit(group, target, cap)
+        kernel, unit, signature = self._unit(group, target, cap)
         future = kernel_code(unit, signature, target.compute_capability,
                              kernel_name(group))
         if not future.done():
@@ -206,7 +206,7 @@ class KernelProbe:
         return future, kernel
 
     def _unit(self, group: GroupOp, target: Target, cap: int
-              ) -> tuple[GroupOp, KernelSource, KernelUnit, list[tuple[int, str]]]:
+              ) -> tuple[KernelSource, KernelUnit, list[tuple[int, str]]]:
         """`group`'s kernel (generated once per group) and its build unit."""
         held = self._generated.pop(id(group), None)
         if held is not None and held[0] is group:
@@ -215,7 +215,7 @@ class KernelProbe:
             kernel, signature = _generate(group, target)
         self._generated[id(group)] = (group, kernel, signature)
         unit = dataclasses.replace(unit_of_kernel(kernel.text, kernel.name), max_registers=cap)
-        return group, kernel, unit, signature
+        return kernel, unit, signature
 
     def summary(self) -> str:
         """`ptxas counted 5 kernels (2 more from the cache) in 3.1 s`."""

@@ -57,7 +57,7 @@ from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import element_type, tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY
-from fusec.dialects.shapes import broadcast_shapes, fmt, numel
+from fusec.dialects.shapes import fmt, numel
 from fusec.passes.register_budget import inline_group
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.attention import (
@@ -222,9 +222,8 @@ class _Fuser:
         zero = nn.ConstantOp.create(result_types=[zero_type], attributes={
             "value": DenseIntOrFPElementsAttr.from_list(zero_type, [0.0])})  # pyright: ignore
         fills = (fill, zero.results[0]) if kept is sel.on_false else (zero.results[0], fill)
-        bias_shape = broadcast_shapes(tensor_shape(sel.cond), ())
-        bias = nn.SelectOp.create(operands=[sel.cond, *fills],
-                                  result_types=[TensorType(element_type(fill), bias_shape)])
+        bias = nn.SelectOp.create(operands=[sel.cond, *fills], result_types=[
+            TensorType(element_type(fill), tensor_shape(sel.cond))])
         added = nn.AddOp.create(operands=[kept, bias.results[0]], result_types=[sel.result.type])
         for op, hint in ((zero, "zero"), (bias, "bias"), (added, "")):
             name = sel.result.name_hint
