@@ -7,7 +7,9 @@ f32 / f16 / bf16, it compiles the model with the library forced
 (`conv="library"`), checks that the plan calls cuDNN for the convolution
 (and at most one kernel after it), runs it, and prints the max error against
 the NumPy reference interpreter relative to the element type's tolerance.
-One model runs again under CUDA-graph capture.
+One model runs again under CUDA-graph capture. Then a small ResNet per type
+(`cnn_program.py`), every convolution on cuDNN in NHWC (`channels-last`),
+and once more under graph capture.
 
     python bench/library_conv_check.py          # exit status 1 on any failure
 """
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from library_check import compare
 
@@ -101,6 +105,27 @@ def check(s: Shape, epilogue: str, dt: str, graphs: bool = False) -> tuple[bool,
     return compare(model, text, dt, graphs)
 
 
+def check_cnn(dt: str, graphs: bool = False) -> tuple[bool, str]:
+    """A small ResNet (`cnn_program.cnn_text`) with every convolution on
+    cuDNN: compiled channels last (the plan calls cuDNN in NHWC, and no
+    transpose sits between two convolutions), run, compared."""
+    from cnn_program import cnn_text
+
+    import fusec
+
+    text = cnn_text(dt, n=4, hw=64, w=16)
+    model = fusec.compile(text, device="gpu", conv="library", graphs=graphs, cache=False)
+    launches = model.signature.launches
+    convs = [la for la in launches if la.library and la.library["library"].startswith("cudnn")]
+    copies = [la for la in launches if la.library is None and la.ops == ["nn.transpose"]]
+    if len(convs) != 8 or any(la.library.get("layout") != "nhwc" for la in convs) or (
+            len(copies) != 5):
+        return False, (f"plan: {len(convs)} cuDNN calls, layouts "
+                       f"{sorted({str(la.library.get('layout')) for la in convs})}, "
+                       f"{len(copies)} transposes; expected 8 in NHWC and 5 transposes")
+    return compare(model, text, dt, graphs)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every case (or those `--dtypes`, `--shapes`, `--epilogues` name); a
     FAIL line for each failure, exit status 1 if any."""
@@ -119,15 +144,24 @@ def main(argv: list[str] | None = None) -> int:
     runs = [(s, e, dt, False) for s, e, dt in cases] + [(SHAPES[1], "bn_residual_relu", "f16",
                                                           True)]
     for s, e, dt, graphs in runs:
-        try:
-            ok, line = check(s, e, dt, graphs=graphs)
-        except Exception:  # every failure is reported, none stops the run
-            ok, line = False, traceback.format_exc(limit=4).strip().splitlines()[-1]
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'} {s.name} {e} {dt}{' graphs' if graphs else ''}: "
-              f"{line}", flush=True)
-    print(f"{len(runs) - failed} passed, {failed} failed")
+        failed += not _report(f"{s.name} {e} {dt}{' graphs' if graphs else ''}",
+                              partial(check, s, e, dt, graphs))
+    cnns = [(dt, False) for dt in TYPES if dt in dtypes] + [("f16", True)]
+    for dt, graphs in cnns:
+        failed += not _report(f"cnn channels-last {dt}{' graphs' if graphs else ''}",
+                              partial(check_cnn, dt, graphs))
+    print(f"{len(runs) + len(cnns) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def _report(name: str, run: Callable[[], tuple[bool, str]]) -> bool:
+    """Run one case and print its PASS/FAIL line; whether it passed."""
+    try:
+        ok, line = run()
+    except Exception:  # every failure is reported, none stops the run
+        ok, line = False, traceback.format_exc(limit=4).strip().splitlines()[-1]
+    print(f"{'PASS' if ok else 'FAIL'} {name}: {line}", flush=True)
+    return ok
 
 
 if __name__ == "__main__":

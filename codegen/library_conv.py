@@ -8,9 +8,11 @@ becomes a cuDNN convolution in the plan, not a kernel:
 ```
 
 `x` (NCHW) and `w` (OIHW) are the values the convolution reads, `y` its
-result; `pads` are `[top, left, bottom, right]` with top = bottom and left =
-right (cuDNN pads symmetrically: the choice keeps other convolutions
-fused); `tf32` allows f32 on TF32 tensor cores. The runtime runs it with
+result (NCHW); a channels-last convolution (`passes/channels_last.py`) adds
+`"layout": "nhwc"`, and then `x` and `y` are NHWC and `w` is OHWI; `pads`
+are `[top, left, bottom, right]` with top = bottom and left = right (cuDNN
+pads symmetrically: the choice keeps other convolutions fused); `tf32`
+allows f32 on TF32 tensor cores. The runtime runs it with
 cuDNN on the plan's stream (`runtime/cudnn_conv.py`); the epilogue the
 group had is a pointwise group after it.
 
@@ -35,7 +37,8 @@ from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import YieldOp
 from fusec.dialects.nn_base import tensor_shape
 
-CONV_KEYS = ("library", "x", "w", "y", "strides", "pads", "dilations", "groups", "tf32")
+CONV_KEYS = ("library", "x", "w", "y", "strides", "pads", "dilations", "groups", "tf32",
+             "layout")
 """The keys of a library convolution launch."""
 CONV_PREFIX = "cudnn_conv_"
 
@@ -67,6 +70,8 @@ def library_conv_launch(task: WriteTask) -> KernelLaunch:
         "dilations": conv.dilations, "groups": conv.groups,
         "tf32": group.attributes.get(TF32_ATTR) == StringAttr("true"),
     }
+    if conv.channels_last:
+        spec["layout"] = conv.layout
     args = [ArgSpec(x, tensor_shape(outer[0]), False), ArgSpec(w, tensor_shape(outer[1]), False),
             ArgSpec(y, tensor_shape(conv.result), True)]
     return KernelLaunch(kernel=name, grid=(0, 0, 0), block=(0, 0, 0), shared_bytes=0,

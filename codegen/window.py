@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody, compute_type
 from fusec.codegen.kernel_source import (
     KernelSource,
@@ -64,6 +65,11 @@ def emit(plan: GroupPlan, kernel_name: str) -> KernelSource:
     pool, a tiled kernel, or the direct kernel."""
     wp = plan.detail_of(WindowGroupPlan)
     flat, body = plan.body, wp.body
+    for op in body.ops:
+        if isinstance(op, nn.Conv2dOp) and op.channels_last:
+            raise op_error(op, 'a channels-last convolution (layout = "nhwc") runs only as a '
+                           "cuDNN call; this one was left to fusec's kernel (run channels-last "
+                           "before tile-and-promote with the same --conv)")
     if wp.conv_pool is not None:
         from fusec.codegen.conv_pool import emit as emit_conv_pool
 

@@ -74,6 +74,12 @@ def _register_budget() -> type[ModulePass]:
     return RegisterBudgetPass
 
 
+def _channels_last() -> type[ModulePass]:
+    from fusec.passes.channels_last import ChannelsLastPass
+
+    return ChannelsLastPass
+
+
 def _sink_transposes() -> type[ModulePass]:
     from fusec.passes.sink_transposes import SinkTransposesPass
 
@@ -93,6 +99,7 @@ def _unmerge_broadcasts() -> type[ModulePass]:
 
 
 BUILTIN_PASSES: dict[str, PassFactory] = {
+    "channels-last": _channels_last,
     "check-precision": _check_precision,
     "decompose": _decompose,
     "dependency-analysis": _dependency_analysis,

@@ -1,7 +1,7 @@
 """The compile job's default pass pipeline, as a spec the user can see and change.
 
 ```
-fold-empty,decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
+fold-empty,decompose,sink-transposes,unmerge-broadcasts,channels-last{target="auto"},cse,dce,fold-constants,fuse-attention{target="auto"},form-fusion-groups{target="auto"},group-each-op,register-budget,tile-and-promote
 ```
 
 - `sink-transposes` moves a transpose of an elementwise result onto that op's
@@ -12,6 +12,10 @@ fold-empty,decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants,f
   axis (grouped-query attention's `repeat_kv`) broadcast instead, so no kernel
   copies the repeated heads, and matmuls read batch axes that PyTorch's `bmm`
   form merged unmerged, so its attention fuses (`--no-fusion` drops it too).
+- `channels-last` writes the convolutions cuDNN will compute in NHWC and
+  moves the transposes that keeps the program's meaning to the graph's
+  edges (`--conv`, `--conv-tf32` and `--target` as `tile-and-promote`'s;
+  without fusion it only writes channels-last convolutions back to NCHW).
 - `cse` and `dce` (xDSL's own passes) run before fusion so that an op written
   twice is computed once and an op nobody reads gets no kernel; a dead reader
   no longer forces its live producer to write its result out, which used to
@@ -46,6 +50,7 @@ SINK_PASS = "sink-transposes"
 # After decompose (it works on the softmax's parts), before cse/dce, which
 # drop the broadcast copies its readers no longer read.
 UNMERGE_PASS = "unmerge-broadcasts"
+LAYOUT_PASS = "channels-last"
 
 
 @dataclass(frozen=True)
@@ -83,8 +88,18 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     # fold-empty always, and first: no kernel can compute a tensor with a
     # zero-size dimension, and a softmax over an empty axis is empty while
     # its decomposition would take the maximum of nothing.
+    sched = options.schedule
+    conv: dict[str, str | int] = {} if sched.conv == "auto" else {"conv": sched.conv}
+    if sched.conv_tf32:
+        conv["conv_tf32"] = True
+    # After sink-transposes, which would lift the transposes it moves down back
+    # up; before cse (it leaves duplicate transposes) and fold-constants (which
+    # transposes constant weights once). Without fusion every transpose would be
+    # a kernel: it only writes channels-last convolutions back then.
+    layout = _with(LAYOUT_PASS, target=options.target, **conv,
+                   **({} if options.fusion else {"nhwc": False}))
     passes = ["fold-empty", "decompose", *([SINK_PASS, UNMERGE_PASS] if options.fusion else []),
-              *CLEANUP_PASSES]
+              layout, *CLEANUP_PASSES]
     if options.fold_constants:  # after decompose, which exposes BatchNorm's per-channel algebra
         passes.append(FOLD_PASS)
     if options.fusion and ATTENTION_PASS in registry.factories:  # before grouping: it makes groups
@@ -105,15 +120,11 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     passes.append("group-each-op")
     # `auto` is probed once per process (analysis/targets.py), so every pass sees one profile.
     target = options.target
-    sched = options.schedule
     wait = {} if sched.ptxas_wait is None else {"ptxas_wait": sched.ptxas_wait}
     passes.append(_with("register-budget", target=target, max_registers=sched.max_registers,
                         **wait))
     off: dict[str, str | int] = {} if sched.library_epilogue else {"library_epilogue": False}
-    if sched.conv != "auto":
-        off["conv"] = sched.conv
-    if sched.conv_tf32:
-        off["conv_tf32"] = True
+    off.update(conv)
     passes.append(_with("tile-and-promote", target=target,
                         shared_memory_limit=sched.shared_memory_limit, gemm=sched.gemm, **off))
     return ",".join(passes)

@@ -4,6 +4,7 @@ windows and layout ops. Part of the `nn` dialect (see `nn.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import TensorType
@@ -265,6 +266,25 @@ class WindowOp(NNOp):
         return self.pair("strides", (1, 1), 1)
 
 
+NCHW, NHWC = "nchw", "nhwc"
+CONV_LAYOUTS = (NCHW, NHWC)
+TO_LAST = (0, 2, 3, 1)
+"""The transpose `perm` from channels first (NCHW, OIHW) to channels last
+(NHWC, OHWI)."""
+TO_FIRST = (0, 3, 1, 2)
+"""The transpose `perm` from channels last back to channels first."""
+
+
+def to_last(shape: Sequence[int]) -> tuple[int, ...]:
+    """An NCHW (OIHW) shape as NHWC (OHWI)."""
+    return tuple(shape[p] for p in TO_LAST)
+
+
+def to_first(shape: Sequence[int]) -> tuple[int, ...]:
+    """An NHWC (OHWI) shape as NCHW (OIHW)."""
+    return tuple(shape[p] for p in TO_FIRST)
+
+
 @irdl_op_definition
 class Conv2dOp(WindowOp):
     """2-D cross-correlation, NCHW input and OIHW weight, as ONNX Conv (no bias).
@@ -273,10 +293,15 @@ class Conv2dOp(WindowOp):
     %y = nn.conv2d %x, %w {strides = [1, 1], pads = [1, 1, 1, 1], dilations = [1, 1], groups = 1}
         : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
     ```
+
+    `layout = "nhwc"` (channels last) takes an NHWC input and an OHWI weight
+    and gives an NHWC result, the same convolution with the channels
+    innermost; `channels-last` writes it for the convolutions cuDNN computes,
+    and only cuDNN computes it (`passes/channels_last.py`).
     """
 
     name = "nn.conv2d"
-    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("strides", "pads", "dilations", "groups")
+    ATTRIBUTES: ClassVar[tuple[str, ...]] = ("strides", "pads", "dilations", "groups", "layout")
     ARITY: ClassVar[int | None] = 2
     x = operand_def(TensorType)
     weight = operand_def(TensorType)
@@ -290,6 +315,24 @@ class Conv2dOp(WindowOp):
     def groups(self) -> int:
         return self.int_attr("groups", 1)
 
+    @property
+    def layout(self) -> str:
+        """"nchw" (the default: NCHW input, OIHW weight) or "nhwc"."""
+        layout = self.str_attr("layout", NCHW)
+        if layout not in CONV_LAYOUTS:
+            raise self._fail(f'unknown layout "{layout}"; expected "nchw" or "nhwc"')
+        return layout
+
+    @property
+    def channels_last(self) -> bool:
+        """Whether the input, weight and result hold their channels innermost."""
+        return self.layout == NHWC
+
+    @property
+    def channel_axis(self) -> int:
+        """The axis of the input's and the result's channels."""
+        return 3 if self.channels_last else 1
+
     def check(self) -> None:
         a = self.expect_element(0, FLOAT_TYPES, "floating-point")
         b = self.expect_element(1, FLOAT_TYPES, "floating-point")
@@ -298,11 +341,15 @@ class Conv2dOp(WindowOp):
         self.expect_same_result_element()
         if self.groups < 1:
             raise self._fail(f"groups must be >= 1, got {self.groups}")
+        x, w = self.operand_shape(0), self.operand_shape(1)
+        last = self.channels_last
+        if last and (len(x) != 4 or len(w) != 4):
+            raise self._fail(f"input and weight must have rank 4, got {list(x)} and {list(w)}")
         expected = shapes.conv2d_shape(
-            self.operand_shape(0), self.operand_shape(1), self.strides, self.pads,
+            to_first(x) if last else x, to_first(w) if last else w, self.strides, self.pads,
             self.dilations, self.groups,
         )
-        self.expect_result_shape(expected)
+        self.expect_result_shape(to_last(expected) if last else expected)
 
 
 class PoolOp(WindowOp):

@@ -53,6 +53,7 @@ from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import ShapeError, broadcast_shapes
 from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
 from fusec.passes.register_prices import crossing_values, spill_seconds, split_seconds, us
+from fusec.scheduling.conv_choice import channels_last_conv
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.register_model import estimate_registers
 
@@ -280,8 +281,8 @@ class _Budgeter:
         unless its kind sized it for the budget already (an attention tile:
         kept whatever ptxas says, so a count would change only a remark,
         and it is the slowest kernel to compile)."""
-        if est.registers == 0:  # a library call has no kernel
-            return False
+        if est.registers == 0 or channels_last_conv(group) is not None:
+            return False  # a library call has no kernel
         if self.cap:
             return True
         return not kind_of(group).sized_for_budget and \
@@ -299,6 +300,8 @@ class _Budgeter:
         record(group, est)
         if self.cap:
             group.attributes[MAX_REGISTERS_ATTR] = IntegerAttr(self.cap, IntegerType(64))
+        if channels_last_conv(group) is not None:
+            return  # cuDNN's; tile-and-promote splits its epilogue off and counts that
         real = self.measure(group, est)
         regs = real.registers if real is not None else est.registers
         name = group_name(group)

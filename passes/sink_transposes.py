@@ -82,7 +82,7 @@ def _movable(op: Operation, transpose: nn.TransposeOp | nn.ReshapeOp) -> bool:
             and [u.operation for u in op.results[0].uses] == [transpose])
 
 
-def _transposed(rewriter: Rewriter, value: SSAValue, rank: int, perm: list[int],
+def transposed_operand(rewriter: Rewriter, value: SSAValue, rank: int, perm: list[int],
                 at: Operation) -> SSAValue:
     """`value`, aligned to `rank` by leading ones, transposed by `perm`
     (new ops inserted before `at`, located as it); a value of one element
@@ -117,7 +117,7 @@ def sink_one(rewriter: Rewriter, transpose: nn.TransposeOp) -> list[nn.Transpose
     if op is None or not _movable(op, transpose):
         return []
     perm, rank = transpose.perm, len(tensor_shape(src))
-    operands = [_transposed(rewriter, v, rank, perm, op) for v in op.operands]
+    operands = [transposed_operand(rewriter, v, rank, perm, op) for v in op.operands]
     result = transpose.results[0]
     moved = type(op).create(operands=operands, result_types=[result.type],
                             attributes=dict(op.attributes), properties=dict(op.properties))

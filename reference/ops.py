@@ -29,6 +29,7 @@ from fusec.dialects.nn_base import (
     element_type_name,
     numpy_dtype,
 )
+from fusec.dialects.nn_structured import TO_FIRST, TO_LAST
 from fusec.dialects.shapes import window_out
 
 OpFunction = Callable[..., np.ndarray]
@@ -248,7 +249,15 @@ def _pad_hw(x: np.ndarray, pads: list[int], value: float) -> np.ndarray:
 
 def _conv2d(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Sum over kernel taps of a channel contraction: KH*KW einsums instead of
-    a loop over every output element."""
+    a loop over every output element (channels last: the same on the
+    channels-first views)."""
+    if op.channels_last:
+        first = _conv2d_nchw(op, x.transpose(TO_FIRST), w.transpose(TO_FIRST))
+        return np.ascontiguousarray(first.transpose(TO_LAST))
+    return _conv2d_nchw(op, x, w)
+
+
+def _conv2d_nchw(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     n, _, h, wd = x.shape
     o, cg, kh, kw = w.shape
     g = op.groups

@@ -1,5 +1,8 @@
 """Library convolutions (`{"library": "cudnn_conv_f16", ...}` launches):
 cuDNN's convolution forward, called through ctypes on the plan's stream.
+NCHW tensors and an OIHW filter, or with `"layout": "nhwc"` NHWC tensors and
+an OHWI filter (cuDNN's own format for its tensor-core kernels, which
+otherwise transpose NCHW operands in and out around every call).
 
 Why cuDNN's legacy (descriptor) API and not its graph API or the
 `cudnn-frontend` package: a fusec launch is one convolution whose epilogue
@@ -44,7 +47,7 @@ are passed over."""
 _FLOAT, _DOUBLE, _HALF, _BFLOAT16 = 0, 1, 2, 9
 # cudnnMathType_t
 _DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
-_NCHW = 0  # cudnnTensorFormat_t
+_NCHW, _NHWC = 0, 1  # cudnnTensorFormat_t
 _CROSS_CORRELATION = 1  # cudnnConvolutionMode_t
 _ALGO_COUNT = 10  # cudnnConvolutionFwdAlgo_t has 8 values; ask for all
 
@@ -125,9 +128,17 @@ def _descriptor(create: str) -> ctypes.c_void_p:
     return d
 
 
-def _tensor(dtype: int, shape: Sequence[int]) -> ctypes.c_void_p:
+def _nchw(shape: Sequence[int], nhwc: bool) -> tuple[int, ...]:
+    """A tensor's dimensions in the order cuDNN's 4-D descriptors take them
+    (N, C, H, W, whatever the memory format)."""
+    dims = tuple(int(s) for s in shape)
+    return (dims[0], dims[3], dims[1], dims[2]) if nhwc else dims
+
+
+def _tensor(dtype: int, shape: Sequence[int], nhwc: bool) -> ctypes.c_void_p:
     d = _descriptor("cudnnCreateTensorDescriptor")
-    _call("cudnnSetTensor4dDescriptor", d, _NCHW, dtype, *(int(s) for s in shape))
+    _call("cudnnSetTensor4dDescriptor", d, _NHWC if nhwc else _NCHW, dtype,
+          *_nchw(shape, nhwc))
     return d
 
 
@@ -156,7 +167,7 @@ class DeviceConvs:
         """The launch's plan, made on first use (no GPU work: capturable)."""
         key = (spec["library"], tuple(x_shape), tuple(w_shape), tuple(y_shape),
                tuple(spec["strides"]), tuple(spec["pads"]), tuple(spec["dilations"]),
-               spec["groups"], bool(spec.get("tf32")))
+               spec["groups"], bool(spec.get("tf32")), spec.get("layout", "nchw"))
         plan = self.plans.get(key)
         if plan is None:
             plan = self.plans[key] = self._new_plan(spec, x_shape, w_shape, y_shape)
@@ -167,9 +178,11 @@ class DeviceConvs:
         if spec["library"] not in TYPES:
             raise CudnnError(f"no cuDNN convolution for {spec['library']}")
         dtype, compute, double = TYPES[spec["library"]]
-        x, y = _tensor(dtype, x_shape), _tensor(dtype, y_shape)
+        nhwc = spec.get("layout", "nchw") == "nhwc"
+        x, y = _tensor(dtype, x_shape, nhwc), _tensor(dtype, y_shape, nhwc)
         w = _descriptor("cudnnCreateFilterDescriptor")
-        _call("cudnnSetFilter4dDescriptor", w, dtype, _NCHW, *(int(s) for s in w_shape))
+        _call("cudnnSetFilter4dDescriptor", w, dtype, _NHWC if nhwc else _NCHW,
+              *_nchw(w_shape, nhwc))
         conv = _descriptor("cudnnCreateConvolutionDescriptor")
         top, left = spec["pads"][0], spec["pads"][1]
         (sh, sw), (dh, dw) = spec["strides"], spec["dilations"]
@@ -179,9 +192,10 @@ class DeviceConvs:
         _call("cudnnSetConvolutionMathType", conv, math_type(spec))
         out = (ctypes.c_int * 4)()
         _call("cudnnGetConvolutionNdForwardOutputDim", conv, x, w, 4, out)
-        if tuple(out) != tuple(y_shape):
-            raise CudnnError(f"cuDNN computes a {list(out)} result where the plan holds "
-                             f"{list(y_shape)} ({spec['library']})")
+        if tuple(out) != _nchw(y_shape, nhwc):
+            raise CudnnError(f"cuDNN computes a {list(out)} (NCHW) result where the plan "
+                             f"holds {list(y_shape)} ({spec['library']}, "
+                             f"{'NHWC' if nhwc else 'NCHW'})")
         perf = (_AlgoPerf * _ALGO_COUNT)()
         count = ctypes.c_int()
         _call("cudnnGetConvolutionForwardAlgorithm_v7", self.handle, x, w, conv, y,

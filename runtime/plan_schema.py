@@ -31,6 +31,7 @@ from fusec.codegen.library_attention import SDPA_PREFIX
 from fusec.codegen.library_conv import CONV_PREFIX
 from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import SUPPORTED_TYPES
+from fusec.dialects.nn_structured import CONV_LAYOUTS
 
 PLAN_DTYPES = frozenset(element(t).device_dtype for t in SUPPORTED_TYPES)
 """The device dtypes a plan may name: those the code generator emits (uint16 is bf16)."""
@@ -307,7 +308,8 @@ def _check_sdpa(c: _Checker, e: dict[str, Any], path: str,
 
 def _check_conv(c: _Checker, e: dict[str, Any], path: str,
                 values: dict[str, tuple[tuple[int, ...], str]]) -> None:
-    """A cuDNN convolution: NCHW `x`, OIHW `w`, NCHW `y`, its attributes."""
+    """A cuDNN convolution: NCHW `x`, OIHW `w`, NCHW `y` (or, with `layout`
+    "nhwc", NHWC `x` and `y` and an OHWI `w`), its attributes."""
     for key in ("x", "w", "y"):
         v = c.value(c.field(e, key, path), f"{path}.{key}", values)
         if len(values[v][0]) != 4:
@@ -322,6 +324,8 @@ def _check_conv(c: _Checker, e: dict[str, Any], path: str,
         c.fail(f"{path}.pads", "a library convolution pads symmetrically")
     c.int_(c.field(e, "groups", path), f"{path}.groups", 1, MAX_DIM)
     c.bool_(c.field(e, "tf32", path), f"{path}.tf32")
+    if e.get("layout", "nchw") not in CONV_LAYOUTS:
+        c.fail(f"{path}.layout", f"expected one of {', '.join(CONV_LAYOUTS)}")
 
 
 def _nbytes(spec: tuple[tuple[int, ...], str]) -> int:

@@ -36,6 +36,7 @@ from xdsl.ir import BlockArgument, Operation
 from fusec.analysis.cost_model import ConvChoice, conv_choice
 from fusec.analysis.cudnn_library import TF32_ATTR
 from fusec.analysis.device_dtypes import value_dtype
+from fusec.analysis.diagnostics import FusecError, op_error
 from fusec.analysis.group_kind import BACKEND_ATTR, LIBRARY_BACKEND
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target
@@ -60,24 +61,65 @@ def _ops(group: GroupOp) -> list[Operation]:
     return [op for op in group.block.ops if not isinstance(op, YieldOp)]
 
 
-def library_conv(group: GroupOp) -> tuple[nn.Conv2dOp | None, str]:
-    """The convolution of `group` cuDNN can compute, or None and why not."""
-    ops = _ops(group)
-    conv = next((op for op in ops if isinstance(op, nn.Conv2dOp)), None)
-    if conv is None:
-        return None, "no convolution"
+def refusal(conv: nn.Conv2dOp) -> str:
+    """Why cuDNN cannot compute `conv` ("" where it can)."""
     if max(numel(tensor_shape(v)) for v in (*conv.operands, conv.result)) >= CUDNN_ELEMENTS:
-        return None, "a tensor of 2^31 elements or more (cuDNN's 32-bit strides)"
+        return "a tensor of 2^31 elements or more (cuDNN's 32-bit strides)"
     top, left, bottom, right = conv.pads
     if top != bottom or left != right:
-        return None, f"asymmetric padding {conv.pads}"
+        return f"asymmetric padding {conv.pads}"
     if not of_device_dtype(value_dtype(conv.result)).library_conv:
-        return None, f"no library convolution for {value_dtype(conv.result)}"
-    return conv, ""
+        return f"no library convolution for {value_dtype(conv.result)}"
+    return ""
+
+
+def channels_last_conv(group: GroupOp) -> nn.Conv2dOp | None:
+    """`group`'s channels-last convolution, which only cuDNN computes."""
+    return next((op for op in _ops(group) if isinstance(op, nn.Conv2dOp) and op.channels_last),
+                None)
+
+
+def library_conv(group: GroupOp) -> tuple[nn.Conv2dOp | None, str]:
+    """The convolution of `group` cuDNN can compute, or None and why not."""
+    conv = next((op for op in _ops(group) if isinstance(op, nn.Conv2dOp)), None)
+    if conv is None:
+        return None, "no convolution"
+    why = refusal(conv)
+    return (None, why) if why else (conv, "")
+
+
+def _only_library(conv: nn.Conv2dOp, why: str) -> FusecError:
+    return op_error(conv, f'a channels-last convolution (layout = "nhwc") runs only as a cuDNN '
+                    f"call, and {why}; run channels-last before tile-and-promote with the same "
+                    "--conv, which keeps it channels first")
 
 
 def _nbytes(shape: tuple[int, ...] | list[int], width: int) -> int:
     return numel(tuple(shape)) * width
+
+
+def _work(conv: nn.Conv2dOp) -> tuple[float, int]:
+    """The convolution's FLOPs and the bytes of its input and weight."""
+    width = of_device_dtype(value_dtype(conv.result)).width
+    w = tensor_shape(conv.weight)
+    flops = 2.0 * numel(tensor_shape(conv.result)) * numel(w[1:])
+    return flops, sum(_nbytes(tensor_shape(v), width) for v in conv.operands)
+
+
+def conv_alone(target: Target, conv: nn.Conv2dOp, mode: str, available: bool,
+               tf32: bool) -> ConvChoice:
+    """Library or own for `conv` before it has a group (`channels-last`):
+    priced as the group it will head, with an elementwise epilogue of
+    per-channel operands (a bias or a batch norm's scale and shift, then an
+    activation), what a convolution of a CNN carries."""
+    row = of_device_dtype(value_dtype(conv.result))
+    out = tensor_shape(conv.result)
+    flops, io = _work(conv)
+    result = _nbytes(out, row.width)
+    channels = out[conv.channel_axis]
+    return conv_choice(target, flops, io + result, result, 2 * channels * row.width,
+                       target.own_conv_flops_fraction, mode, available, row.name,
+                       tf32 and row.name == "f32", channels // conv.groups)
 
 
 @dataclass
@@ -98,9 +140,7 @@ class ConvChooser:
         """Both estimates for `group`'s convolution."""
         row = of_device_dtype(value_dtype(conv.result))
         out = tensor_shape(conv.result)
-        w = tensor_shape(conv.weight)
-        flops = 2.0 * numel(out) * numel(w[1:])
-        io = sum(_nbytes(tensor_shape(v), row.width) for v in conv.operands)
+        flops, io = _work(conv)
         result = _nbytes(out, row.width)
         ops = _ops(group)
         before = [op for op in ops[:ops.index(conv)] if not isinstance(op, nn.ConstantOp)]
@@ -123,30 +163,40 @@ class ConvChooser:
                     else self.target.direct_window_flops_fraction)
         return conv_choice(self.target, flops, io + result, result, epilogue, fraction,
                            self.mode, self.available, row.name, self.tf32 and row.name == "f32",
-                           out[1] // conv.groups, prologue)
+                           out[conv.channel_axis] // conv.groups, prologue)
 
     def decide(self, group: GroupOp, splitter: GroupSplitter) -> GroupOp:
         """The group to schedule: `group` itself, or its convolution alone
         (marked library) after `splitter` split the rest off."""
         conv, why = library_conv(group)
+        last = channels_last_conv(group)
+        if last is not None and (conv is None or not self.available or self.mode == "fused"):
+            raise _only_library(last, why or ("cuDNN is not installed" if not self.available
+                                              else "--conv fused asks for fusec's kernel"))
         if conv is None:
             if self.mode == "library" and why != "no convolution":
                 self.remarks.add("missed", f"group {group_name(group)}: --conv library: {why}; "
                                  "fusec's own kernel")
             return group
-        choice = self.price(group, conv)
-        self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
-        tuned = tuned_choice(self.tuner, self.mode, lambda: ChoicePoint(
-            "conv", group, choice.library, choice.t_library * 1e6, choice.t_own * 1e6,
-            self.available, f"tf32={self.tf32}", self.schedule_alone),
-            lambda note: self.remarks.add("remark", f"group {group_name(group)}: {note}"))
-        if not (choice.library if tuned is None else tuned):
-            return group
+        if conv.channels_last:  # chosen before grouping, and no kernel of fusec's computes it
+            self.remarks.add("remark", f"group {group_name(group)}: channels-last convolution: "
+                             "cuDNN (chosen by channels-last)")
+        else:
+            choice = self.price(group, conv)
+            self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
+            tuned = tuned_choice(self.tuner, self.mode, lambda: ChoicePoint(
+                "conv", group, choice.library, choice.t_library * 1e6, choice.t_own * 1e6,
+                self.available, f"tf32={self.tf32}", self.schedule_alone),
+                lambda note: self.remarks.add("remark", f"group {group_name(group)}: {note}"))
+            if not (choice.library if tuned is None else tuned):
+                return group
         ops = _ops(group)
         first = ops.index(conv)
         if any(not isinstance(o, nn.ConstantOp) for o in ops[:first]):
             # a prologue fused into the convolution: its own kernel before the call
             if first not in splitter.legal_splits(group):
+                if conv.channels_last:
+                    raise _only_library(conv, "what computes its input cannot be split from it")
                 self.remarks.add("missed", f"group {group_name(group)}: what computes the "
                                  "convolution's input cannot be split from it; fusec's own "
                                  "kernel")
@@ -155,11 +205,15 @@ class ConvChooser:
             ops = _ops(group)
         k = ops.index(conv) + 1
         if not all(isinstance(v, BlockArgument) for v in conv.operands):
+            if conv.channels_last:
+                raise _only_library(conv, "its operands are not read directly")
             self.remarks.add("missed", f"group {group_name(group)}: the convolution's operands "
                              "are not read directly; fusec's own kernel")
             return group
         head = split_head(group, k, splitter)
         if head is None:
+            if conv.channels_last:
+                raise _only_library(conv, "what follows it cannot be split from it")
             self.remarks.add("missed", f"group {group_name(group)}: what follows the "
                              "convolution cannot be split from it; fusec's own kernel")
             return group

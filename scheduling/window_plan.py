@@ -43,6 +43,7 @@ from fusec.analysis.group_body import compute_type
 from fusec.analysis.targets import WARP_SIZE, Target
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_structured import to_first
 from fusec.dialects.schedule import SCHEDULE_KEY, WindowSchedule
 
 MIN_THREADS = WARP_SIZE  # a block stages its tiles with at least a warp
@@ -109,14 +110,18 @@ class WindowGeometry:
 def geometry(op: Operation) -> WindowGeometry:
     """The geometry of a conv or pool op."""
     assert isinstance(op, (nn.Conv2dOp, nn.MaxPool2dOp, nn.AvgPool2dOp))
-    n, c_in, h, w = op.operand_shape(0)
-    _, c_out, oh, ow = op.result_shape
+    x, y = op.operand_shape(0), op.result_shape
+    if isinstance(op, nn.Conv2dOp) and op.channels_last:  # priced as its NCHW twin
+        x, y = to_first(x), to_first(y)
+    n, c_in, h, w = x
+    _, c_out, oh, ow = y
     item = 8 if compute_type(op.results[0]) == "float64" else 4
     top, left, bottom, right = op.pads
     pads = (top, left, bottom, right)
     sh, sw = op.strides
     if isinstance(op, nn.Conv2dOp):
-        kh, kw = op.operand_shape(1)[2:]
+        w_shape = op.operand_shape(1)
+        kh, kw = (to_first(w_shape) if op.channels_last else w_shape)[2:]
         dh, dw = op.dilations
         return WindowGeometry("conv", n, c_in, h, w, c_out, oh, ow, kh, kw, sh, sw, dh, dw,
                               pads, op.groups, item)

@@ -454,8 +454,8 @@ def test_compile_job_pipeline_is_recorded_and_replays(
     out = compile_out(capsys, tmp_path)
     plan = json.loads((out / "plan.json").read_text())
     spec = plan["pipeline"]
-    assert spec.startswith("fold-empty,decompose,sink-transposes,unmerge-broadcasts,cse,dce,"
-                           "fold-constants,fuse-attention")
+    assert spec.startswith("fold-empty,decompose,sink-transposes,unmerge-broadcasts,"
+                           "channels-last,cse,dce,fold-constants,fuse-attention")
     assert plan["passes"] == [s.split("{")[0] for s in spec.split(",")]
     assert f"`{spec}`" in (out / "report.md").read_text()
     # The spec printed is the spec run: -p with it prints OUT's IR, and
@@ -496,7 +496,7 @@ def test_user_pipeline_with_a_plugin_pass_compiles(
 @pytest.mark.parametrize(
     ("flag", "anchor", "expected"),
     [("--insert-after", "decompose", ["decompose", "fold-double-neg", "sink-transposes"]),
-     ("--insert-before", "cse", ["unmerge-broadcasts", "fold-double-neg", "cse"]),
+     ("--insert-before", "cse", ["channels-last", "fold-double-neg", "cse"]),
      ("--insert-before", "dce", ["cse", "fold-double-neg{erase-dead=false}", "dce"])],
 )
 def test_insert_a_pass_into_the_default_pipeline(
@@ -520,8 +520,8 @@ def test_insert_a_pass_into_the_default_pipeline(
          "got 'decompose'"),
         (["--insert-before", "nope=cse"],
          "error: --insert-before nope=cse: the pipeline has no pass 'nope' (it runs "
-         "fold-empty,decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants,"
-         "fuse-attention,form-fusion-groups,group-each-op,register-budget,tile-and-promote)"),
+         "fold-empty,decompose,sink-transposes,unmerge-broadcasts,channels-last,cse,dce,"
+         "fold-constants,fuse-attention,form-fusion-groups,group-each-op,register-budget,tile-and-promote)"),
         (["--insert-after", "decompose=cli-noop{count=x}", "--load-pass-plugin", str(PLUGIN)],
          "error: pass 'cli-noop': option 'count' expects int, got 'x'"),
     ],
@@ -557,8 +557,8 @@ def test_bad_insertion(
         (["-o", "OUT", "--print-op-generic"], "error: --print-op-generic applies to printed "
          "IR; this command prints none (add --print-ir-after=NAME, or drop -o OUT / --emit)"),
         (["--print-ir-after", "nope"], "error: --print-ir-after=nope: the pipeline has no "
-         "pass 'nope' (it runs fold-empty,decompose,sink-transposes,unmerge-broadcasts,cse,dce,"
-         "fold-constants,fuse-attention,form-fusion-groups,group-each-op,register-budget,tile-and-promote)"),
+         "pass 'nope' (it runs fold-empty,decompose,sink-transposes,unmerge-broadcasts,"
+         "channels-last,cse,dce,fold-constants,fuse-attention,form-fusion-groups,group-each-op,register-budget,tile-and-promote)"),
         (["-p", "decompose", "--print-ir-before", "cse"], "error: --print-ir-before=cse: the "
          "pipeline has no pass 'cse' (it runs decompose)"),
     ],

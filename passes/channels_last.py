@@ -1,0 +1,283 @@
+"""The `channels-last` pass: the convolutions cuDNN computes work in NHWC,
+and the layout changes they need are moved to the edges of the graph.
+
+cuDNN's tensor-core convolutions read and write NHWC tensors. Handed NCHW
+ones, it transposes the input (and the weight) into NHWC before every
+convolution and the result back after it: on a ResNet-50 those copies were
+a sixth of the GPU time. This pass writes each convolution that cuDNN will
+compute (the cost model's choice, `conv_choice.conv_alone`, as
+`tile-and-promote` would make it) in channels-last form, between two
+transposes that keep the program's meaning:
+
+```mlir
+// before
+%y = nn.conv2d %x, %w {...} : (tensor<8x64x56x56xf32>, tensor<64x64x3x3xf32>) -> (...)
+// after
+%x_l = nn.transpose %x {perm = [0, 2, 3, 1]} : (...) -> tensor<8x56x56x64xf32>
+%w_l = nn.transpose %w {perm = [0, 2, 3, 1]} : (...) -> tensor<64x3x3x64xf32>
+%y_l = nn.conv2d %x_l, %w_l {..., layout = "nhwc"} : (...) -> tensor<8x56x56x64xf32>
+%y = nn.transpose %y_l {perm = [0, 3, 1, 2]} : (...) -> tensor<8x64x56x56xf32>
+```
+
+Then every transpose back to NCHW moves down through what reads it, as
+long as that costs no new copy:
+
+- an elementwise op whose operands of the full shape are all transposes
+  the same way (a batch norm's scale and shift, an activation, a residual
+  add of two convolutions' results) computes in NHWC instead, its
+  broadcast operands permuted to match (a `[C, 1, 1]` scale becomes
+  `[1, 1, 1, C]`, a reshape), and the transpose moves below it;
+- a reduction keeping its dimensions (a global average pool) reduces the
+  NHWC axes, and the transpose of its small result is a reshape;
+- a transpose of a transpose is one transpose, or none: where the moved
+  transpose meets the one before the next convolution, both go.
+
+So a chain conv - batch norm - relu - conv, and a residual block, hold
+their activations in NHWC from end to end; transposes stay only where an
+NCHW value meets an NHWC one (the network's input, a max pool, a
+convolution left to fusec's own kernel), and there the pointwise group
+reading them goes through a shared-memory tile (docs/fusion.md). A weight
+that is a constant is transposed once by `fold-constants`; a 1x1 weight's
+transpose is a reshape.
+
+A channels-last convolution runs only as a cuDNN call (`tile-and-promote`
+takes the library for it without pricing it again). Where cuDNN is not
+installed, in the simulator and under `conv = "fused"`, nothing is turned,
+and a channels-last convolution of the input program is written back as
+its NCHW twin between transposes (fusec's own kernel computes that).
+
+Options: `target`, `conv` and `conv_tf32` (as `tile-and-promote`'s, which
+the default pipeline passes to both), `nhwc` (false: only write
+channels-last convolutions back; the pipeline's choice without fusion,
+where every transpose would be a kernel of its own), `remarks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from fusec.analysis.cudnn_library import cudnn_available
+from fusec.analysis.diagnostics import counted
+from fusec.analysis.op_kinds import OpKind, op_kind
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.rewriting import copy_location
+from fusec.analysis.targets import resolve_target, unknown_target
+from fusec.dialects import nn
+from fusec.dialects.nn_base import int_list, tensor_shape
+from fusec.dialects.nn_structured import NCHW, NHWC, TO_FIRST, TO_LAST
+from fusec.dialects.shapes import reduced_shape
+from fusec.passes.sink_transposes import as_reshape, sink_one, transposed_operand
+from fusec.scheduling.conv_choice import CONV_MODES, conv_alone, refusal
+
+
+def _typed(like: SSAValue, shape: tuple[int, ...]) -> TensorType[Attribute]:
+    t = like.type
+    assert isinstance(t, TensorType)
+    return TensorType(t.element_type, shape)
+
+
+def _permuted(shape: tuple[int, ...], perm: list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(shape[p] for p in perm)
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
+def _transpose(value: SSAValue, perm: list[int] | tuple[int, ...]) -> nn.TransposeOp:
+    return nn.TransposeOp.create(
+        operands=[value], result_types=[_typed(value, _permuted(tensor_shape(value), perm))],
+        attributes={"perm": int_list(list(perm))})
+
+
+def _relaid(rewriter: Rewriter, conv: nn.Conv2dOp, layout: str) -> Operation:
+    """`conv` in `layout` between transposes of its operands and its result;
+    the op giving the result in the old layout (a transpose, or a reshape
+    where the transpose keeps the elements' order)."""
+    there, back = (TO_LAST, TO_FIRST) if layout == NHWC else (TO_FIRST, TO_LAST)
+    operands = [transposed_operand(rewriter, v, 4, list(there), conv) for v in conv.operands]
+    attributes = dict(conv.attributes)
+    if layout == NHWC:
+        attributes["layout"] = StringAttr(NHWC)
+    else:
+        attributes.pop("layout", None)
+    moved = nn.Conv2dOp.create(
+        operands=operands, attributes=attributes, properties=dict(conv.properties),
+        result_types=[_typed(conv.result, _permuted(tensor_shape(conv.result), there))])
+    out = _transpose(moved.results[0], back)
+    moved.results[0].name_hint = (conv.result.name_hint or "conv") + f"_{layout}"
+    out.results[0].name_hint = conv.result.name_hint
+    copy_location(conv, moved, out)
+    rewriter.replace_op(conv, [moved, out])
+    return out
+
+
+def _through_elementwise(rewriter: Rewriter, t: nn.TransposeOp, op: Operation
+                         ) -> nn.TransposeOp | None:
+    """`op(t(a), ...)` as `t(op(a, ...))`, where every operand of the full
+    shape is transposed as `t` is; the moved transpose (None: stays)."""
+    if (op_kind(op) is not OpKind.ELEMENTWISE or isinstance(op, nn.BatchNormOp)
+            or len(op.results) != 1):
+        return None
+    result = op.results[0]
+    shape, perm = tensor_shape(result), t.perm
+    if tensor_shape(t.results[0]) != shape:
+        return None
+    full = [v for v in op.operands if tensor_shape(v) == shape]
+    if any(not isinstance(v.owner, nn.TransposeOp) or v.owner.perm != perm for v in full):
+        return None  # an operand in the other layout: a copy either way
+    inverse = _inverse(perm)
+    operands = [v.owner.operands[0] if v in full and isinstance(v.owner, nn.TransposeOp)
+                else transposed_operand(rewriter, v, len(shape), inverse, op)
+                for v in op.operands]
+    inner = _permuted(shape, inverse)
+    moved = type(op).create(operands=operands, result_types=[_typed(result, inner)],
+                            attributes=dict(op.attributes), properties=dict(op.properties))
+    out = _transpose(moved.results[0], perm)
+    moved.results[0].name_hint = (result.name_hint or "v") + "_l"
+    out.results[0].name_hint = result.name_hint
+    copy_location(op, moved, out)
+    rewriter.replace_op(op, [moved, out])
+    return out
+
+
+def _through_reduction(rewriter: Rewriter, t: nn.TransposeOp, op: nn.ReduceOp
+                       ) -> nn.TransposeOp | None:
+    """`reduce(t(a), axes, keepdims)` as `t(reduce(a, axes'))`."""
+    if not op.keepdims:
+        return None
+    perm, src = t.perm, t.operands[0]
+    rank = len(perm)
+    axes = sorted(perm[a % rank] for a in op.axes)
+    attributes = dict(op.attributes)
+    attributes["axes"] = int_list(axes)
+    moved = type(op).create(
+        operands=[src], attributes=attributes, properties=dict(op.properties),
+        result_types=[_typed(op.results[0], reduced_shape(tensor_shape(src), axes, True))])
+    out = _transpose(moved.results[0], perm)
+    moved.results[0].name_hint = (op.results[0].name_hint or "r") + "_l"
+    out.results[0].name_hint = op.results[0].name_hint
+    copy_location(op, moved, out)
+    rewriter.replace_op(op, [moved, out])
+    return out
+
+
+def _composed(rewriter: Rewriter, t: nn.TransposeOp, reader: nn.TransposeOp
+              ) -> nn.TransposeOp | None:
+    """`reader(t(a))` as one transpose of `a`, or `a` itself."""
+    perm = [t.perm[p] for p in reader.perm]
+    src = t.operands[0]
+    if perm == list(range(len(perm))):
+        reader.results[0].replace_all_uses_with(src)
+        rewriter.erase_op(reader)
+        return None
+    one = _transpose(src, perm)
+    one.results[0].name_hint = reader.results[0].name_hint
+    copy_location(reader, one)
+    rewriter.replace_op(reader, one)
+    return one
+
+
+def sink_down(rewriter: Rewriter, t: nn.TransposeOp) -> list[nn.TransposeOp]:
+    """Move `t` below each reader it can pass (the module docstring says
+    which); the transposes that moved, to try further down."""
+    moved: list[nn.TransposeOp | None] = []
+    for reader in {u.operation: None for u in t.results[0].uses}:
+        if isinstance(reader, nn.TransposeOp):
+            moved.append(_composed(rewriter, t, reader))
+        elif isinstance(reader, nn.ReduceOp):
+            moved.append(_through_reduction(rewriter, t, reader))
+        else:
+            moved.append(_through_elementwise(rewriter, t, reader))
+    if not t.results[0].uses:
+        rewriter.erase_op(t)
+    return [m for m in moved if m is not None]
+
+
+@dataclass(frozen=True)
+class ChannelsLastPass(ModulePass):
+    """Run cuDNN's convolutions in NHWC, with the layout changes at the graph's edges.
+
+    The module docstring says which convolutions turn and where the
+    transposes go."""
+
+    name = "channels-last"
+
+    target: str = "auto"
+    conv: str = "auto"
+    conv_tf32: bool = False
+    nhwc: bool = True
+    remarks: bool = True
+
+    def __post_init__(self) -> None:
+        if self.conv not in CONV_MODES:
+            raise ValueError(f"conv must be one of {', '.join(CONV_MODES)}")
+        if (problem := unknown_target(self.target)) is not None:
+            raise ValueError(problem)
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target, _ = resolve_target(self.target)
+        available = self.conv != "fused" and cudnn_available()
+        rewriter = Rewriter()
+        collector = RemarkCollector()
+        for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
+            for conv in [o for o in func.walk() if isinstance(o, nn.Conv2dOp)]:
+                if conv.channels_last and (not available or refusal(conv)):
+                    _relaid(rewriter, conv, NCHW)
+            if not (self.nhwc and available):
+                continue
+            trial = func.clone()
+            turned = [conv for conv in trial.walk() if isinstance(conv, nn.Conv2dOp)
+                      and not conv.channels_last and not refusal(conv)
+                      and conv_alone(target, conv, self.conv, available, self.conv_tf32).library]
+            if not turned:
+                continue
+            edges = _turn(rewriter, trial, turned)
+            where = f"@{func.sym_name.data}: {counted(len(turned), 'convolution')} for cuDNN"
+            # cuDNN transposes an NCHW convolution's input and result itself:
+            # turning pays where fewer transposes are left than that.
+            if edges >= 2 * len(turned):
+                collector.add("remark", f"{where} kept in NCHW: in NHWC {edges} layout "
+                              "transposes would be left where NCHW values meet them")
+                continue
+            rewriter.replace_op(func, trial)
+            collector.add("remark", f"{where} in NHWC (channels last); {edges} layout transposes "
+                          "left where NCHW values meet them")
+        if self.remarks:
+            collector.store(op)
+
+
+def _turn(rewriter: Rewriter, func: FuncOp, convs: list[nn.Conv2dOp]) -> int:
+    """Turn `convs` to NHWC and move the transposes; how many transposes of
+    activations are left (those of weights aside)."""
+    work = [t for t in (_relaid(rewriter, conv, NHWC) for conv in convs)
+            if isinstance(t, nn.TransposeOp)]
+    while work:
+        work += sink_down(rewriter, work.pop())
+    # Where a transpose stopped (an NCHW reader, a max pool), it goes back up
+    # the ops only it reads: their pointwise group then reads the
+    # convolution's result transposed and writes NCHW, instead of writing
+    # NHWC for a copy to transpose.
+    for t in [o for o in func.walk() if isinstance(o, nn.TransposeOp)]:
+        if not t.results[0].uses:  # the other operand of an op a transpose moved below
+            rewriter.erase_op(t)
+    work = [o for o in func.walk() if isinstance(o, nn.TransposeOp)]
+    while work:
+        t = work.pop()
+        if t.parent is not None and not as_reshape(rewriter, t):
+            work += sink_one(rewriter, t)
+    weights = {conv.weight for conv in func.walk()
+               if isinstance(conv, nn.Conv2dOp) and conv.channels_last}
+    return len({(o.operands[0], tuple(o.perm)) for o in func.walk()
+                if isinstance(o, nn.TransposeOp) and len(o.perm) == 4
+                and o.results[0] not in weights})
