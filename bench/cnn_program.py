@@ -6,7 +6,7 @@ values, the pattern of torchvision's ResNets through `torch.compile`."""
 from __future__ import annotations
 
 
-class _Net:
+class Net:
     """Lines of an `nn` CNN: convolutions with batch norms, activations,
     pools and residual adds on NCHW values."""
 
@@ -59,7 +59,7 @@ def cnn_text(dt: str = "f32", n: int = 2, hw: int = 32, w: int = 8) -> str:
     """A small ResNet: a 7x7 stride-2 stem with batch norm, relu and a 3x3
     max pool, a bottleneck block with a downsampling 1x1 convolution, one
     with the identity as its residual, a global average pool."""
-    net = _Net(dt, n)
+    net = Net(dt, n)
     x = net.arg(n, 3, hw, hw)
     y, hw = net.conv(x, 3, hw, w, 7, 2)
     y = net.bn(y, w, hw)

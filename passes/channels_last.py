@@ -236,12 +236,15 @@ class ChannelsLastPass(ModulePass):
                     _relaid(rewriter, conv, NCHW)
             if not (self.nhwc and available):
                 continue
-            trial = func.clone()
-            turned = [conv for conv in trial.walk() if isinstance(conv, nn.Conv2dOp)
-                      and not conv.channels_last and not refusal(conv)
+            convs = [o for o in func.walk() if isinstance(o, nn.Conv2dOp)]
+            chosen = [i for i, conv in enumerate(convs) if not conv.channels_last
+                      and not refusal(conv)
                       and conv_alone(target, conv, self.conv, available, self.conv_tf32).library]
-            if not turned:
+            if not chosen:
                 continue
+            trial = func.clone()  # kept only where turning pays
+            twins = [o for o in trial.walk() if isinstance(o, nn.Conv2dOp)]
+            turned = [twins[i] for i in chosen]
             edges = _turn(rewriter, trial, turned)
             where = f"@{func.sym_name.data}: {counted(len(turned), 'convolution')} for cuDNN"
             # cuDNN transposes an NCHW convolution's input and result itself:

@@ -23,11 +23,12 @@ from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.dialects import nn
+from fusec.dialects.nn_base import tensor_shape
 from fusec.passes import channels_last, tile_and_promote
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from cnn_program import cnn_text
+from cnn_program import Net, cnn_text
 
 HEAD = "fold-empty,decompose,sink-transposes,unmerge-broadcasts"
 
@@ -171,3 +172,26 @@ def test_the_verifier_checks_channels_last_shapes(change: tuple[str, str], messa
     assert main([str(src), "-o", str(tmp_path / "out")]) != 0
     err = capsys.readouterr().err
     assert "m.mlir:2:" in err and message in err
+
+
+def test_where_a_transpose_must_stop_the_numbers_hold(with_cudnn: None) -> None:
+    """Two convolutions, then a residual of the program's (an NCHW input the
+    transpose cannot pass without a copy) and a sum over the channels that
+    drops them: both read the NHWC result transposed, numbers unchanged."""
+    net = Net("f32", 2)
+    x = net.arg(2, 8, 12, 12)
+    r = net.arg(2, 16, 12, 12)
+    y = net.bn(net.conv(x, 8, 12, 16, 3)[0], 16, 12)
+    y = net.op(f"nn.sigmoid {net.conv(y, 16, 12, 16, 1)[0]} : {net.t(2, 16, 12, 12)}")
+    t = net.t(2, 16, 12, 12)
+    y = net.op(f"nn.add {y}, {r} : ({t}, {t}) -> {t}")
+    s = net.op(f"nn.reduce_sum {y} {{axes = [1]}} : ({t}) -> {net.t(2, 12, 12)}")
+    text = net.text(s, net.t(2, 12, 12))
+    before = parse_module(make_context(), text, "test.mlir")
+    after = run_passes(text, f"{HEAD},channels-last{{conv=library}},cse,dce")
+    assert all(c.channels_last for c in ops_of(after, nn.Conv2dOp))
+    add = ops_of(after, nn.AddOp)[-1]
+    assert tensor_shape(add.results[0]) == (2, 16, 12, 12)  # computed NCHW
+    inputs = random_inputs(find_function(before), seed=4)
+    np.testing.assert_allclose(run_module(after, inputs)[0], run_module(before, inputs)[0],
+                               rtol=1e-9, atol=1e-9)
