@@ -40,6 +40,12 @@ reading them goes through a shared-memory tile (docs/fusion.md). A weight
 that is a constant is transposed once by `fold-constants`; a 1x1 weight's
 transpose is a reshape.
 
+Turning pays for the copies cuDNN would make: two per convolution with a
+window larger than 1x1 (a 1x1 convolution is a GEMM in either layout, and
+cuDNN copies nothing for it). Where the transposes left would be as many,
+the function stays NCHW (a convolution alone between NCHW values; 1x1
+convolutions between depthwise ones left to fusec's kernel).
+
 A channels-last convolution runs only as a cuDNN call (`tile-and-promote`
 takes the library for it without pricing it again). Where cuDNN is not
 installed, in the simulator and under `conv = "fused"`, nothing is turned,
@@ -245,11 +251,13 @@ class ChannelsLastPass(ModulePass):
             trial = func.clone()  # kept only where turning pays
             twins = [o for o in trial.walk() if isinstance(o, nn.Conv2dOp)]
             turned = [twins[i] for i in chosen]
+            # cuDNN transposes an NCHW convolution's input and result itself,
+            # but for a 1x1 one (a GEMM in either layout): turning pays where
+            # fewer transposes are left than that.
+            saved = 2 * sum(1 for conv in turned if _windowed(conv))
             edges = _turn(rewriter, trial, turned)
             where = f"@{func.sym_name.data}: {counted(len(turned), 'convolution')} for cuDNN"
-            # cuDNN transposes an NCHW convolution's input and result itself:
-            # turning pays where fewer transposes are left than that.
-            if edges >= 2 * len(turned):
+            if edges >= saved:
                 collector.add("remark", f"{where} kept in NCHW: in NHWC {edges} layout "
                               "transposes would be left where NCHW values meet them")
                 continue
@@ -258,6 +266,11 @@ class ChannelsLastPass(ModulePass):
                           "left where NCHW values meet them")
         if self.remarks:
             collector.store(op)
+
+
+def _windowed(conv: nn.Conv2dOp) -> bool:
+    """Whether `conv`'s window is larger than 1x1."""
+    return tensor_shape(conv.weight)[2:] != (1, 1)
 
 
 def _turn(rewriter: Rewriter, func: FuncOp, convs: list[nn.Conv2dOp]) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from codegen_harness import check_program
 
+from fusec.analysis.remarks import collect_remarks
 from fusec.compiler.cli import main
 from fusec.compiler.compile import ScheduleOptions, compile_model
 from fusec.compiler.driver import make_registry
@@ -182,7 +183,7 @@ def test_where_a_transpose_must_stop_the_numbers_hold(with_cudnn: None) -> None:
     x = net.arg(2, 8, 12, 12)
     r = net.arg(2, 16, 12, 12)
     y = net.bn(net.conv(x, 8, 12, 16, 3)[0], 16, 12)
-    y = net.op(f"nn.sigmoid {net.conv(y, 16, 12, 16, 1)[0]} : {net.t(2, 16, 12, 12)}")
+    y = net.op(f"nn.sigmoid {net.conv(y, 16, 12, 16, 3)[0]} : {net.t(2, 16, 12, 12)}")
     t = net.t(2, 16, 12, 12)
     y = net.op(f"nn.add {y}, {r} : ({t}, {t}) -> {t}")
     s = net.op(f"nn.reduce_sum {y} {{axes = [1]}} : ({t}) -> {net.t(2, 12, 12)}")
@@ -195,3 +196,16 @@ def test_where_a_transpose_must_stop_the_numbers_hold(with_cudnn: None) -> None:
     inputs = random_inputs(find_function(before), seed=4)
     np.testing.assert_allclose(run_module(after, inputs)[0], run_module(before, inputs)[0],
                                rtol=1e-9, atol=1e-9)
+
+
+def test_one_by_one_convolutions_alone_stay_nchw(with_cudnn: None) -> None:
+    """cuDNN runs a 1x1 convolution on NCHW tensors as a GEMM, with no copy
+    for channels last to save."""
+    net = Net("f32", 2)
+    x = net.arg(2, 8, 12, 12)
+    y = net.bn(net.conv(x, 8, 12, 16, 1)[0], 16, 12)
+    y = net.bn(net.conv(y, 16, 12, 16, 1)[0], 16, 12)
+    module = run_passes(net.text(y, net.t(2, 16, 12, 12)),
+                        f"{HEAD},channels-last{{conv=library}}")
+    assert not any(c.channels_last for c in ops_of(module, nn.Conv2dOp))
+    assert "kept in NCHW" in " ".join(collect_remarks(module))
