@@ -10,8 +10,10 @@ Shapes are ResNet/ResNeXt/MobileNet-class layers at batch 32 (1x1, 3x3,
 depthwise). Every column computes `relu(conv(x, w) + b)` in NCHW: fusec
 library (`conv="library"`: cuDNN + fusec's epilogue kernel), fusec own
 (`conv="fused"`: one window kernel), fusec chosen (`conv="auto"`: the cost
-model's pick, named in the table), PyTorch eager (cuDNN, NCHW; and
-channels-last), and `torch.compile` of the same function. f32 runs with
+model's pick, named in the table), fusec NHWC (the program written
+channels last, `layout = "nhwc"`: cuDNN's NHWC call and the epilogue, on
+NHWC tensors), PyTorch eager (cuDNN, NCHW; and channels-last), and
+`torch.compile` of the same function. f32 runs with
 TF32 off everywhere (`torch.backends.cudnn.allow_tf32 = False`), so every
 column computes full f32 products. Output is checked against PyTorch eager
 before timing. Times are the median ms per call of CUDA-event loops on
@@ -73,17 +75,22 @@ SWEEP = (
 )
 
 
-def model_text(c: Conv, dt: str) -> str:
-    """`relu(conv(x, w) + b)` in `nn`."""
+def model_text(c: Conv, dt: str, nhwc: bool = False) -> str:
+    """`relu(conv(x, w) + b)` in `nn`, NCHW (or written channels last:
+    NHWC `x`, OHWI `w`, a `[C]` bias)."""
     def t(*dims: int) -> str:
         return "tensor<" + "x".join(map(str, dims)) + f"x{dt}>"
 
     x, w = t(c.n, c.c, c.hw, c.hw), t(c.o, c.c // c.groups, c.k, c.k)
     y, b = t(c.n, c.o, c.out_hw, c.out_hw), t(c.o, 1, 1)
+    layout = ""
+    if nhwc:
+        x, w = t(c.n, c.hw, c.hw, c.c), t(c.o, c.k, c.k, c.c // c.groups)
+        y, b, layout = t(c.n, c.out_hw, c.out_hw, c.o), t(c.o), ', layout = "nhwc"'
     p = c.pad
     return (f"func.func @f(%x: {x}, %w: {w}, %b: {b}) -> {y} {{\n"
             f"%c = nn.conv2d %x, %w {{strides = [{c.stride}, {c.stride}], pads = [{p}, {p}, {p}, "
-            f"{p}], dilations = [1, 1], groups = {c.groups}}} : ({x}, {w}) -> {y}\n"
+            f"{p}], dilations = [1, 1], groups = {c.groups}{layout}}} : ({x}, {w}) -> {y}\n"
             f"%s = nn.add %c, %b : ({y}, {b}) -> {y}\n%o = nn.relu %s : {y}\n"
             f"func.return %o : {y}\n}}\n")
 
@@ -122,6 +129,17 @@ def measure(c: Conv, dt: str, torch: Any, fusec: Any, args: argparse.Namespace) 
         if label == "chosen":
             lib = any(la.library for la in model.signature.launches)
             notes.append(f"chose {'library' if lib else 'own'}")
+    # the program written channels last: cuDNN's NHWC call and the epilogue
+    model = fusec.compile(model_text(c, dt, nhwc=True), device="gpu", conv="library",
+                          cache=False)
+    xn, wn = (v.permute(0, 2, 3, 1).contiguous() for v in (x, w))
+    bn = b.reshape(c.o).contiguous()
+    got = model(xn, wn, bn).permute(0, 3, 1, 2)
+    err = float((got.float() - want.float()).abs().max()) / max(
+        1.0, float(want.float().abs().max()))
+    if err > tol:
+        notes.append(f"NHWC err {err:.2g}")
+    times["NHWC"] = _events(torch, lambda: model(xn, wn, bn), args.iters, args.repeat)
     times["eager"] = _events(torch, lambda: eager(x, w, b), args.iters, args.repeat)
     xl = x.contiguous(memory_format=torch.channels_last)
     wl = w.contiguous(memory_format=torch.channels_last)
@@ -131,15 +149,16 @@ def measure(c: Conv, dt: str, torch: Any, fusec: Any, args: argparse.Namespace) 
     times["inductor"] = _events(torch, lambda: compiled(x, w, b), args.iters, args.repeat)
     best_own = min(times["library"], times["own"])
     cells = [c.name, dt, *(f"{times[k]:.3f}" for k in
-                           ("library", "own", "chosen", "eager", "eager NHWC", "inductor")),
+                           ("library", "own", "chosen", "NHWC", "eager", "eager NHWC",
+                            "inductor")),
              f"{c.flops / (times['library'] * 1e-3) / 1e12:.1f}",
              f"{best_own / times['chosen']:.2f}x", f"{times['eager'] / times['library']:.2f}x",
              f"{times['inductor'] / times['chosen']:.2f}x", "; ".join(notes) or "ok"]
     return cells
 
 
-HEAD = ("| conv | dtype | fusec library ms | fusec own ms | fusec chosen ms | eager ms | "
-        "eager NHWC ms | inductor ms | library TFLOP/s | chosen vs best of two | "
+HEAD = ("| conv | dtype | fusec library ms | fusec own ms | fusec chosen ms | fusec NHWC ms | "
+        "eager ms | eager NHWC ms | inductor ms | library TFLOP/s | chosen vs best of two | "
         "library vs eager | inductor / chosen | notes |")
 
 
@@ -167,14 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.cuda.get_device_name()
     today = datetime.date.today().isoformat()
     lines = [f"# Convolution sweep: {device}, {today}, commit {commit()}", "",
-             "relu(conv(x, w) + b), NCHW, batch 32, TF32 off; median ms per call.", "",
+             "relu(conv(x, w) + b), NCHW (fusec NHWC: written channels last), batch 32, "
+             "TF32 off; median ms per call.", "",
              HEAD, "|" + "---|" * (HEAD.count("|") - 1)]
     for dt in dtypes:
         for c in convs:
             try:
                 cells = measure(c, dt, torch, fusec, args)
             except Exception as err:  # one failing layer must not lose the others
-                cells = [c.name, dt, *["-"] * 10, f"FAILED: {type(err).__name__}: {err}"]
+                cells = [c.name, dt, *["-"] * 11, f"FAILED: {type(err).__name__}: {err}"]
             lines.append("| " + " | ".join(cells) + " |")
             print(lines[-1], flush=True)
     out = Path(args.out)

@@ -209,3 +209,15 @@ def test_one_by_one_convolutions_alone_stay_nchw(with_cudnn: None) -> None:
                         f"{HEAD},channels-last{{conv=library}}")
     assert not any(c.channels_last for c in ops_of(module, nn.Conv2dOp))
     assert "kept in NCHW" in " ".join(collect_remarks(module))
+
+
+def test_the_conv_sweep_writes_each_layer_in_both_layouts() -> None:
+    from conv_sweep import Conv, model_text
+
+    c = Conv("3x3_s2_g2", 8, 9, 12, 3, stride=2, groups=2, n=2)
+    nchw = parse_module(make_context(), model_text(c, "f32"), "a.mlir")
+    nhwc = parse_module(make_context(), model_text(c, "f32", nhwc=True), "b.mlir")
+    x, w, b = random_inputs(find_function(nchw), seed=6)
+    want = run_module(nchw, [x, w, b])[0]
+    got = run_module(nhwc, [x.transpose(0, 2, 3, 1), w.transpose(0, 2, 3, 1), b.reshape(12)])[0]
+    np.testing.assert_allclose(got, want.transpose(0, 2, 3, 1), rtol=1e-12, atol=1e-12)
