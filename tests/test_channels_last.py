@@ -129,14 +129,19 @@ def test_conv_fused_turns_nothing(with_cudnn: None) -> None:
 
 
 @pytest.mark.parametrize("spec", ["channels-last", "channels-last{conv=fused}"])
-def test_a_channels_last_convolution_without_cudnn_is_fusecs_nchw_kernel(spec: str) -> None:
-    text = lone_conv_text(layout="nhwc")
-    module = run_passes(text, spec)
-    conv = ops_of(module, nn.Conv2dOp)[0]
-    assert not conv.channels_last
+def test_a_channels_last_convolution_without_cudnn_is_written_back(
+        spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if "fused" in spec:  # even with cuDNN there
+        monkeypatch.setattr(channels_last, "cudnn_available", lambda: True)
+    module = run_passes(lone_conv_text(layout="nhwc"), spec)
+    assert not ops_of(module, nn.Conv2dOp)[0].channels_last
+
+
+def test_a_channels_last_convolution_runs_as_fusecs_nchw_kernel() -> None:
     # the input's and the weight's transposes, the convolution with its
     # epilogue, the result's transpose back; numbers in the simulator
-    check_program(text, launches=4, pipeline=f"{spec},form-fusion-groups,group-each-op")
+    check_program(lone_conv_text(layout="nhwc"), launches=4,
+                  pipeline="channels-last,form-fusion-groups,group-each-op")
 
 
 def test_a_channels_last_convolution_left_to_fusecs_kernel_is_an_error(
