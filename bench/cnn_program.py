@@ -37,7 +37,11 @@ class Net:
                     f"{pad}, {pad}], dilations = [1, 1], groups = 1}} : "
                     f"({self.t(self.n, c, hw, hw)}, {self.t(o, c, k, k)}) -> "
                     f"{self.t(self.n, o, out, out)}")
-        return y, out
+        # scaled by 1/sqrt(fan-in), as trained weights are: random unit
+        # weights would take f16 activations past its range in a few layers
+        scale = self.op(f"nn.constant dense<{(c * k * k) ** -0.5:.6e}> : tensor<{self.dt}>")
+        t = self.t(self.n, o, out, out)
+        return self.op(f"nn.mul {y}, {scale} : ({t}, tensor<{self.dt}>) -> {t}"), out
 
     def bn(self, x: str, c: int, hw: int, relu: bool = True) -> str:
         ps = [self.arg(c) for _ in range(4)]
