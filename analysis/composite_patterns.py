@@ -194,24 +194,31 @@ class BatchNormPattern(CompositePattern):
     """Inference batch norm as one multiply-add per element: `x * s + t` with
     `s = scale * rsqrt(var + eps)` and `t = bias - mean * s`.
 
-    The per-channel algebra runs on the `[C]` vectors (C elements, not
-    N*C*H*W); the two folded vectors are reshaped to `[C, 1, 1]` so they
-    broadcast over the channel dimension of NCHW.
+    The four `[C]` vectors are reshaped to `[C, 1, 1]` first, so they
+    broadcast over the channel dimension of NCHW, and the per-channel algebra
+    runs in that shape: constant vectors fold to the two vectors at compile
+    time (`fold-constants`), and vectors that are arguments (a model's
+    parameters through `torch.compile`) are computed inside the kernel that
+    applies them (a few operations per element of a memory-bound kernel),
+    not by a small kernel of their own per batch norm.
     """
 
     OP = nn.BatchNormOp
 
     def expand(self, op: NNOp, b: Expansion) -> None:
         assert isinstance(op, nn.BatchNormOp)
-        eps = b.scalar(op.epsilon, "eps")
-        inv = b.unary(nn.RsqrtOp, b.binary(nn.AddOp, op.var, eps, "var_eps"), "inv_std")
-        s = b.binary(nn.MulOp, op.scale, inv, "scale_eff")
-        t = b.binary(nn.SubOp, op.bias, b.binary(nn.MulOp, op.mean, s, "mean_scaled"), "bias_eff")
         x_shape = op.operand_shape()
         channel_shape = (x_shape[1],) + (1,) * (len(x_shape) - 2)
+        names = ("scale_bcast", "bias_bcast", "mean_bcast", "var_bcast")
+        vectors = (op.scale, op.bias, op.mean, op.var)
         if len(x_shape) > 2:  # for [N, C] the [C] vectors already broadcast
-            s = b.reshape(s, channel_shape, "scale_bcast")
-            t = b.reshape(t, channel_shape, "bias_bcast")
+            vectors = tuple(b.reshape(v, channel_shape, n) for v, n in zip(vectors, names,
+                                                                          strict=True))
+        scale, bias, mean, var = vectors
+        eps = b.scalar(op.epsilon, "eps")
+        inv = b.unary(nn.RsqrtOp, b.binary(nn.AddOp, var, eps, "var_eps"), "inv_std")
+        s = b.binary(nn.MulOp, scale, inv, "scale_eff")
+        t = b.binary(nn.SubOp, bias, b.binary(nn.MulOp, mean, s, "mean_scaled"), "bias_eff")
         b.binary(nn.AddOp, b.binary(nn.MulOp, op.x, s, "scaled"), t, "batch_norm")
 
 

@@ -195,6 +195,11 @@ def _classify(op: Operation) -> tuple[str, tuple[int, ...], tuple[int, ...], str
         return "reduction", op.operand_shape(), op.axes, ""
     if kind is OpKind.CONTRACTION:
         return "contraction", shape, (), ""
+    if isinstance(op, nn.Conv2dOp) and op.channels_last:
+        # cuDNN's alone: its epilogue forms a pointwise group of its own, which
+        # then also takes in what computes its per-channel operands
+        return "alone", shape, (), ("a channels-last convolution is a cuDNN call alone; "
+                                    "its epilogue is a kernel after it")
     if kind is OpKind.WINDOW:
         return "window", shape, (), ""
     if isinstance(op, VIEW_OPS):

@@ -67,7 +67,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from fusec.analysis.cudnn_library import cudnn_available
 from fusec.analysis.diagnostics import counted
@@ -79,7 +79,7 @@ from fusec.dialects import nn
 from fusec.dialects.nn_base import int_list, tensor_shape
 from fusec.dialects.nn_structured import NCHW, NHWC, TO_FIRST, TO_LAST
 from fusec.dialects.shapes import reduced_shape
-from fusec.passes.sink_transposes import as_reshape, sink_one, transposed_operand
+from fusec.passes.sink_transposes import as_reshape, keeps_order, sink_one, transposed_operand
 from fusec.scheduling.conv_choice import CONV_MODES, conv_alone, refusal
 
 
@@ -128,8 +128,47 @@ def _relaid(rewriter: Rewriter, conv: nn.Conv2dOp, layout: str) -> Operation:
     return out
 
 
-def _through_elementwise(rewriter: Rewriter, t: nn.TransposeOp, op: Operation
-                         ) -> nn.TransposeOp | None:
+_Memo = dict[tuple[SSAValue, tuple[int, ...]], SSAValue]
+
+
+def _broadcast_operand(rewriter: Rewriter, v: SSAValue, rank: int, perm: list[int],
+                       at: Operation, memo: _Memo) -> SSAValue:
+    """`v`, an operand broadcast over a transposed op, aligned to `rank` and
+    transposed by `perm`. Where elementwise ops compute it from smaller
+    values (a batch norm's `scale * rsqrt(var + eps)` on `[C, 1, 1]`
+    parameters), they are computed again in the permuted shape (`[1, 1, 1,
+    C]`), right after the originals, so the pointwise group applying it can
+    compute them per element, as it could before; a view of the old result
+    would keep them a kernel of their own. `memo` keeps one copy each."""
+    key = (v, tuple(perm))
+    if key in memo:
+        return memo[key]
+    shape = tensor_shape(v)
+    aligned = (1,) * (rank - len(shape)) + shape
+    target = _permuted(aligned, perm)
+    op = v.owner
+    if all(d == 1 for d in shape) or target == shape:
+        return v
+    if isinstance(op, nn.ReshapeOp) and keeps_order(aligned, perm) and (
+            [d for d in tensor_shape(op.operands[0]) if d != 1] == [d for d in shape if d != 1]):
+        new: Operation = nn.ReshapeOp.create(operands=[op.operands[0]],
+                                             result_types=[_typed(v, target)])
+    elif (isinstance(op, Operation) and op_kind(op) is OpKind.ELEMENTWISE
+          and not isinstance(op, nn.BatchNormOp) and len(op.results) == 1):
+        operands = [_broadcast_operand(rewriter, u, rank, perm, op, memo) for u in op.operands]
+        new = type(op).create(operands=operands, result_types=[_typed(v, target)],
+                              attributes=dict(op.attributes), properties=dict(op.properties))
+    else:
+        return transposed_operand(rewriter, v, rank, perm, at)
+    new.results[0].name_hint = (v.name_hint or "v") + "_l"
+    copy_location(op, new)
+    rewriter.insert_op(new, InsertPoint.after(op))
+    memo[key] = new.results[0]
+    return new.results[0]
+
+
+def _through_elementwise(rewriter: Rewriter, t: nn.TransposeOp, op: Operation,
+                         memo: _Memo) -> nn.TransposeOp | None:
     """`op(t(a), ...)` as `t(op(a, ...))`, where every operand of the full
     shape is transposed as `t` is; the moved transpose (None: stays)."""
     if (op_kind(op) is not OpKind.ELEMENTWISE or isinstance(op, nn.BatchNormOp)
@@ -144,7 +183,7 @@ def _through_elementwise(rewriter: Rewriter, t: nn.TransposeOp, op: Operation
         return None  # an operand in the other layout: a copy either way
     inverse = _inverse(perm)
     operands = [v.owner.operands[0] if v in full and isinstance(v.owner, nn.TransposeOp)
-                else transposed_operand(rewriter, v, len(shape), inverse, op)
+                else _broadcast_operand(rewriter, v, len(shape), inverse, op, memo)
                 for v in op.operands]
     inner = _permuted(shape, inverse)
     moved = type(op).create(operands=operands, result_types=[_typed(result, inner)],
@@ -194,7 +233,7 @@ def _composed(rewriter: Rewriter, t: nn.TransposeOp, reader: nn.TransposeOp
     return one
 
 
-def sink_down(rewriter: Rewriter, t: nn.TransposeOp) -> list[nn.TransposeOp]:
+def sink_down(rewriter: Rewriter, t: nn.TransposeOp, memo: _Memo) -> list[nn.TransposeOp]:
     """Move `t` below each reader it can pass (the module docstring says
     which); the transposes that moved, to try further down."""
     moved: list[nn.TransposeOp | None] = []
@@ -204,7 +243,7 @@ def sink_down(rewriter: Rewriter, t: nn.TransposeOp) -> list[nn.TransposeOp]:
         elif isinstance(reader, nn.ReduceOp):
             moved.append(_through_reduction(rewriter, t, reader))
         else:
-            moved.append(_through_elementwise(rewriter, t, reader))
+            moved.append(_through_elementwise(rewriter, t, reader, memo))
     if not t.results[0].uses:
         rewriter.erase_op(t)
     return [m for m in moved if m is not None]
@@ -278,8 +317,9 @@ def _turn(rewriter: Rewriter, func: FuncOp, convs: list[nn.Conv2dOp]) -> int:
     activations are left (those of weights aside)."""
     work = [t for t in (_relaid(rewriter, conv, NHWC) for conv in convs)
             if isinstance(t, nn.TransposeOp)]
+    memo: _Memo = {}
     while work:
-        work += sink_down(rewriter, work.pop())
+        work += sink_down(rewriter, work.pop(), memo)
     # Where a transpose stopped (an NCHW reader, a max pool), it goes back up
     # the ops only it reads: their pointwise group then reads the
     # convolution's result transposed and writes NCHW, instead of writing

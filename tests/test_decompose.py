@@ -162,8 +162,8 @@ def test_batch_norm(shape: tuple[int, ...]) -> None:
 def test_rank4_batch_norm_uses_channel_vectors() -> None:
     module = decompose(parse(batch_norm_func((2, 3, 4, 5))))
     reshapes = [op for op in module.walk() if op.name == "nn.reshape"]
-    assert [str(op.results[0].type) for op in reshapes] == ["tensor<3x1x1xf32>"] * 2
-    # The per-channel algebra runs on [C] vectors: a single full-size mul and add.
+    assert [str(op.results[0].type) for op in reshapes] == ["tensor<3x1x1xf32>"] * 4
+    # The per-channel algebra runs on [C, 1, 1] vectors: a single full-size mul and add.
     big = [op for op in module.walk() if op.name in ("nn.mul", "nn.add")
            and str(op.results[0].type) == "tensor<2x3x4x5xf32>"]
     assert [op.name for op in big] == ["nn.mul", "nn.add"]

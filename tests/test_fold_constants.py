@@ -394,8 +394,9 @@ def test_remarks_reach_listeners_but_not_the_module() -> None:
     module = parse(BATCH_NORM)
     DecomposePass().apply(make_context(), module)
     remarks = fold(module)
-    assert remarks[0].startswith("remark: folded nn.add (%y_var_eps) into a constant of 3 ")
-    assert remarks[-1] == ("remark: folded 7 ops of @bn into constants; erased 10 constants "
+    assert remarks[0].startswith("remark: folded nn.reshape (%y_scale_bcast) into a constant "
+                                 "of 3 ")
+    assert remarks[-1] == ("remark: folded 9 ops of @bn into constants; erased 12 constants "
                            "nothing reads any more")
     # fusion.remarks holds fusion decisions, which the report tabulates.
     assert "fusion.remarks" not in module.attributes
@@ -419,8 +420,8 @@ def test_compile_folds_with_fusion_on_and_off(fusion: bool) -> None:
     art = compile_model(RETURNS_CONSTANTS, fusion=fusion, target="h200")
     passes = art.plan["passes"]
     sink = ["sink-transposes", "unmerge-broadcasts"] if fusion else []  # fusion's rewrites
-    assert passes[:5 + len(sink)] == ["fold-empty", "decompose", *sink, "cse", "dce",
-                                      "fold-constants"]
+    assert passes[:6 + len(sink)] == ["fold-empty", "decompose", *sink, "channels-last", "cse",
+                                      "dce", "fold-constants"]
     fp = art.program.functions["f"]
     assert [launch.ops for launch in fp.launches] == [["nn.add"]]
     x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
