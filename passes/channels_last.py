@@ -271,7 +271,6 @@ class ChannelsLastPass(ModulePass):
             raise ValueError(problem)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        target, _ = resolve_target(self.target)
         available = self.conv != "fused" and cudnn_available()
         rewriter = Rewriter()
         collector = RemarkCollector()
@@ -282,6 +281,9 @@ class ChannelsLastPass(ModulePass):
             if not (self.nhwc and available):
                 continue
             convs = [o for o in func.walk() if isinstance(o, nn.Conv2dOp)]
+            if not convs:
+                continue
+            target, _ = resolve_target(self.target)
             chosen = [i for i, conv in enumerate(convs) if not conv.channels_last
                       and not refusal(conv)
                       and conv_alone(target, conv, self.conv, available, self.conv_tf32).library]

@@ -10,7 +10,6 @@ choice stays with a remark."""
 from __future__ import annotations
 
 import json
-import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,6 +25,7 @@ from fusec.compiler.parsing import make_context, parse_module
 from fusec.passes import tile_and_promote
 from fusec.reference.interpreter import find_function, random_inputs, run_module
 from fusec.scheduling import gemm_choice
+from tests.fake_cudnn import install_fake_cudnn
 from tests.fake_cupy import install_fake_cupy, out_matmul
 from tests.test_tuning_cache_entries import MATMUL
 
@@ -120,19 +120,7 @@ def timed_by(timer: type[FakeEventTimer], tmp_path: Path,
 def stand_ins(monkeypatch: pytest.MonkeyPatch) -> None:
     """cuDNN's convolution and CuPy's matmul computed by NumPy on the
     simulator's arrays."""
-    from fusec.reference.ops import _conv2d
-    from fusec.runtime import cudnn_conv
-
-    def run_conv(spec: dict[str, Any], args: Sequence[Any], stream_ptr: int) -> None:
-        x, w, y = (np.asarray(a) for a in args)
-        op = types.SimpleNamespace(strides=spec["strides"], pads=spec["pads"],
-                                   dilations=spec["dilations"], groups=spec["groups"])
-        y[...] = _conv2d(op, x, w)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(cudnn_conv, "check_conv", lambda spec: None)
-    monkeypatch.setattr(cudnn_conv, "prepare_conv", lambda spec, args: None)
-    monkeypatch.setattr(cudnn_conv, "run_conv", run_conv)
-
+    install_fake_cudnn(monkeypatch)
     install_fake_cupy(monkeypatch, out_matmul(np.matmul))
 
 
