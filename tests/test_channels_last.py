@@ -226,3 +226,23 @@ def test_the_conv_sweep_writes_each_layer_in_both_layouts() -> None:
     want = run_module(nchw, [x, w, b])[0]
     got = run_module(nhwc, [x.transpose(0, 2, 3, 1), w.transpose(0, 2, 3, 1), b.reshape(12)])[0]
     np.testing.assert_allclose(got, want.transpose(0, 2, 3, 1), rtol=1e-12, atol=1e-12)
+
+
+def test_the_channels_last_plan_runs_and_matches_the_reference(
+        with_cudnn: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole small ResNet in the simulator, cuDNN's NHWC calls computed
+    by NumPy (tests/fake_cudnn.py), every kernel fusec's."""
+    from fake_cudnn import install_fake_cudnn
+
+    from fusec.runtime.executor import run_program
+
+    install_fake_cudnn(monkeypatch)
+    text = cnn_text(n=1, hw=16, w=4)
+    art = compile_model(text, target="h200", schedule=ScheduleOptions(conv="library"))
+    launches = art.plan["functions"]["f"]["launches"]
+    assert sum(la.get("layout") == "nhwc" for la in launches) == 8
+    module = parse_module(make_context(), text, "test.mlir")
+    inputs = random_inputs(find_function(module), seed=7)
+    want = run_module(module, inputs)[0]
+    got = run_program(art.program, "f", inputs, device="sim", memory=art.memory["f"])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
