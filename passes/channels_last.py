@@ -70,17 +70,23 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from fusec.analysis.cudnn_library import cudnn_available
+from fusec.analysis.device_dtypes import value_dtype
 from fusec.analysis.diagnostics import counted
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.rewriting import copy_location
 from fusec.analysis.targets import resolve_target, unknown_target
 from fusec.dialects import nn
+from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.nn_base import int_list, tensor_shape
 from fusec.dialects.nn_structured import NCHW, NHWC, TO_FIRST, TO_LAST
 from fusec.dialects.shapes import reduced_shape
 from fusec.passes.sink_transposes import as_reshape, keeps_order, sink_one, transposed_operand
 from fusec.scheduling.conv_choice import CONV_MODES, conv_alone, refusal
+
+TENSOR_CORE_TYPES = ("f32", "f16", "bf16")
+"""The element types whose NHWC convolutions cuDNN runs on tensor cores
+(f32 through TF32): f64 stays NCHW."""
 
 
 def _typed(like: SSAValue, shape: tuple[int, ...]) -> TensorType[Attribute]:
@@ -286,6 +292,7 @@ class ChannelsLastPass(ModulePass):
             target, _ = resolve_target(self.target)
             chosen = [i for i, conv in enumerate(convs) if not conv.channels_last
                       and not refusal(conv)
+                      and of_device_dtype(value_dtype(conv.result)).name in TENSOR_CORE_TYPES
                       and conv_alone(target, conv, self.conv, available, self.conv_tf32).library]
             if not chosen:
                 continue

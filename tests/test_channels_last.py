@@ -246,3 +246,8 @@ def test_the_channels_last_plan_runs_and_matches_the_reference(
     want = run_module(module, inputs)[0]
     got = run_program(art.program, "f", inputs, device="sim", memory=art.memory["f"])[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_f64_convolutions_stay_nchw(with_cudnn: None) -> None:
+    module = run_passes(cnn_text("f64"), f"{HEAD},channels-last{{conv=library}}")
+    assert not any(c.channels_last for c in ops_of(module, nn.Conv2dOp))
