@@ -65,6 +65,7 @@ from fusec.codegen.kernel_source import (
 from fusec.codegen.pointwise_index import ElementIndex
 from fusec.codegen.wide_access import (
     WORD_TYPES,
+    alignment_tests,
     lane_value,
     pack_values,
     wide_load,
@@ -270,14 +271,17 @@ def _chunks(plan: PointwisePlan) -> int:
 
 
 def _body(plan: PointwisePlan) -> list[str]:
-    """The chunk's accesses; when some array is accessed wide, behind a
-    test that every such array is aligned to the access (else per element)."""
+    """The chunk's accesses; when some array is accessed wide and the
+    runtime's alignment does not cover the access, behind a test that every
+    such array is aligned to it (else per element)."""
     wide = wide_arrays(plan)
     if not wide:
         return _chunk_lines(plan, wide=False)
-    nbytes = 2 * plan.vector
-    test = " and ".join(f"is_aligned({name}, {nbytes})" for name in wide)
-    return [f"if {test}:", *(_INDENT + line for line in _chunk_lines(plan, wide=True)),
+    tests = alignment_tests((name, 2 * plan.vector) for name in wide)
+    if not tests:
+        return _chunk_lines(plan, wide=True)
+    return [f"if {' and '.join(tests)}:",
+            *(_INDENT + line for line in _chunk_lines(plan, wide=True)),
             "else:", *(_INDENT + line for line in _chunk_lines(plan, wide=False))]
 
 

@@ -53,6 +53,7 @@ from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.lane_loads import LaneLoads, wide_store_line
 from fusec.codegen.launch_grid import block_index_lines
 from fusec.codegen.point_evaluator import PointEvaluator, load_expr, store_expr
+from fusec.codegen.wide_access import alignment_tests
 from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
@@ -461,12 +462,13 @@ def _phases(tl: _Tiling, tiled: dict[int, tuple[BlockArgument, LinearAccess]],
     arrays = [(f"in{i}", vec.load, dtype_name(body.args[i])) for i in sorted(vec.inputs)]
     if vec.store > 1:
         arrays += [(f"out{k}", vec.store, dtype_name(v)) for k, v in enumerate(body.outputs)]
-    test = " and ".join(f"is_aligned({a}, {lanes * of_device_dtype(d).width})"
-                        for a, lanes, d in arrays)
+    tests = alignment_tests((a, lanes * of_device_dtype(d).width) for a, lanes, d in arrays)
     wide = [f"tt = ty * {tl.lit(tl.plan.tile)} + tx",
             *_load_phase(tl, tiled, vec.load, vec.inputs),
             *_compute_phase(tl, reads, vec.store)]
-    return [f"if {test}:", *(_INDENT + line for line in wide),
+    if not tests:
+        return wide
+    return [f"if {' and '.join(tests)}:", *(_INDENT + line for line in wide),
             "else:", *(_INDENT + line for line in scalar)]
 
 

@@ -72,6 +72,7 @@ from fusec.codegen.lane_loads import LaneLoads, wide_store_line
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr, store_lines
 from fusec.codegen.pointwise_index import ElementIndex
 from fusec.codegen.pointwise_tile import tiled_lines
+from fusec.codegen.wide_access import alignment_tests
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
@@ -246,12 +247,14 @@ def _vector_lines(plan: TransposedPlan, block: str) -> list[str]:
 def _aligned_or_not(body: GroupBody, vec: FlatVector, lines: Callable[[bool], list[str]]
                     ) -> list[str]:
     """`lines(True)` (wide accesses) when every array `vec` moves wide is
-    aligned to its access, else `lines(False)` (the same lanes, one element
-    each)."""
+    aligned to its access (always, within the runtime's alignment), else
+    `lines(False)` (the same lanes, one element each)."""
     arrays = [(f"in{i}", dtype_name(body.args[i])) for i in sorted(vec.inputs)] + [
         (f"out{k}", dtype_name(body.outputs[k])) for k in sorted(vec.outputs)]
-    test = " and ".join(f"is_aligned({a}, {vec.nbytes(d)})" for a, d in arrays)
-    return [f"if {test}:", *(_INDENT + line for line in lines(True)),
+    tests = alignment_tests((a, vec.nbytes(d)) for a, d in arrays)
+    if not tests:
+        return lines(True)
+    return [f"if {' and '.join(tests)}:", *(_INDENT + line for line in lines(True)),
             "else:", *(_INDENT + line for line in lines(False))]
 
 

@@ -230,13 +230,14 @@ class _RowKernelWriter:
     def write(self, name: str) -> str:
         ra, s = self.ra, self.sched
         lines = self._setup()
-        if s.vector > 1:
+        tests = aligned_condition(ra) if s.vector > 1 else ""
+        if tests:
             # One test per kernel: aligned arrays take the quads, a view at
             # an odd element the same passes one element per access.
             wide = self._body()
             scalar = _RowKernelWriter(replace(self.plan, schedule=replace(s, vector=1)),
                                       self.phase)._body()
-            lines += [f"if {aligned_condition(ra)}:", *indent(wide, 1),
+            lines += [f"if {tests}:", *indent(wide, 1),
                       "else:", *indent(distinct_locals(wide, scalar), 1)]
         else:
             lines += self._body()

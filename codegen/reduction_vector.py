@@ -18,9 +18,10 @@ Legality (`scheduling/row_vector.vector_width`): a row schedule whose row is ONE
 dimension (`scheduling/row_index.py`), the innermost, of a length that is a multiple
 of 4, with every row operand and per-element output f32, f16 or bf16. Then
 every quad starts at a multiple of 4 elements of its array, so the quads of
-an array are aligned when its base pointer is. Kernels test every such
-pointer once (`aligned_condition`) and run the same passes with one element
-per access when one is not (a view that starts at an odd element).
+an array are aligned when its base pointer is, which the runtime promises
+(`wide_access.ARRAY_ALIGNMENT`): the kernel has one version, the quads'.
+A word wider than that promise would be tested once per kernel
+(`aligned_condition`), with the same passes one element per access beside.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from fusec.analysis.group_body import dtype_name
-from fusec.codegen.wide_access import lane_value, pack_values, wide_load, wide_store
+from fusec.codegen.wide_access import (
+    alignment_tests,
+    lane_value,
+    pack_values,
+    wide_load,
+    wide_store,
+)
 from fusec.dialects.element_types import of_device_dtype
 from fusec.scheduling.reduction_plan import RowAnalysis
 from fusec.scheduling.row_vector import quad_bytes, row_args, row_outputs
@@ -42,12 +49,11 @@ def _element(v: SSAValue) -> str:
 
 def aligned_condition(ra: RowAnalysis) -> str:
     """The run-time test that every array accessed by quads is aligned to
-    its quad's bytes."""
-    tests = [f"is_aligned(in{ra.body.arg_index(a)}, {quad_bytes(a)})"
-             for a in row_args(ra)]
-    tests += [f"is_aligned(out{k}, {quad_bytes(ra.body.outputs[k])})"
-              for k in row_outputs(ra)]
-    return " and ".join(dict.fromkeys(tests))
+    its quad's bytes; "" where the runtime's alignment promises it (a quad
+    is at most 16 bytes, so always today)."""
+    arrays = [(f"in{ra.body.arg_index(a)}", quad_bytes(a)) for a in row_args(ra)]
+    arrays += [(f"out{k}", quad_bytes(ra.body.outputs[k])) for k in row_outputs(ra)]
+    return " and ".join(alignment_tests(arrays))
 
 
 def load_quad(v: SSAValue, name: str, array: str, index: str) -> tuple[str, list[str]]:

@@ -59,6 +59,7 @@ from fusec.analysis.group_body import GroupBody
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.operand_reader import read_at
 from fusec.codegen.point_evaluator import indent
+from fusec.codegen.wide_access import alignment_tests
 from fusec.codegen.window_staging import Stager, Tile, at, clamp, plus
 from fusec.codegen.window_wide_staging import WideHalo
 from fusec.dialects.element_types import of_device_dtype
@@ -96,8 +97,8 @@ class FlatHalo(WideHalo):
                      f"xf_a = xf_s % {int_literal(lanes)}",
                      "xf_lo = xf_s - xf_a"]
         end = f"xf_lo + {int_literal(flat_words(self.tiled, lanes) * lanes)}"
-        aligned = [f"is_aligned(in{i}, {int_literal(lanes * of_device_dtype(d).width)})"
-                   for i, d in sorted(self.wide.items())]
+        aligned = alignment_tests((f"in{i}", lanes * of_device_dtype(d).width)
+                                  for i, d in sorted(self.wide.items()))
         bounds = f"xf_lo >= 0 and {end} <= {int_literal(numel(self.w.in_shape))}"
         return lines, " and ".join([*aligned, bounds])
 

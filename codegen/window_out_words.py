@@ -21,7 +21,6 @@ if tid < 120:
     xs[numba.uint64(r0), numba.uint64(col)] = yo2_0
     ...
 cuda.syncthreads()
-yw_ok = is_aligned(out0, 16)
 ys = (o0 * 757 + o1) * 1140 + oh0 * 15  # the run's first element
 yn = min(16, 76 - oh0) * 15             # its length (the last tile's is shorter)
 ya = ys % 8                             # its place in a word
@@ -37,7 +36,7 @@ if ye0 < yn:
         yr0 += 1
     yv0_1 = xs[numba.uint64(yr0), numba.uint64(yc0)] if 0 <= ye0 + 1 < yn else float32(0.0)
     ...
-    if yw_ok and ye0 >= 0 and ye0 + 8 <= yn:
+    if ye0 >= 0 and ye0 + 8 <= yn:
         st_vec4_u32(out0, numba.uint64(ys - ya + yq0 * 8), bf16x2_bits(yv0_0, yv0_1), ...)
     else:
         if 0 <= ye0 < yn:
@@ -46,7 +45,7 @@ if ye0 < yn:
 ```
 
 Planes and tiles of whole words start every run at a word, so every word
-is whole (`yw_ok` alone decides); rows of whole words (`ow` a multiple of
+is whole (and stored without a test); rows of whole words (`ow` a multiple of
 `lanes`) or whole rows per word (`lanes` a multiple of `ow`) then place a
 word's lanes at constant offsets from its first.
 """
@@ -55,7 +54,7 @@ from __future__ import annotations
 
 from fusec.codegen.kernel_source import int_literal, narrow
 from fusec.codegen.point_evaluator import indent
-from fusec.codegen.wide_access import WORD_TYPES, pack_values, wide_store
+from fusec.codegen.wide_access import WORD_TYPES, alignment_tests, pack_values, wide_store
 from fusec.codegen.window_staging import at, plus
 from fusec.dialects.element_types import of_device_dtype
 from fusec.scheduling.window_plan import TiledWindow
@@ -89,8 +88,9 @@ class _OutRun:
         n = (f"min({int_literal(p.th)}, {int_literal(g.oh)} - oh0) * {int_literal(g.ow)}"
              if g.oh % p.th else int_literal(run))
         width = lanes * of_device_dtype(self.dtype).width
+        self.tests = alignment_tests([(f"out{k}", width)])
         out = [f"# the block's outputs: {lanes}-element words of its contiguous rows",
-               f"yw_ok = is_aligned(out{k}, {int_literal(width)})",
+               *(["yw_ok = " + " and ".join(self.tests)] if self.tests else []),
                f"ys = (o0 * {int_literal(g.c_out)} + o1) * {int_literal(g.oh * g.ow)} + "
                f"oh0 * {int_literal(g.ow)}"]
         if n != int_literal(run):
@@ -122,12 +122,11 @@ class _OutRun:
             lane = plus(e, j)
             store = f"out{k}[{at(plus(index, j))}] = {narrow(self.dtype, v)}"
             scalar += [f"if 0 <= {lane} < {n}:", f"    {store}"]
-        if self.aligned:  # whole words: the run ends at a word
-            test = "yw_ok"
-        else:
-            test = f"yw_ok and {e} >= 0 and {e} + {int_literal(lanes)} <= {n}"
-        body = [*self._place_lines(m), *reads, f"if {test}:", f"    {wide}", "else:",
-                *indent(scalar, 1)]
+        tests = ["yw_ok"] if self.tests else []
+        if not self.aligned:  # whole words end the run at a word; others may not
+            tests += [f"{e} >= 0", f"{e} + {int_literal(lanes)} <= {n}"]
+        body = [*self._place_lines(m), *reads, f"if {' and '.join(tests)}:", f"    {wide}",
+                "else:", *indent(scalar, 1)] if tests else [*self._place_lines(m), *reads, wide]
         # the last pass's threads past the words, and words past a short run
         bounded = n != int_literal(self.t.plan.th * g.ow) or (m + 1) * threads > words
         guard = f"if {e} < {n}:"

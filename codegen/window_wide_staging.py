@@ -41,7 +41,7 @@ from fusec.analysis.group_body import GroupBody, dtype_name
 from fusec.codegen.kernel_source import int_literal
 from fusec.codegen.operand_reader import read_at
 from fusec.codegen.point_evaluator import indent, load_expr
-from fusec.codegen.wide_access import WORD_TYPES, lane_value, wide_load
+from fusec.codegen.wide_access import WORD_TYPES, alignment_tests, lane_value, wide_load
 from fusec.codegen.window_staging import Stager, Tile, at, clamp, plus
 from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.nn_base import tensor_shape
@@ -159,8 +159,8 @@ class WideHalo:
                  f"{int_literal(g.w)} + iw0",
                  f"xq_hi = {plane} + {clamp(last, 0, g.h - 1) if row_check else last} * "
                  f"{int_literal(g.w)} + iw0 + {int_literal(words_per_row(cols, lanes) * lanes)}"]
-        aligned = [f"is_aligned(in{i}, {int_literal(lanes * of_device_dtype(d).width)})"
-                   for i, d in sorted(self.wide.items())]
+        aligned = alignment_tests((f"in{i}", lanes * of_device_dtype(d).width)
+                                  for i, d in sorted(self.wide.items()))
         bounds = f"xq_lo >= 0 and xq_hi <= {int_literal(numel(self.w.in_shape))}"
         return lines, " and ".join([*aligned, bounds])
 

@@ -14,7 +14,8 @@ What happens on a call:
 3. the inputs are checked against the function's signature (count, shape,
    dtype; errors name the argument by its model name) and moved to the
    device if they live on the host (NumPy, CPU torch tensors, CPU DLPack;
-   `runtime/arrays.py` lists the kinds accepted);
+   `runtime/arrays.py` lists the kinds accepted); a device array that does
+   not start on a 16-byte boundary is copied (`runtime/array_alignment.py`);
 4. on a GPU, each kernel is linked from kept PTX or compiled on all cores
    first (`runtime/kernel_loader.py`), once per `Executor`;
 5. constants are uploaded once per `Executor`; intermediates live in the
@@ -50,7 +51,9 @@ import numpy as np
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.memory_plan import MemoryPlan, plan_memory, storage_classes, view_roots
 from fusec.analysis.program import FunctionProgram, KernelLaunch, Program, TensorSpec
+from fusec.codegen.wide_access import ARRAY_ALIGNMENT
 from fusec.runtime import bf16_io
+from fusec.runtime.array_alignment import address, aligned_address, aligned_array
 from fusec.runtime.arrays import (
     array_kind,
     device_pointer,
@@ -398,6 +401,9 @@ class Executor:
             if cls == "output" and root not in storage:
                 spec = self.fp.values[root]
                 out = next(given, None)
+                if out is not None and not aligned_address(address(out) or 0):
+                    raise FusecError(f"an output array given to @{self.fp.name} must start on "
+                                     f"a {ARRAY_ALIGNMENT}-byte boundary")
                 storage[root] = out if out is not None else cuda.device_array(
                     spec.shape, dtype=np.dtype(spec.dtype), stream=stream)
         calls, results = self._bind(storage)
@@ -469,7 +475,9 @@ class Executor:
             # Kernels index flat views of their arguments.
             raise FusecError(f"input '{name}' of @{self.fp.name} must be a C-contiguous "
                              "device array (copy it first)")
-        return a
+        # Kernels access 16-byte words without testing addresses: a view
+        # that starts at an odd element is copied (runtime/array_alignment.py).
+        return aligned_array(self.cuda, a, stream)
 
     def _constants(self) -> dict[str, Any]:
         """Device copies of the constants, uploaded on the first call only."""

@@ -45,7 +45,8 @@ streams must not overlap (calls on one stream never do).
 
 Whether an address may be read or written in place (device or managed
 memory of the graph's GPU) is asked of the driver once, when a graph is
-captured for it; an array on another GPU is copied. A capture that fails
+captured for it; an array on another GPU is copied, as is one that does
+not start on a 16-byte boundary (`runtime/array_alignment.py`). A capture that fails
 (a library GEMM `cublas_direct.py` cannot express, a driver without
 support) is reported once and the model launches its kernels one by one
 from then on.
@@ -60,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fusec.runtime.array_alignment import aligned_address
 from fusec.runtime.graph_cache import GraphCache, GraphCachePolicy, Key
 from fusec.runtime.graph_inputs import InputFeed
 from fusec.runtime.graph_outputs import DEVICE_KINDS, ResultSink
@@ -199,7 +201,10 @@ class GraphRunner:
 
     def _on_device(self, ptr: int) -> bool:
         """Whether a kernel of this graph may address `ptr` (device or
-        managed memory of the graph's GPU); else the array is copied."""
+        managed memory of the graph's GPU, on the kernels' 16-byte boundary:
+        `runtime/array_alignment.py`); else the array is copied."""
+        if not aligned_address(ptr):
+            return False
         try:
             attrs = self.cupy.cuda.runtime.pointerGetAttributes(ptr)
         except Exception:  # host memory the driver does not know, a stale address

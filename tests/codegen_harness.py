@@ -9,6 +9,9 @@ pin exactly which ops share one kernel.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
 from fusec.analysis.program import Program
@@ -98,11 +101,26 @@ def tensor(shape: tuple[int, ...], dtype: str = "f32") -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + dtype + ">"
 
 
-def misaligned(a: np.ndarray, nbytes: int) -> np.ndarray:
-    """A copy of `a` whose data starts 2 bytes past a multiple of `nbytes`
-    (an array a wide access must not read as one word)."""
-    buf = np.zeros(a.nbytes + 2 * nbytes, np.uint8)
-    start = (-buf.ctypes.data) % nbytes + 2
-    out = buf[start:start + a.nbytes].view(a.dtype)
-    out[:] = a
-    return out
+def one_element_in(a: np.ndarray) -> Any:
+    """A device array (numba's simulator) holding `a`, one element into its
+    buffer: not 16-byte aligned for 2- and 4-byte elements, the view of a
+    caller's `x[1:]` that the runtime must copy before a kernel reads it
+    (`runtime/array_alignment.py`)."""
+    from numba import cuda
+
+    flat = np.concatenate([np.zeros(1, a.dtype), a.ravel()])
+    view = cuda.to_device(flat)[1:].reshape(a.shape)
+    assert view._ary.ctypes.data % 16, "the view must be misaligned"
+    return view
+
+
+def run_one_element_in(out: Path, inputs: list[np.ndarray]) -> np.ndarray:
+    """The one result of OUT's one function (numba's simulator, through the
+    runtime) on `inputs`, each passed `one_element_in` its buffer."""
+    from fusec.runtime.compiled_model import read_out
+    from fusec.runtime.executor import run_program
+
+    program, _, _ = read_out(out)
+    (name,) = program.functions
+    (got,) = run_program(program, name, [one_element_in(a) for a in inputs])
+    return np.asarray(got.copy_to_host())

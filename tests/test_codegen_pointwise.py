@@ -233,8 +233,9 @@ HALF = """func.func @f(%x: tensor<4x8xf16>, %b: tensor<8xf16>)
 
 def test_half_precision_group() -> None:
     program = check_program(HALF, launches=1, pipeline="group-each-op")
-    # Loads widen to float32; the explicit cast to f16 rounds inside the kernel.
-    assert "float32(in0[k0])" in program.kernels_source
+    # Loads of 4 halves (8-byte words, widened to float32 lane by lane); the
+    # explicit cast to f16 rounds inside the kernel.
+    assert "ld_wide64(in0, k0)" in program.kernels_source
     assert "float32(float16(" in program.kernels_source
 
 

@@ -96,7 +96,9 @@ def test_softmax_row_in_registers_with_overhang() -> None:
     # last one guarded (300 = 9 * 32 + 12), 4 rows per block.
     program = check_program(SOFTMAX.format(n=300))
     assert program.functions["f"].launches[0].block == (32, 4, 1)
-    assert "ok9 = jr9 < uint32(300)" in program.kernels_source
+    # (by quads: the third quad of each lane is the guarded one)
+    assert "okq2 = jqr2 < uint32(300)" in program.kernels_source
+    assert "if live and okq2:" in program.kernels_source
     assert "ok8" not in program.kernels_source
     assert "cache0" not in program.kernels_source
 
@@ -226,7 +228,7 @@ func.func @f(%x: tensor<4x24xf32>) -> tensor<4x24xf32> {
     assert "cache0" not in program.kernels_source  # in registers by default
     monkeypatch.setattr(reduction, "DEFAULT_OPTIONS", ReductionOptions(registers=False))
     program = check_program(text)
-    assert "cache0[rloc, j] = v1" in program.kernels_source
+    assert "cache0[rloc, uint32(0) + jq // uint32(4)] = v1_v0" in program.kernels_source
 
 
 def test_column_softmax_over_axis_0() -> None:

@@ -288,6 +288,23 @@ def test_an_array_on_another_gpu_is_copied_not_read_in_place() -> None:
     assert ("copy", bound["v0"], x.ptr, 32) in fake.events[-4:]
 
 
+def test_an_array_off_the_16_byte_boundary_is_copied_not_read_in_place() -> None:
+    """Kernels move 16-byte words without testing addresses
+    (runtime/array_alignment.py): a view one element into its buffer is
+    read from the static input buffer, which is aligned."""
+    fake = FakeCuda()
+    runner, _ = _runner(fake)
+    x, y = fake.register(DevArray()), fake.register(DevArray())
+    x.ptr += 4  # x[1:] of a larger device array
+    x.__cuda_array_interface__["data"] = (x.ptr, False)
+    fake.devices[x.ptr] = GPU
+    runner([x, y])
+    bound = _graphs(fake)[-1]
+    assert bound["v0"] != x.ptr and bound["v0"] in runner.static_in_ptrs
+    assert bound["v0"] % 16 == 0 and bound["v1"] == y.ptr
+    assert ("copy", bound["v0"], x.ptr, 32) in fake.events
+
+
 def test_a_returned_input_is_copied_out_never_written_in_place() -> None:
     fake = FakeCuda()
     runner, _ = _runner(fake, fp=_fp(returns_input=True))

@@ -40,9 +40,9 @@ def test_softmax_long_row_spans_warps() -> None:
     program = check_program(SOFTMAX.format(r=2, n=4096), pipeline=FUSE)
     launch = program.functions["f"].launches[0]
     assert launch.block == (128, 1, 1) and launch.grid == (2, 1, 1)
-    # the one-element version (for unaligned arrays; its names end in _u)
-    assert "a0_31_u = in0[c0 * uint32(4096) + j31_u]" in program.kernels_source
-    assert "a0_32" not in program.kernels_source
+    # 32 elements per lane, as 8 quads; one version (no `_u` twin)
+    assert "a0_31 = quad0_7[3]" in program.kernels_source
+    assert "a0_32" not in program.kernels_source and "a0_31_u" not in program.kernels_source
 
 
 @pytest.fixture
