@@ -105,7 +105,6 @@ from fusec.dialects.shapes import Shape, numel
 from fusec.scheduling.group_plan import GroupPlan
 from fusec.scheduling.reduction_plan import Frame, RowAnalysis
 from fusec.scheduling.row_plan import RowPlan
-from fusec.scheduling.row_vector import VECTOR
 
 
 def workspaces(rp: RowPlan) -> list[Workspace]:
@@ -230,7 +229,7 @@ class _RowKernelWriter:
     def write(self, name: str) -> str:
         ra, s = self.ra, self.sched
         lines = self._setup()
-        tests = aligned_condition(ra) if s.vector > 1 else ""
+        tests = aligned_condition(ra, s.vector) if s.vector > 1 else ""
         if tests:
             # One test per kernel: aligned arrays take the quads, a view at
             # an odd element the same passes one element per access.
@@ -346,7 +345,7 @@ class _RowKernelWriter:
             suffix=f"_{e}", hoist=self._hoist, itype=self.ix.itype,
         )
         if self.sched.vector > 1:
-            q, v = divmod(e, VECTOR)
+            q, v = divmod(e, self.sched.vector)
             ev.loader = self._quad_loader(ev, v, self._quad_coords(f"jq{q}"), f"_{q}")
         return ev
 
@@ -368,7 +367,8 @@ class _RowKernelWriter:
             index = self.ix.index(shape, "X", quad)
             if (arg, index) not in self.quads:
                 k = self.body.arg_index(arg)
-                line, elements = load_quad(arg, f"quad{k}{suffix}", f"in{k}", index)
+                line, elements = load_quad(arg, f"quad{k}{suffix}", f"in{k}", index,
+                                           self.sched.vector)
                 ev.lines.append(line)
                 self.quads[arg, index] = elements
             return self.quads[arg, index][v]
@@ -431,9 +431,10 @@ class _RowKernelWriter:
         roots = self.plan.pass_roots(stage)
         finals: list[list[str]] = [[] for _ in roots]
         lines: list[str] = []
-        for v in range(VECTOR):
+        vec = self.sched.vector
+        for v in range(vec):
             lines.append(f"jv{v} = {ix.itype}(jq + {ix.lit(v)})")
-            slot = f"{ix.lit(v * n // VECTOR)} + jq // {ix.lit(VECTOR)}"
+            slot = f"{ix.lit(v * n // vec)} + jq // {ix.lit(vec)}"
             lines += self._element_lines(stage, self._element_evaluator(v), slot, finals)
         if stage > self.ra.stages:
             for root, vals in zip(roots, finals, strict=True):
@@ -468,8 +469,8 @@ class _RowKernelWriter:
                 body += ev.take_lines()
                 if final and self.sched.vector > 1:
                     quad[k].append(val)
-                    if len(quad[k]) == VECTOR:
-                        at = self._quad_coords(f"jq{e // VECTOR}")
+                    if len(quad[k]) == self.sched.vector:
+                        at = self._quad_coords(f"jq{e // self.sched.vector}")
                         stores += self._store_quad(root, quad[k], guard, at)
                         quad[k] = []
                 elif final:

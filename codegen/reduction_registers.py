@@ -23,9 +23,9 @@ a layer norm reads `x + r` from registers for its centred squares and its
 output, exactly as the IR orders the arithmetic (two-pass mean and variance,
 no sum-of-squares cancellation; the second pass costs registers, not memory).
 
-Under a vector schedule (`vector = 4`, `codegen/reduction_vector.py`) the
-elements come in quads: element `e = 4q + v` is `j<e> = jq<q> + v` with
-`jq<q> = 4 * (lane + q * lanes)`, one 16-byte load per quad and input.
+Under a vector schedule (`vector = V`, 4 or 8, `codegen/reduction_vector.py`)
+the elements come in quads of V: element `e = Vq + v` is `j<e> = jq<q> + v`
+with `jq<q> = V * (lane + q * lanes)`, one load per quad and input.
 """
 
 from __future__ import annotations

@@ -111,6 +111,21 @@ def test_streamed_rows_by_quads(budget: int, n: int, monkeypatch: pytest.MonkeyP
     assert ("cache0" in src) == (budget > 256)
 
 
+@pytest.mark.parametrize("budget", [48 * 1024, 256])
+def test_streamed_half_rows_by_16_byte_words(budget: int, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    """A streamed bf16 layer norm of 200 (a multiple of 8, not of 8 x
+    lanes): 8 halves per access, cached in shared memory by element of the
+    word (`v * n / 8 + jq / 8`), or re-read from memory."""
+    monkeypatch.setattr(reduction, "DEFAULT_OPTIONS",
+                        ReductionOptions(registers=False, shared_budget=budget, max_lanes=16))
+    program = check_program(layer_norm(3, 200, "bf16"), pipeline=FUSED,
+                            tolerance={"float16": 2e-2, "float32": 5e-2})
+    src = program.kernels_source
+    assert "ld_vec4_u32(in0" in src and "st_vec4_u32(out0" in src
+    assert ("cache0" in src) == (budget > 256)
+
+
 def test_split_rows_by_quads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reduction, "DEFAULT_OPTIONS",
                         ReductionOptions(fill_threads=4096, min_split_elems=4, max_lanes=16))
@@ -155,11 +170,18 @@ def test_misaligned_views_are_copied_for_the_quads(text: str) -> None:
 
 
 @pytest.mark.parametrize("element", ["f16", "bf16"])
-def test_half_rows_by_8_byte_quads(element: str) -> None:
-    program = check_program(layer_norm(3, 64, element), pipeline=FUSED,
+@pytest.mark.parametrize(("n", "load", "store"), [(64, "ld_vec4_u32(in0", "st_vec4_u32(out0"),
+                                                  (36, "ld_wide64(in0", "st_wide64(out0")])
+def test_half_rows_by_16_byte_words(element: str, n: int, load: str, store: str) -> None:
+    """Rows of halves a multiple of 8 long move 8 per access (16 bytes, as
+    f32 quads do); a multiple of 4 only, 4 (8 bytes)."""
+    program = check_program(layer_norm(3, n, element), pipeline=FUSED,
                             tolerance={"float16": 2e-2, "float32": 5e-2})
-    assert "ld_wide64(in0" in program.kernels_source and "st_wide64(out0" in program.kernels_source
+    assert load in program.kernels_source and store in program.kernels_source
     assert "is_aligned(in" not in program.kernels_source
+    vector = 8 if n % 8 == 0 else 4
+    assert f"vector = {vector}>" in compile_model(layer_norm(3, n, element),
+                                                  target="h200").model_mlir
 
 
 def test_vector_is_recorded_in_the_schedule() -> None:
