@@ -51,8 +51,7 @@ def _element(v: SSAValue) -> str:
 def aligned_condition(ra: RowAnalysis, vector: int) -> str:
     """The run-time test that every array accessed by quads is aligned to
     its quad's bytes (`vector` elements); "" where the runtime's alignment
-    promises it (a quad
-    is at most 16 bytes, so always today)."""
+    promises it (a quad is at most 16 bytes, so always today)."""
     arrays = [(f"in{ra.body.arg_index(a)}", quad_bytes(a, vector)) for a in row_args(ra)]
     arrays += [(f"out{k}", quad_bytes(ra.body.outputs[k], vector)) for k in row_outputs(ra)]
     return " and ".join(alignment_tests((a, n) for a, n in arrays if n is not None))
