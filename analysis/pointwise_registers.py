@@ -29,7 +29,8 @@ from fusec.dialects.shapes import numel
 POINTWISE_BASE = 8  # thread index, chunk base, bounds
 POINTWISE_ARRAY_REGISTERS_PER_ELEMENT = 1.0  # a value (or word) in flight, per access
 POINTWISE_TAIL_REGISTERS = 3  # per further access of a partial chunk: clamp and flag
-POINTWISE_HALF_REGISTERS = 3  # the alignment test and unpacking of arrays moved in words
+POINTWISE_HALF_REGISTERS = 1  # unpacking the arrays moved in words (no alignment test since
+# the runtime aligns every array: 3 with it)
 POINTWISE_SCALAR_REGISTERS = 1  # a one-element input, loaded once
 POINTWISE_MATH_REGISTERS = 4  # a libdevice-style sequence (pow, div, erf, ...), one at a time
 POINTWISE_SCALAR_KERNEL = 8  # every output has one element: no chunk, no bounds

@@ -62,6 +62,7 @@ from fusec.scheduling.gemm_shape import analyze_group as analyze_gemm
 from fusec.scheduling.layout_collapse import collapsed
 from fusec.scheduling.pointwise_plan import plan_group, vector_width, wide_arrays
 from fusec.scheduling.register_estimate import RegisterEstimate
+from fusec.scheduling.row_vector import HALF_VECTOR
 from fusec.scheduling.transposed_plan import has_views
 from fusec.scheduling.window_plan import TiledWindow, geometry, recorded_plan, window_op
 from fusec.scheduling.window_stage_lanes import out_lanes, staged_registers
@@ -99,9 +100,11 @@ REDUCTION_PER_HELD_ELEMENT = 0.75  # a row element held in registers across pass
 # (2026-12-02), 32 f32 per lane: softmax 48 -> 63, a layer norm written out
 # of primitives 48 -> 64, rms norm + swiglu 48 -> 68.
 REDUCTION_PER_HELD_QUAD_ELEMENT = 0.5
-# ... plus the quads' base index and the aligned/unaligned branch pair (a
-# row of 24 f32 in 8 lanes of one quad each, under tanh: 28 registers).
-REDUCTION_QUAD_BASE = 6
+# ... plus the quads' base index (6 with the aligned/unaligned branch pair
+# kernels held before the runtime aligned every array: GPT-2's f32 layer
+# norm, ptxas 21, sm_90, 2026-12-06). Eight halves per access
+# (`vector = 8`) move in packed words: no register quads of f32.
+REDUCTION_QUAD_BASE = 1
 WINDOW_BASE = 30  # output coordinates, plane offsets, the accumulator (conv + pool)
 WINDOW_CHANNEL_LOOP = 8  # a channel loop around a multi-tap window
 WINDOW_PADDING = 4  # the two bounds checks per tap
@@ -310,8 +313,9 @@ def _reduction(group: GroupOp, schedule: ReductionSchedule) -> RegisterEstimate:
     if schedule.str_field("row") == "registers":
         per_lane = max(1, schedule.int_field("per_lane"))
         quads = schedule.int_field("vector") > 1
+        f32_quads = quads and schedule.int_field("vector") != HALF_VECTOR
         held = (REDUCTION_PER_HELD_ELEMENT
-                + (REDUCTION_PER_HELD_QUAD_ELEMENT if quads else 0)) * per_lane
+                + (REDUCTION_PER_HELD_QUAD_ELEMENT if f32_quads else 0)) * per_lane
         held += REDUCTION_QUAD_BASE if quads else 0
     else:
         # a streamed pass walks the row in steps of `lanes`, unrolled

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fusec.analysis.diagnostics import op_error
-from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type
+from fusec.analysis.group_body import POINT_KINDS, GroupBody, compute_type, dtype_name
 from fusec.analysis.group_memo import planned
 from fusec.analysis.in_place_reads import pointwise_read_refusal
 from fusec.analysis.op_kinds import op_kind
@@ -35,7 +35,7 @@ from fusec.analysis.view_operands import (
     read_directly,
 )
 from fusec.dialects import nn
-from fusec.dialects.element_types import numba_width
+from fusec.dialects.element_types import numba_width, of_device_dtype
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
@@ -57,6 +57,10 @@ TILE_BASE = 8
 TILE_ARRAY_REGISTERS_PER_ELEMENT = 1.0
 """Per array and element of a thread: the value in flight (the bases and
 row offsets fold into the addresses)."""
+TILE_HALF_WORDS = 0.75
+"""The same for a tile of halves moved in words on a wide side: two halves
+per register in flight, widened one at a time (a 64x64 f16 or bf16
+transposed add: ptxas 24 and 25, sm_90, 2026-12-06)."""
 TILE_EDGE_REGISTERS = 10
 """A tile that passes an axis' edge holds its clamped row coordinates, and a
 libdevice sequence (erf, tanh, ...) its temporaries; ptxas overlaps the two
@@ -388,7 +392,11 @@ def register_parts(group: GroupOp, schedule: PointwiseSchedule) -> list[tuple[st
                 ("scalars", PARAM_REGISTERS * scalars),
                 ("coordinates", FLAT_COORD_REGISTERS * len(plan.shape))]
     edge = passes_edge(plan) or any(isinstance(op, MATH_OPS) for op in plan.body.ops)
+    halves = all(of_device_dtype(dtype_name(v)).width == 2
+                 for v in (*plan.body.args, *plan.body.outputs))
+    per_element = TILE_HALF_WORDS if plan.tile_vector.wide and halves \
+        else TILE_ARRAY_REGISTERS_PER_ELEMENT
     return [("base", TILE_BASE),
-            ("arrays in flight", TILE_ARRAY_REGISTERS_PER_ELEMENT * per_thread * arrays),
+            ("arrays in flight", per_element * per_thread * arrays),
             ("scalars", PARAM_REGISTERS * scalars),
             ("edge clamps or math", TILE_EDGE_REGISTERS if edge else 0)]
