@@ -19,8 +19,10 @@ VECTOR = 4
 """Row elements per vector access: a quad (16 bytes of f32, 8 of halves)."""
 HALF_VECTOR = 8
 """Row elements per access where every row array holds halves: 16 bytes,
-as f32 quads move (a bf16 layer norm of 768 took 5.6 us by 8-byte quads,
-1.6x the 16-byte kernel of torch.compile, H100)."""
+as f32 quads move. Measured on an H100 (2026-12-06): the bf16 bench rows
+(add + layer norm + gelu, softmax) were at 97% of the copy floor with
+8-byte quads and stay there; ViT's bf16 layer norms, 1.6x inductor's time
+per kernel with 8-byte quads, are not measured with 16-byte ones yet."""
 
 def row_args(ra: RowAnalysis) -> list[BlockArgument]:
     """The inputs that vary along the row (read per element, by quads)."""
