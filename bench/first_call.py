@@ -21,6 +21,14 @@ cache (counted through `codegen/build_pool.py`'s hook). The table goes to
 the markdown file named on the command line (with date, device and commit,
 $FUSEC_COMMIT or git's) and to stdout.
 
+fusec's cold rows also say where the call's seconds went, from the build
+log (`$FUSEC_BUILD_LOG`, the wall-clock time each kernel was asked for and
+was ready): the seconds before the first kernel was asked for (Dynamo,
+aot_autograd, the partitioner and fusec's front end up to its first
+kernel), until the last build was done, the longest build and its kernel,
+and the seconds after it (the rest of the front end, loading the kernels,
+the call itself).
+
 `--profile DIR` runs each fusec child under cProfile and writes the 40 calls
 of largest cumulative time to `DIR/MODEL-fusec-PHASE.txt` (where a first call's
 seconds go: Dynamo, aot_autograd, fusec's partitioner and compile, kernel
@@ -114,8 +122,11 @@ def first_call(model_name: str, backend: str) -> dict[str, Any]:
     import torch
 
     counts = {"built": 0, "cached": 0}
+    log = Path(tempfile.mkdtemp(prefix="fusec-build-log-")) / "builds.log"
     if backend == "fusec":
-        from fusec.codegen.build_pool import add_listener
+        from fusec.codegen.build_pool import BUILD_LOG_ENV, add_listener
+
+        os.environ[BUILD_LOG_ENV] = str(log)
 
         add_listener(lambda event, _key, _label: counts.__setitem__(event, counts[event] + 1))
     model, inputs = build_model(model_name)
@@ -124,6 +135,7 @@ def first_call(model_name: str, backend: str) -> dict[str, Any]:
     profile_to = os.environ.get(PROFILE_ENV) if backend == "fusec" else None
     profiler = cProfile.Profile() if profile_to else None
     with torch.no_grad():
+        wall_begin = time.time()
         begin = time.perf_counter()
         if profiler is not None:
             profiler.enable()
@@ -140,7 +152,36 @@ def first_call(model_name: str, backend: str) -> dict[str, Any]:
 
         out.update(launched=sum(r.launches for r in reports()), compiled=counts["built"],
                    cached=counts["cached"])
+        out.update(timeline(log, wall_begin, seconds))
     return out
+
+
+def timeline(log: Path, begin: float, seconds: float) -> dict[str, Any]:
+    """Where a call's seconds went, from the build log's lines `EVENT KEY
+    KERNEL ASKED DONE` of builds (cache hits are not builds): seconds from
+    the call's start to the first kernel asked for and to the last build
+    done, and the longest build; {} when nothing was built."""
+    spans: list[tuple[float, float, str]] = []
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "built":
+            try:
+                spans.append((float(parts[3]), float(parts[4]), parts[2]))
+            except ValueError:
+                continue
+    if not spans:
+        return {}
+    longest = max(spans, key=lambda s: s[1] - s[0])
+    last_done = max(s[1] for s in spans) - begin
+    return {"first_asked_s": round(min(s[0] for s in spans) - begin, 2),
+            "last_built_s": round(last_done, 2),
+            "after_builds_s": round(seconds - last_done, 2),
+            "longest_build_s": round(longest[1] - longest[0], 2),
+            "longest_kernel": longest[2]}
 
 
 def _write_profile(profiler: cProfile.Profile, path: Path, seconds: float) -> None:
@@ -191,6 +232,23 @@ def table(results: dict[tuple[str, str, str], dict[str, Any]], models: list[str]
         ic, iw = results.get((m, "inductor", "cold")), results.get((m, "inductor", "warm"))
         lines.append(f"| {m} | {sec(fc)} | {sec(fw)} | {sec(ic)} | {sec(iw)} | "
                      f"{num(fc, 'launched')} | {num(fc, 'compiled')} | {num(fw, 'cached')} |")
+    return "\n".join(lines) + "\n"
+
+
+def timeline_table(results: dict[tuple[str, str, str], dict[str, Any]],
+                   models: list[str]) -> str:
+    """Where each fusec cold call went ("" when no row has a timeline)."""
+    rows = [(m, r) for m in models
+            if (r := results.get((m, "fusec", "cold"))) and "last_built_s" in r]
+    if not rows:
+        return ""
+    lines = ["| model (fusec cold) | first kernel asked | last build done | after the builds | "
+             "longest build |",
+             "|---|---:|---:|---:|---|"]
+    for m, r in rows:
+        lines.append(f"| {m} | {r['first_asked_s']:.1f} s | {r['last_built_s']:.1f} s | "
+                     f"{r['after_builds_s']:.1f} s | {r['longest_build_s']:.1f} s "
+                     f"({r['longest_kernel']}) |")
     return "\n".join(lines) + "\n"
 
 
@@ -259,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     when = datetime.date.today().isoformat()
     text = (f"# First call, cold and warm ({when}, {_device()}, commit {commit()})\n\n"
             f"{table(results, models)}")
+    if steps := timeline_table(results, models):
+        text += f"\nWhere fusec's cold first call went (seconds from the call's start):\n\n{steps}"
     output.write_text(text, encoding="utf-8")
     print(text)
     return 0

@@ -29,8 +29,10 @@ ever, in worker processes that start clean, at once and early.
 
 Every build and cache hit is reported to the functions `add_listener` took
 (tests count builds this way) and, when `$FUSEC_BUILD_LOG` names a file,
-appended to it as `built KEY KERNEL` or `cached KEY KERNEL` (a compile in
-another process counted the same way).
+appended to it as `built KEY KERNEL ASKED DONE` or `cached KEY KERNEL ASKED
+DONE` (a compile in another process counted the same way; ASKED and DONE
+are the wall-clock times, in Unix seconds, at which the kernel was asked
+for and its code was ready: where a first call's seconds go).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -347,14 +350,14 @@ def forget_builds() -> None:
         _memo.clear()
 
 
-def _tell(event: str, key: str, label: str) -> None:
+def _tell(event: str, key: str, label: str, asked: float) -> None:
     for listener in list(_listeners):
         listener(event, key, label)
     path = os.environ.get(BUILD_LOG_ENV)
     if path:
         try:
             with open(path, "a", encoding="utf-8") as f:
-                f.write(f"{event} {key} {label}\n")
+                f.write(f"{event} {key} {label or '-'} {asked:.3f} {time.time():.3f}\n")
         except OSError:
             pass
 
@@ -364,6 +367,7 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
     """The future code of `unit` for `signature` on `cc` (see the module
     docstring); `label` names the kernel in messages. `store`: the kernel
     cache to read and fill (True: the per-user one, None/False: none)."""
+    asked = time.time()
     key = kernel_key(unit, signature, cc)
     cache = user_store() if store is True else (store or None)
     with _lock:
@@ -373,7 +377,7 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
             return known
         future: Future[Built] = Future()
         _memo[key] = future
-    if _from_cache(future, cache, key, label or unit.name, label):
+    if _from_cache(future, cache, key, label or unit.name, label, asked):
         return future
     request = {"source": unit.source, "name": unit.name,
                "signature": [[int(n), str(t)] for n, t in signature],
@@ -383,10 +387,10 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
                "store": str(cache.root) if cache is not None else None}
     pool = start_workers()
     if pool is None:
-        _finish(future, _compile_here(request), key, label)
+        _finish(future, _compile_here(request), key, label, asked)
         return future
     reply = pool.submit(request)
-    reply.add_done_callback(lambda done: _finish(future, done, key, label))
+    reply.add_done_callback(lambda done: _finish(future, done, key, label, asked))
     # a caller that gives up (`cancel`) frees the worker if it has not begun
     future.add_done_callback(lambda done: reply.cancel() if done.cancelled() else None)
     return future
@@ -396,6 +400,7 @@ def known_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label:
                store: KernelStore | bool | None = True) -> Built | None:
     """The code of `unit` for `signature` on `cc` where this process built
     it or the kernel cache has it; None otherwise, and no build starts."""
+    asked = time.time()
     key = kernel_key(unit, signature, cc)
     with _lock:
         known = _memo.get(key)
@@ -404,7 +409,7 @@ def known_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label:
         return known.result()
     cache = user_store() if store is True else (store or None)
     future: Future[Built] = Future()
-    if not _from_cache(future, cache, key, label or unit.name, label):
+    if not _from_cache(future, cache, key, label or unit.name, label, asked):
         return None
     with _lock:
         _memo.setdefault(key, future)
@@ -412,19 +417,19 @@ def known_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label:
 
 
 def _from_cache(future: Future[Built], cache: KernelStore | None, key: str, kernel: str,
-                label: str) -> bool:
+                label: str, asked: float) -> bool:
     """Finish `future` with the kernel cache's entry of `key` (reported as
     a cache hit); False, `future` untouched, when it has none."""
     kept = cache.load(key, kernel) if cache is not None else None
     if kept is None:
         return False
     future.set_result(Built(kept, True))
-    _tell("cached", key, label)
+    _tell("cached", key, label, asked)
     return True
 
 
 def _finish(future: Future[Built], reply: Future[dict[str, Any]], key: str,
-            label: str) -> None:
+            label: str, asked: float) -> None:
     """Turn a worker's reply into `future`'s result (the worker stored it)."""
     if reply.cancelled():
         return
@@ -446,7 +451,7 @@ def _finish(future: Future[Built], reply: Future[dict[str, Any]], key: str,
     except (KeyError, ValueError, TypeError) as err:
         _fail(future, BuildFailed(f"a malformed reply ({err})", True))
         return
-    _tell("built", key, label)
+    _tell("built", key, label, asked)
     if future.set_running_or_notify_cancel():  # else cancelled: kept in the cache all the same
         future.set_result(Built(code, False))
 

@@ -55,6 +55,22 @@ def test_a_table_of_the_results() -> None:
     assert "| gpt2 | 12.3 s | 1.5 s | 20.0 s | error: over 5 s | 60 | 9 | 9 |" in text
 
 
+def test_the_timeline_of_a_cold_call_comes_from_the_build_log(tmp_path: Path) -> None:
+    log = tmp_path / "builds.log"
+    log.write_text("cached k0 fused_0 100.100 100.100\n"
+                   "built k1 fused_1 101.000 103.500\n"
+                   "built k2 attention_2 101.200 106.000\n"
+                   "built k3 garbled\n")
+    got = first_call.timeline(log, begin=100.0, seconds=7.25)
+    assert got == {"first_asked_s": 1.0, "last_built_s": 6.0, "after_builds_s": 1.25,
+                   "longest_build_s": 4.8, "longest_kernel": "attention_2"}
+    assert first_call.timeline(tmp_path / "none.log", 0.0, 1.0) == {}
+    results = {("gpt2", "fusec", "cold"): {"seconds": 7.25, **got}}
+    assert "| gpt2 | 1.0 s | 6.0 s | 1.2 s | 4.8 s (attention_2) |" in \
+        first_call.timeline_table(results, ["gpt2"])
+    assert first_call.timeline_table({}, ["gpt2"]) == ""
+
+
 def test_importing_it_imports_nothing_heavy() -> None:
     code = ("import sys, fusec.bench.first_call; "
             "print(sorted(m for m in ('torch', 'numba', 'transformers', 'torchvision', 'xdsl') "

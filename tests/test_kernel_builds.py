@@ -181,6 +181,9 @@ def test_a_filled_cache_makes_a_second_compile_probe_and_build_nothing(tmp_path:
         pytest.skip("no PTX or no ptxas here")
     assert first.returncode == 0, first.stderr
     assert _events(tmp_path / "log1").count("built") == 1, (tmp_path / "log1").read_text()
+    for line in (tmp_path / "log1").read_text().splitlines():  # EVENT KEY KERNEL ASKED DONE
+        asked, done = map(float, line.split()[3:])
+        assert 0 < asked <= done, line
     assert "ptxas counted 1 kernel (1 more from the cache)" in first.stderr, first.stderr
     second = _fusec([*args, "-o", str(tmp_path / "b")], cache, tmp_path / "log2")
     assert second.returncode == 0, second.stderr
