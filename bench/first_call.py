@@ -1,7 +1,8 @@
 """A real model's first call: fusec against inductor, cold and warm (GPU).
 
     python -m fusec.bench.first_call bench/results/DATE-DEVICE-first-call.md
-        [--models gpt2,resnet50,llama] [--timeout 1800] [--dry-run]
+        [--models gpt2,resnet50,llama] [--backends fusec,inductor]
+        [--phases cold,warm] [--timeout 1800] [--dry-run]
 
 For each model (bench/real_models.py: random weights, seeded, eval mode,
 fp32, CUDA; no key/value cache):
@@ -89,10 +90,11 @@ class Run:
                 self.backend]
 
 
-def plan(models: list[str], root: Path) -> list[Run]:
+def plan(models: list[str], root: Path, backends: tuple[str, ...] = BACKENDS,
+         phases: tuple[str, ...] = PHASES) -> list[Run]:
     """Every run, cold before warm, each (model, backend) with its own folders."""
     return [Run(m, b, phase, root / f"{m}-{b}")
-            for m in models for b in BACKENDS for phase in PHASES]
+            for m in models for b in backends for phase in phases]
 
 
 # --- the child: one first call ---------------------------------------------------------------
@@ -127,8 +129,8 @@ def first_call(model_name: str, backend: str) -> dict[str, Any]:
         from fusec.codegen.build_pool import BUILD_LOG_ENV, add_listener
 
         os.environ[BUILD_LOG_ENV] = str(log)
-
         add_listener(lambda event, _key, _label: counts.__setitem__(event, counts[event] + 1))
+    marks = _mark_stages(STAGES) if backend == "fusec" else {}
     model, inputs = build_model(model_name)
     compiled = torch.compile(model, backend=compile_backend(backend))
     torch.cuda.synchronize()
@@ -153,7 +155,46 @@ def first_call(model_name: str, backend: str) -> dict[str, Any]:
         out.update(launched=sum(r.launches for r in reports()), compiled=counts["built"],
                    cached=counts["cached"])
         out.update(timeline(log, wall_begin, seconds))
+        out["stages"] = {name: [round(t - wall_begin, 2) for t in spans]
+                         for name, spans in marks.items()}
     return out
+
+
+STAGES = {
+    "backend": ("fusec.importers.torch.backend", "Backend", "__call__"),
+    "forward": ("fusec.importers.torch.backend", "_ForwardCompiler", "__call__"),
+    "compile": ("fusec.compiler.python_api", None, "compile"),
+    "load": ("fusec.runtime.kernel_loader", None, "compile_parallel"),
+}
+"""fusec's stages in a first call: Dynamo hands the graph to the backend,
+aot_autograd to its forward compiler, which compiles each partition
+(`fusec.compile`), and the first call waits for the kernels (`load`)."""
+
+
+def _mark_stages(stages: dict[str, tuple[str, str | None, str]]) -> dict[str, list[float]]:
+    """Wrap each stage's function so that every call adds its wall-clock
+    start and end to the returned lists (this child's only instrument)."""
+    import functools
+    import importlib
+
+    marks: dict[str, list[float]] = {}
+    for name, (module_name, owner_name, attr) in stages.items():
+        owner: Any = importlib.import_module(module_name)
+        if owner_name is not None:
+            owner = getattr(owner, owner_name)
+        inner = getattr(owner, attr)
+        spans = marks.setdefault(name, [])
+
+        def timed(*args: Any, _inner: Any = inner, _spans: list[float] = spans,
+                  **kwargs: Any) -> Any:
+            start = time.time()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                _spans.extend((start, time.time()))
+
+        setattr(owner, attr, functools.wraps(inner)(timed))
+    return marks
 
 
 def timeline(log: Path, begin: float, seconds: float) -> dict[str, Any]:
@@ -177,7 +218,9 @@ def timeline(log: Path, begin: float, seconds: float) -> dict[str, Any]:
         return {}
     longest = max(spans, key=lambda s: s[1] - s[0])
     last_done = max(s[1] for s in spans) - begin
-    return {"first_asked_s": round(min(s[0] for s in spans) - begin, 2),
+    return {"builds": [[label, round(a - begin, 2), round(d - begin, 2)]
+                       for a, d, label in sorted(spans)],
+            "first_asked_s": round(min(s[0] for s in spans) - begin, 2),
             "last_built_s": round(last_done, 2),
             "after_builds_s": round(seconds - last_done, 2),
             "longest_build_s": round(longest[1] - longest[0], 2),
@@ -268,6 +311,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("output", nargs="?", help="the markdown file to write")
     ap.add_argument("--models", default=",".join(MODELS),
                     help=f"comma-separated, of {', '.join(MODELS)}")
+    ap.add_argument("--backends", default=",".join(BACKENDS),
+                    help=f"comma-separated, of {', '.join(BACKENDS)}")
+    ap.add_argument("--phases", default=",".join(PHASES),
+                    help="comma-separated, of cold, warm (warm reuses what cold filled)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
     ap.add_argument("--profile", metavar="DIR", type=Path,
                     help="profile each fusec child; text summaries go to DIR")
@@ -289,6 +336,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown model(s) {', '.join(unknown) or '(none)'}; "
               f"expected some of: {', '.join(MODELS)}", file=sys.stderr)
         return 2
+    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+    wrong = [b for b in backends if b not in BACKENDS] + [p for p in phases if p not in PHASES]
+    if wrong or not backends or not phases:
+        print(f"error: unknown backend or phase {', '.join(wrong) or '(none)'}; backends: "
+              f"{', '.join(BACKENDS)}; phases: {', '.join(PHASES)}", file=sys.stderr)
+        return 2
     if not args.output:
         print("error: name the markdown file to write", file=sys.stderr)
         return 2
@@ -300,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot write '{output}': no folder '{output.parent}'", file=sys.stderr)
         return 2
     root = Path(tempfile.mkdtemp(prefix="fusec-first-call-"))
-    runs = plan(models, root)
+    runs = plan(models, root, backends, phases)
     if args.dry_run:
         for run in runs:
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env().items())

@@ -32,10 +32,21 @@ def test_dry_run_lists_each_measurement_in_a_process_of_its_own(
     assert lines[-1] == f"would write the table to {out}" and not out.exists()
 
 
+def test_backends_and_phases_narrow_the_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [str(tmp_path / "t.md"), "--models", "gpt2", "--backends", "fusec",
+            "--phases", "cold", "--dry-run"]
+    assert first_call.main(args) == 0
+    runs = [line for line in capsys.readouterr().out.splitlines() if " --child " in line]
+    assert len(runs) == 1 and runs[0].startswith("gpt2 fusec cold:")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--models", "gpt3"], "unknown model(s) gpt3"),
     ([], "name the markdown file"),
     (["--timeout", "0"], "--timeout must be > 0"),
+    (["--backends", "xla"], "unknown backend or phase xla"),
+    (["--phases", "hot"], "unknown backend or phase hot"),
 ])
 def test_bad_arguments_are_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   args: list[str], message: str) -> None:
@@ -62,6 +73,7 @@ def test_the_timeline_of_a_cold_call_comes_from_the_build_log(tmp_path: Path) ->
                    "built k2 attention_2 101.200 106.000\n"
                    "built k3 garbled\n")
     got = first_call.timeline(log, begin=100.0, seconds=7.25)
+    assert got.pop("builds") == [["fused_1", 1.0, 3.5], ["attention_2", 1.2, 6.0]]
     assert got == {"first_asked_s": 1.0, "last_built_s": 6.0, "after_builds_s": 1.25,
                    "longest_build_s": 4.8, "longest_kernel": "attention_2"}
     assert first_call.timeline(tmp_path / "none.log", 0.0, 1.0) == {}
@@ -69,6 +81,26 @@ def test_the_timeline_of_a_cold_call_comes_from_the_build_log(tmp_path: Path) ->
     assert "| gpt2 | 1.0 s | 6.0 s | 1.2 s | 4.8 s (attention_2) |" in \
         first_call.timeline_table(results, ["gpt2"])
     assert first_call.timeline_table({}, ["gpt2"]) == ""
+
+
+def test_stages_are_timed_by_wrapping_their_functions(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    module = types.ModuleType("stage_probe")
+
+    class Owner:
+        def call(self, x: int) -> int:
+            return x + 1
+
+    module.Owner = Owner  # type: ignore[attr-defined]
+    module.double = lambda x: 2 * x  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "stage_probe", module)
+    marks = first_call._mark_stages({"method": ("stage_probe", "Owner", "call"),
+                                     "function": ("stage_probe", None, "double")})
+    assert Owner().call(1) == 2 and module.double(3) == 6 and module.double(4) == 8
+    assert len(marks["method"]) == 2 and len(marks["function"]) == 4
+    start, end = marks["function"][:2]
+    assert start <= end <= marks["function"][2]
 
 
 def test_importing_it_imports_nothing_heavy() -> None:
