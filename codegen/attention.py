@@ -434,7 +434,7 @@ class _Writer:
         for i in range(t.rows):
             lines += [
                 f"n{i} = max(m{i}, t{i})",
-                f"mb{i} = n{i} if n{i} > {NEG_INF} else {ZERO}  # rows masked so far: no NaN",
+                f"mb{i} = select(n{i} > {NEG_INF}, n{i}, {ZERO})  # rows masked so far: no NaN",
                 f"a{i} = fast_exp(m{i} - mb{i})",
                 f"m{i} = n{i}",
                 *(f"p{i}_{j} = fast_exp(x{i}_{j} - mb{i})" for j in keys),

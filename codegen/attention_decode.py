@@ -193,7 +193,7 @@ class DecodeWriter(_Writer):
             for u in range(1, self.t.cols):
                 top = f"max({top}, x{i}_{u})"
             lines += [f"n{i} = max(m{i}, {top})",
-                      f"mb{i} = n{i} if n{i} > {NEG_INF} else {ZERO}  # masked so far: no NaN",
+                      f"mb{i} = select(n{i} > {NEG_INF}, n{i}, {ZERO})  # masked so far: no NaN",
                       f"a{i} = fast_exp(m{i} - mb{i})", f"m{i} = n{i}",
                       *(f"p{i}_{u} = fast_exp(x{i}_{u} - mb{i})" for u in keys),
                       f"l{i} = l{i} * a{i} + " + " + ".join(f"p{i}_{u}" for u in keys)]
@@ -216,7 +216,7 @@ class DecodeWriter(_Writer):
         count = t.block_q * sh.dv
         body = [f"i = idx // {sh.dv}", f"c = idx % {sh.dv}", "qr = q0 + i",
                 f"mx = {NEG_INF}", *(f"mx = max(mx, Ms[{w}, i])" for w in range(self.warps)),
-                f"mb = mx if mx > {NEG_INF} else {ZERO}  # every warp masked: no -inf - -inf",
+                f"mb = select(mx > {NEG_INF}, mx, {ZERO})  # every warp masked: no -inf - -inf",
                 f"den = {ZERO}", f"acc = {ZERO}"]
         for w in range(self.warps):
             body += [f"wt = fast_exp(Ms[{w}, i] - mb)", f"den += wt * Ls[{w}, i]",

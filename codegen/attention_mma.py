@@ -331,7 +331,7 @@ class MmaWriter(_Writer):
         for r in range(2):
             lines += [
                 f"n{r} = max(m{r}, t{r})",
-                f"mb{r} = n{r} if n{r} > {NEG_INF} else {ZERO}  # rows masked so far: no NaN",
+                f"mb{r} = select(n{r} > {NEG_INF}, n{r}, {ZERO})  # rows masked so far: no NaN",
                 f"a{r} = fast_exp(m{r} - mb{r})",
                 f"m{r} = n{r}",
             ]

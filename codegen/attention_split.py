@@ -166,7 +166,7 @@ class SplitWriter(_Writer):
                 f"bz = row // {sh.s}", *self.batch_lines, f"obase = {self._base('o')}",
                 f"mx = {NEG_INF}",
                 f"for s in range({n}):", f"    mx = max(mx, {pml}[{at}])",
-                f"mb = mx if mx > {NEG_INF} else {ZERO}  # every chunk masked: no -inf - -inf",
+                f"mb = select(mx > {NEG_INF}, mx, {ZERO})  # every chunk masked: no -inf - -inf",
                 f"den = {ZERO}", f"acc = {ZERO}",
                 f"for s in range({n}):",
                 f"    w = {F32}(fast_exp({pml}[{at}] - mb))",

@@ -67,7 +67,7 @@ def unit_of_kernel(text: str, name: str) -> KernelUnit:
             if line.strip() and not line.lstrip().startswith("#")]
     helpers = [line.rstrip() for line in lines[:first]
                if line.strip() and not line.lstrip().startswith("#")]
-    kernel = "\n".join([*helpers, "@cuda.jit", *body])
+    kernel = hoist_literal_casts("\n".join([*helpers, "@cuda.jit", *body]))
     # the kernel and the device functions named after it (`<name>_s0`, ...)
     kernel = re.sub(rf"\b{re.escape(name)}(?=\b|_s\d+\b)", UNIT_NAME, kernel)
     prelude = kernel_prelude([kernel]).rstrip("\n")
@@ -75,6 +75,40 @@ def unit_of_kernel(text: str, name: str) -> KernelUnit:
     symbol = unit_symbol(source)
     source = re.sub(rf"\b{UNIT_NAME}(?=\b|_s\d+\b)", symbol, source)
     return KernelUnit(source, symbol, int(cap.group(1)) if cap else 0)
+
+
+_LITERAL_CAST = re.compile(r"(?<![\w.])(?:numba\.)?(uint64|uint32)\((\d+)\)")
+
+
+def hoist_literal_casts(text: str) -> str:
+    """`text` with each function's casts of integer literals to unsigned
+    types (`numba.uint64(2304)`, `uint32(16)`: the unsigned index math of
+    the writers) bound once to a local at the top of its body. numba types
+    every call on its own (about 1 ms each); the attention kernels write
+    hundreds of these, and GPT-2's f32 one builds 12% faster with them
+    hoisted. The PTX is the same: the locals are constants."""
+    lines = text.split("\n")
+    out: list[str] = []
+    starts = [i for i, line in enumerate(lines) if line.startswith("def ")] + [len(lines)]
+    out.extend(lines[:starts[0]])
+    for at, end in zip(starts, starts[1:], strict=False):
+        block = lines[at:end]
+        if not block[0].rstrip().endswith(":") or len(block) < 2:
+            out.extend(block)
+            continue
+        names: dict[str, str] = {}
+
+        def local(m: re.Match[str], names: dict[str, str] = names) -> str:
+            kind, value = m.group(1), m.group(2)
+            name = f"_{kind[0]}{kind[4:]}_{value}"
+            names[name] = f"numba.{kind}({value})"
+            return name
+
+        body = [_LITERAL_CAST.sub(local, line) for line in block[1:]]
+        indent = next((line[:len(line) - len(line.lstrip())] for line in body
+                       if line.strip()), "    ")
+        out += [block[0], *(f"{indent}{n} = {v}" for n, v in sorted(names.items())), *body]
+    return "\n".join(out)
 
 
 def unit_symbol(source: str) -> str:
