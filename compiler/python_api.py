@@ -73,10 +73,10 @@ def compile(
             return CompiledModel(program, memory, plan, device, kernels_path=kernels_path,
                                  graphs=graphs)
     if kind == "gpu":  # a compile: before anything could import numba.cuda
-        from fusec.codegen.build_pool import start_workers
-
         # they import numba while the front end runs, and serve every model; a
         # program from the cache starts none (a kernel its cache lacks starts them)
+        from fusec.codegen.build_pool import start_workers
+
         start_workers()
     artifacts = compile_model(source, fusion=fusion, target=target,
                               schedule=ScheduleOptions(gemm=gemm,
@@ -90,3 +90,20 @@ def compile(
                           graphs=graphs)
     model.start_kernel_builds()  # they compile while the caller goes on to its first call
     return model
+
+
+def start_kernel_builders(device: str = "auto") -> bool:
+    """Start the kernel compile workers now (`codegen/build_pool.py`), if
+    kernels for `device` ("auto", "gpu", "sim") would be built: a caller
+    that knows a compile is coming (`torch.compile`'s backend, before
+    aot_autograd traces the graph) lets them import numba and warm up
+    meanwhile. Returns whether they run. Never selects the device, so that
+    the compile itself still does."""
+    from fusec.runtime.device import gpu_available, simulator_forced
+
+    if device == "sim" or (device == "auto" and simulator_forced()) or not gpu_available():
+        return False
+    from fusec.codegen.build_pool import start_workers
+
+    return start_workers() is not None
+

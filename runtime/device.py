@@ -57,6 +57,12 @@ def _sim_env_set() -> bool:
     return os.environ.get(SIM_ENV, "0").strip() not in ("", "0")
 
 
+def simulator_forced() -> bool:
+    """Whether numba's simulator is forced (`NUMBA_ENABLE_CUDASIM`, or
+    numba.cuda loaded in simulator mode)."""
+    return _sim_env_set() or _loaded_mode() == "sim"
+
+
 def select_device(device: str = "auto", notice: bool = True) -> DeviceKind:
     """Resolve `device` ("auto", "gpu" or "sim") to where kernels will run,
     setting up numba for it; call before anything imports numba.cuda.

@@ -38,3 +38,25 @@ def test_the_simulator_asks_for_nothing(monkeypatch: pytest.MonkeyPatch) -> None
                         lambda *a: pytest.fail("no build in the simulator"))
     model = fusec.compile(TEXT, fusion=False, cache=False)
     assert model.start_kernel_builds() == 0
+
+
+def test_builders_start_early_only_where_gpu_kernels_will_be_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`start_kernel_builders` (what torch.compile's backend calls before
+    aot_autograd traces): never in the simulator or without a GPU."""
+    from fusec.codegen import build_pool
+    from fusec.compiler import python_api
+    from fusec.runtime import device
+
+    started: list[int] = []
+    monkeypatch.setattr(build_pool, "start_workers", lambda: started.append(1) or object())
+    monkeypatch.setattr(device, "gpu_available", lambda: True)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.setattr(device, "_loaded_mode", lambda: None)
+    assert python_api.start_kernel_builders("sim") is False and started == []
+    assert python_api.start_kernel_builders("auto") is True and started == [1]
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    assert python_api.start_kernel_builders("auto") is False and started == [1]
+    assert python_api.start_kernel_builders("gpu") is True and started == [1, 1]
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    assert python_api.start_kernel_builders("gpu") is False and started == [1, 1]

@@ -106,6 +106,20 @@ def test_a_second_compile_is_rebuilt_without_tracing(events: list[tuple[str, str
     assert not torch.equal(out, first)
 
 
+def test_a_trace_starts_the_kernel_builders_and_a_hit_does_not(
+        events: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from fusec.compiler import python_api
+
+    asked: list[str] = []
+    monkeypatch.setattr(python_api, "start_kernel_builders", lambda device: asked.append(device))
+    module = Block().eval()
+    _compile_and_call(module, torch.randn(1, 6, 8))
+    assert _kinds(events)[:2] == ["miss", "traced"] and asked == ["auto"]
+    events.clear()
+    _compile_and_call(module, torch.randn(1, 6, 8))
+    assert _kinds(events) == ["hit"] and asked == ["auto"]
+
+
 def test_another_shape_is_another_entry(events: list[tuple[str, str]]) -> None:
     torch.manual_seed(1)
     module = Block().eval()

@@ -96,6 +96,11 @@ class Backend:
             if cached is not None:
                 return cached
         compile_forward = _ForwardCompiler(options, self.reports, keep)
+        # the kernel builders warm up while aot_autograd traces (a graph whose
+        # programs the cache holds leaves them idle: they cost one process each)
+        from fusec.compiler.python_api import start_kernel_builders
+
+        start_kernel_builders(str(options.get("device", "auto")))
         attention_as_math(gm)
         return aot_autograd(fw_compiler=compile_forward, bw_compiler=_eager,
                             decompositions=decompositions())(gm, example_inputs)
