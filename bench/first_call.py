@@ -164,11 +164,13 @@ STAGES = {
     "backend": ("fusec.importers.torch.backend", "Backend", "__call__"),
     "forward": ("fusec.importers.torch.backend", "_ForwardCompiler", "__call__"),
     "compile": ("fusec.compiler.python_api", None, "compile"),
+    "register-budget": ("fusec.passes.register_budget", "RegisterBudgetPass", "apply"),
     "load": ("fusec.runtime.kernel_loader", None, "compile_parallel"),
 }
 """fusec's stages in a first call: Dynamo hands the graph to the backend,
 aot_autograd to its forward compiler, which compiles each partition
-(`fusec.compile`), and the first call waits for the kernels (`load`)."""
+(`fusec.compile`, whose `register-budget` asks for the first kernel builds),
+and the first call waits for the kernels (`load`)."""
 
 
 def _mark_stages(stages: dict[str, tuple[str, str | None, str]]) -> dict[str, list[float]]:

@@ -42,12 +42,18 @@ from fusec.analysis.device_dtypes import numba_type, value_dtype
 from fusec.analysis.diagnostics import InternalError, counted
 from fusec.analysis.group_kind import group_backend
 from fusec.analysis.targets import Target
-from fusec.codegen.build_pool import BuildFailed, Built, kernel_code, known_code
+from fusec.codegen.build_pool import (
+    BuildFailed,
+    Built,
+    kernel_code,
+    known_code,
+    workers_running,
+)
 from fusec.codegen.compile_errors import first_error_line
 from fusec.codegen.generate import KERNEL_NAME_FUNC_CHARS, group_attr, main_op
-from fusec.codegen.kernel_source import KernelParam, KernelSource
+from fusec.codegen.kernel_source import KernelParam, KernelSource, capped
 from fusec.codegen.kernel_unit import KernelUnit, unit_of_kernel
-from fusec.codegen.launch_grid import fit_grid
+from fusec.codegen.launch_grid import fit_grid, launch_register_cap
 from fusec.codegen.writers import ValueId, WriteTask, writer_for
 from fusec.dialects.fusion import GroupOp
 from fusec.scheduling.group_plan import group_plan
@@ -109,6 +115,35 @@ class KernelProbe:
                     continue  # `count` reports it, for the group it belongs to
         finally:
             self.seconds += time.perf_counter() - begin
+
+    def speculate(self, groups: Sequence[GroupOp], target: Target, cap: int = 0) -> int:
+        """Start building, without counting or waiting, the kernels `groups`
+        will most likely have: each group's kernel as its schedule stands now,
+        declared as the program will declare it (`launch_register_cap`), so
+        that the runtime's build of that kernel is already running when the
+        compile ends (GPT-2's attention kernel, the longest build of its cold
+        first call, started 2.6 s earlier on an H100). A later pass that
+        changes a kernel makes its build wasted work in a worker, never a
+        wrong kernel: builds are keyed by the kernel's text. Only for a
+        process that builds kernels anyway (its workers run); returns how
+        many builds were asked for (0 without ptxas or workers)."""
+        if self.unavailable or not groups or not workers_running() or \
+                shutil.which("ptxas") is None:
+            return 0
+        units: dict[str, tuple[KernelUnit, list[tuple[int, str]], str]] = {}
+        for group in groups:
+            try:
+                kernel, signature = _generate(group, target)
+                kernel = capped(kernel, launch_register_cap(kernel, target, cap))
+                unit = unit_of_kernel(kernel.text, kernel.name)
+            except Exception:  # a library call, or a kernel the real generation
+                continue       # reports: a guess is never an error
+            units.setdefault(unit.source, (unit, signature, kernel_name(group)))
+        # the longest texts first: they take the longest to build
+        for source in sorted(units, key=len, reverse=True):
+            unit, signature, label = units[source]
+            kernel_code(unit, signature, target.compute_capability, label)
+        return len(units)
 
     def count(self, group: GroupOp, target: Target, cap: int = 0) -> KernelCount | None:
         """The ptxas count of `group`'s kernel on `target` (capped at `cap`

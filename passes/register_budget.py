@@ -430,8 +430,13 @@ class RegisterBudgetPass(ModulePass):
         groups = [g for f in op.walk() if isinstance(f, FuncOp) and f.body.blocks
                   for g in f.body.block.ops if isinstance(g, GroupOp)]
         if probe is not None:  # every count the fits will ask for, built in parallel first
-            probe.prefetch([g for g in groups if budgeter.would_measure(g)], target,
-                           self.max_registers)
+            measured = [g for g in groups if budgeter.would_measure(g)]
+            probe.prefetch(measured, target, self.max_registers)
+            # then the other kernels, where this process builds them anyway (a
+            # GPU compile): they build while the counts and the rest of the
+            # compile run, instead of after it
+            probe.speculate([g for g in groups if g not in measured], target,
+                            self.max_registers)
         for group in groups:
             budgeter.fit(group)
         if probe is not None and probe.note:

@@ -1,0 +1,83 @@
+"""Kernel builds started before the compile ends (`KernelProbe.speculate`,
+called by `register-budget`): in a process that builds kernels anyway (its
+workers run), every group's kernel is asked for as its schedule stands,
+declared as the program will declare it, so that the runtime's build of
+each is already running; counted through the build calls, never by time."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusec.analysis.targets import get_target
+from fusec.codegen import kernel_probe
+from fusec.codegen.build_pool import Built
+from fusec.codegen.kernel_cache import KernelCode, kernel_key
+from fusec.codegen.kernel_unit import units_of_source
+from fusec.codegen.ptx import program_signatures
+from fusec.compiler.compile import compile_model
+from fusec.dialects.fusion import GroupOp
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Build requests (key, kernel) recorded and answered at once, as if
+    workers ran and ptxas counted 32 registers."""
+    seen: list[tuple[str, str]] = []
+
+    def build(unit: Any, signature: Any, cc: Any, label: str = "", store: Any = True
+              ) -> Future[Built]:
+        seen.append((kernel_key(unit, signature, cc), label))
+        done: Future[Built] = Future()
+        done.set_result(Built(KernelCode("", None, 32, 0), False))
+        return done
+
+    monkeypatch.setattr(kernel_probe, "kernel_code", build)
+    monkeypatch.setattr(kernel_probe, "workers_running", lambda: True)
+    monkeypatch.setattr(kernel_probe.shutil, "which", lambda name: f"/bin/{name}")
+    return seen
+
+
+@pytest.mark.parametrize("example", ["gpt2_block.mlir", "add_layernorm_gelu.mlir",
+                                     "inverted_residual.mlir"])
+def test_every_kernel_of_the_program_was_asked_for_before_the_compile_ended(
+        asked: list[tuple[str, str]], example: str) -> None:
+    program = compile_model((EXAMPLES / example).read_text(), target="h100").program
+    signatures = program_signatures(program)
+    units = units_of_source(program.kernels_source, signatures)
+    final = {kernel_key(units[n], signatures[n], (9, 0)) for n in signatures}
+    assert final and final <= {key for key, _ in asked}
+
+
+def test_nothing_is_asked_for_where_no_workers_run(asked: list[tuple[str, str]],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    module = compile_model((EXAMPLES / "softmax.mlir").read_text(), target="h100").module
+    groups = [op for op in module.walk() if isinstance(op, GroupOp)]
+    monkeypatch.setattr(kernel_probe, "workers_running", lambda: False)
+    asked.clear()
+    assert kernel_probe.KernelProbe().speculate(groups, get_target("h100")) == 0
+    assert asked == []
+
+
+def test_a_group_whose_kernel_cannot_be_guessed_is_skipped(
+        asked: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    module = compile_model((EXAMPLES / "add_layernorm_gelu.mlir").read_text(),
+                           target="h100", fusion=False).module
+    groups = [op for op in module.walk() if isinstance(op, GroupOp)]
+    assert len(groups) >= 2
+    real = kernel_probe._generate
+
+    def generate(group: GroupOp, target: Any) -> Any:
+        if group is groups[0]:
+            raise NotImplementedError("no kernel for this one")
+        return real(group, target)
+
+    monkeypatch.setattr(kernel_probe, "_generate", generate)
+    asked.clear()
+    count = kernel_probe.KernelProbe().speculate(groups, get_target("h100"))
+    assert 1 <= count == len({key for key, _ in asked})
