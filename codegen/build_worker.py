@@ -3,11 +3,13 @@
 Started by `codegen/build_pool.py` as a plain subprocess, so it never runs
 the caller's `__main__` (multiprocessing's "spawn" re-imports a script's
 main module in each worker: a script that imports torch costs seconds per
-worker) and imports only the standard library, numba and
-`codegen/compile_errors.py`. It imports numba's CUDA target at once, and
-compiles a small kernel, before the first request, so that it is warm by
-the time the front end has a kernel to compile. It never runs with `NUMBA_ENABLE_CUDASIM` (the simulator
-compiles nothing; the pool removes it from the environment).
+worker) and imports only the standard library, numba,
+`codegen/compile_errors.py` and `codegen/numba_lowering.py` (one step of
+numba's lowering made linear in a block's length). It imports numba's CUDA
+target at once, and compiles a small kernel, before the first request, so
+that it is warm by the time the front end has a kernel to compile. It
+never runs with `NUMBA_ENABLE_CUDASIM` (the simulator compiles nothing; the
+pool removes it from the environment).
 
 One JSON request per line on stdin, one reply per line on stdout:
 
@@ -92,7 +94,9 @@ def compile_request(request: dict[str, Any]) -> dict[str, Any]:
     from numba.cuda import types as nt
 
     from fusec.codegen.compile_errors import environmental
+    from fusec.codegen.numba_lowering import install
 
+    install()  # numba's lowering in linear time (idempotent)
     try:
         module = types.ModuleType(UNIT_MODULE)
         exec(compile(request["source"], "<fusec kernel>", "exec"), module.__dict__)
@@ -149,7 +153,7 @@ def warm_up() -> None:
         module = types.ModuleType("fusec_warm_up")
         exec(compile(WARM_UP, "<fusec warm-up>", "exec"), module.__dict__)
         cuda.compile_ptx(module.warm_up, (nt.float32[::1], nt.float32[::1]), cc=(7, 5))
-    except Exception:  # noqa: BLE001 (no libNVVM here: the first request will say so)
+    except Exception:  # no libNVVM here: the first request will say so
         pass
 
 
@@ -160,6 +164,9 @@ def main() -> int:
     import numba.cuda  # noqa: F401  (warm: the first request should not pay for it)
     from numba.cuda import compiler  # noqa: F401
 
+    from fusec.codegen.numba_lowering import install
+
+    install()
     warm_up()
 
     for line in sys.stdin:

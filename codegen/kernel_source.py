@@ -232,8 +232,8 @@ PRELUDE_NAMES = frozenset(
     {"math", "np", "numba", "cuda", "boolean", "float16", "float32", "float64", "int32",
      "int64", "ieee_exp", "fast_exp", "ieee_log", "ieee_sqrt", "ieee_tanh", "ieee_erf", "ieee_pow",
      *TRIG_NAMES,
-     "_ieee", "select", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice", *FAST_ERF_NAMES,
-     *FAST_TANH_NAMES, *MMA_NAMES, *MMA_ROW_NAMES}
+     "_ieee", "select", "uint16", "uint32", "bf16_to_f32", "f32_to_bf16", "libdevice",
+     *FAST_ERF_NAMES, *FAST_TANH_NAMES, *MMA_NAMES, *MMA_ROW_NAMES}
 )
 
 

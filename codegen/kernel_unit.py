@@ -27,6 +27,7 @@ the whole file under its own name, as before units existed.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def hoist_literal_casts(text: str) -> str:
     out: list[str] = []
     starts = [i for i, line in enumerate(lines) if line.startswith("def ")] + [len(lines)]
     out.extend(lines[:starts[0]])
-    for at, end in zip(starts, starts[1:], strict=False):
+    for at, end in itertools.pairwise(starts):
         block = lines[at:end]
         if not block[0].rstrip().endswith(":") or len(block) < 2:
             out.extend(block)

@@ -46,6 +46,9 @@ def builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[tup
     nothing built before in this process."""
     monkeypatch.setenv("FUSEC_CACHE_DIR", str(tmp_path / "cache"))
     build_pool.forget_builds()
+    # no workers while the test compiles: `register-budget` would start the
+    # builds of its guesses (`KernelProbe.speculate`), counted here too
+    build_pool.stop_workers()
     seen: list[tuple[str, str]] = []
     remove = build_pool.add_listener(lambda event, _key, label: seen.append((event, label)))
     yield seen
@@ -284,3 +287,27 @@ def test_report_names_each_kernel_by_its_device_symbol() -> None:
     symbol = units["f_g0_exp"].name
     assert f"| `{symbol}` | `f_g0_exp` |" in artifacts.report_md
     assert f"| `{symbol}` | `g_g0_exp` |" in artifacts.report_md
+
+
+def test_integer_literal_casts_are_bound_once_per_function() -> None:
+    from fusec.codegen.kernel_unit import hoist_literal_casts
+
+    text = ("@cuda.jit(device=True, inline=True)\n"
+            "def k_s0(a):\n"
+            "    return a[numba.uint64(3)] + a[uint32(3)]\n"
+            "@cuda.jit\n"
+            "def k(a, b):\n"
+            "    x = numba.uint64(5) + uint64(5) * numba.uint64(17) + my_uint64(5)\n"
+            "    b[0] = float32(2)")
+    assert hoist_literal_casts(text).splitlines() == [
+        "@cuda.jit(device=True, inline=True)",
+        "def k_s0(a):",
+        "    _u32_3 = numba.uint32(3)",
+        "    _u64_3 = numba.uint64(3)",
+        "    return a[_u64_3] + a[_u32_3]",
+        "@cuda.jit",
+        "def k(a, b):",
+        "    _u64_17 = numba.uint64(17)",
+        "    _u64_5 = numba.uint64(5)",
+        "    x = _u64_5 + _u64_5 * _u64_17 + my_uint64(5)",
+        "    b[0] = float32(2)"]
