@@ -45,6 +45,7 @@ from fusec.analysis.group_kind import MAX_REGISTERS_ATTR, GroupKind, Leaner, gro
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.remarks import RemarkCollector
 from fusec.analysis.targets import Target, resolve_target, unknown_target
+from fusec.codegen.build_pool import workers_running
 from fusec.codegen.kernel_probe import KernelCount, KernelProbe
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
@@ -430,13 +431,15 @@ class RegisterBudgetPass(ModulePass):
         groups = [g for f in op.walk() if isinstance(f, FuncOp) and f.body.blocks
                   for g in f.body.block.ops if isinstance(g, GroupOp)]
         if probe is not None:  # every count the fits will ask for, built in parallel first
+            # workers running before the counts start them: a GPU compile
+            # (`fusec.compile`, the torch backend), which builds every kernel
+            building = workers_running()
             measured = [g for g in groups if budgeter.would_measure(g)]
             probe.prefetch(measured, target, self.max_registers)
-            # then the other kernels, where this process builds them anyway (a
-            # GPU compile): they build while the counts and the rest of the
-            # compile run, instead of after it
-            probe.speculate([g for g in groups if g not in measured], target,
-                            self.max_registers)
+            if building:  # the other kernels then build while the counts and
+                # the rest of the compile run, instead of after it
+                probe.speculate([g for g in groups if g not in measured], target,
+                                self.max_registers)
         for group in groups:
             budgeter.fit(group)
         if probe is not None and probe.note:

@@ -20,6 +20,7 @@ from fusec.codegen.kernel_unit import units_of_source
 from fusec.codegen.ptx import program_signatures
 from fusec.compiler.compile import compile_model
 from fusec.dialects.fusion import GroupOp
+from fusec.passes import register_budget
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -39,6 +40,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
     monkeypatch.setattr(kernel_probe, "kernel_code", build)
     monkeypatch.setattr(kernel_probe, "workers_running", lambda: True)
+    monkeypatch.setattr(register_budget, "workers_running", lambda: True)
     monkeypatch.setattr(kernel_probe.shutil, "which", lambda name: f"/bin/{name}")
     return seen
 
@@ -62,6 +64,19 @@ def test_nothing_is_asked_for_where_no_workers_run(asked: list[tuple[str, str]],
     asked.clear()
     assert kernel_probe.KernelProbe().speculate(groups, get_target("h100")) == 0
     assert asked == []
+
+
+def test_a_compile_that_started_the_workers_itself_guesses_nothing(
+        asked: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fusec MODEL -o OUT` starts workers only for its counts: the other
+    kernels are not built (they would take the cores from the compile)."""
+    monkeypatch.setattr(register_budget, "workers_running", lambda: False)
+    program = compile_model((EXAMPLES / "gpt2_block.mlir").read_text(), target="h100").program
+    counted = {key for key, _ in asked}
+    signatures = program_signatures(program)
+    units = units_of_source(program.kernels_source, signatures)
+    final = {kernel_key(units[n], signatures[n], (9, 0)) for n in signatures}
+    assert not final <= counted
 
 
 def test_a_group_whose_kernel_cannot_be_guessed_is_skipped(
