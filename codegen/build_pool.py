@@ -468,7 +468,7 @@ def _count(value: Any) -> int | None:
 def _compile_here(request: dict[str, Any]) -> Future[dict[str, Any]]:
     """A request compiled in this process (no worker could be started)."""
     done: Future[dict[str, Any]] = Future()
-    if _simulating():
+    if simulating():
         done.set_exception(BuildFailed(
             "no kernel compile worker could be started, and numba's simulator in this "
             "process compiles no PTX", True))
@@ -479,7 +479,7 @@ def _compile_here(request: dict[str, Any]) -> Future[dict[str, Any]]:
     return done
 
 
-def _simulating() -> bool:
+def simulating() -> bool:
     """Whether numba's CUDA target in this process is the simulator."""
     config = sys.modules.get("numba.cuda.core.config")  # decided when numba.cuda was imported
     if config is not None:

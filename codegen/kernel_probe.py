@@ -47,6 +47,7 @@ from fusec.codegen.build_pool import (
     Built,
     kernel_code,
     known_code,
+    simulating,
     workers_running,
 )
 from fusec.codegen.compile_errors import first_error_line
@@ -125,9 +126,10 @@ class KernelProbe:
         first call, started 2.6 s earlier on an H100). A later pass that
         changes a kernel makes its build wasted work in a worker, never a
         wrong kernel: builds are keyed by the kernel's text. Only for a
-        process that builds kernels anyway (its workers run); returns how
-        many builds were asked for (0 without ptxas or workers)."""
-        if self.unavailable or not groups or not workers_running() or \
+        process that builds kernels anyway (its workers run, and numba's
+        target here is the GPU's, not the simulator's); returns how many
+        builds were asked for (0 without ptxas or workers)."""
+        if self.unavailable or not groups or not workers_running() or simulating() or \
                 shutil.which("ptxas") is None:
             return 0
         units: dict[str, tuple[KernelUnit, list[tuple[int, str]], str]] = {}

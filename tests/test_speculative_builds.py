@@ -40,6 +40,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
     monkeypatch.setattr(kernel_probe, "kernel_code", build)
     monkeypatch.setattr(kernel_probe, "workers_running", lambda: True)
+    monkeypatch.setattr(kernel_probe, "simulating", lambda: False)
     monkeypatch.setattr(register_budget, "workers_running", lambda: True)
     monkeypatch.setattr(kernel_probe.shutil, "which", lambda name: f"/bin/{name}")
     return seen
@@ -61,6 +62,16 @@ def test_nothing_is_asked_for_where_no_workers_run(asked: list[tuple[str, str]],
     module = compile_model((EXAMPLES / "softmax.mlir").read_text(), target="h100").module
     groups = [op for op in module.walk() if isinstance(op, GroupOp)]
     monkeypatch.setattr(kernel_probe, "workers_running", lambda: False)
+    asked.clear()
+    assert kernel_probe.KernelProbe().speculate(groups, get_target("h100")) == 0
+    assert asked == []
+
+
+def test_nothing_is_guessed_where_numba_simulates(asked: list[tuple[str, str]],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    module = compile_model((EXAMPLES / "softmax.mlir").read_text(), target="h100").module
+    groups = [op for op in module.walk() if isinstance(op, GroupOp)]
+    monkeypatch.setattr(kernel_probe, "simulating", lambda: True)
     asked.clear()
     assert kernel_probe.KernelProbe().speculate(groups, get_target("h100")) == 0
     assert asked == []
