@@ -119,7 +119,8 @@ else:
     # PTX (LLVM turns such a diamond into a select), but no basic blocks for
     # numba to type and rewrite, whose SSA pass grows with blocks times
     # variables (the f32 attention kernel of GPT-2: 5.7 -> 4.8 s to build). Both
-    # values are computed: only for operands a kernel may always evaluate.
+    # values are computed: only for operands a kernel may always evaluate
+    # (nn.select, the attention guards).
     @intrinsic
     def select(typingctx, c, a, b):
         rtype = typingctx.unify_pairs(a, b)
@@ -310,14 +311,14 @@ def max_expr(a: str, b: str, ctype: str) -> str:
     more than once."""
     if not ctype.startswith("float"):
         return f"max({a}, {b})"
-    return f"select(({a} >= {b}) | math.isnan({a}), {a}, {b})"
+    return f"({a} if {a} >= {b} or math.isnan({a}) else {b})"
 
 
 def min_expr(a: str, b: str, ctype: str) -> str:
     """The smaller of `a` and `b`, NaN when either is NaN (see `max_expr`)."""
     if not ctype.startswith("float"):
         return f"min({a}, {b})"
-    return f"select(({a} <= {b}) | math.isnan({a}), {a}, {b})"
+    return f"({a} if {a} <= {b} or math.isnan({a}) else {b})"
 
 
 def rounded_to_half(op: Operation) -> bool:
@@ -348,7 +349,7 @@ def _clamp(op: nn.ClampOp, a: str, t: str) -> str:
     if op.max is not None:
         expr = f"min({expr}, {float_literal(op.max, t)})"
     # NaN stays NaN (np.clip, torch.clamp); the builtins would drop it on a GPU
-    return f"select(math.isnan({a}), {a}, {expr})" if t.startswith("float") and expr != a \
+    return f"({a} if math.isnan({a}) else {expr})" if t.startswith("float") and expr != a \
         else expr
 
 

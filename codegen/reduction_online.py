@@ -78,7 +78,7 @@ def _select_max(a: str, b: str) -> str:
     """The larger of float names `a` and `b`, NaN when either is (as
     `kernel_source.max_expr`), with both tests evaluated (`|`, not `or`):
     one select, where the short-circuit `or` leaves a branch in the PTX."""
-    return f"select(({a} >= {b}) | math.isnan({a}), {a}, {b})"
+    return f"({a} if ({a} >= {b}) | math.isnan({a}) else {b})"
 
 
 def split_combine_lines(r_max: nn.ReduceMaxOp, m: str, s: str, part_m: str,

@@ -9,7 +9,7 @@ and every value computed from them, in registers until the row is written:
 # consecutive addresses: one coalesced 128-byte request per warp and element)
 a0_0 = in0[c0 * uint32(4096) + j0]
 a0_1 = in0[c0 * uint32(4096) + j1]
-acc0 = select((a0_0 >= a0_1) | math.isnan(a0_0), a0_0, a0_1)  # pass 1: a tree
+acc0 = (a0_0 if a0_0 >= a0_1 or math.isnan(a0_0) else a0_1)  # pass 1: a tree
 ...                             # lanes combined (reduction_tree.block_combine_lines)
 v2_0 = math.exp(a0_0 - res0)    # pass 2 reuses a0_0: no second read, no shared row cache
 ```
