@@ -57,21 +57,14 @@ def test_every_kernel_of_the_program_was_asked_for_before_the_compile_ended(
     assert final and final <= {key for key, _ in asked}
 
 
-def test_nothing_is_asked_for_where_no_workers_run(asked: list[tuple[str, str]],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("switch", "value"), [("workers_running", False),
+                                               ("simulating", True)])
+def test_nothing_is_guessed_without_workers_or_in_the_simulator(
+        asked: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, switch: str,
+        value: bool) -> None:
     module = compile_model((EXAMPLES / "softmax.mlir").read_text(), target="h100").module
     groups = [op for op in module.walk() if isinstance(op, GroupOp)]
-    monkeypatch.setattr(kernel_probe, "workers_running", lambda: False)
-    asked.clear()
-    assert kernel_probe.KernelProbe().speculate(groups, get_target("h100")) == 0
-    assert asked == []
-
-
-def test_nothing_is_guessed_where_numba_simulates(asked: list[tuple[str, str]],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    module = compile_model((EXAMPLES / "softmax.mlir").read_text(), target="h100").module
-    groups = [op for op in module.walk() if isinstance(op, GroupOp)]
-    monkeypatch.setattr(kernel_probe, "simulating", lambda: True)
+    monkeypatch.setattr(kernel_probe, switch, lambda: value)
     asked.clear()
     assert kernel_probe.KernelProbe().speculate(groups, get_target("h100")) == 0
     assert asked == []
