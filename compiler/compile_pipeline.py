@@ -121,10 +121,13 @@ def default_pipeline(registry: PassRegistry, options: PipelineOptions) -> str:
     # `auto` is probed once per process (analysis/targets.py), so every pass sees one profile.
     target = options.target
     wait = {} if sched.ptxas_wait is None else {"ptxas_wait": sched.ptxas_wait}
-    passes.append(_with("register-budget", target=target, max_registers=sched.max_registers,
-                        **wait))
     off: dict[str, str | int] = {} if sched.library_epilogue else {"library_epilogue": False}
     off.update(conv)
+    # register-budget takes tile-and-promote's library choices as they will
+    # be made: a group a library computes has no kernel to count
+    gemm = {} if sched.gemm == "auto" else {"gemm": sched.gemm}
+    passes.append(_with("register-budget", target=target, max_registers=sched.max_registers,
+                        **wait, **gemm, **off))
     passes.append(_with("tile-and-promote", target=target,
                         shared_memory_limit=sched.shared_memory_limit, gemm=sched.gemm, **off))
     return ",".join(passes)

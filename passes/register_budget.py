@@ -33,7 +33,7 @@ for 4-wide vector loads to hide memory latency).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, StringAttr
@@ -54,7 +54,9 @@ from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import ShapeError, broadcast_shapes
 from fusec.passes.form_fusion_groups import _build_group  # pyright: ignore[reportPrivateUsage]
 from fusec.passes.register_prices import crossing_values, spill_seconds, split_seconds, us
-from fusec.scheduling.conv_choice import channels_last_conv
+from fusec.scheduling.conv_choice import CONV_MODES, channels_last_conv
+from fusec.scheduling.gemm_choice import GEMM_MODES
+from fusec.scheduling.library_plan import LibraryPlan
 from fusec.scheduling.register_estimate import RegisterEstimate
 from fusec.scheduling.register_model import estimate_registers
 
@@ -267,6 +269,18 @@ class _Budgeter:
     cap: int = 0  # `max_registers`: every kernel is declared with it
     probe: KernelProbe | None = None  # None: estimates only
     margin: float = PTXAS_MARGIN
+    plan: LibraryPlan = field(default_factory=LibraryPlan)
+    _library: dict[int, bool] = field(default_factory=dict, repr=False)
+
+    def library_bound(self, group: GroupOp) -> bool:
+        """Whether a library call will compute `group` (`tile-and-promote`
+        splits off and counts its epilogue then): it has no kernel of its
+        own to count, re-schedule or split."""
+        key = id(group)
+        if key not in self._library:
+            self._library[key] = channels_last_conv(group) is not None or \
+                self.plan.library_bound(group, self.target)
+        return self._library[key]
 
     def measure(self, group: GroupOp, est: RegisterEstimate) -> KernelCount | None:
         """ptxas's count of the group's kernel (under the cap), when the
@@ -282,7 +296,7 @@ class _Budgeter:
         unless its kind sized it for the budget already (an attention tile:
         kept whatever ptxas says, so a count would change only a remark,
         and it is the slowest kernel to compile)."""
-        if est.registers == 0 or channels_last_conv(group) is not None:
+        if est.registers == 0 or self.library_bound(group):
             return False  # a library call has no kernel
         if self.cap:
             return True
@@ -301,8 +315,8 @@ class _Budgeter:
         record(group, est)
         if self.cap:
             group.attributes[MAX_REGISTERS_ATTR] = IntegerAttr(self.cap, IntegerType(64))
-        if channels_last_conv(group) is not None:
-            return  # cuDNN's; tile-and-promote splits its epilogue off and counts that
+        if self.library_bound(group):
+            return  # cuBLAS's or cuDNN's: tile-and-promote splits its epilogue off
         real = self.measure(group, est)
         regs = real.registers if real is not None else est.registers
         name = group_name(group)
@@ -397,7 +411,11 @@ class RegisterBudgetPass(ModulePass):
     under a cap; false: estimates only), `ptxas_wait` (seconds the compile
     may wait for kernels to be built and counted, default
     `PROBE_BUDGET_S`; 0: only kernels built before, in the kernel cache, are
-    counted, and nothing is built), `remarks`.
+    counted, and nothing is built), `remarks`; and `tile-and-promote`'s
+    `gemm`, `library_epilogue`, `conv` and `conv_tf32`, give them the same
+    values: a group whose GEMM or convolution that pass will give to cuBLAS
+    or cuDNN (`scheduling/library_plan.py`) has no kernel of its own, so it
+    is neither counted, built ahead, re-scheduled nor split here.
     """
 
     name = "register-budget"
@@ -408,9 +426,17 @@ class RegisterBudgetPass(ModulePass):
     ptxas: bool = True
     ptxas_margin: float = PTXAS_MARGIN
     ptxas_wait: float | None = None
+    gemm: str = "auto"
+    library_epilogue: bool = True
+    conv: str = "auto"
+    conv_tf32: bool = False
     remarks: bool = True
 
     def __post_init__(self) -> None:
+        if self.gemm not in GEMM_MODES:
+            raise ValueError(f"gemm must be one of {', '.join(GEMM_MODES)}")
+        if self.conv not in CONV_MODES:
+            raise ValueError(f"conv must be one of {', '.join(CONV_MODES)}")
         if not 0.0 < self.occupancy <= 1.0:
             raise ValueError("occupancy must be in (0, 1]")
         if self.max_registers < 0:
@@ -426,8 +452,9 @@ class RegisterBudgetPass(ModulePass):
         collector = RemarkCollector()
         probe = None if not self.ptxas else KernelProbe() if self.ptxas_wait is None else \
             KernelProbe(budget_s=self.ptxas_wait)
+        plan = LibraryPlan(self.gemm, self.library_epilogue, self.conv, self.conv_tf32)
         budgeter = _Budgeter(budget, collector, target, self.max_registers, probe,
-                             self.ptxas_margin)
+                             self.ptxas_margin, plan)
         groups = [g for f in op.walk() if isinstance(f, FuncOp) and f.body.blocks
                   for g in f.body.block.ops if isinstance(g, GroupOp)]
         if probe is not None:  # every count the fits will ask for, built in parallel first
@@ -438,8 +465,8 @@ class RegisterBudgetPass(ModulePass):
             probe.prefetch(measured, target, self.max_registers)
             if building:  # the other kernels then build while the counts and
                 # the rest of the compile run, instead of after it
-                probe.speculate([g for g in groups if g not in measured], target,
-                                self.max_registers)
+                probe.speculate([g for g in groups if g not in measured
+                                 and not budgeter.library_bound(g)], target, self.max_registers)
         for group in groups:
             budgeter.fit(group)
         if probe is not None and probe.note:

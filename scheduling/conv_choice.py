@@ -165,6 +165,17 @@ class ConvChooser:
                            self.mode, self.available, row.name, self.tf32 and row.name == "f32",
                            out[conv.channel_axis] // conv.groups, prologue)
 
+    def planned(self, group: GroupOp) -> bool:
+        """Whether `group`'s convolution goes to cuDNN, as `decide` will
+        choose it (channels-last, `--conv library`, or the cost model),
+        without a remark or a rewrite. A group whose prologue or epilogue
+        then turns out not to split from the convolution keeps fusec's
+        kernel in `decide` though planned here."""
+        conv, _ = library_conv(group)
+        if conv is None:
+            return channels_last_conv(group) is not None
+        return conv.channels_last or self.price(group, conv).library
+
     def decide(self, group: GroupOp, splitter: GroupSplitter) -> GroupOp:
         """The group to schedule: `group` itself, or its convolution alone
         (marked library) after `splitter` split the rest off."""

@@ -143,6 +143,14 @@ class GemmChooser:
         return gemm_choice(self.target, 2.0 * numel(out) * k, operands, result, epilogue,
                            self.mode, self.available, row.name, cupy_tf32())
 
+    def planned(self, group: GroupOp) -> bool:
+        """Whether the cost model (or `--gemm library`) gives `group`'s
+        matmul to the library, as `decide` will, without a remark or a
+        rewrite. A group whose epilogue then turns out not to split from the
+        matmul stays fused in `decide` though planned here."""
+        mm = library_matmul(group)
+        return mm is not None and self.price(group, mm, self.fold(group, mm)).library
+
     def decide(self, group: GroupOp, splitter: GroupSplitter) -> GroupOp:
         """The group to schedule as fused: `group` itself, or the matmul
         group (marked library) after `splitter` split the epilogue off."""

@@ -26,7 +26,7 @@ from fusec.compiler.driver import make_registry
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 from fusec.dialects.fusion import GroupOp
-from fusec.passes.register_budget import register_budget
+from fusec.passes.register_budget import RegisterBudgetPass, register_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -208,6 +208,29 @@ def test_contraction_over_budget_is_retiled_not_split() -> None:
     program = generate_program(module)
     assert "tile 64x64x8" in program.kernels_source  # the emitter honours the schedule
 
+
+
+def test_a_gemm_the_library_computes_is_left_to_tile_and_promote() -> None:
+    """With tile-and-promote's `gemm=library`, the matmul has no kernel of
+    its own: register-budget keeps the group whole, and tile-and-promote
+    gives the matmul to the library and the bias + gelu to a kernel."""
+    text = LARGE_SHAPES.split("func.func @medium")[0]
+    module = run_pipeline(text, "decompose,form-fusion-groups{target=h200},group-each-op,"
+                          "register-budget{max_registers=100 ptxas=false gemm=library}")
+    (g,) = groups(module)
+    assert "schedule" not in g.attributes
+    assert not any("re-scheduled" in n or "split group" in n for n in collect_remarks(module))
+    module = run_pipeline(text, "decompose,form-fusion-groups{target=h200},group-each-op,"
+                          "register-budget{max_registers=100 ptxas=false gemm=library},"
+                          "tile-and-promote{target=h200 gemm=library}")
+    assert [g.attributes.get("gemm") is not None for g in groups(module)] == [True, False]
+
+
+def test_register_budget_refuses_an_unknown_library_mode() -> None:
+    with pytest.raises(ValueError, match="gemm must be one of"):
+        RegisterBudgetPass(gemm="cublas")
+    with pytest.raises(ValueError, match="conv must be one of"):
+        RegisterBudgetPass(conv="cudnn")
 
 MOBILENET = "func.func @mobilenet" + LARGE_SHAPES.split("func.func @mobilenet")[1].split(
     "func.func @softmax")[0]

@@ -19,6 +19,7 @@ from fusec.codegen.kernel_cache import KernelCode, kernel_key
 from fusec.codegen.kernel_unit import units_of_source
 from fusec.codegen.ptx import program_signatures
 from fusec.compiler.compile import compile_model
+from fusec.compiler.compile_pipeline import ScheduleOptions
 from fusec.dialects.fusion import GroupOp
 from fusec.passes import register_budget
 
@@ -100,3 +101,23 @@ def test_a_group_whose_kernel_cannot_be_guessed_is_skipped(
     asked.clear()
     count = kernel_probe.KernelProbe().speculate(groups, get_target("h100"))
     assert 1 <= count == len({key for key, _ in asked})
+
+
+def test_gemms_a_library_will_compute_are_neither_counted_nor_built(
+        asked: list[tuple[str, str]]) -> None:
+    """A matmul `tile-and-promote` gives to cuBLAS has no kernel: register-
+    budget neither counts nor builds its fused GEMM ahead (GPT-2's cold
+    first call waited 2 s for two such counts)."""
+    source = (EXAMPLES / "gpt2_block.mlir").read_text()
+
+    def compiled(gemm: str) -> tuple[set[str], set[str]]:
+        """(the kernels asked for, the kernels the program launches)"""
+        asked.clear()
+        program = compile_model(source, target="h100",
+                                schedule=ScheduleOptions(gemm=gemm)).program
+        return {label for _, label in asked}, set(program_signatures(program))
+
+    library_asked, library_kernels = compiled("library")
+    fused_asked, _ = compiled("fused")
+    assert fused_asked - library_kernels, "the fused GEMMs are asked: the check can fail"
+    assert library_asked <= library_kernels

@@ -1,0 +1,53 @@
+"""Which groups a library call will compute, known before `register-budget`.
+
+`tile-and-promote` chooses per GEMM and per convolution between a library
+call and fusec's own kernel (`GemmChooser`, `ConvChooser`). `register-budget`
+runs before it and would otherwise count with ptxas, and build ahead for the
+runtime, the fused kernels of groups whose anchor becomes a cuBLAS or cuDNN
+call: kernels nobody launches, and in a cold first call seconds of waiting
+(GPT-2's two SIMT GEMMs, 2 s on an H100). `LibraryPlan` asks the same
+choosers, with the same options, what they will choose.
+
+Under `--autotune` measurements may overrule the model, so nothing is
+planned: every group is counted as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusec.analysis.cudnn_library import cudnn_available
+from fusec.analysis.remarks import RemarkCollector
+from fusec.analysis.targets import Target
+from fusec.dialects.fusion import GroupOp
+from fusec.scheduling import gemm_choice
+from fusec.scheduling.conv_choice import ConvChooser
+from fusec.scheduling.gemm_choice import GemmChooser
+from fusec.scheduling.library_tuning import active_tuner
+
+
+@dataclass(frozen=True)
+class LibraryPlan:
+    """`tile-and-promote`'s library options (`gemm`, `library_epilogue`,
+    `conv`, `conv_tf32`), for the passes before it."""
+
+    gemm: str = "auto"
+    library_epilogue: bool = True
+    conv: str = "auto"
+    conv_tf32: bool = False
+
+    def library_bound(self, group: GroupOp, target: Target) -> bool:
+        """Whether `tile-and-promote` will most likely give `group`'s GEMM or
+        convolution to a library (False under `--autotune`, or for a group
+        without one)."""
+        if active_tuner() is not None:
+            return False
+        kind = getattr(group.attributes.get("kind"), "data", "")
+        quiet = RemarkCollector()
+        if kind == "contraction":
+            return GemmChooser(target, self.gemm, gemm_choice.library_available(), quiet,
+                               self.library_epilogue).planned(group)
+        if kind == "window":
+            return ConvChooser(target, self.conv, cudnn_available(), quiet,
+                               self.conv_tf32).planned(group)
+        return False
