@@ -44,6 +44,7 @@ from fusec.codegen.attention import (
     NEG_INF,
     ZERO,
     _fold,
+    _plus,
     _Tile,
     _u,
     _Writer,
@@ -181,9 +182,7 @@ class MmaWriter(_Writer):
         one 16-byte store (and one of its small parts)."""
         base = _u(offset)
         if tile.which == "q":
-            return [line for i, name in enumerate(names)
-                    for line in self._stores(array, self._q_slot(base, "r", f"c + {_u(i)}"),
-                                             name)]
+            return self._q_stores(tile, array, base, names)
         if tile.transposed:
             width = _u(tile.width)
             return [line for i, name in enumerate(names)
@@ -195,6 +194,27 @@ class MmaWriter(_Writer):
         return [*lines, f"st_vec4_f32({array}, {dest}, {', '.join(n + 'h' for n in names)})",
                 f"st_vec4_f32({array}, {dest} + {_u(self.kv_small)}, "
                 f"{', '.join(n + 'l' for n in names)})"]
+
+    def _q_stores(self, tile: _Tile, array: str, base: str, names: list[str]) -> list[str]:
+        """Q's vector of head dims `c ..` of row `r` in fragment order: the
+        slots of the vector's elements lie at fixed distances from the
+        first's for every row and vector of the tile (checked here, on the
+        slot expression itself), so the first slot is computed once, `qd`,
+        and each element adds its distance; numba types one index
+        expression per vector instead of one per element and part (GPT-2's
+        f32 attention kernel: 188 of its 414 unsigned casts). Else each
+        element gets its own slot."""
+        steps = _slot_steps(self._q_slot(_u(0), "r", "c"),
+                            [self._q_slot(_u(0), "r", f"c + {_u(i)}") for i in range(len(names))],
+                            tile.rows, tile.cols)
+        if steps is None:
+            return [line for i, name in enumerate(names)
+                    for line in self._stores(array, self._q_slot(base, "r", f"c + {_u(i)}"),
+                                             name)]
+        lines = [f"qd = {self._q_slot(base, 'r', 'c')}"]
+        for step, name in zip(steps, names, strict=True):
+            lines += self._stores(array, _plus("qd", step), name, unsigned=True)
+        return lines
 
     def _q_slot(self, base: str, r: str, col: str) -> str:
         """Where Q's element (`r`, `col`) of the tile goes: in the order of a
@@ -255,12 +275,14 @@ class MmaWriter(_Writer):
                 stores += [*coords, *store]
         return loads, stores
 
-    def _stores(self, array: str, dest: str, value: str) -> list[str]:
-        """A staged value, or for f32 its TF32 big and small parts."""
+    def _stores(self, array: str, dest: str, value: str, unsigned: bool = False) -> list[str]:
+        """A staged value, or for f32 its TF32 big and small parts (`dest`
+        is unsigned when it says so or `unsigned`: the small part's offset
+        must be too, as numba widens uint64 + int64 to a float)."""
         if not self.split:
             return super()._stores(array, dest, value)
         small = self.q_small if array == "Qt" else self.kv_small
-        plus = f"{_u(small)}" if "numba.uint64" in dest else str(small)
+        plus = f"{_u(small)}" if unsigned or "numba.uint64" in dest else str(small)
         return [f"tfh, tfl = tf32_split({value})", f"{array}[{dest}] = tfh",
                 f"{array}[{dest} + {plus}] = tfl"]
 
@@ -429,3 +451,28 @@ def _early_scores(lines: list[str]) -> tuple[list[str], list[str]]:
 
 
 _RAW_SCORE = re.compile(r"s\d+_\d")
+
+
+class _Unsigned:
+    """`numba` in an index expression evaluated with Python's integers."""
+
+    uint64 = int
+
+
+def _slot_steps(first: str, slots: list[str], rows: int, cols: int) -> list[int] | None:
+    """The distances of `slots` from `first` (index expressions in `r` and
+    `c`), when they are the same for every row `r` of the tile and every
+    vector start `c` (multiples of the vector's length below `cols`); None
+    when one varies."""
+    scope = {"numba": _Unsigned}
+    base, *others = (compile(s, "<slot>", "eval") for s in (first, *slots))
+    steps: list[int] | None = None
+    for r in range(rows):
+        for c in range(0, cols, len(slots)):
+            at = {"r": r, "c": c}
+            zero = eval(base, scope, at)
+            here = [eval(s, scope, at) - zero for s in others]
+            if steps is not None and here != steps:
+                return None
+            steps = here
+    return steps

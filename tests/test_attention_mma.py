@@ -295,6 +295,21 @@ def test_early_score_lines_are_those_needing_no_raw_score() -> None:
     assert _early_scores(guarded) == ([], guarded)
 
 
+def test_q_staging_computes_one_slot_per_vector() -> None:
+    """Q's staged vector lands at fixed distances from its first slot: one
+    slot expression per vector (numba types each), not one per element and
+    part; the numbers are checked by the simulator tests above."""
+    from fusec.codegen.attention_mma import _slot_steps
+
+    program = compile_text(GPT2_HEADS, _pipeline())
+    stage = program.kernels_source.split("# Q, once")[1].split("for kt in range(")[0]
+    assert stage.count("qd = ") == 1 and stage.count("Qt[qd") == 8  # 4 elements x 2 parts
+    # a distance that changes with the row is no distance
+    assert _slot_steps("r * numba.uint64(4) + c", ["r * numba.uint64(4) + c",
+                                                   "r * r + c"], 8, 8) is None
+    assert _slot_steps("r * numba.uint64(4) + c", ["r * numba.uint64(4) + c",
+                                                   "r * numba.uint64(4) + c + 3"], 8, 8) == [0, 3]
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_full_size_attention_on_tensor_cores(dtype: str) -> None:
