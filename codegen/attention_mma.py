@@ -299,11 +299,12 @@ class MmaWriter(_Writer):
         args = ", ".join([*(f"{name}_{e}" for e in range(4)), *(f"qs{kk}_{e}" for e in range(4))])
         return [*lines, f"{name} = mma_a_f32s({args})"]
 
-    def _row(self, acc: str, a: str, at: str, step: int) -> str:
+    def _row(self, acc: str, a: str, at: str, step: int, into: str = "") -> str:
         """`acc` (a tuple of accumulator fragments) plus the products of the A
         fragment `a` with the B fragments at `at`, `at + step`, ... of the
         K/V buffer: one `mma_row_<e>` call (`codegen/mma.py`)."""
-        return f"{acc} = {self.row}(X, wp, lane, {a}, KV, {at}, {step}, {self.kv_small}, {acc})"
+        return (f"{into or acc} = {self.row}(X, wp, lane, {a}, KV, {at}, {step}, "
+                f"{self.kv_small}, {acc})")
 
     def _frag_a(self, name: str) -> str:
         return f"{name} = {self.frag_a}({', '.join(f'{name}_{e}' for e in range(4))})"
@@ -316,11 +317,14 @@ class MmaWriter(_Writer):
         loads, the f32 128 x 32 tile took 130 registers, past the 128 of two
         blocks per SM.)"""
         early, self._late = _early_scores(self._score_lines())
-        lines = [*early, f"kf = cbi + g * {self.k.width} + t2", f"sacc = {_zeros(self.n_keys)}"]
+        # each product's sum a name of its own: numba's SSA reconstruction
+        # takes a pass over the whole kernel per name assigned twice
+        lines = [*early, f"kf = cbi + g * {self.k.width} + t2", f"sacc0 = {_zeros(self.n_keys)}"]
         for kk in range(self.n_dims):
             lines += [*self._q_fragments(kk),
-                      self._row("sacc", f"qa{kk}", f"kf + {kk * MMA_K}", MMA_K * self.k.width)]
-        return [*lines, f"{_elements('s', self.n_keys)} = sacc"]
+                      self._row(f"sacc{kk}", f"qa{kk}", f"kf + {kk * MMA_K}",
+                                MMA_K * self.k.width, into=f"sacc{kk + 1}")]
+        return [*lines, f"{_elements('s', self.n_keys)} = sacc{self.n_dims}"]
 
     def _scores(self) -> list[str]:
         """The score ops' lines `_qk` left (those that need a score)."""
@@ -357,10 +361,11 @@ class MmaWriter(_Writer):
                 f"a{r} = fast_exp(m{r} - mb{r})",
                 f"m{r} = n{r}",
             ]
-        lines += [f"s{j}_{e} = fast_exp(x{j}_{e} - mb{e // 2})"
+        # the probabilities `p<j>_<e>`, not the scores' names again (see `_qk`)
+        lines += [f"p{j}_{e} = fast_exp(x{j}_{e} - mb{e // 2})"
                   for j in range(self.n_keys) for e in range(4)]
         for r in range(2):
-            terms = " + ".join(f"s{j}_{2 * r + c}" for j in range(self.n_keys) for c in range(2))
+            terms = " + ".join(f"p{j}_{2 * r + c}" for j in range(self.n_keys) for c in range(2))
             lines.append(f"l{r} = l{r} * a{r} + ({terms})")
         scaled = _concat([[f"o{n}_{e} * a{e // 2}" for e in range(4)] for n in range(self.n_out)])
         return [*lines, f"{_elements('o', self.n_out)} = oacc", f"oacc = {scaled}"]
@@ -370,8 +375,8 @@ class MmaWriter(_Writer):
         the A fragment of the product over those keys."""
         lines = [f"vf = cbi + {self.v_offset} + g * {self.v.width} + t2"]
         for j in range(self.n_keys):
-            lines += [self._frag_a(f"s{j}"),
-                      self._row("oacc", f"s{j}", f"vf + {j * MMA_K}", MMA_K * self.v.width)]
+            lines += [self._frag_a(f"p{j}"),
+                      self._row("oacc", f"p{j}", f"vf + {j * MMA_K}", MMA_K * self.v.width)]
         return lines
 
     def _across_quad(self, how: str) -> list[str]:

@@ -7,6 +7,7 @@ one and two stages, dynamic shared memory), and its PTX."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -295,7 +296,7 @@ def test_early_score_lines_are_those_needing_no_raw_score() -> None:
     assert _early_scores(guarded) == ([], guarded)
 
 
-def test_q_staging_computes_one_slot_per_vector() -> None:
+def test_q_slots_once_per_vector_and_step_names_assigned_once() -> None:
     """Q's staged vector lands at fixed distances from its first slot: one
     slot expression per vector (numba types each), not one per element and
     part; the numbers are checked by the simulator tests above."""
@@ -304,6 +305,14 @@ def test_q_staging_computes_one_slot_per_vector() -> None:
     program = compile_text(GPT2_HEADS, _pipeline())
     stage = program.kernels_source.split("# Q, once")[1].split("for kt in range(")[0]
     assert stage.count("qd = ") == 1 and stage.count("Qt[qd") == 8  # 4 elements x 2 parts
+    # the step's scores, their sums and probabilities are each assigned once
+    # (numba's SSA reconstruction takes a pass over the kernel per name
+    # assigned twice)
+    step = program.kernels_source.split("for kt in range(")[1]
+    targets = [t.strip() for line in step.splitlines() if " = " in line
+               for t in line.split(" = ")[0].split(",")]
+    names = [t for t in targets if re.fullmatch(r"(s|p)\d+_\d|sacc\d*", t)]
+    assert names and len(names) == len(set(names))
     # a distance that changes with the row is no distance
     assert _slot_steps("r * numba.uint64(4) + c", ["r * numba.uint64(4) + c",
                                                    "r * r + c"], 8, 8) is None
