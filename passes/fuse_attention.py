@@ -53,6 +53,7 @@ from fusec.analysis.group_kind import BACKEND_ATTR, LIBRARY_BACKEND
 from fusec.analysis.remarks import RemarkCollector, format_bytes
 from fusec.analysis.rewriting import copy_location
 from fusec.analysis.targets import WARP_SIZE, Target, resolve_target, unknown_target
+from fusec.codegen.kernel_probe import KernelProbe
 from fusec.dialects import nn
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import element_type, tensor_shape
@@ -451,5 +452,13 @@ class FuseAttentionPass(ModulePass):
         for func in [f for f in op.walk() if isinstance(f, FuncOp)]:
             if func.body.blocks:
                 fuser.run(func)
+        # The passes after this one leave attention groups as they are, and
+        # an attention kernel is the longest build of a model's cold first
+        # call: where workers run for a compile that builds its kernels (the
+        # torch backend, `fusec.compile`), each starts building now, before
+        # form-fusion-groups, rather than at register-budget.
+        KernelProbe().speculate([g for g in op.walk() if isinstance(g, GroupOp)
+                                 and getattr(g.attributes.get("kind"), "data", "") == "attention"
+                                 and BACKEND_ATTR not in g.attributes], target)
         if self.remarks:
             collector.store(op)

@@ -121,3 +121,26 @@ def test_gemms_a_library_will_compute_are_neither_counted_nor_built(
     fused_asked, _ = compiled("fused")
     assert fused_asked - library_kernels, "the fused GEMMs are asked: the check can fail"
     assert library_asked <= library_kernels
+
+
+def test_attention_kernels_are_asked_for_before_grouping(
+        asked: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No later pass changes an attention group, and its kernel is the
+    longest build: fuse-attention asks for it at once, before
+    form-fusion-groups has run."""
+    from fusec.passes import form_fusion_groups
+
+    before: set[str] = set()
+    grouping = form_fusion_groups.FormFusionGroupsPass.apply
+
+    def apply(self: Any, ctx: Any, op: Any) -> None:
+        before.update(key for key, _ in asked)
+        grouping(self, ctx, op)
+
+    monkeypatch.setattr(form_fusion_groups.FormFusionGroupsPass, "apply", apply)
+    program = compile_model((EXAMPLES / "gpt2_block.mlir").read_text(), target="h100").program
+    signatures = program_signatures(program)
+    units = units_of_source(program.kernels_source, signatures)
+    attention = [n for n in signatures if "attn" in n]
+    assert attention
+    assert {kernel_key(units[n], signatures[n], (9, 0)) for n in attention} <= before
