@@ -31,6 +31,7 @@ import dataclasses
 import math
 import shutil
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -78,6 +79,13 @@ stages took 67 s); past it, the estimate decides, with a note. The builds it
 stops waiting for finish in the workers and are kept, so the next compile
 reads their counts. 3 s keeps a cold compile of a 12-layer GPT-2 near 5 s on
 two cores (10 s made it 14 s, with the same kernels.py)."""
+
+
+_SPECULATED: weakref.WeakSet[GroupOp] = weakref.WeakSet()
+"""Groups whose kernel `speculate` asked for already, as they stood: one
+asked for by fuse-attention (an attention group, which no later pass
+changes) is not generated again by register-budget (80 ms per attention
+group of GPT-2, on 2 cores)."""
 
 
 @dataclass
@@ -129,11 +137,13 @@ class KernelProbe:
         process that builds kernels anyway (its workers run, and numba's
         target here is the GPU's, not the simulator's); returns how many
         builds were asked for (0 without ptxas or workers)."""
+        groups = [g for g in groups if g not in _SPECULATED]
         if self.unavailable or not groups or not workers_running() or simulating() or \
                 shutil.which("ptxas") is None:
             return 0
         units: dict[str, tuple[KernelUnit, list[tuple[int, str]], str]] = {}
         for group in groups:
+            _SPECULATED.add(group)
             try:
                 kernel, signature = _generate(group, target)
                 kernel = capped(kernel, launch_register_cap(kernel, target, cap))

@@ -106,4 +106,3 @@ def start_kernel_builders(device: str = "auto") -> bool:
     from fusec.codegen.build_pool import start_workers
 
     return start_workers() is not None
-

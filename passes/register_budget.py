@@ -270,17 +270,17 @@ class _Budgeter:
     probe: KernelProbe | None = None  # None: estimates only
     margin: float = PTXAS_MARGIN
     plan: LibraryPlan = field(default_factory=LibraryPlan)
-    _library: dict[int, bool] = field(default_factory=dict, repr=False)
+    # by the group itself (not its id, which a group made by a split may reuse)
+    _library: dict[GroupOp, bool] = field(default_factory=dict, repr=False)
 
     def library_bound(self, group: GroupOp) -> bool:
         """Whether a library call will compute `group` (`tile-and-promote`
         splits off and counts its epilogue then): it has no kernel of its
         own to count, re-schedule or split."""
-        key = id(group)
-        if key not in self._library:
-            self._library[key] = channels_last_conv(group) is not None or \
+        if group not in self._library:
+            self._library[group] = channels_last_conv(group) is not None or \
                 self.plan.library_bound(group, self.target)
-        return self._library[key]
+        return self._library[group]
 
     def measure(self, group: GroupOp, est: RegisterEstimate) -> KernelCount | None:
         """ptxas's count of the group's kernel (under the cap), when the

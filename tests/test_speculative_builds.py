@@ -6,6 +6,7 @@ each is already running; counted through the build calls, never by time."""
 
 from __future__ import annotations
 
+import weakref
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,8 @@ def test_a_group_whose_kernel_cannot_be_guessed_is_skipped(
         return real(group, target)
 
     monkeypatch.setattr(kernel_probe, "_generate", generate)
+    # the compile asked for these groups already: as if it had not
+    monkeypatch.setattr(kernel_probe, "_SPECULATED", weakref.WeakSet())
     asked.clear()
     count = kernel_probe.KernelProbe().speculate(groups, get_target("h100"))
     assert 1 <= count == len({key for key, _ in asked})
@@ -144,3 +147,21 @@ def test_attention_kernels_are_asked_for_before_grouping(
     attention = [n for n in signatures if "attn" in n]
     assert attention
     assert {kernel_key(units[n], signatures[n], (9, 0)) for n in attention} <= before
+
+
+def test_an_attention_kernel_asked_for_by_fuse_attention_is_not_generated_again(
+        asked: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """register-budget's guesses skip the groups fuse-attention asked for
+    (generating GPT-2's attention kernel takes 80 ms a layer)."""
+    generated: list[str] = []
+    generate = kernel_probe._generate  # pyright: ignore[reportPrivateUsage]
+
+    def spy(group: GroupOp, target: Any) -> Any:
+        generated.append(str(getattr(group.attributes.get("kind"), "data", "")))
+        return generate(group, target)
+
+    monkeypatch.setattr(kernel_probe, "_generate", spy)
+    module = compile_model((EXAMPLES / "gpt2_block.mlir").read_text(), target="h100").module
+    groups = [g for g in module.walk() if isinstance(g, GroupOp)]
+    attention = sum(getattr(g.attributes.get("kind"), "data", "") == "attention" for g in groups)
+    assert attention and generated.count("attention") == attention
