@@ -169,6 +169,33 @@ def _deeper_halo_tile(geo: WindowGeometry, plan: WindowPlan) -> WindowPlan:
     return best
 
 
+# Threads per block of the deeper depthwise plans `deeper_plans` offers.
+DEEPER_THREADS = (128, 256, 512)
+
+
+def deeper_plans(tiled: TiledWindow) -> Iterator[TiledWindow]:
+    """Depthwise plans with more output rows per block than `tiled` (the
+    same tile width): every `pt` up to `DEEP_ROWS_PER_THREAD` (a pool: up
+    to `ROWS_PER_THREAD`) by `DEEPER_THREADS`. A block stages its whole
+    halo tile before it computes, so a taller tile keeps more bytes in
+    flight per thread; whether that pays on a narrow image is the
+    autotuner's measurement to make (`kinds/window.py` offers them)."""
+    if tiled.mode != "depthwise":
+        return
+    g, p = tiled.geo, tiled.plan
+    deepest = DEEP_ROWS_PER_THREAD if g.kind == "conv" else ROWS_PER_THREAD
+    seen = {(p.th, p.pt)}
+    for pt in (1, 2, 4, 8):
+        if pt > min(deepest, g.oh):
+            continue
+        for threads in DEEPER_THREADS:
+            th = min(pt * max(1, threads // p.tw), -(-g.oh // pt) * pt)
+            if th <= p.th or (th, pt) in seen:
+                continue
+            seen.add((th, pt))
+            yield TiledWindow(g, WindowPlan(th, p.tw, 1, 1, pt, 1))
+
+
 def _halve(v: int, floor: int) -> int:
     return max(floor, v // 2)
 

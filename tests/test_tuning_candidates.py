@@ -61,6 +61,13 @@ func.func @f(%x: tensor<1x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6
   %r = nn.relu %c : tensor<1x4x6x6xf32>
   func.return %r : tensor<1x4x6x6xf32>
 }""",
+    "depthwise_strided": """
+func.func @f(%x: tensor<1x2x21x7xf32>, %w: tensor<2x1x3x3xf32>) -> tensor<1x2x11x4xf32> {
+  %s = nn.silu %x : tensor<1x2x21x7xf32>
+  %c = nn.conv2d %s, %w {strides = [2, 2], pads = [1, 1, 1, 1], groups = 2}
+      : (tensor<1x2x21x7xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x11x4xf32>
+  func.return %c : tensor<1x2x11x4xf32>
+}""",
     "pool": """
 func.func @f(%x: tensor<1x2x6x6xf32>) -> tensor<1x2x3x3xf32> {
   %p = nn.max_pool2d %x {kernel = [2, 2], strides = [2, 2]}
@@ -109,3 +116,16 @@ def test_every_candidate_is_correct(name: str) -> None:
                                            err_msg=f"{cand}\n{program.kernels_source}")
             tried += 1
     assert tried > len(groups), "no group of this program has an alternative schedule"
+
+
+def test_a_narrow_depthwise_window_is_offered_deeper_tiles() -> None:
+    """A block stages its whole halo tile before computing, so on a narrow
+    image the autotuner may time taller tiles (more rows per block) than
+    the model's: `window_schedule.deeper_plans`."""
+    module = compiled(PROGRAMS["depthwise_strided"])
+    group = next(g for g in module.walk() if isinstance(g, GroupOp))
+    first, *others = candidates(group, H200, H200.shared_memory_per_block, ALL)
+    th = first.int_field("th")
+    deeper = [c for c in others if c.int_field("th") > th]
+    assert deeper, [str(c) for c in others]
+    assert all(c.int_field("th") % c.int_field("pt") == 0 for c in deeper)

@@ -37,6 +37,7 @@ from fusec.scheduling.window_plan import (
 )
 from fusec.scheduling.window_prologue import window_prologue
 from fusec.scheduling.window_schedule import (
+    deeper_plans,
     fit_shared,
     group_window,
     shrink_steps,
@@ -123,16 +124,17 @@ class WindowKind(SplitOverBudget, SummaryResources):
 
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:
-        """A lone conv or pool: the plan's shrink steps and smaller thread
-        tiles that fit and can be built (`check_plan`); conv + pool and the
-        direct path: nothing to vary."""
+        """A lone conv or pool: the plan's shrink steps, smaller thread
+        tiles and (depthwise) deeper tiles that fit and can be built
+        (`check_plan`); conv + pool and the direct path: nothing to vary."""
         if not isinstance(first, WindowSchedule) or first.str_field("path") in (
                 "conv_pool", "direct"):
             return []
         start = group_window(group)
         if start is None:
             return []
-        plans = [start, *shrink_steps(start), *thread_tiles_below(start)]
+        plans = [start, *shrink_steps(start), *thread_tiles_below(start),
+                 *deeper_plans(start)]
         return [plan_attr(t.plan, t.mode) for t in plans
                 if t.shared_bytes <= limit and check_plan(t, target) is None]
 
