@@ -61,6 +61,18 @@ func.func @f(%x: tensor<1x3x6x6xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6
   %r = nn.relu %c : tensor<1x4x6x6xf32>
   func.return %r : tensor<1x4x6x6xf32>
 }""",
+    "transposed_f32": """
+func.func @f(%x: tensor<5x37x19xf32>, %b: tensor<19x1xf32>) -> tensor<37x19x5xf32> {
+  %t = nn.transpose %x {perm = [1, 2, 0]} : (tensor<5x37x19xf32>) -> tensor<37x19x5xf32>
+  %y = nn.add %t, %b : (tensor<37x19x5xf32>, tensor<19x1xf32>) -> tensor<37x19x5xf32>
+  func.return %y : tensor<37x19x5xf32>
+}""",
+    "transposed_f16": """
+func.func @f(%x: tensor<3x40x70xf16>) -> tensor<70x3x40xf16> {
+  %t = nn.transpose %x {perm = [2, 0, 1]} : (tensor<3x40x70xf16>) -> tensor<70x3x40xf16>
+  %r = nn.relu %t : tensor<70x3x40xf16>
+  func.return %r : tensor<70x3x40xf16>
+}""",
     "depthwise_strided": """
 func.func @f(%x: tensor<1x2x21x7xf32>, %w: tensor<2x1x3x3xf32>) -> tensor<1x2x11x4xf32> {
   %s = nn.silu %x : tensor<1x2x21x7xf32>
@@ -91,7 +103,9 @@ def compiled(text: str) -> ModuleOp:
     return module
 
 
-SLOW_PROGRAMS = ("row_reduction", "conv_relu")  # the most candidates: the slow set runs them
+SLOW_PROGRAMS = ("row_reduction", "conv_relu", "transposed_f32", "transposed_f16")
+"""The most candidates (a transposed tile up to 1024 threads a block): the slow set
+runs them."""
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_PROGRAMS

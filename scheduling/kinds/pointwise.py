@@ -37,6 +37,11 @@ from fusec.scheduling.transposed_plan import tile_shared_bytes
 
 POINTWISE_ELEMENTS = (1, 2, 4, 8)
 """Elements per thread a pointwise candidate takes."""
+TILE_SIDES = (16, 32, 64)
+"""Sides of a transposed-operand tile candidate (the model's is
+`pointwise.TRANSPOSE_TILE`)."""
+TILE_ELEMENTS = (2, 4, 8, 16)
+"""Elements per thread of a transposed-tile candidate."""
 POINTWISE_BLOCKS = (128, 256, 512)
 """Threads per block a pointwise candidate takes."""
 
@@ -103,14 +108,26 @@ class PointwiseKind(SplitOverBudget):
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:
         """`POINTWISE_ELEMENTS` x `POINTWISE_BLOCKS` (a block no larger than
-        the target launches); a transposed tile (`tile` > 0) has a fixed
-        32 x 8 block (32 x 4 for halves: `scheduling/pointwise.py`) and no
-        elements-per-thread choice: nothing to vary."""
-        if not isinstance(first, PointwiseSchedule) or first.int_field("tile") != 0:
+        the target launches); a transposed tile (`tile` > 0): the sides of
+        `TILE_SIDES` x `TILE_ELEMENTS` per thread whose block is whole rows
+        of the tile, one to a few warps and within the target's block, and
+        whose tiles fit `limit`."""
+        if not isinstance(first, PointwiseSchedule):
             return []
-        return [PointwiseSchedule.make(elements_per_thread=e, block=b)
-                for e in POINTWISE_ELEMENTS for b in POINTWISE_BLOCKS
-                if b <= target.max_threads_per_block]
+        if first.int_field("tile") == 0:
+            return [PointwiseSchedule.make(elements_per_thread=e, block=b)
+                    for e in POINTWISE_ELEMENTS for b in POINTWISE_BLOCKS
+                    if b <= target.max_threads_per_block]
+        out: list[ScheduleAttr] = []
+        for side in TILE_SIDES:
+            for e in TILE_ELEMENTS:
+                block = side * side // e
+                if block % side or not 32 <= block <= target.max_threads_per_block:
+                    continue
+                attr = PointwiseSchedule.make(elements_per_thread=e, block=block, tile=side)
+                if tile_shared_bytes(plan_transposed(group, attr)) <= limit:
+                    out.append(attr)
+        return out
 
     def registers(self, group: GroupOp, target: Target,
                   tile: GemmTile | None = None) -> RegisterEstimate:
