@@ -10,7 +10,7 @@ copy floor in one run.
 
 The programs come from `fusec/fuzz/data_movement.py` (six families of data
 movement, each fused with pointwise neighbours, f32 and bf16, odd and prime
-extents, at least 64 MiB of inputs and outputs each; `--small`: the same
+extents, at least 64 MiB that must move each (the floor's count); `--small`: the same
 programs shrunk for the simulator). For each program, in one run and on the
 same seeded random inputs (`run_gpu._inputs`): fusec (fused, the path a
 user's call takes), torch eager and torch.compile of the same ops

@@ -21,10 +21,10 @@ import torch.nn.functional as F
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
-from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.dialects import nn
 from fusec.dialects.element_types import element
 from fusec.dialects.nn_base import dense_to_numpy, element_type, element_type_name
+from fusec.fuzz.movement_floor import read_elements
 
 Tensor = torch.Tensor
 Step = Callable[..., Tensor]
@@ -182,21 +182,13 @@ def torch_peer(func: FuncOp) -> Callable[..., Any]:
 
 def floor_work(func: FuncOp, inputs: list[Tensor], outputs: list[Tensor]) -> tuple[int, float]:
     """(bytes that must move, flops of the contractions) of any program:
-    every input read once, every output written once; an input read only
-    as the table of `nn.gather`s counts at most the rows they gather (an
-    embedding table is far larger than the rows a batch touches), and one
-    read only through `nn.slice`s (after elementwise ops of its own shape)
-    at most the regions they cut (`sliced_elements`)."""
-    moved = sum(t.numel() * t.element_size() for t in [*inputs, *outputs])
+    every output written once, every input read once except what
+    `fuzz/movement_floor.read_elements` leaves out (a gathered table counts
+    the rows gathered, an input read only through `nn.slice`s the regions
+    they cut), at the element sizes of the tensors given."""
+    moved = sum(t.numel() * t.element_size() for t in outputs)
     for arg, t in zip(func.body.block.args, inputs, strict=True):
-        uses = list(arg.uses)
-        if uses and all(isinstance(u.operation, nn.GatherOp) and u.index == 0 for u in uses):
-            rows = sum(math.prod(u.operation.results[0].type.get_shape()) for u in uses)
-            moved -= max(0, t.numel() - rows) * t.element_size()
-            continue
-        cut = sliced_elements(arg)
-        if cut is not None:
-            moved -= max(0, t.numel() - cut) * t.element_size()
+        moved += read_elements(arg) * t.element_size()
     flops = 0.0
     for op in func.body.block.ops:
         if isinstance(op, nn.MatmulOp):
@@ -208,37 +200,3 @@ def floor_work(func: FuncOp, inputs: list[Tensor], outputs: list[Tensor]) -> tup
             _, cg, kh, kw = op.operands[1].type.get_shape()
             flops += 2.0 * math.prod(out) * cg * kh * kw
     return moved, flops if flops else math.nan
-
-
-def sliced_elements(value: SSAValue) -> int | None:
-    """The elements of `value` a program reads when every path from it goes
-    through elementwise ops of its own shape into `nn.slice`s: the sum of the
-    regions they cut (capped by `value`'s size; None when some path ends
-    elsewhere). Along the innermost axis a strided slice counts its whole span
-    (`limit - start`): memory is read in sectors of neighbouring elements."""
-    shape = value.type.get_shape()
-    slices: list[nn.SliceOp] = []
-    frontier, seen = [value], set()
-    while frontier:
-        v = frontier.pop()
-        for use in v.uses:
-            op = use.operation
-            if isinstance(op, nn.SliceOp):
-                slices.append(op)
-            elif (op_kind(op) == OpKind.ELEMENTWISE and len(op.results) == 1
-                  and op.results[0].type.get_shape() == shape):
-                if op not in seen:
-                    seen.add(op)
-                    frontier.append(op.results[0])
-            else:
-                return None
-    if not slices:
-        return None
-    total = 0
-    for op in slices:
-        extents = [-(-(hi - lo) // step) for lo, hi, step in
-                   zip(op.starts, op.limits, op.strides, strict=True)]
-        if extents and op.strides[-1] > 1:
-            extents[-1] = op.limits[-1] - op.starts[-1]
-        total += math.prod(extents)
-    return min(total, math.prod(shape))

@@ -24,7 +24,8 @@ rotates with `index // 6`; everything else (element type f32 or bf16,
 permutation, axes, ops, strides) comes from one random source seeded with
 (seed, index), the extents from another (`fuzz/movement_extents.py`): the
 `small` program of a seed (a few hundred elements, for the simulator) is the
-full one (at least `MIN_TRAFFIC` bytes of inputs and outputs) shrunk.
+full one (at least `MIN_TRAFFIC` bytes that must move, as the bench's copy floor counts
+them: `fuzz/movement_floor.py`) shrunk.
 
 ```python
 for p in corpus(seed=0, count=48):
@@ -47,9 +48,10 @@ from fusec.dialects.element_types import element
 from fusec.fuzz.generate import Builder, GenConfig
 from fusec.fuzz.graph import Graph, TType
 from fusec.fuzz.movement_extents import Extents
+from fusec.fuzz.movement_floor import floor_bytes
 
 MIB = 1 << 20
-# Inputs + outputs of every full-size program, at least: far past the last
+# Bytes every full-size program must move (its floor), at least: far past the last
 # level cache, so that a kernel's time is its DRAM traffic.
 MIN_TRAFFIC = 64 * MIB
 DEFAULT_COUNT = 48
@@ -72,7 +74,7 @@ _FACTORS = ("0.5", "1.25", "-0.75", "2.0", "0.125")  # exact in bf16
 @dataclass(frozen=True)
 class MovementProgram:
     """One program of the corpus: its name, family, variant, element type,
-    the program, and the bytes of its inputs and outputs (`traffic_bytes`)."""
+    the program, and the bytes it must move (`traffic_bytes`)."""
 
     name: str
     family: str
@@ -124,22 +126,15 @@ def program(seed: int, index: int, small: bool = False) -> MovementProgram:
 
 
 def traffic_bytes(graph: Graph) -> int:
-    """Bytes of every input read once and every output written once; an
-    input read only as the table of `nn.gather`s counts at most the elements
-    they gather (as the bench's floor, `bench/torch_peer.floor_work`)."""
-    def size(t: TType) -> int:
-        return math.prod(t.shape) * element(t.dtype).width
+    """Bytes the program must move, as the bench's copy floor counts them
+    (`fuzz/movement_floor.floor_bytes`): every input read once and every
+    output written once, a gathered table at most the elements gathered, an
+    input read only through slices the regions they cut."""
+    from fusec.compiler.parsing import make_context, parse_module
+    from fusec.reference.interpreter import find_function
 
-    total = sum(size(graph.types[o]) for o in graph.outputs)
-    for arg in graph.args:
-        users = [n for n in graph.nodes if arg.name in n.operands]
-        if users and all(n.op == "nn.gather" and n.operands[0] == arg.name
-                         and arg.name not in n.operands[1:] for n in users):
-            rows = sum(math.prod(n.type.shape) for n in users)
-            total += min(math.prod(arg.type.shape), rows) * element(arg.type.dtype).width
-        else:
-            total += size(arg.type)
-    return total
+    module = parse_module(make_context(), graph.text(), f"{graph.func_name}.mlir")
+    return floor_bytes(find_function(module, None))
 
 
 # --- building blocks ----------------------------------------------------------------

@@ -15,7 +15,9 @@ from fusec.reference.interpreter import find_function
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from torch_peer import floor_work, sliced_elements  # noqa: E402
+from torch_peer import floor_work  # noqa: E402
+
+from fusec.fuzz.movement_floor import sliced_elements  # noqa: E402
 
 CROP = """
 func.func @f(%a: tensor<5x13x5xf32>) -> tensor<4x10x4xf32> {

@@ -36,6 +36,7 @@ from fusec.fuzz.data_movement import (
 )
 from fusec.fuzz.graph import Arg, Graph, Node, TType
 from fusec.fuzz.movement_extents import next_prime
+from fusec.fuzz.movement_floor import floor_bytes
 from fusec.reference.interpreter import find_function, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,6 +126,23 @@ def test_traffic_counts_gathered_rows_not_the_whole_table() -> None:
     g2 = g.copy(nodes=[*g.nodes, Node("z", "nn.neg", ("t",), table, same_type=True)],
                 outputs=["y", "z"])
     assert traffic_bytes(g2) == 2 * 1000 * 16 * 2 + 15 * 4 + 15 * 16 * 2
+
+
+def test_traffic_counts_what_slices_cut_as_the_floor_does() -> None:
+    """A strided slice reads a fraction of its input: the generator grows the
+    program until that fraction, the floor the bench divides by, is 64 MiB
+    (a program that moved 9 MiB once sat in a corpus said to move 64)."""
+    x, out = TType((16, 48, 100, 11), "f32"), TType((8, 16, 50, 5), "f32")
+    g = Graph("g", [Arg("x", x)], [Node(
+        "y", "nn.slice", ("x",), out,
+        "{starts = [1, 1, 1, 1], limits = [16, 48, 100, 11], strides = [2, 3, 2, 2]}")], ["y"])
+    # 8 x 16 x 50 rows, each its span of 10 elements along the innermost axis
+    assert traffic_bytes(g) == (8 * 16 * 50 * 10 + 8 * 16 * 50 * 5) * 4
+    sliced = [p for p in FULL if p.variant in ("crop", "strided")]
+    assert sliced
+    for p in sliced:
+        func = find_function(parse_module(make_context(), p.text, "p.mlir"), None)
+        assert floor_bytes(func) == p.traffic >= MIN_TRAFFIC, p.name
 
 
 @pytest.mark.parametrize("p", FULL, ids=lambda p: p.name)
