@@ -111,11 +111,17 @@ class Target:
     D64, 1.9 GFLOP) in 13.6 us, 140 TFLOP/s (`bench/model_kernels.py`,
     inside inductor's graph), 0.18 of 790; on the H200, B8 H12 S512 D64 in
     52 us, 124 TFLOP/s (F.sdpa, 2026-12-01), 0.16."""
-    library_conv_fma_fraction: float = 0.5
+    library_conv_fma_fraction: float = 0.9
     """The same fraction for a library convolution on FMA math (f32 without
-    TF32, f64), of the library GEMM's f32 rate: dense f32 layers ran at
-    16-53 TFLOP/s (median 25) against cuBLAS's 51 on the same H100 sweep
-    (bench/results/2026-12-05-NVIDIA_H100_80GB_HBM3-conv-sweep-fcb3cf8.md)."""
+    TF32, f64), of the library GEMM's f32 rate, its output channels' tile use
+    (`library_conv_tile_n`) apart: on an H100 (bench/conv_sweep.py, TF32
+    off) the dense f32 layers ran at 0.55-1.07 of cuBLAS's 51 TFLOP/s so
+    counted, median 0.93 (3x3 at 28x28 and 56x56 1.03 and 1.07, 5x5 0.93, 3x3
+    stride 2 0.55; `*-conv-sweep-fcb3cf8.md`, `*-conv-sweep-a1fed80.md`). It
+    was 0.5, the median of the raw rates, when cuDNN still converted NCHW
+    tensors around each call and the tile use was not counted apart: the
+    model then gave 3x3 layers of 128 and 256 channels fusec's own kernel at
+    0.54x and 0.81x of cuDNN's time."""
     own_conv_flops_fraction: float = 0.5
     """Fraction of `fp32_flops` fusec's own tiled convolution kernel reaches
     on a dense, compute-bound layer (its epilogue included), as the

@@ -225,6 +225,25 @@ def test_cost_model_library_wins_dense_half_and_loses_small_depthwise() -> None:
     assert not absent.library and absent.reason == "cuDNN is not installed"
 
 
+def test_cost_model_prices_dense_f32_without_tf32_as_measured() -> None:
+    """TF32 off, batch 32, on an H100 (bench/conv_sweep.py): cuDNN ran a 3x3
+    conv of 128 channels at 28x28 in 0.141 ms, fusec's own kernel in 0.259;
+    a 3x3 conv of 64 channels at 56x56 in 0.271 against 0.234. The model
+    chose the own kernel for both while it priced cuDNN's FMA rate at half."""
+    target = TARGETS["h100"]
+
+    def choice(c: int, hw: int) -> bool:
+        n = 32
+        flops = 2.0 * n * c * hw * hw * c * 9
+        out = 4 * n * c * hw * hw
+        io = 2 * out + 4 * c * c * 9
+        return conv_choice(target, flops, io, out, 4 * c, target.own_conv_flops_fraction,
+                           "auto", True, "f32", group_outputs=c).library
+
+    assert choice(128, 28)
+    assert not choice(64, 56)
+
+
 def test_find_cudnn_honours_the_switch_and_the_simulator(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     lib = tmp_path / "libcudnn.so.9"
