@@ -63,6 +63,10 @@ from fusec.scheduling.attention_mma_schedule import (
 from fusec.scheduling.attention_schedule import MMA_K, MMA_ROWS, AttentionTile
 
 VEC = 4  # head dims a thread stages per step
+QUAD_STEPS = 2  # exchanges that combine the 4 lanes of a row (distances 1, 2)
+# The temporaries of one staged vector, given a name of their own per tile
+# (and per unrolled step) by `_own_names`.
+STAGING_NAMES = ("e", "u", "r", "c", "gr", "at", "qd", *(f"v{i}" for i in range(VEC)))
 
 
 class MmaWriter(_Writer):
@@ -249,8 +253,9 @@ class MmaWriter(_Writer):
                  *self._vector_stores(tile, array, offset, names)]
         if count % threads:  # the last step's spare threads neither load nor store
             lines = [f"if u < {_u(count)}:", *indent(lines, 1)]
-        return [f"for e in range({-(-count // threads)}):",
-                *indent([*self._vector_coords(tile, f"e * {threads}"), *lines], 1)]
+        return _own_names([f"for e in range({-(-count // threads)}):",
+                           *indent([*self._vector_coords(tile, f"e * {threads}"), *lines], 1)],
+                          f"_{tile.which}")
 
     def _prefetch(self) -> tuple[list[str], list[str]]:
         """(loads of the next K/V tile into registers, their stores into the
@@ -271,8 +276,8 @@ class MmaWriter(_Writer):
                     guard = f"if u < {_u(count)}:"
                     load = [*(f"{n} = {ZERO}" for n in names), guard, *indent(load, 1)]
                     store = [guard, *indent(store, 1)]
-                loads += [*coords, *load]
-                stores += [*coords, *store]
+                loads += _own_names([*coords, *load], f"_{tile.which}{e}")
+                stores += _own_names([*coords, *store], f"_{tile.which}{e}")
         return loads, stores
 
     def _stores(self, array: str, dest: str, value: str, unsigned: bool = False) -> list[str]:
@@ -283,8 +288,10 @@ class MmaWriter(_Writer):
             return super()._stores(array, dest, value)
         small = self.q_small if array == "Qt" else self.kv_small
         plus = f"{_u(small)}" if unsigned or "numba.uint64" in dest else str(small)
-        return [f"tfh, tfl = tf32_split({value})", f"{array}[{dest}] = tfh",
-                f"{array}[{dest} + {plus}] = tfl"]
+        # a named value's parts are named after it: one name, one assignment
+        big, part = (f"{value}h", f"{value}l") if value.isidentifier() else ("tfh", "tfl")
+        return [f"{big}, {part} = tf32_split({value})", f"{array}[{dest}] = {big}",
+                f"{array}[{dest} + {plus}] = {part}"]
 
     def _q_fragments(self, kk: int) -> list[str]:
         """`qa<kk>`: this lane's Q fragment of dims `8 kk + t2 (+1)`, rows g
@@ -352,11 +359,11 @@ class MmaWriter(_Writer):
         lines: list[str] = []
         for r in range(2):
             row = [f"x{j}_{2 * r + c}" for j in range(self.n_keys) for c in range(2)]
-            lines.append(f"t{r} = {_fold('max', row)}")
-        lines += self._across_quad("max")
+            lines.append(f"t{r}_0 = {_fold('max', row)}")
+        lines += self._across_quad("max", "t")
         for r in range(2):
             lines += [
-                f"n{r} = max(m{r}, t{r})",
+                f"n{r} = max(m{r}, t{r}_{QUAD_STEPS})",
                 f"mb{r} = select(n{r} > {NEG_INF}, n{r}, {ZERO})  # rows masked so far: no NaN",
                 f"a{r} = fast_exp(m{r} - mb{r})",
                 f"m{r} = n{r}",
@@ -379,14 +386,16 @@ class MmaWriter(_Writer):
                       self._row("oacc", f"p{j}", f"vf + {j * MMA_K}", MMA_K * self.v.width)]
         return lines
 
-    def _across_quad(self, how: str) -> list[str]:
-        """`t0`, `t1` of the 4 lanes of a row combined (max or sum)."""
+    def _across_quad(self, how: str, name: str) -> list[str]:
+        """`<name>0_0`, `<name>1_0` of the 4 lanes of a row combined (max or
+        sum) into `<name>0_2`, `<name>1_2` (`QUAD_STEPS`), a name per step."""
         lines = []
-        for m in (1, 2):
+        for step in range(1, QUAD_STEPS + 1):
             for r in range(2):
-                other = f"xor_lanes(X, wp, lane, t{r}, {m})"
-                lines.append(f"t{r} = max(t{r}, {other})" if how == "max"
-                             else f"t{r} = t{r} + {other}")
+                last, new = f"{name}{r}_{step - 1}", f"{name}{r}_{step}"
+                other = f"xor_lanes(X, wp, lane, {last}, {1 << (step - 1)})"
+                lines.append(f"{new} = max({last}, {other})" if how == "max"
+                             else f"{new} = {last} + {other}")
         return lines
 
     def _finish(self) -> list[str]:
@@ -395,19 +404,31 @@ class MmaWriter(_Writer):
         w, sh = self, self.sh
         view = self._view("o")
         rs, ds = view.strides[-2], view.strides[-1]
-        lines = [f"{_elements('o', self.n_out)} = oacc",
-                 "# each lane summed its own keys: combine them", "t0 = l0", "t1 = l1",
-                 *self._across_quad("sum")]
+        # names of their own, apart from the key step's `o<n>_<e>` (see `_own_names`)
+        lines = [f"{_elements('fo', self.n_out)} = oacc",
+                 "# each lane summed its own keys: combine them", "ls0_0 = l0", "ls1_0 = l1",
+                 *self._across_quad("sum", "ls")]
         for r in range(2):
-            stores = [f"inv = {float_literal(1.0)} / t{r}"]
+            stores = [f"inv{r} = {float_literal(1.0)} / ls{r}_{QUAD_STEPS}"]
             for n in range(self.n_out):
                 for c in range(2):
-                    value = store_expr(w.p.output, f"o{n}_{2 * r + c} * inv")
+                    value = store_expr(w.p.output, f"fo{n}_{2 * r + c} * inv{r}")
                     col = f"({n * MMA_K + c} + t2)"
                     stores.append(f"out0[obase + qr{r} * {rs} + {col} * {ds}] = {value}")
             lines += [f"if qr{r} < {sh.s}:", *indent(stores, 1)] if sh.s % self.t.block_q \
                 else stores
         return lines
+
+
+def _own_names(lines: list[str], suffix: str) -> list[str]:
+    """`lines` with the staging temporaries (`STAGING_NAMES`, and the TF32
+    parts `v<i>h`, `v<i>l`) suffixed: each staging loop and unrolled
+    prefetch step assigns names no other one does. numba's SSA
+    reconstruction walks the whole kernel once per name assigned in two
+    places, and the Q, K and V loops shared theirs."""
+    names = "|".join(STAGING_NAMES)
+    pattern = re.compile(rf"\b({names}|v\d[hl])\b")
+    return [pattern.sub(lambda m: m.group(1) + suffix, line) for line in lines]
 
 
 def _concat(fragments: list[list[str]]) -> str:

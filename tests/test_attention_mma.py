@@ -6,6 +6,7 @@ one and two stages, dynamic shared memory), and its PTX."""
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shutil
@@ -304,7 +305,20 @@ def test_q_slots_once_per_vector_and_step_names_assigned_once() -> None:
 
     program = compile_text(GPT2_HEADS, _pipeline())
     stage = program.kernels_source.split("# Q, once")[1].split("for kt in range(")[0]
-    assert stage.count("qd = ") == 1 and stage.count("Qt[qd") == 8  # 4 elements x 2 parts
+    assert stage.count("qd_q = ") == 1 and stage.count("Qt[qd_q") == 8  # 4 elements x 2 parts
+    # every name of the kernel is assigned in one place, but for the running
+    # max, sum and accumulators the key loop carries and the shared arrays
+    # the simulator declares apart
+    at = program.kernels_source.index("# Q, once")
+    start = program.kernels_source.rindex("\ndef ", 0, at)
+    ends = [program.kernels_source.find(m, at) for m in ("\n@", "\ndef ")]
+    kernel = program.kernels_source[start:min([e for e in ends if e > 0] or [None])]
+    targets = collections.Counter(
+        t.strip() for line in kernel.splitlines()
+        for head in [re.match(r"\s*for (\w+) in |\s*([\w, ]+?) = ", line)] if head
+        for t in (head.group(1) or head.group(2)).split(","))
+    assert {t for t, n in targets.items() if n > 1} <= {
+        "SM", "Qt", "KV", "X", "l0", "l1", "m0", "m1", "oacc"}
     # the step's scores, their sums and probabilities are each assigned once
     # (numba's SSA reconstruction takes a pass over the kernel per name
     # assigned twice)
