@@ -145,7 +145,8 @@ def test_traffic_counts_what_slices_cut_as_the_floor_does() -> None:
         assert floor_bytes(func) == p.traffic >= MIN_TRAFFIC, p.name
 
 
-@pytest.mark.parametrize("p", FULL, ids=lambda p: p.name)
+# every 5th: 5 is prime to the 6 families, so each family keeps programs
+@pytest.mark.parametrize("p", sampled(FULL, 5), ids=lambda p: p.name)
 def test_full_size_program_compiles(p: MovementProgram) -> None:
     program_ = compile_model(p.text, fusion=True, target="h200").program
     assert program_.functions[p.name].launches

@@ -103,9 +103,10 @@ def compiled(text: str) -> ModuleOp:
     return module
 
 
-SLOW_PROGRAMS = ("row_reduction", "conv_relu", "transposed_f32", "transposed_f16")
-"""The most candidates (a transposed tile up to 1024 threads a block): the slow set
-runs them."""
+SLOW_PROGRAMS = ("row_reduction", "conv_relu", "transposed_f32", "transposed_f16",
+                 "depthwise_strided")
+"""The most candidates (a transposed tile up to 1024 threads a block, a depthwise
+window's taller tiles): the slow set runs them."""
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_PROGRAMS
