@@ -11,8 +11,8 @@ every candidate (`scheduling/candidates.offered`, untruncated; no tuning
 cache), so the times are the autotuner's own: CUDA events, candidates
 interleaved round by round on the same fresh random inputs, rotated past
 the L2 (`runtime/tuning_timer.py`). Per candidate the table gives the
-schedule, its launch shape and shared memory, its median time and its
-bandwidth as a fraction of the copy floor (the group's HBM bytes, as the
+schedule's fields, its median time and its bandwidth as a fraction of the
+copy floor (the group's HBM bytes, as the
 cost model counts them, over the device-to-device copy rate measured in the
 same run); the model's choice is marked `*`, the fastest `+`. Nothing is
 written to OUT or the tuning cache; `--corpus` takes the programs of

@@ -82,10 +82,13 @@ two cores (10 s made it 14 s, with the same kernels.py)."""
 
 
 _SPECULATED: weakref.WeakSet[GroupOp] = weakref.WeakSet()
-"""Groups whose kernel `speculate` asked for already, as they stood: one
+"""Groups whose kernel `speculate` asked for already, by identity: one
 asked for by fuse-attention (an attention group, which no later pass
 changes) is not generated again by register-budget (80 ms per attention
-group of GPT-2, on 2 cores)."""
+group of GPT-2, on 2 cores). A group changed after it was asked for is not
+asked for again; its kernel is then built when the compile ends. (A
+fingerprint of the group, `group_memo.fingerprint`, would not do: the passes
+between rebuild the ops of an unchanged attention group.)"""
 
 
 @dataclass

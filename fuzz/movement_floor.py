@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import math
 
+from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.dialects import nn
 from fusec.dialects.element_types import element
-from fusec.dialects.nn_base import element_type, element_type_name, tensor_shape
+from fusec.dialects.nn_base import element_type_name, tensor_shape
 
 
-def _width(value: SSAValue) -> int:
-    return element(element_type_name(element_type(value))).width
+def _width(t: Attribute) -> int:
+    """Bytes of one element of tensor type `t`."""
+    assert isinstance(t, TensorType)
+    return element(element_type_name(t.element_type)).width
 
 
 def read_elements(arg: SSAValue) -> int:
@@ -42,10 +45,8 @@ def read_elements(arg: SSAValue) -> int:
 
 def floor_bytes(func: FuncOp) -> int:
     """Bytes `func` must move (module docstring)."""
-    results = func.function_type.outputs.data
-    written = sum(math.prod(t.get_shape()) * element(element_type_name(t.element_type)).width
-                  for t in results)
-    return written + sum(read_elements(a) * _width(a) for a in func.body.block.args)
+    written = sum(math.prod(t.get_shape()) * _width(t) for t in func.function_type.outputs.data)
+    return written + sum(read_elements(a) * _width(a.type) for a in func.body.block.args)
 
 
 def sliced_elements(value: SSAValue) -> int | None:

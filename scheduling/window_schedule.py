@@ -159,9 +159,7 @@ def _deeper_halo_tile(geo: WindowGeometry, plan: WindowPlan) -> WindowPlan:
     deepest = DEEP_ROWS_PER_THREAD if geo.kind == "conv" else ROWS_PER_THREAD
     for pt in sorted({ROWS_PER_THREAD, deepest}):
         for threads in (DEPTHWISE_THREADS, DEEP_THREADS):
-            groups = max(1, threads // plan.tw)
-            th = min(pt * groups, -(-geo.oh // pt) * pt)
-            cand = TiledWindow(geo, WindowPlan(th, plan.tw, 1, 1, min(pt, th), 1))
+            cand = _tall_tile(geo, plan.tw, pt, threads)
             if cand.shared_bytes > DEEP_SHARED_BYTES or cand.threads > DEEP_THREADS:
                 continue
             if staged_per_output(cand) < cost - 1e-9:
@@ -189,11 +187,19 @@ def deeper_plans(tiled: TiledWindow) -> Iterator[TiledWindow]:
         if pt > min(deepest, g.oh):
             continue
         for threads in DEEPER_THREADS:
-            th = min(pt * max(1, threads // p.tw), -(-g.oh // pt) * pt)
-            if th <= p.th or (th, pt) in seen:
+            cand = _tall_tile(g, p.tw, pt, threads)
+            key = (cand.plan.th, cand.plan.pt)
+            if cand.plan.th <= p.th or key in seen:
                 continue
-            seen.add((th, pt))
-            yield TiledWindow(g, WindowPlan(th, p.tw, 1, 1, pt, 1))
+            seen.add(key)
+            yield cand
+
+
+def _tall_tile(geo: WindowGeometry, tw: int, pt: int, threads: int) -> TiledWindow:
+    """The depthwise tile `tw` wide with `pt` rows per thread and as many
+    row groups as `threads` threads hold, no taller than the image needs."""
+    th = min(pt * max(1, threads // tw), -(-geo.oh // pt) * pt)
+    return TiledWindow(geo, WindowPlan(th, tw, 1, 1, min(pt, th), 1))
 
 
 def _halve(v: int, floor: int) -> int:
