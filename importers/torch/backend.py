@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import inspect
 import logging
 import sys
@@ -44,7 +45,7 @@ from fusec.analysis.remarks import remarks_to_stderr
 from fusec.importers.torch import trace_cache
 from fusec.importers.torch.context import target_name
 from fusec.importers.torch.decompositions import attention_as_math, decompositions
-from fusec.importers.torch.partition import is_glue, partition, scan_support
+from fusec.importers.torch.partition import SupportScan, is_glue, partition, scan_support
 from fusec.importers.torch.report import (
     CONSTANTS_ONLY,
     GLUE_OUTSIDE,
@@ -61,7 +62,7 @@ from fusec.importers.torch.trace_cache import (
     report_json,
     trace_key,
 )
-from fusec.importers.torch.translate import translate_graph
+from fusec.importers.torch.translate import node_at, translate_graph
 
 log = logging.getLogger("fusec.torch")
 """Remarks (`fallback: ...`, one line per partition, the graph's summary) at INFO level."""
@@ -238,14 +239,10 @@ class _ForwardCompiler:
         """Where to keep what this graph became (the trace cache and its key)."""
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        report = GraphReport()
-        scan = scan_support(gm)
         calls = [n for n in gm.graph.nodes if n.op == "call_function"]
         original = {n.name for n in calls}
         glue = {n.name for n in calls if is_glue(n)}
-        fused, names = partition(gm, scan)
-        for name in names:
-            report.partitions.append(self._compile_part(fused, name))
+        scan, fused, report = self._compile_parts(gm, len(calls))
         # The graph's own nodes still outside a partition: the unsupported ones
         # and `getitem`s of them (the partitioner's own `getitem`s, which unpack
         # a partition's results, are not the model's). Fusing may rebuild the
@@ -269,6 +266,30 @@ class _ForwardCompiler:
             self._keep(fused, example_inputs, report, *self.keep)
         fused.recompile()
         return fused.forward
+
+    def _compile_parts(self, gm: fx.GraphModule, most: int
+                       ) -> tuple[SupportScan, fx.GraphModule, GraphReport]:
+        """Partition `gm` and compile its parts. A node whose ops fusec
+        rejects (a located error of the compile: a rule of the `nn` verifier
+        that its translation broke) is left to PyTorch with that reason and
+        the graph partitioned again, from a copy kept before partitioning
+        changed it; at most `most` times."""
+        pristine = copy.deepcopy(gm.graph)
+        refused: dict[str, str] = {}
+        while True:
+            work = gm if not refused else fx.GraphModule(gm, copy.deepcopy(pristine))
+            report = GraphReport()
+            scan = scan_support(work, refused)
+            fused, names = partition(work, scan)
+            try:
+                for name in names:
+                    report.partitions.append(self._compile_part(fused, name))
+            except _RejectedNode as rejected:
+                if rejected.node in refused or len(refused) >= most:
+                    raise rejected.error from None
+                refused[rejected.node] = f"fusec rejected its translation: {rejected.error.message}"
+                continue
+            return scan, fused, report
 
     def _keep(self, fused: fx.GraphModule, example_inputs: Sequence[Any], report: GraphReport,
               store: TraceStore, key: str) -> None:
@@ -304,7 +325,13 @@ class _ForwardCompiler:
         if not translation.args:
             # Only constants: PyTorch computes them once per call, no kernel needed.
             return PartitionInfo(name, nodes, None)
-        model = self.compile_text(translation.text)
+        try:
+            model = self.compile_text(translation.text)
+        except FusecError as err:
+            node = node_at(translation.text, err.loc.line) if err.loc is not None else None
+            if node is None:
+                raise
+            raise _RejectedNode(node, err) from None
         outputs = next(n for n in sub.graph.nodes if n.op == "output").args[0]
         setattr(fused, name, FusecPartition(model, isinstance(outputs, tuple | list)))
         return PartitionInfo(name, nodes, model.launches, translation.text, model)
@@ -314,6 +341,15 @@ class _ForwardCompiler:
             log.info("%s", line)
             if self.remarks:
                 print(f"fusec: {line}", file=sys.stderr)
+
+
+class _RejectedNode(Exception):
+    """The compile of a partition failed at the ops of FX node `node`."""
+
+    def __init__(self, node: str, error: FusecError) -> None:
+        super().__init__(node)
+        self.node = node
+        self.error = error
 
 
 class FusecPartition(torch.nn.Module):

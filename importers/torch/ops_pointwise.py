@@ -26,18 +26,44 @@ def _operand(ctx: OpCtx, arg: Any, dtype: np.dtype) -> Val:
     return ctx.em.cast(ctx.as_val(arg), dtype, ctx.hint)
 
 
+def _rounded_by(value: Any, dtype: np.dtype) -> bool:
+    """Whether Python number `value` changes when stored as a half `dtype`
+    (f16 or bf16: 1e5 is inf in f16, 0.1 is 0.0999755859375)."""
+    if dtype.itemsize != 2 or dtype.name not in FLOAT_DTYPES or isinstance(value, bool):
+        return False
+    if not isinstance(value, int | float):
+        return False
+    with np.errstate(over="ignore"):
+        return float(np.asarray(value, dtype=dtype)) != value
+
+
+# A Boolean tensor's `*` and `min` are a logical and, its `+` and `max` a logical or.
+_BOOL_AND = {"mul": True, "min": True, "add": False, "max": False}
+
+
 def _binary(name: str) -> Translator:
     def translate(ctx: OpCtx) -> Value:
         dtype = ctx.out_dtype
-        a = _operand(ctx, ctx.arg("self"), dtype)
+        self_arg = ctx.arg("self")
         other = ctx.arg("other") if "other" in _schema_names(ctx) else ctx.arg("exponent")
-        b = _operand(ctx, other, dtype)
         alpha = ctx.arg("alpha") if "alpha" in _schema_names(ctx) else None
+        if dtype.kind == "b":
+            if name not in _BOOL_AND or alpha not in (None, 1, True):
+                raise ctx.fail(f"nn.{name} of Boolean tensors is not supported")
+            a, b = _operand(ctx, self_arg, dtype), _operand(ctx, other, dtype)
+            return _bool_select(ctx, a, b, _BOOL_AND[name])
+        if name in ("div", "pow") and dtype.name not in FLOAT_DTYPES:
+            raise ctx.fail(f"integer {'division' if name == 'div' else 'powers'} "
+                           "are not supported")
+        # PyTorch computes a half op with a Python number in f32 and rounds
+        # the result once: a number the half type would round (1e5 in f16,
+        # 0.1) is kept in f32 with the op, else the half op is the same.
+        compute = (np.dtype(np.float32)
+                   if any(_rounded_by(v, dtype) for v in (self_arg, other, alpha)) else dtype)
+        a, b = _operand(ctx, self_arg, compute), _operand(ctx, other, compute)
         if alpha not in (None, 1):
-            b = ctx.em.binary("mul", b, ctx.scalar(alpha, dtype), ctx.hint)
-        if name == "div" and dtype.name not in FLOAT_DTYPES:
-            raise ctx.fail("integer division is not supported")
-        return ctx.em.binary(name, a, b, ctx.hint)
+            b = ctx.em.binary("mul", b, ctx.scalar(alpha, compute), ctx.hint)
+        return ctx.em.cast(ctx.em.binary(name, a, b, ctx.hint), dtype, ctx.hint)
 
     return translate
 
@@ -71,6 +97,8 @@ def _clamp(low_name: str, high_name: str) -> Translator:
         x = ctx.tensor("self")
         if x.dtype.name not in FLOAT_DTYPES:
             raise ctx.fail(f"element type {x.dtype} is not supported")
+        if low is not None and high is not None and low > high:
+            low = high  # PyTorch's result is then `max` everywhere
         bounds = {k: float(v) for k, v in (("min", low), ("max", high)) if v is not None}
         return ctx.em.unary("clamp", x, ctx.hint, **bounds)
 
@@ -85,6 +113,8 @@ def _cmp(predicate: str) -> Translator:
         dtype = a_dtype if b_dtype is None else np.result_type(a_dtype, b_dtype)
         if isinstance(b_arg, float) and not is_float(dtype):
             dtype = np.dtype("float32")
+        # A number compared with a half tensor is rounded to its type first,
+        # as PyTorch does (unlike arithmetic: `_binary`).
         a, b = _operand(ctx, a_arg, dtype), _operand(ctx, b_arg, dtype)
         return _compare(ctx, predicate, a, b)
 
@@ -128,15 +158,19 @@ def _logical_not(ctx: OpCtx) -> Value:
 
 def _logical(is_and: bool) -> Translator:
     def translate(ctx: OpCtx) -> Value:
-        a, b = _bool_operand(ctx, "self"), _bool_operand(ctx, "other")
-        shape = ctx.out_shape
-        b = ctx.em.broadcast_to(b, shape, ctx.hint)
-        # a and b == select(a, b, false); a or b == select(a, true, b).
-        fixed = ctx.em.broadcast_to(ctx.scalar(not is_and, a.dtype), shape, ctx.hint)
-        branches = [b, fixed] if is_and else [fixed, b]
-        return ctx.em.op("select", [a, *branches], shape, np.dtype(bool), hint=ctx.hint)
+        return _bool_select(ctx, _bool_operand(ctx, "self"), _bool_operand(ctx, "other"), is_and)
 
     return translate
+
+
+def _bool_select(ctx: OpCtx, a: Val, b: Val, is_and: bool) -> Val:
+    """`a and b` as `select(a, b, false)`, `a or b` as `select(a, true, b)`
+    (Boolean `a` and `b`, broadcast to the node's result)."""
+    shape = ctx.out_shape
+    a, b = ctx.em.broadcast_to(a, shape, ctx.hint), ctx.em.broadcast_to(b, shape, ctx.hint)
+    fixed = ctx.em.broadcast_to(ctx.scalar(not is_and, a.dtype), shape, ctx.hint)
+    branches = [b, fixed] if is_and else [fixed, b]
+    return ctx.em.op("select", [a, *branches], shape, np.dtype(bool), hint=ctx.hint)
 
 
 def _bitwise_bool(name: str) -> Translator:

@@ -65,12 +65,18 @@ class SupportScan:
                 for n, why in self.reasons.items()]
 
 
-def scan_support(gm: fx.GraphModule) -> SupportScan:
-    """Try every node of `gm` once; translation failures are reasons, never errors."""
+def scan_support(gm: fx.GraphModule, refused: Mapping[str, str] | None = None) -> SupportScan:
+    """Try every node of `gm` once; translation failures are reasons, never
+    errors. `refused`: nodes (by name) left to PyTorch whatever their
+    translation, with the reason (what compiling their ops found wrong)."""
     scan = SupportScan()
     state = GraphState(Emitter())
+    refused = refused or {}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
+            state.values[node] = _stand_in(state.em, node)
+        elif node.op == "call_function" and node.name in refused:
+            scan.reasons[node] = refused[node.name]
             state.values[node] = _stand_in(state.em, node)
         elif node.op in ("call_function", "get_attr"):
             try:

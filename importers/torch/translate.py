@@ -15,6 +15,7 @@ line when FX recorded one), so the `.mlir` reads back to the model:
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -132,6 +133,20 @@ def translate_node(node: fx.Node, state: GraphState, gm: fx.GraphModule | None =
     state.em.lines.append(f"// {node.name}: {target_name(node)}" + (f" ({where})" if where
                                                                       else ""))
     return translator(OpCtx(node, state))
+
+
+def node_at(text: str, line: int) -> str | None:
+    """The FX node whose ops line `line` (1-based) of a translation's `text`
+    is among: the last `// NAME: target` comment `translate_node` wrote at or
+    above it; None above the first."""
+    for row in reversed(text.split("\n")[:line]):
+        found = _NODE_COMMENT.match(row)
+        if found:
+            return found.group(1)
+    return None
+
+
+_NODE_COMMENT = re.compile(r"\s*// ([A-Za-z_][A-Za-z0-9_]*): ")
 
 
 def _getitem(node: fx.Node, state: GraphState) -> Value:
