@@ -76,6 +76,26 @@ def _conv_block() -> nn.Module:
     return block
 
 
+class Statistics(nn.Module):
+    """`torch.var_mean` over two dims, and the mean of everything (`x.mean()`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        var, mean = torch.var_mean(x, dim=(1, 2), keepdim=True)
+        return (x - mean) / (var + 1e-5).sqrt() + x.mean()
+
+
+class Repeat(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.repeat(2, 1, 3) * 2.0
+
+
+class AdaptivePools(nn.Module):
+    """Adaptive average and max pools whose output sizes divide the input's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.adaptive_avg_pool2d(x, (2, 3)) + F.adaptive_max_pool2d(x, (2, 1))
+
+
 def _qkv() -> tuple[torch.Tensor, ...]:
     return tuple(torch.randn(1, 2, 4, 8) for _ in range(3))
 
@@ -88,6 +108,13 @@ CORPUS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple[torch.Tensor
     "attention_float_mask": (lambda: Attention("float"), _qkv),
     "attention_causal": (lambda: Attention("causal"), _qkv),
     "layer_norm": (lambda: nn.LayerNorm(8), lambda: (torch.randn(2, 3, 8),)),
+    "group_norm": (lambda: nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.GroupNorm(2, 8),
+                                         nn.SiLU()), lambda: (torch.randn(2, 4, 6, 6),)),
+    "leaky_relu": (lambda: nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(0.1)),
+                   lambda: (torch.randn(2, 8),)),
+    "statistics": (Statistics, lambda: (torch.randn(2, 3, 4, 5),)),
+    "adaptive_pools": (AdaptivePools, lambda: (torch.randn(2, 3, 4, 6),)),
+    "repeat": (lambda: Repeat(), lambda: (torch.randn(2, 3),)),
 }
 
 
@@ -262,3 +289,42 @@ def test_a_constant_causal_mask_leaves_one_attention_kernel() -> None:
     assert backend.reports[0].launches == 1, backend.reports[0].remarks
     with torch.no_grad():
         np.testing.assert_allclose(out.numpy(), module(*inputs).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_an_uneven_adaptive_pool_is_one_node_in_pytorch() -> None:
+    """Output sizes that do not divide the input's (windows of different
+    sizes) keep the op whole: one fallback, not a decomposition's scattered
+    index arithmetic."""
+    x = torch.randn(2, 3, 5, 7)
+    out, backend = _run(nn.Sequential(nn.AdaptiveAvgPool2d((2, 3)), nn.Tanh()), (x,))
+    (report,) = backend.reports
+    assert report.compute_fallbacks == ["_adaptive_avg_pool2d"]
+    np.testing.assert_allclose(out.numpy(), torch.tanh(F.adaptive_avg_pool2d(x, (2, 3))).numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_elu_runs_in_fusec_but_its_expm1() -> None:
+    x = torch.randn(3, 16)
+    out, backend = _run(nn.ELU(0.7), (x,))
+    (report,) = backend.reports
+    assert [n for n in report.compute_fallbacks if not n.startswith("expm1")] == []
+    np.testing.assert_allclose(out.numpy(), F.elu(x, 0.7).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_as_strided_of_a_contiguous_tensor_is_a_reshape_and_others_run_in_pytorch() -> None:
+    x = torch.randn(4, 6)
+
+    def dense(t: torch.Tensor) -> torch.Tensor:
+        return torch.as_strided(t * 2.0, (5, 4), (4, 1), 3) + 1.0
+
+    def strided(t: torch.Tensor) -> torch.Tensor:
+        return torch.as_strided(t * 2.0, (3, 3), (1, 6)) + 1.0
+
+    out, backend = _run(dense, (x,))
+    assert backend.reports[0].fallback_nodes == []
+    np.testing.assert_allclose(out.numpy(), dense(x).numpy(), rtol=1e-6)
+    out, backend = _run(strided, (x,))
+    assert backend.reports[0].compute_fallbacks == []  # a view left to PyTorch: glue
+    assert "strides [1, 6] other than contiguous ones" in backend.reports[0].fallbacks[
+        "as_strided"].reason
+    np.testing.assert_allclose(out.numpy(), strided(x).numpy(), rtol=1e-6)

@@ -133,3 +133,30 @@ def test_node_at_finds_the_node_of_a_line() -> None:
     assert node_at(text, 1) is None
     assert node_at(text, 3) == "add_1"
     assert node_at(text, 5) == "mul"
+
+
+def test_a_node_the_scan_translates_but_its_partition_does_not_runs_in_pytorch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A translation that succeeds when the graph is scanned and fails in
+    its partition (an operand's value known to the scan only) falls back
+    with its reason instead of failing `torch.compile`."""
+    calls = {"n": 0}
+    neg = op_table.TRANSLATORS[aten.neg.default]
+
+    def flaky(ctx: OpCtx) -> Val:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise ctx.fail("not inside a partition")
+        return neg(ctx)
+
+    monkeypatch.setitem(op_table.TRANSLATORS, aten.neg.default, flaky)
+    x = torch.randn(3, 4)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(-torch.exp(x)) + 1.0
+
+    out, backend = _run(fn, x)
+    (report,) = backend.reports
+    assert report.fallback_nodes == ["neg"]
+    assert report.fallbacks["neg"].reason == "not inside a partition"
+    np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-6)

@@ -43,7 +43,7 @@ from torch import fx
 from fusec.analysis.diagnostics import FusecError, escape_controls, warn
 from fusec.analysis.remarks import remarks_to_stderr
 from fusec.importers.torch import trace_cache
-from fusec.importers.torch.context import target_name
+from fusec.importers.torch.context import Unsupported, target_name
 from fusec.importers.torch.decompositions import attention_as_math, decompositions
 from fusec.importers.torch.partition import SupportScan, is_glue, partition, scan_support
 from fusec.importers.torch.report import (
@@ -287,7 +287,9 @@ class _ForwardCompiler:
             except _RejectedNode as rejected:
                 if rejected.node in refused or len(refused) >= most:
                     raise rejected.error from None
-                refused[rejected.node] = f"fusec rejected its translation: {rejected.error.message}"
+                refused[rejected.node] = (rejected.error.message if isinstance(
+                    rejected.error, Unsupported) else
+                    f"fusec rejected its translation: {rejected.error.message}")
                 continue
             return scan, fused, report
 
@@ -321,7 +323,14 @@ class _ForwardCompiler:
     def _compile_part(self, fused: fx.GraphModule, name: str) -> PartitionInfo:
         sub = getattr(fused, name)
         nodes = [n.name for n in sub.graph.nodes if n.op == "call_function"]
-        translation = translate_graph(sub, name)
+        try:
+            translation = translate_graph(sub, name)
+        except Unsupported as err:
+            # translated when scanned, not inside its partition (an operand
+            # the scan knew the value of and the partition receives)
+            if not err.node:
+                raise
+            raise _RejectedNode(err.node, err) from None
         if not translation.args:
             # Only constants: PyTorch computes them once per call, no kernel needed.
             return PartitionInfo(name, nodes, None)

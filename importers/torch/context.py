@@ -59,7 +59,10 @@ class TorchImportError(FusecError):
 
 
 class Unsupported(TorchImportError):
-    """A node has no `nn` translation; the backend runs it in PyTorch instead."""
+    """A node has no `nn` translation; the backend runs it in PyTorch instead.
+    `node`: its name, where `translate_graph` found it."""
+
+    node: str = ""
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype | None:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import fx
-from torch._decomp import core_aten_decompositions
+from torch._decomp import core_aten_decompositions, get_decompositions
 
 aten = torch.ops.aten
 
@@ -60,10 +60,55 @@ def _sdpa_math(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return torch.where(keep.any(-1, keepdim=True), out, out.new_zeros(()))
 
 
+EXTRA_DECOMPOSED = [aten.native_group_norm, aten.leaky_relu, aten.elu, aten.repeat]
+"""Ops core ATen keeps whole whose PyTorch decompositions are ops fusec
+translates: group norm (a mean and a variance per group), leaky ReLU and
+ELU (selects), `repeat` (a broadcast and a reshape)."""
+
+
+def _even_window(x: torch.Tensor, output_size: Any) -> tuple[int, int] | None:
+    """The pooling window of an adaptive pool whose output size divides the
+    input's (every window the same), else None."""
+    (h, w), (oh, ow) = x.shape[-2:], tuple(output_size)
+    if oh <= 0 or ow <= 0 or h % oh or w % ow:
+        return None
+    return h // oh, w // ow
+
+
+def _adaptive_avg_pool2d(x: torch.Tensor, output_size: Any) -> Any:
+    window = _even_window(x, output_size)
+    if window is None:
+        return NotImplemented  # uneven windows: left to PyTorch, one op
+    return F.avg_pool2d(x, window, window)
+
+
+def _adaptive_max_pool2d(x: torch.Tensor, output_size: Any) -> Any:
+    window = _even_window(x, output_size)
+    if window is None:
+        return NotImplemented
+    return aten.max_pool2d_with_indices.default(x, list(window), list(window))
+
+
+def _var_mean(x: torch.Tensor, dim: Any = None, *, correction: Any = None,
+              keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    dims = list(range(x.dim())) if dim is None else dim
+    return (torch.var(x, dims, correction=correction, keepdim=keepdim),
+            torch.mean(x, dims, keepdim=keepdim))
+
+
+def _mean(x: torch.Tensor, *, dtype: Any = None) -> torch.Tensor:
+    return torch.mean(x, list(range(x.dim())), dtype=dtype)
+
+
 def decompositions() -> dict[Any, Callable[..., Any]]:
     """Core ATen decompositions, with attention as math (for `torch.export`
     programs, which keep `aten.scaled_dot_product_attention` until decomposed)."""
     table = dict(core_aten_decompositions())
+    table.update(get_decompositions(EXTRA_DECOMPOSED))
+    table[aten.var_mean.correction] = _var_mean
+    table[aten.mean.default] = _mean
+    table[aten._adaptive_avg_pool2d.default] = _adaptive_avg_pool2d
+    table[aten.adaptive_max_pool2d.default] = _adaptive_max_pool2d
     table[aten.scaled_dot_product_attention.default] = _sdpa_math
     return table
 

@@ -9,9 +9,11 @@ and torch.export remove mutation and aliasing).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+from torch import fx
 
 from fusec.dialects import shapes
 from fusec.importers.onnx.emit import Val
@@ -102,6 +104,28 @@ def _cat(ctx: OpCtx) -> Value:
     return ctx.em.op("concat", parts, ctx.out_shape, dtype, {"axis": axis}, ctx.hint)
 
 
+def _as_strided(ctx: OpCtx) -> Value:
+    """`as_strided` of a contiguous tensor with contiguous strides (what
+    PyTorch's own decompositions write for a reshape, e.g. group norm's
+    per-channel scale): the elements from `storage_offset` on, reshaped."""
+    source = ctx.node.args[0]
+    meta = source.meta.get("val") if isinstance(source, fx.Node) else None
+    size = [int(d) for d in ctx.arg("size")]
+    stride = [int(d) for d in ctx.arg("stride")]
+    offset = int(ctx.arg("storage_offset") or 0)
+    if not isinstance(meta, torch.Tensor) or not meta.is_contiguous() or meta.storage_offset():
+        raise ctx.fail("a view of a tensor that is not contiguous is not supported")
+    dense = [math.prod(size[d + 1:]) for d in range(len(size))]
+    if any(n != 1 and s != t for n, s, t in zip(size, stride, dense, strict=True)):
+        raise ctx.fail(f"strides {stride} other than contiguous ones are not supported")
+    x = ctx.tensor("self")
+    total, count = math.prod(x.shape), math.prod(size)
+    if offset + count > total:
+        raise ctx.fail("a view past the end of its tensor")
+    flat = ctx.em.reshape(x, (total,), ctx.hint)
+    return ctx.em.reshape(_slice(flat, ctx, 0, offset, offset + count, 1), size, ctx.hint)
+
+
 TRANSLATORS: dict[Any, Translator] = {
     aten.view.default: _reshape,
     aten._unsafe_view.default: _reshape,
@@ -119,5 +143,6 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.split_with_sizes.default: _split,
     aten.split.Tensor: _split,
     aten.cat.default: _cat,
+    aten.as_strided.default: _as_strided,
 }
 """ATen overload -> its translator (layout part of the table)."""

@@ -39,7 +39,7 @@ GLUE_TARGETS: frozenset[object] = frozenset({
     aten.view.default, aten._unsafe_view.default, aten.alias.default, aten.detach.default,
     aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
     aten.permute.default, aten.transpose.int, aten.t.default, aten.expand.default,
-    aten.slice.Tensor, aten.select.int,
+    aten.slice.Tensor, aten.select.int, aten.as_strided.default,
 })
 """The nodes that are glue when PyTorch runs them: picking an output of a
 multi-output op (`getitem`) and PyTorch's views, which move no data (a view
@@ -76,7 +76,7 @@ def scan_support(gm: fx.GraphModule, refused: Mapping[str, str] | None = None) -
         if node.op == "placeholder":
             state.values[node] = _stand_in(state.em, node)
         elif node.op == "call_function" and node.name in refused:
-            scan.reasons[node] = refused[node.name]
+            scan.reasons[node] = _reason(node, refused[node.name])
             state.values[node] = _stand_in(state.em, node)
         elif node.op in ("call_function", "get_attr"):
             try:

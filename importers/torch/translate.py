@@ -97,7 +97,11 @@ def translate_graph(
         elif node.op == "output":
             results = [_result(state, out) for out in _flat_outputs(node)]
         else:
-            state.values[node] = _translate_or_explain(node, state, gm)
+            try:
+                state.values[node] = _translate_or_explain(node, state, gm)
+            except Unsupported as err:
+                err.node = err.node or node.name
+                raise
     args += late
     return Translation(header + state.em.function(name, args, results), args, results)
 
