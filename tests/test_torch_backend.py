@@ -96,6 +96,15 @@ class AdaptivePools(nn.Module):
         return F.adaptive_avg_pool2d(x, (2, 3)) + F.adaptive_max_pool2d(x, (2, 1))
 
 
+def _eval_stats(block: nn.Sequential) -> nn.Sequential:
+    """`block` with non-trivial running statistics in its batch norms."""
+    for m in block:
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+    return block
+
+
 def _qkv() -> tuple[torch.Tensor, ...]:
     return tuple(torch.randn(1, 2, 4, 8) for _ in range(3))
 
@@ -115,6 +124,12 @@ CORPUS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple[torch.Tensor
     "statistics": (Statistics, lambda: (torch.randn(2, 3, 4, 5),)),
     "adaptive_pools": (AdaptivePools, lambda: (torch.randn(2, 3, 4, 6),)),
     "repeat": (lambda: Repeat(), lambda: (torch.randn(2, 3),)),
+    "conv1d_bn1d": (lambda: _eval_stats(nn.Sequential(
+        nn.Conv1d(4, 8, 3, padding=1, stride=2), nn.BatchNorm1d(8), nn.GELU(),
+        nn.Conv1d(8, 8, 5, padding=4, dilation=2, groups=8, bias=False))),
+        lambda: (torch.randn(2, 4, 17),)),
+    "linear_bn1d": (lambda: _eval_stats(nn.Sequential(nn.Linear(8, 6), nn.BatchNorm1d(6),
+                                                      nn.ReLU())), lambda: (torch.randn(5, 8),)),
 }
 
 

@@ -98,8 +98,11 @@ def _layer_norm(ctx: OpCtx) -> Value:
 
 def _batch_norm(ctx: OpCtx) -> Value:
     x = _float_input(ctx, "input")
-    if x.rank != 4:
-        raise ctx.fail(f"batch norm over rank {x.rank} is not supported (NCHW only)")
+    if x.rank not in (2, 3, 4):
+        raise ctx.fail(f"batch norm over rank {x.rank} is not supported (N, C, [L | H, W])")
+    shape = x.shape
+    # BatchNorm1d's (N, C) and (N, C, L) as the NCHW image they are
+    x = ctx.em.reshape(x, (*shape, *(1,) * (4 - x.rank)), ctx.hint)
     channels = (x.shape[1],)
     scale = _optional_param(ctx, "weight", channels, 1.0, x.dtype)
     bias = _optional_param(ctx, "bias", channels, 0.0, x.dtype)
@@ -107,6 +110,7 @@ def _batch_norm(ctx: OpCtx) -> Value:
     x, params = _norm_operands(ctx, x, [scale, bias, mean, var])
     out = ctx.em.op("batch_norm", [x, *params], x.shape, x.dtype,
                     {"epsilon": float(ctx.arg("eps"))}, ctx.hint)
+    out = ctx.em.reshape(out, shape, ctx.hint)
     return (ctx.em.cast(out, ctx.out_dtype, ctx.hint), None, None)
 
 
@@ -119,18 +123,28 @@ def _pair(values: Any, default: int | None = None) -> list[int]:
 
 def _convolution(ctx: OpCtx) -> Value:
     x, w = _float_input(ctx, "input"), _float_input(ctx, "weight")
-    if x.rank != 4:
-        raise ctx.fail(f"{x.rank - 2}-d convolution is not supported (2-d only)")
+    if x.rank not in (3, 4):
+        raise ctx.fail(f"{x.rank - 2}-d convolution is not supported (1-d and 2-d only)")
     if ctx.arg("transposed"):
         raise ctx.fail("transposed convolution is not supported")
-    pad = _pair(ctx.arg("padding"), 0)
-    attrs = {"strides": _pair(ctx.arg("stride"), 1), "pads": [pad[0], pad[1], pad[0], pad[1]],
-             "dilations": _pair(ctx.arg("dilation"), 1), "groups": int(ctx.arg("groups"))}
-    y = ctx.em.op("conv2d", [x, w], ctx.out_shape, x.dtype, attrs, ctx.hint)
-    if ctx.arg("bias") is None:
-        return y
-    bias = ctx.em.reshape(ctx.tensor("bias"), (1, w.shape[0], 1, 1), ctx.hint)
-    return ctx.em.binary("add", y, bias, ctx.hint)
+    if any(int(p) for p in ctx.arg("output_padding") or []):
+        raise ctx.fail("output padding is not supported")
+    out_shape = ctx.out_shape
+    pad, stride, dilation = (_pair(ctx.arg(n), d) for n, d in
+                             (("padding", 0), ("stride", 1), ("dilation", 1)))
+    if x.rank == 3:
+        # a 1-d convolution is a 2-d one over an image one row high
+        x = ctx.em.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]), ctx.hint)
+        w = ctx.em.reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2]), ctx.hint)
+        pad, stride, dilation = [0, pad[0]], [1, stride[0]], [1, dilation[0]]
+        out_shape = (out_shape[0], out_shape[1], 1, out_shape[2])
+    attrs = {"strides": stride, "pads": [pad[0], pad[1], pad[0], pad[1]],
+             "dilations": dilation, "groups": int(ctx.arg("groups"))}
+    y = ctx.em.op("conv2d", [x, w], out_shape, x.dtype, attrs, ctx.hint)
+    if ctx.arg("bias") is not None:
+        bias = ctx.em.reshape(ctx.tensor("bias"), (1, w.shape[0], 1, 1), ctx.hint)
+        y = ctx.em.binary("add", y, bias, ctx.hint)
+    return ctx.em.reshape(y, ctx.out_shape, ctx.hint)
 
 
 def _pool_attrs(ctx: OpCtx) -> dict[str, object]:
