@@ -343,3 +343,15 @@ def test_as_strided_of_a_contiguous_tensor_is_a_reshape_and_others_run_in_pytorc
     assert "strides [1, 6] other than contiguous ones" in backend.reports[0].fallbacks[
         "as_strided"].reason
     np.testing.assert_allclose(out.numpy(), strided(x).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (0, 3, 2, 0), (1, -2, -1, 1), (2, 2, 1, 1, 1, 0)])
+def test_constant_pad_runs_in_fusec(pad: tuple[int, ...]) -> None:
+    x = torch.randn(2, 3, 4, 5)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return F.pad(torch.tanh(t), pad, value=0.5) * 2.0
+
+    out, backend = _run(fn, (x,))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-6, atol=1e-7)

@@ -104,6 +104,37 @@ def _cat(ctx: OpCtx) -> Value:
     return ctx.em.op("concat", parts, ctx.out_shape, dtype, {"axis": axis}, ctx.hint)
 
 
+def _constant_pad(ctx: OpCtx) -> Value:
+    """`F.pad(x, pad, value=v)`: per padded dimension (`pad` lists the last
+    one's before and after first) a `nn.concat` of broadcast constants
+    around `x`, a negative pad a `nn.slice`."""
+    x = ctx.tensor("self")
+    pad = [int(p) for p in ctx.arg("pad")]
+    value = ctx.arg("value")
+    value = 0 if value is None else value
+    if len(pad) % 2 or len(pad) > 2 * x.rank:
+        raise ctx.fail(f"a pad of {len(pad)} entries for a rank-{x.rank} tensor")
+    fill = ctx.scalar(value, x.dtype)
+    for k in range(len(pad) // 2):
+        dim, before, after = x.rank - 1 - k, pad[2 * k], pad[2 * k + 1]
+        if before < 0 or after < 0:
+            x = _slice(x, ctx, dim, max(-before, 0), x.shape[dim] - max(-after, 0), 1)
+            before, after = max(before, 0), max(after, 0)
+        parts = []
+        for size in (before, None, after):
+            if size is None:
+                parts.append(x)
+            elif size > 0:
+                shape = list(x.shape)
+                shape[dim] = size
+                parts.append(ctx.em.broadcast_to(fill, shape, ctx.hint))
+        if len(parts) > 1:
+            shape = list(x.shape)
+            shape[dim] += before + after
+            x = ctx.em.op("concat", parts, tuple(shape), x.dtype, {"axis": dim}, ctx.hint)
+    return x
+
+
 def _as_strided(ctx: OpCtx) -> Value:
     """`as_strided` of a contiguous tensor with contiguous strides (what
     PyTorch's own decompositions write for a reshape, e.g. group norm's
@@ -144,5 +175,6 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.split.Tensor: _split,
     aten.cat.default: _cat,
     aten.as_strided.default: _as_strided,
+    aten.constant_pad_nd.default: _constant_pad,
 }
 """ATen overload -> its translator (layout part of the table)."""
