@@ -355,3 +355,20 @@ def test_constant_pad_runs_in_fusec(pad: tuple[int, ...]) -> None:
     out, backend = _run(fn, (x,))
     assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
     np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-6, atol=1e-7)
+
+
+INDEXING: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "columns": lambda x, i: torch.tanh(x[:, i]) + 1.0,
+    "rows_2d_index": lambda x, i: x[i.reshape(2, -1)] * 2.0,
+    "index_select": lambda x, i: torch.index_select(x * 3.0, 1, i.abs()),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEXING))
+def test_indexing_by_one_integer_tensor_is_a_gather(name: str) -> None:
+    torch.manual_seed(sum(map(ord, name)))
+    x = torch.randn(7, 7)
+    i = torch.tensor([3, -1, 0, 6, 2, 2])  # a negative index counts from the end
+    out, backend = _run(INDEXING[name], (x, i))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    np.testing.assert_allclose(out.numpy(), INDEXING[name](x, i).numpy(), rtol=1e-6, atol=1e-7)

@@ -180,6 +180,31 @@ def _embedding(ctx: OpCtx) -> Value:
                      ctx.hint)
 
 
+def _take(ctx: OpCtx, table: Val, axis: int, index: Any) -> Val:
+    indices = ctx.as_val(index)
+    if indices.dtype.kind not in "iu":
+        raise ctx.fail(f"indices of element type {indices.dtype} are not supported (integers only)")
+    indices = ctx.em.cast(indices, np.dtype("int64"), ctx.hint)
+    return ctx.em.op("gather", [table, indices], ctx.out_shape, table.dtype, {"axis": axis},
+                     ctx.hint)
+
+
+def _index(ctx: OpCtx) -> Value:
+    """`x[:, idx]`: one integer index tensor (any rank), the other
+    dimensions whole, is `nn.gather` along its dimension."""
+    x = ctx.tensor("self")
+    picked = [(k, t) for k, t in enumerate(ctx.arg("indices")) if t is not None]
+    if len(picked) != 1:
+        raise ctx.fail("indexing by more than one tensor is not supported")
+    (axis, index), = picked
+    return _take(ctx, x, axis, index)
+
+
+def _index_select(ctx: OpCtx) -> Value:
+    x = ctx.tensor("self")
+    return _take(ctx, x, shapes.normalize_axis(int(ctx.arg("dim")), x.rank), ctx.arg("index"))
+
+
 TRANSLATORS: dict[Any, Translator] = {
     aten._softmax.default: _softmax("softmax"),
     aten._log_softmax.default: _softmax("log_softmax"),
@@ -196,6 +221,8 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.max_pool2d_with_indices.default: _max_pool,
     aten.avg_pool2d.default: _avg_pool,
     aten.embedding.default: _embedding,
+    aten.index.Tensor: _index,
+    aten.index_select.default: _index_select,
 }
 """ATen overload -> its translator (structured part of the table)."""
 
