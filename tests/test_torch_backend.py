@@ -372,3 +372,20 @@ def test_indexing_by_one_integer_tensor_is_a_gather(name: str) -> None:
     out, backend = _run(INDEXING[name], (x, i))
     assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
     np.testing.assert_allclose(out.numpy(), INDEXING[name](x, i).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_max_and_min_values_run_in_fusec_and_their_indices_in_pytorch() -> None:
+    x = torch.randn(4, 9)
+
+    def values(t: torch.Tensor) -> torch.Tensor:
+        return t.max(dim=1).values + t.min(dim=0, keepdim=True).values.sum() + t.max() - t.min()
+
+    def indices(t: torch.Tensor) -> torch.Tensor:
+        return t.max(dim=1).indices.float() + torch.tanh(t).sum(1)
+
+    out, backend = _run(values, (x,))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    np.testing.assert_allclose(out.numpy(), values(x).numpy(), rtol=1e-6, atol=1e-6)
+    out, backend = _run(indices, (x,))
+    assert backend.reports[0].compute_fallbacks == ["max_1"]
+    np.testing.assert_allclose(out.numpy(), indices(x).numpy(), rtol=1e-6, atol=1e-6)

@@ -40,8 +40,30 @@ def _reduce(name: str) -> Translator:
     def translate(ctx: OpCtx) -> Value:
         x = ctx.em.cast(_float_input(ctx), ctx.out_dtype, ctx.hint)
         dims = ctx.arg("dim")
-        dims = list(range(x.rank)) if not dims else [dims] if isinstance(dims, int) else dims
+        # an int dim (`max.dim`'s) may be 0; an empty or absent list is every dim
+        dims = [dims] if isinstance(dims, int) else list(dims or range(x.rank))
         return ctx.em.reduce(name, x, dims, bool(ctx.arg("keepdim")), ctx.hint)
+
+    return translate
+
+
+def _reduce_all(name: str) -> Translator:
+    """`x.max()`, `x.min()`: over every dimension, to a rank-0 tensor."""
+
+    def translate(ctx: OpCtx) -> Value:
+        x = ctx.em.cast(_float_input(ctx), ctx.out_dtype, ctx.hint)
+        return ctx.em.reduce(name, x, list(range(x.rank)), False, ctx.hint)
+
+    return translate
+
+
+def _reduce_values(name: str) -> Translator:
+    """`x.max(dim)` and `x.min(dim)`: the values (output 0) as `nn.reduce_*`;
+    a graph that uses the indices leaves the node to PyTorch."""
+    reduce = _reduce(name)
+
+    def translate(ctx: OpCtx) -> Value:
+        return (reduce(ctx), None)
 
     return translate
 
@@ -212,6 +234,10 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.mean.dim: _reduce("mean"),
     aten.amax.default: _reduce("max"),
     aten.amin.default: _reduce("min"),
+    aten.max.default: _reduce_all("max"),
+    aten.min.default: _reduce_all("min"),
+    aten.max.dim: _reduce_values("max"),
+    aten.min.dim: _reduce_values("min"),
     aten.mm.default: _matmul,
     aten.bmm.default: _matmul,
     aten.addmm.default: _addmm,
@@ -230,6 +256,8 @@ MULTI_OUTPUT_USED: dict[Any, frozenset[int]] = {
     aten.native_layer_norm.default: frozenset({0}),
     aten._native_batch_norm_legit_no_training.default: frozenset({0}),
     aten.max_pool2d_with_indices.default: frozenset({0}),
+    aten.max.dim: frozenset({0}),
+    aten.min.dim: frozenset({0}),
 }
 """Multi-output ops and the outputs that are translated: the node falls back
 to PyTorch when any other output is used."""
