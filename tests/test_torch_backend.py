@@ -389,3 +389,22 @@ def test_max_and_min_values_run_in_fusec_and_their_indices_in_pytorch() -> None:
     out, backend = _run(indices, (x,))
     assert backend.reports[0].compute_fallbacks == ["max_1"]
     np.testing.assert_allclose(out.numpy(), indices(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_nearest_upsampling_is_two_gathers() -> None:
+    x = torch.randn(2, 3, 4, 5)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        up = F.interpolate(torch.relu(t), scale_factor=2, mode="nearest")
+        return up[..., :7] + F.interpolate(t, size=(8, 7), mode="nearest")
+
+    def picked(t: torch.Tensor, r: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return t[:, :, r[:, None], c] * 2.0
+
+    out, backend = _run(fn, (x,))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-6, atol=1e-7)
+    r, c = torch.tensor([3, 0, -1]), torch.tensor([4, 4, 1, 0])
+    out, backend = _run(picked, (x, r, c))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    np.testing.assert_allclose(out.numpy(), picked(x, r, c).numpy(), rtol=1e-6)

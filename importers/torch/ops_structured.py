@@ -203,23 +203,44 @@ def _embedding(ctx: OpCtx) -> Value:
 
 
 def _take(ctx: OpCtx, table: Val, axis: int, index: Any) -> Val:
-    indices = ctx.as_val(index)
+    return _gather(ctx, table, axis, ctx.as_val(index), ctx.out_shape)
+
+
+def _gather(ctx: OpCtx, table: Val, axis: int, indices: Val, shape: tuple[int, ...]) -> Val:
     if indices.dtype.kind not in "iu":
         raise ctx.fail(f"indices of element type {indices.dtype} are not supported (integers only)")
     indices = ctx.em.cast(indices, np.dtype("int64"), ctx.hint)
-    return ctx.em.op("gather", [table, indices], ctx.out_shape, table.dtype, {"axis": axis},
-                     ctx.hint)
+    return ctx.em.op("gather", [table, indices], shape, table.dtype, {"axis": axis}, ctx.hint)
 
 
 def _index(ctx: OpCtx) -> Value:
     """`x[:, idx]`: one integer index tensor (any rank), the other
-    dimensions whole, is `nn.gather` along its dimension."""
+    dimensions whole, is `nn.gather` along its dimension. Index tensors of
+    adjacent dimensions that each vary along their own broadcast dimension
+    (`x[:, :, rows[:, None], cols]`, as nearest-neighbour upsampling
+    writes it) pick each dimension apart: one gather per dimension."""
     x = ctx.tensor("self")
     picked = [(k, t) for k, t in enumerate(ctx.arg("indices")) if t is not None]
-    if len(picked) != 1:
-        raise ctx.fail("indexing by more than one tensor is not supported")
-    (axis, index), = picked
-    return _take(ctx, x, axis, index)
+    if len(picked) == 1:
+        (axis, index), = picked
+        return _take(ctx, x, axis, index)
+    axes = [k for k, _ in picked]
+    if axes != list(range(axes[0], axes[0] + len(axes))):
+        raise ctx.fail("indexing by tensors of dimensions that are not adjacent is not supported")
+    shapes_ = [tuple(ctx.as_val(t).shape) for _, t in picked]
+    common = np.broadcast_shapes(*shapes_)
+    if len(common) != len(picked):
+        raise ctx.fail("indexing by several tensors is supported where each picks one dimension")
+    for j, ((axis, index), shape) in enumerate(zip(picked, shapes_, strict=True)):
+        aligned = (1,) * (len(common) - len(shape)) + shape
+        if any(n != 1 for d, n in enumerate(aligned) if d != j):
+            raise ctx.fail("indexing by several tensors is supported where each picks one "
+                           "dimension")
+        flat = ctx.em.reshape(ctx.as_val(index), (aligned[j],), ctx.hint)
+        out = list(x.shape)
+        out[axis] = aligned[j]
+        x = _gather(ctx, x, axis, flat, tuple(out))
+    return x
 
 
 def _index_select(ctx: OpCtx) -> Value:
@@ -248,6 +269,7 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.avg_pool2d.default: _avg_pool,
     aten.embedding.default: _embedding,
     aten.index.Tensor: _index,
+    aten._unsafe_index.Tensor: _index,
     aten.index_select.default: _index_select,
 }
 """ATen overload -> its translator (structured part of the table)."""
