@@ -119,6 +119,8 @@ CORPUS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple[torch.Tensor
     "layer_norm": (lambda: nn.LayerNorm(8), lambda: (torch.randn(2, 3, 8),)),
     "group_norm": (lambda: nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.GroupNorm(2, 8),
                                          nn.SiLU()), lambda: (torch.randn(2, 4, 6, 6),)),
+    "instance_norm": (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.InstanceNorm2d(4, affine=True),
+                                            nn.ReLU()), lambda: (torch.randn(2, 3, 7, 7),)),
     "leaky_relu": (lambda: nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(0.1)),
                    lambda: (torch.randn(2, 8),)),
     "statistics": (Statistics, lambda: (torch.randn(2, 3, 4, 5),)),

@@ -60,9 +60,11 @@ def _sdpa_math(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return torch.where(keep.any(-1, keepdim=True), out, out.new_zeros(()))
 
 
-EXTRA_DECOMPOSED = [aten.native_group_norm, aten.leaky_relu, aten.elu, aten.repeat]
+EXTRA_DECOMPOSED = [aten.native_group_norm, aten._native_batch_norm_legit.no_stats, aten.leaky_relu,
+                    aten.elu, aten.repeat]
 """Ops core ATen keeps whole whose PyTorch decompositions are ops fusec
-translates: group norm (a mean and a variance per group), leaky ReLU and
+translates: group norm and instance norm (batch norm with the statistics
+of the input: a mean and a variance per group or channel), leaky ReLU and
 ELU (selects), `repeat` (a broadcast and a reshape)."""
 
 
