@@ -5,6 +5,7 @@ failing the whole compile."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -19,6 +20,7 @@ from fusec.importers.torch.context import OpCtx  # noqa: E402
 from fusec.importers.torch.translate import node_at  # noqa: E402
 
 aten = torch.ops.aten
+F = torch.nn.functional
 
 
 def _run(fn: Callable[..., torch.Tensor], *inputs: torch.Tensor
@@ -160,3 +162,37 @@ def test_a_node_the_scan_translates_but_its_partition_does_not_runs_in_pytorch(
     assert report.fallback_nodes == ["neg"]
     assert report.fallbacks["neg"].reason == "not inside a partition"
     np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+EDGES = [0.0, -0.0, 1e-10, -1e-10, 3e-8, 1e-4, -1e-4, 0.5, -0.7, 5.0, 88.0, 100.0, -100.0,
+         -1.0, -2.0, math.inf, -math.inf, math.nan]
+
+
+@pytest.mark.parametrize("op", ["expm1", "log1p", "sign"])
+def test_expm1_log1p_and_sign_as_pytorch_near_zero_and_at_the_edges(op: str) -> None:
+    """Full f32 precision where `exp(x) - 1` and `log(1 + x)` lose it (tiny
+    x), the infinities and NaN, and `sign` of NaN and zeros (0)."""
+    fn = getattr(torch, op)
+    x = torch.tensor(EDGES, dtype=torch.float32)
+    out, backend = _run(lambda t: fn(t * 1.0), x)
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    want = fn(x)
+    np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=4e-7, atol=0)
+    torch.manual_seed(11)
+    y = torch.randn(64) * 3.0
+    out, _ = _run(lambda t: fn(t * 1.0), y)
+    np.testing.assert_allclose(out.numpy(), fn(y).numpy(), rtol=4e-7, atol=0)
+
+
+def test_softplus_elu_and_mish_leave_nothing_to_pytorch_in_bf16() -> None:
+    torch.manual_seed(12)
+    x = (torch.randn(4, 32) * 3).to(torch.bfloat16)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return F.softplus(t) + F.elu(t) + F.mish(t)
+
+    out, backend = _run(fn, x)
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    want = fn(x).float()
+    bound = 4e-2 * float(want.abs().max())
+    assert float((out.float() - want).abs().max()) <= bound

@@ -82,6 +82,64 @@ def _unary(name: str, float_only: bool = True, **attrs: object) -> Translator:
     return translate
 
 
+def _f32_input(ctx: OpCtx) -> Val:
+    """The node's float input, a half one widened to f32 (the composites
+    below hold their precision in f32 and round once, at the end)."""
+    x = ctx.em.cast(ctx.tensor("self"), ctx.out_dtype, ctx.hint)
+    if x.dtype.name not in FLOAT_DTYPES:
+        raise ctx.fail(f"element type {x.dtype} is not supported (floats only)")
+    return ctx.em.cast(x, np.dtype(np.float32), ctx.hint) if x.dtype.itemsize == 2 else x
+
+
+def _select_where(ctx: OpCtx, predicate: str, a: Val, b: Val, then: Val, other: Val) -> Val:
+    """`then` where `a predicate b`, else `other` (same shapes)."""
+    return ctx.em.op("select", [_compare(ctx, predicate, a, b), then, other], then.shape,
+                     then.dtype, hint=ctx.hint)
+
+
+def _expm1(ctx: OpCtx) -> Value:
+    """`exp(x) - 1` to full precision near 0 (Kahan: with u = exp(x), the
+    rounding of `u - 1` is divided out by `log(u)`): x where u is 1, -1
+    where `u - 1` is, u where it is inf."""
+    x = _f32_input(ctx)
+    em, h = ctx.em, ctx.hint
+    one, inf = ctx.scalar(1.0, x.dtype), ctx.scalar(math.inf, x.dtype)
+    u = em.unary("exp", x, h)
+    um1 = em.binary("sub", u, one, h)
+    kahan = em.binary("mul", um1, em.binary("div", x, em.unary("log", u, h), h), h)
+    minus_one = em.broadcast_to(ctx.scalar(-1.0, x.dtype), x.shape, h)
+    out = _select_where(ctx, "eq", u, inf, u, kahan)
+    out = _select_where(ctx, "eq", um1, minus_one, minus_one, out)
+    out = _select_where(ctx, "eq", u, one, x, out)
+    return em.cast(out, ctx.out_dtype, h)
+
+
+def _log1p(ctx: OpCtx) -> Value:
+    """`log(1 + y)` to full precision near 0 (Goldberg: the rounding of
+    `u = 1 + y` is corrected by `y / (u - 1)`): y where u is 1, u where it
+    is inf."""
+    y = _f32_input(ctx)
+    em, h = ctx.em, ctx.hint
+    one, inf = ctx.scalar(1.0, y.dtype), ctx.scalar(math.inf, y.dtype)
+    u = em.binary("add", y, one, h)
+    exact = em.binary("mul", em.unary("log", u, h),
+                      em.binary("div", y, em.binary("sub", u, one, h), h), h)
+    out = _select_where(ctx, "eq", u, inf, u, exact)
+    out = _select_where(ctx, "eq", u, one, y, out)
+    return em.cast(out, ctx.out_dtype, h)
+
+
+def _sign(ctx: OpCtx) -> Value:
+    """`(x > 0) - (x < 0)`: 0 for zeros and NaN, as PyTorch."""
+    x = ctx.em.cast(ctx.tensor("self"), ctx.out_dtype, ctx.hint)
+    if x.dtype.kind == "b":
+        return x
+    zero = ctx.scalar(0, x.dtype)
+    above, below = (ctx.em.cast(_compare(ctx, p, x, zero), x.dtype, ctx.hint)
+                    for p in ("gt", "lt"))
+    return ctx.em.binary("sub", above, below, ctx.hint)
+
+
 def _gelu(ctx: OpCtx) -> Value:
     approximate = ctx.arg("approximate") or "none"
     if approximate not in ("none", "tanh"):
@@ -247,6 +305,9 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.relu.default: _unary("relu"),
     aten.silu.default: _unary("silu"),
     aten.gelu.default: _gelu,
+    aten.expm1.default: _expm1,
+    aten.log1p.default: _log1p,
+    aten.sign.default: _sign,
     aten.hardtanh.default: _clamp("min_val", "max_val"),
     aten.clamp.default: _clamp("min", "max"),
     **{getattr(aten, p).Tensor: _cmp(p) for p in ("eq", "ne", "lt", "le", "gt", "ge")},
