@@ -196,3 +196,23 @@ def test_softplus_elu_and_mish_leave_nothing_to_pytorch_in_bf16() -> None:
     want = fn(x).float()
     bound = 4e-2 * float(want.abs().max())
     assert float((out.float() - want).abs().max()) <= bound
+
+
+INTEGER_REDUCTIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "count_a_mask": lambda x, i: (x > 0).sum(-1),
+    "sum_of_integers": lambda x, i: i.sum() + i.sum(0),
+    "max_of_integers": lambda x, i: i.amax(1),
+    "number_to_a_power": lambda x, i: 2.0 ** x,
+}
+
+
+@pytest.mark.parametrize("name", list(INTEGER_REDUCTIONS))
+def test_integer_and_mask_reductions_and_a_number_to_a_power_run_in_fusec(name: str) -> None:
+    torch.manual_seed(13)
+    x, i = torch.randn(5, 9), torch.randint(-50, 50, (5, 9))
+    fn = INTEGER_REDUCTIONS[name]
+    out, backend = _run(fn, x, i)
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    want = fn(x, i)
+    assert out.dtype == want.dtype
+    np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-6)

@@ -290,6 +290,7 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.minimum.default: _binary("min"),
     aten.pow.Tensor_Tensor: _binary("pow"),
     aten.pow.Tensor_Scalar: _binary("pow"),
+    aten.pow.Scalar: _binary("pow"),
     aten.neg.default: _unary("neg", float_only=False),
     aten.abs.default: _unary("abs", float_only=False),
     aten.exp.default: _unary("exp"),

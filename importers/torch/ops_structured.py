@@ -38,7 +38,8 @@ def _softmax(name: str) -> Translator:
 
 def _reduce(name: str) -> Translator:
     def translate(ctx: OpCtx) -> Value:
-        x = ctx.em.cast(_float_input(ctx), ctx.out_dtype, ctx.hint)
+        # in the result's type: a Boolean mask counted (`(x > 0).sum(-1)`) in int64
+        x = ctx.em.cast(ctx.tensor("self"), ctx.out_dtype, ctx.hint)
         dims = ctx.arg("dim")
         # an int dim (`max.dim`'s) may be 0; an empty or absent list is every dim
         dims = [dims] if isinstance(dims, int) else list(dims or range(x.rank))
