@@ -410,3 +410,23 @@ def test_nearest_upsampling_is_two_gathers() -> None:
     out, backend = _run(picked, (x, r, c))
     assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
     np.testing.assert_allclose(out.numpy(), picked(x, r, c).numpy(), rtol=1e-6)
+
+
+def test_slice_assignment_copy_and_tensor_clamp_run_in_fusec() -> None:
+    """In-place slice assignments (a Swin attention mask, a cache update)
+    reach the backend as `slice_scatter` and `copy`; `clamp` with tensor
+    bounds as max and min."""
+    x, y = torch.randn(4, 6, 5), torch.randn(4, 2, 5)
+
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        m = torch.zeros(4, 6, 5)
+        m[:, 1:3] = torch.tanh(b)
+        m[:, 5:] = 2.0
+        c = a.clone()
+        c[:, :2] = b
+        lo, hi = torch.full((5,), -0.5), torch.full((1, 5), 0.5)
+        return m + c + torch.clamp(a, lo, hi) + torch.clamp(a, min=lo)
+
+    out, backend = _run(fn, (x, y))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    np.testing.assert_allclose(out.numpy(), fn(x, y).numpy(), rtol=1e-6, atol=1e-6)

@@ -104,6 +104,31 @@ def _cat(ctx: OpCtx) -> Value:
     return ctx.em.op("concat", parts, ctx.out_shape, dtype, {"axis": axis}, ctx.hint)
 
 
+def _slice_scatter(ctx: OpCtx) -> Value:
+    """`x[..., start:end] = src` made functional (`slice_scatter`): the
+    parts of `x` around the slice and `src` concatenated along `dim`."""
+    x = ctx.tensor("self")
+    dim = shapes.normalize_axis(int(ctx.arg("dim") or 0), x.rank)
+    step = int(ctx.arg("step") or 1)
+    if step != 1:
+        raise ctx.fail(f"a scatter into a slice of step {step} is not supported")
+    start, end = _bounds(x.shape[dim], ctx.arg("start"), ctx.arg("end"), step)
+    src = ctx.em.cast(ctx.tensor("src"), x.dtype, ctx.hint)
+    parts = [*([_slice(x, ctx, dim, 0, start, 1)] if start > 0 else []), src,
+             *([_slice(x, ctx, dim, end, x.shape[dim], 1)] if end < x.shape[dim] else [])]
+    if len(parts) == 1:
+        return parts[0]
+    return ctx.em.op("concat", parts, x.shape, x.dtype, {"axis": dim}, ctx.hint)
+
+
+def _copy(ctx: OpCtx) -> Value:
+    """`aten.copy(x, src)` (an in-place copy made functional): `src` in
+    `x`'s type and shape."""
+    x = ctx.tensor("self")
+    src = ctx.em.cast(ctx.tensor("src"), x.dtype, ctx.hint)
+    return ctx.em.broadcast_to(src, x.shape, ctx.hint)
+
+
 def _constant_pad(ctx: OpCtx) -> Value:
     """`F.pad(x, pad, value=v)`: per padded dimension (`pad` lists the last
     one's before and after first) a `nn.concat` of broadcast constants
@@ -176,5 +201,7 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.cat.default: _cat,
     aten.as_strided.default: _as_strided,
     aten.constant_pad_nd.default: _constant_pad,
+    aten.slice_scatter.default: _slice_scatter,
+    aten.copy.default: _copy,
 }
 """ATen overload -> its translator (layout part of the table)."""

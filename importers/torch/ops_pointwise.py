@@ -163,6 +163,18 @@ def _clamp(low_name: str, high_name: str) -> Translator:
     return translate
 
 
+def _clamp_tensors(ctx: OpCtx) -> Value:
+    """`clamp(x, min=t, max=u)` with tensor bounds: `min(max(x, t), u)`,
+    broadcast, in the result's type (max wins where the bounds cross)."""
+    dtype = ctx.out_dtype
+    x = _operand(ctx, ctx.arg("self"), dtype)
+    for name, op in (("min", "max"), ("max", "min")):
+        bound = ctx.arg(name)
+        if bound is not None:
+            x = ctx.em.binary(op, x, _operand(ctx, bound, dtype), ctx.hint)
+    return ctx.em.broadcast_to(x, ctx.out_shape, ctx.hint)
+
+
 def _cmp(predicate: str) -> Translator:
     def translate(ctx: OpCtx) -> Value:
         a_arg, b_arg = ctx.arg("self"), ctx.arg("other")
@@ -311,6 +323,7 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.sign.default: _sign,
     aten.hardtanh.default: _clamp("min_val", "max_val"),
     aten.clamp.default: _clamp("min", "max"),
+    aten.clamp.Tensor: _clamp_tensors,
     **{getattr(aten, p).Tensor: _cmp(p) for p in ("eq", "ne", "lt", "le", "gt", "ge")},
     **{getattr(aten, p).Scalar: _cmp(p) for p in ("eq", "ne", "lt", "le", "gt", "ge")},
     aten.isnan.default: _isnan,
