@@ -430,3 +430,17 @@ def test_slice_assignment_copy_and_tensor_clamp_run_in_fusec() -> None:
     out, backend = _run(fn, (x, y))
     assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
     np.testing.assert_allclose(out.numpy(), fn(x, y).numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_a_transformer_encoder_layer_in_inference_runs_in_fusec(norm_first: bool) -> None:
+    """Eval mode under `no_grad` takes PyTorch's fused fast path
+    (`_transformer_encoder_layer_fwd`); it is decomposed into its math."""
+    torch.manual_seed(14)
+    layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True,
+                                       activation="gelu", norm_first=norm_first).eval()
+    x = torch.randn(2, 5, 16)
+    out, backend = _run(layer, (x,))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    with torch.no_grad():
+        np.testing.assert_allclose(out.numpy(), layer(x).numpy(), rtol=1e-4, atol=1e-5)

@@ -91,6 +91,47 @@ def _adaptive_max_pool2d(x: torch.Tensor, output_size: Any) -> Any:
     return aten.max_pool2d_with_indices.default(x, list(window), list(window))
 
 
+def _encoder_layer(src: torch.Tensor, embed_dim: int, num_heads: int,
+                   qkv_weight: torch.Tensor, qkv_bias: torch.Tensor,
+                   proj_weight: torch.Tensor, proj_bias: torch.Tensor, use_gelu: bool,
+                   norm_first: bool, eps: float, norm_weight_1: torch.Tensor,
+                   norm_bias_1: torch.Tensor, norm_weight_2: torch.Tensor,
+                   norm_bias_2: torch.Tensor, ffn_weight_1: torch.Tensor,
+                   ffn_bias_1: torch.Tensor, ffn_weight_2: torch.Tensor,
+                   ffn_bias_2: torch.Tensor, mask: torch.Tensor | None = None,
+                   mask_type: int | None = None) -> Any:
+    """`nn.TransformerEncoderLayer`'s inference fast path (what eval mode
+    under `no_grad` runs, batch first) as its math, PyTorch's
+    `transformer_encoder_layer_forward`: self-attention with a residual,
+    then the feed-forward block with a residual, each normalised before
+    (`norm_first`) or after. A mask (padding or attention) is left to
+    PyTorch's kernel."""
+    if mask is not None or src.dim() != 3:
+        return NotImplemented
+    batch, length, _ = src.shape
+    head = embed_dim // num_heads
+
+    def norm(t: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(t, (embed_dim,), weight, bias, eps)
+
+    def attention(t: torch.Tensor) -> torch.Tensor:
+        q, k, v = (p.reshape(batch, length, num_heads, head).transpose(1, 2)
+                   for p in F.linear(t, qkv_weight, qkv_bias).chunk(3, dim=-1))
+        heads = _sdpa_math(q, k, v).transpose(1, 2).reshape(batch, length, embed_dim)
+        return F.linear(heads, proj_weight, proj_bias)
+
+    def feed_forward(t: torch.Tensor) -> torch.Tensor:
+        hidden = F.linear(t, ffn_weight_1, ffn_bias_1)
+        hidden = F.gelu(hidden) if use_gelu else F.relu(hidden)
+        return F.linear(hidden, ffn_weight_2, ffn_bias_2)
+
+    if norm_first:
+        x = src + attention(norm(src, norm_weight_1, norm_bias_1))
+        return x + feed_forward(norm(x, norm_weight_2, norm_bias_2))
+    x = norm(src + attention(src), norm_weight_1, norm_bias_1)
+    return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
+
+
 def _var_mean(x: torch.Tensor, dim: Any = None, *, correction: Any = None,
               keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     dims = list(range(x.dim())) if dim is None else dim
@@ -110,6 +151,7 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
     table[aten.var_mean.correction] = _var_mean
     table[aten.mean.default] = _mean
     table[aten._adaptive_avg_pool2d.default] = _adaptive_avg_pool2d
+    table[aten._transformer_encoder_layer_fwd.default] = _encoder_layer
     table[aten.adaptive_max_pool2d.default] = _adaptive_max_pool2d
     table[aten.scaled_dot_product_attention.default] = _sdpa_math
     return table
