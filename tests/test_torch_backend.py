@@ -444,3 +444,32 @@ def test_a_transformer_encoder_layer_in_inference_runs_in_fusec(norm_first: bool
     assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
     with torch.no_grad():
         np.testing.assert_allclose(out.numpy(), layer(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_new_shapes_compile_a_graph_per_shape() -> None:
+    """A second call with other shapes makes Dynamo trace with dynamic
+    shapes (sizes as inputs); fusec compiles that graph once per set of
+    concrete shapes, each matching eager, instead of failing."""
+    torch.manual_seed(15)
+    module = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16),
+                           nn.LayerNorm(16)).eval()
+    torch._dynamo.reset()
+    backend = Backend()
+    compiled = torch.compile(module, backend=backend)
+    with torch.no_grad():
+        for length in (8, 12, 10, 12):
+            x = torch.randn(2, length, 16)
+            np.testing.assert_allclose(compiled(x).numpy(), module(x).numpy(),
+                                       rtol=1e-4, atol=1e-5)
+    assert len(backend.reports) == 3  # 8 (static), then 12 and 10; 12 again reused
+    assert all(r.fallback_nodes == [] for r in backend.reports), backend.reports[-1].remarks
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(t.reshape(t.shape[0], -1) * 2.0, -1)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    for n in (4, 6):
+        x = torch.randn(3, n, 5)
+        np.testing.assert_allclose(compiled(x).numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-7)
+    assert backend.reports[-1].fallback_nodes == []

@@ -21,7 +21,9 @@ PyTorch between them, each named in a `fallback:` remark.
 Parameters and buffers are *inputs* of the compiled functions, as Dynamo
 passes them: the `.mlir` holds no weights, an in-place weight update is seen
 by the next call, and nothing is recompiled for it. Shapes are static per
-compiled graph; guards and recompiles are PyTorch's. Only the forward (or
+compiled graph; guards and recompiles are PyTorch's, and a graph Dynamo
+traced with dynamic shapes is compiled per set of concrete shapes
+(`_PerShape`). Only the forward (or
 inference) graph is compiled by fusec; a backward graph, when autograd needs
 one, runs in PyTorch.
 """
@@ -232,6 +234,7 @@ class _ForwardCompiler:
 
     def __init__(self, options: dict[str, Any], reports: list[GraphReport],
                  keep: tuple[TraceStore, str] | None = None) -> None:
+        self.options = options
         self.remarks = bool(options.get("remarks", False))
         self.compile_options = {k: v for k, v in options.items() if k not in BACKEND_OPTIONS}
         self.reports = reports
@@ -239,6 +242,8 @@ class _ForwardCompiler:
         """Where to keep what this graph became (the trace cache and its key)."""
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        if _symbolic(gm):
+            return _PerShape(self.options, self.reports, gm)
         calls = [n for n in gm.graph.nodes if n.op == "call_function"]
         original = {n.name for n in calls}
         glue = {n.name for n in calls if is_glue(n)}
@@ -350,6 +355,50 @@ class _ForwardCompiler:
             log.info("%s", line)
             if self.remarks:
                 print(f"fusec: {line}", file=sys.stderr)
+
+
+def _symbolic(gm: fx.GraphModule) -> bool:
+    """Whether Dynamo traced `gm` with dynamic shapes (an input that is a
+    size, or a tensor whose shape is symbolic): after a call with new shapes
+    (automatic dynamic shapes), or with `dynamic=True`."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        meta = node.meta.get("val")
+        if isinstance(meta, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return True
+        if isinstance(meta, torch.Tensor) and any(
+                not isinstance(d, int) for d in meta.shape):
+            return True
+    return False
+
+
+class _PerShape:
+    """A graph traced with dynamic shapes, compiled for each set of concrete
+    shapes it is called with: fusec's kernels are specialised to static
+    shapes. The first call with new shapes traces the graph again with
+    those (`make_fx`, which also runs it once) and compiles that graph; later
+    calls with the same shapes reuse it."""
+
+    def __init__(self, options: dict[str, Any], reports: list[GraphReport],
+                 gm: fx.GraphModule) -> None:
+        self.options, self.reports, self.gm = options, reports, gm
+        self.compiled: dict[tuple[object, ...], Callable[..., Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else a
+                    for a in args)
+        call = self.compiled.get(key)
+        if call is None:
+            from torch.fx.experimental.proxy_tensor import make_fx
+
+            with torch.no_grad():
+                static = make_fx(self.gm)(*args)
+            static.graph.eliminate_dead_code()  # make_fx keeps unused outputs' picks
+            static.recompile()
+            call = _ForwardCompiler(self.options, self.reports)(static, args)
+            self.compiled[key] = call
+        return call(*args)
 
 
 class _RejectedNode(Exception):
