@@ -55,7 +55,7 @@ def three_parts(shape: tuple[int, ...], widths: tuple[int, int, int], axis: int,
             f"  func.return %r : {to}\n}}\n")
 
 
-@pytest.mark.parametrize(("axis", "dtype"), itertools.product(range(3), ("f32", "bf16")))
+@pytest.mark.parametrize(("axis", "dtype"), list(itertools.product(range(3), ("f32", "bf16"))))
 def test_concat_of_three_parts_along_every_axis(axis: int, dtype: str) -> None:
     """Widths 2, 1 and 4 over a 3x5x7 tensor: one kernel, one segment per
     operand, every element where the reference has it."""
@@ -85,7 +85,7 @@ def roll(shape: tuple[int, ...], axis: int, shift: int, dtype: str) -> str:
             f"  func.return %r : {tx}\n}}\n")
 
 
-@pytest.mark.parametrize(("axis", "dtype"), itertools.product(range(3), ("f32", "bf16")))
+@pytest.mark.parametrize(("axis", "dtype"), list(itertools.product(range(3), ("f32", "bf16"))))
 def test_roll_of_a_computed_value_along_every_axis(axis: int, dtype: str) -> None:
     """A roll by 2 of a 5x3x7 tensor the kernel scales: the epilogue reads
     the input again at the result's coordinates."""

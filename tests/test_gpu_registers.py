@@ -354,6 +354,7 @@ def test_estimate_within_25_percent_of_the_gpu_on_examples(path: Path) -> None:
     notes = collect_remarks(art.module)
     rows: list[str] = []
     bad: list[str] = []
+    known_misses = 0
     for name, fp in art.program.functions.items():
         entries = [la for la in art.plan["functions"][name]["launches"] if "library" not in la]
         if not entries:
@@ -364,7 +365,8 @@ def test_estimate_within_25_percent_of_the_gpu_on_examples(path: Path) -> None:
         reasons = spill_reasons(fp, counts, notes)
         for la in entries:
             if path.stem in ATTENTION_MISSES and la["group"].startswith("attn"):
-                continue  # the strict xfail in test_register_budget.py covers it
+                known_misses += 1  # the strict xfail in test_register_budget.py covers it
+                continue
             real, est = int(la["registers"]), int(la["est_registers"])
             err = (est - real) / real
             row = (f"{path.stem} {la['kernel']}: est {est}, gpu {real} ({err:+.0%}), "
@@ -372,7 +374,9 @@ def test_estimate_within_25_percent_of_the_gpu_on_examples(path: Path) -> None:
             rows.append(row)
             if abs(err) > TOLERANCE or (la["spill_bytes"] and not reasons.get(la["kernel"])):
                 bad.append(row)
-    assert rows, "no kernel was measured"
+    # An example whose only kernel is a known attention miss (attention.mlir:
+    # its mask and scale fuse into the attention kernel) measures no row here.
+    assert rows or known_misses, "no kernel was measured"
     assert not bad, "\n".join(["estimates off or unexplained spills:", *bad, "all:", *rows])
     assert "registers (GPU)" in art.report_md
 
