@@ -376,6 +376,52 @@ def test_indexing_by_one_integer_tensor_is_a_gather(name: str) -> None:
     np.testing.assert_allclose(out.numpy(), INDEXING[name](x, i).numpy(), rtol=1e-6, atol=1e-7)
 
 
+def test_index_tensors_each_varying_along_its_own_dimension_are_gathers() -> None:
+    """A padding mask expanded to (B, 1, 1, K) by broadcast arange index
+    tensors (Hugging Face's attention masks) is two gathers and a reshape;
+    index tensors out of order still fall back, with the reason."""
+    mask = torch.randn(3, 9) > 0
+    b, k = torch.tensor([2, 0, 1]), torch.tensor([8, 0, 3, 3, -1])
+
+    def fn(m: torch.Tensor, bi: torch.Tensor, ki: torch.Tensor) -> torch.Tensor:
+        picked = m[bi[:, None, None, None], ki[None, None, None, :]]
+        return torch.where(picked, 0.0, -1e4) + ki.float()
+
+    def crossed(t: torch.Tensor, bi: torch.Tensor, ki: torch.Tensor) -> torch.Tensor:
+        return t[bi[None, :], ki[:, None]] * 2.0
+
+    out, backend = _run(fn, (mask, b, k))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    np.testing.assert_array_equal(out.numpy(), fn(mask, b, k).numpy())
+    x = torch.randn(3, 9)
+    out, backend = _run(crossed, (x, b, k))
+    assert backend.reports[0].fallback_nodes == ["index"]
+    assert "in the order of the indexed dimensions" in backend.reports[0].fallbacks["index"].reason
+    np.testing.assert_allclose(out.numpy(), crossed(x, b, k).numpy(), rtol=1e-6)
+
+
+GATHERS: dict[str, tuple[Callable[..., torch.Tensor], tuple[int, ...], int, tuple[int, ...]]] = {
+    # name: (fn, input shape, dim, index shape)
+    "position_ids": (lambda x, i: torch.gather(x.expand(1, -1), 1, i) * 2, (11,), 1, (1, 6)),
+    "labels": (lambda x, i: torch.gather(torch.log_softmax(x, -1), -1, i).sum(), (4, 5, 7), 2,
+               (4, 5, 1)),
+    "dim0": (lambda x, i: torch.gather(torch.tanh(x), 0, i), (6, 5), 0, (3, 4)),
+    "middle": (lambda x, i: torch.gather(x + 1.0, 1, i), (2, 7, 3), 1, (2, 9, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(GATHERS))
+def test_torch_gather_is_one_gather_from_the_flattened_input(name: str) -> None:
+    fn, shape, dim, index_shape = GATHERS[name]
+    torch.manual_seed(sum(map(ord, name)))
+    x = torch.randn(*shape)
+    i = torch.randint(0, shape[dim] if len(shape) > 1 or dim == 0 else shape[0], index_shape)
+    out, backend = _run(fn, (x, i))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    assert len(backend.reports[0].fusec_partitions) == 1
+    np.testing.assert_allclose(out.numpy(), fn(x, i).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_max_and_min_values_run_in_fusec_and_their_indices_in_pytorch() -> None:
     x = torch.randn(4, 9)
 

@@ -217,9 +217,12 @@ def _gather(ctx: OpCtx, table: Val, axis: int, indices: Val, shape: tuple[int, .
 def _index(ctx: OpCtx) -> Value:
     """`x[:, idx]`: one integer index tensor (any rank), the other
     dimensions whole, is `nn.gather` along its dimension. Index tensors of
-    adjacent dimensions that each vary along their own broadcast dimension
-    (`x[:, :, rows[:, None], cols]`, as nearest-neighbour upsampling
-    writes it) pick each dimension apart: one gather per dimension."""
+    adjacent dimensions that each vary along one broadcast dimension of
+    their own, in order (`x[:, :, rows[:, None], cols]`, as nearest-neighbour
+    upsampling writes it; `mask[b[:, None, None, None], k[None, None, None, :]]`,
+    as a padding mask is expanded to (B, 1, 1, K)), pick each dimension
+    apart: one gather per dimension, then a reshape that puts each picked
+    size at its broadcast place."""
     x = ctx.tensor("self")
     picked = [(k, t) for k, t in enumerate(ctx.arg("indices")) if t is not None]
     if len(picked) == 1:
@@ -230,18 +233,61 @@ def _index(ctx: OpCtx) -> Value:
         raise ctx.fail("indexing by tensors of dimensions that are not adjacent is not supported")
     shapes_ = [tuple(ctx.as_val(t).shape) for _, t in picked]
     common = np.broadcast_shapes(*shapes_)
-    if len(common) != len(picked):
-        raise ctx.fail("indexing by several tensors is supported where each picks one dimension")
-    for j, ((axis, index), shape) in enumerate(zip(picked, shapes_, strict=True)):
+    places: list[int] = []  # where each index tensor's sizes go in `common`
+    for shape in shapes_:
         aligned = (1,) * (len(common) - len(shape)) + shape
-        if any(n != 1 for d, n in enumerate(aligned) if d != j):
-            raise ctx.fail("indexing by several tensors is supported where each picks one "
-                           "dimension")
-        flat = ctx.em.reshape(ctx.as_val(index), (aligned[j],), ctx.hint)
+        varying = [d for d, n in enumerate(aligned) if n != 1]
+        if len(varying) > 1 or (varying and places and varying[0] <= places[-1]):
+            raise ctx.fail("indexing by several tensors is supported where each varies along "
+                           "one dimension of its own, in the order of the indexed dimensions")
+        places.append(varying[0] if varying else (places[-1] if places else -1))
+    for (axis, index), shape in zip(picked, shapes_, strict=True):
+        size = int(np.prod(shape))
+        flat = ctx.em.reshape(ctx.as_val(index), (size,), ctx.hint)
         out = list(x.shape)
-        out[axis] = aligned[j]
+        out[axis] = size
         x = _gather(ctx, x, axis, flat, tuple(out))
+    if tuple(x.shape) != ctx.out_shape:  # the same elements in the same order
+        x = ctx.em.reshape(x, ctx.out_shape, ctx.hint)
     return x
+
+
+_GATHER_OFFSETS_LIMIT = 1 << 22
+"""The most elements of a `torch.gather` index whose row offsets are made a
+constant (8 bytes each in OUT)."""
+
+
+def _gather_along(ctx: OpCtx) -> Value:
+    """`torch.gather(x, dim, index)` (`take_along_axis`): out[..i..] =
+    x[..i.. with i_dim = index[..i..]]. As one `nn.gather` from the
+    flattened `x`: the element offset `index * stride(dim)` plus the offset
+    of the other coordinates, a constant of the index's shape (none where
+    the index is one wide in every other dimension, as a position-id
+    lookup is)."""
+    x, index = ctx.tensor("self"), ctx.tensor("index")
+    dim = shapes.normalize_axis(int(ctx.arg("dim")), x.rank)
+    if index.rank != x.rank:
+        raise ctx.fail("gather with an index of another rank than its input is not supported")
+    if index.dtype.kind not in "iu":
+        raise ctx.fail(f"indices of element type {index.dtype} are not supported (integers only)")
+    strides = [int(np.prod(x.shape[d + 1:])) for d in range(x.rank)]
+    offsets = np.zeros(tuple(index.shape), np.int64)
+    for d, n in enumerate(index.shape):
+        if d != dim and n > 1:
+            offsets = offsets + (np.arange(n, dtype=np.int64) * strides[d]).reshape(
+                [n if e == d else 1 for e in range(index.rank)])
+    flat_index = ctx.em.cast(index, np.dtype("int64"), ctx.hint)
+    if strides[dim] != 1:
+        flat_index = ctx.em.binary("mul", flat_index,
+                                   ctx.scalar(strides[dim], np.dtype("int64")), ctx.hint)
+    if offsets.any():
+        if offsets.size > _GATHER_OFFSETS_LIMIT:
+            raise ctx.fail(f"gather with an index of more than {_GATHER_OFFSETS_LIMIT} elements "
+                           "is not supported")
+        flat_index = ctx.em.binary("add", flat_index, ctx.constant(offsets, "offsets"), ctx.hint)
+    table = ctx.em.reshape(x, (int(np.prod(x.shape)), 1), ctx.hint)
+    picked = _gather(ctx, table, 0, flat_index, (*index.shape, 1))
+    return ctx.em.reshape(picked, ctx.out_shape, ctx.hint)
 
 
 def _index_select(ctx: OpCtx) -> Value:
@@ -272,6 +318,7 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.index.Tensor: _index,
     aten._unsafe_index.Tensor: _index,
     aten.index_select.default: _index_select,
+    aten.gather.default: _gather_along,
 }
 """ATen overload -> its translator (structured part of the table)."""
 
