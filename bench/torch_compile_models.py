@@ -73,6 +73,8 @@ class Result:
     fallbacks: list[tuple[str, int, str]] = field(default_factory=list)
     times: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    calls: str = "-"
+    """How fusec's partitions ran their calls (`call_summary`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,6 +207,7 @@ def run_case(torch: Any, case: Case, dtype: str, args: argparse.Namespace) -> Re
 
         result.times = {"eager": _time_torch(torch, module, list(inputs), args),
                         "fusec": _time_torch(torch, fusec_fn, list(inputs), args)}
+        result.calls = call_summary(new)
         torch._dynamo.reset()
         inductor = torch.compile(module)
         t0 = time.perf_counter()
@@ -245,6 +248,28 @@ def summarize(case: Case, dtype: str, status: str, graph_reports: Sequence[Any])
         fallbacks=fallback_ops(graph_reports))
 
 
+def call_summary(graph_reports: Sequence[Any]) -> str:
+    """How the partitions' calls ran, summed over every fusec partition
+    (`CompiledModel.call_counts`): "one by one / graph replays (of them
+    copying, MB copied per copying replay)". A timing whose replays copy,
+    or whose calls launch one by one, measures more than the kernels."""
+    from fusec.runtime.graph_cache import CallCounts
+
+    total = CallCounts()
+    for graph in graph_reports:
+        for part in graph.fusec_partitions:
+            c = part.model.call_counts()
+            total.one_by_one += c.one_by_one
+            total.replays += c.replays
+            total.copying_replays += c.copying_replays
+            total.copied_bytes += c.copied_bytes
+    text = f"{total.one_by_one} / {total.replays}"
+    if total.copying_replays:
+        text += (f" ({total.copying_replays} copying, "
+                 f"{total.copied_bytes / total.copying_replays / 2**20:.1f} MB each)")
+    return text
+
+
 def fallback_ops(graph_reports: Sequence[Any]) -> list[tuple[str, int, str]]:
     """The FX nodes left to PyTorch grouped by op over every graph: (op,
     nodes, the first node's reason), most nodes first (each graph's
@@ -267,18 +292,19 @@ def report(results: Sequence[Result], skipped: Sequence[str], timed: bool) -> li
         lines += ["Skipped (package missing): " + "; ".join(skipped) + ".", ""]
     if not results:
         return lines
-    times = "eager ms | inductor ms | fusec ms | inductor / fusec | " if timed else ""
+    times = ("eager ms | inductor ms | fusec ms | inductor / fusec | fusec calls: one by one "
+             "/ graph replays | ") if timed else ""
     lines += [f"| model | dtype | {times}fusec launches | fusec partitions (graphs) | "
               "FX nodes in fusec | left to PyTorch (glue) | vs eager | compile s (fusec"
               f"{', inductor' if timed else ''}) |",
-              "|---|---|" + "---:|" * (4 if timed else 0) + "---:|---:|---:|---:|---|---:|"]
+              "|---|---|" + "---:|" * (5 if timed else 0) + "---:|---:|---:|---:|---|---:|"]
     for r in results:
         cells = ""
         if timed:
             t = r.times
             ratio = f"{t['inductor'] / t['fusec']:.2f}x" if t else "-"
             cells = "".join(f"{t[k]:.3f} | " if k in t else "- | "
-                            for k in ("eager", "inductor", "fusec")) + f"{ratio} | "
+                            for k in ("eager", "inductor", "fusec")) + f"{ratio} | {r.calls} | "
         compile_s = ", ".join(f"{r.seconds[k]:.1f}" for k in ("fusec", "inductor")
                               if k in r.seconds) or "-"
         lines.append(f"| {r.model} | {r.dtype} | {cells}{r.launches} | {r.partitions} "

@@ -20,6 +20,7 @@ numba.cuda is imported; kernels are loaded and compiled on the first call.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from fusec.analysis.memory_plan import MemoryPlan
 from fusec.analysis.program import FunctionProgram, Program
 from fusec.runtime.device import select_device
 from fusec.runtime.executor import Executor
+from fusec.runtime.graph_cache import CallCounts
 from fusec.runtime.plan_loading import program_from_plan
 
 
@@ -118,6 +120,13 @@ class CompiledModel:
                                       self.memory.get(self.name), self.kernels_path,
                                       self.graphs, store)
         return self._executor
+
+    def call_counts(self) -> CallCounts:
+        """How this function's calls ran so far (a copy): launched one by
+        one or replayed as a CUDA graph, and what the replays copied
+        (`runtime/graph_cache.CallCounts`); all zero before the first call."""
+        ex = self._executor
+        return replace(ex.counts) if ex is not None else CallCounts()
 
     def __call__(self, *arrays: Any, **named: Any) -> Any:
         """Run once; a single output comes back as one array, several as a tuple."""

@@ -67,6 +67,7 @@ from fusec.runtime.arrays import (
 from fusec.runtime.bf16_io import BF16_INPUT_DTYPES, is_bf16
 from fusec.runtime.device import cuda_module
 from fusec.runtime.dynamic_shared import allow_launches
+from fusec.runtime.graph_cache import CallCounts
 
 if TYPE_CHECKING:
     from fusec.codegen.gpu_registers import GpuUsage
@@ -259,6 +260,7 @@ class Executor:
         self.kernel_store = Path(kernel_store) if kernel_store is not None else None
         self.graphs = graph_choice(graphs, self.simulator)
         self.graph: Any = None
+        self.counts = CallCounts()
         self.stream: Any = None
         self.constants: dict[str, Any] = {}
         self.buffers: list[Any] = []
@@ -320,6 +322,7 @@ class Executor:
         check_inputs(self.fp, inputs)
         try:
             outputs = self._run(inputs)
+            self.counts.one_by_one += 1
             if self.graphs and self.graph is None:
                 from fusec.runtime.graphs import capture_graph
 

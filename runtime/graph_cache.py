@@ -66,6 +66,23 @@ class GraphCachePolicy:
     refill_static: float = 1 / 1024
 
 
+@dataclass
+class CallCounts:
+    """How a compiled function's calls ran (`CompiledModel.call_counts`):
+    kernels launched one by one (the first call, and every call where
+    graphs are off or a capture failed), or a graph replayed; of the
+    replays, those that copied inputs or outputs through static buffers and
+    the bytes they copied (a caller whose addresses keep changing, or a
+    host array); and the graphs captured. A replay that copies nothing is
+    the fast path: `replays - copying_replays`."""
+
+    one_by_one: int = 0
+    replays: int = 0
+    copying_replays: int = 0
+    copied_bytes: int = 0
+    captures: int = 0
+
+
 def static_key(n_inputs: int) -> Key:
     """The key of the graph that copies every input and output."""
     return (None,) * n_inputs, None

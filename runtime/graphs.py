@@ -106,6 +106,8 @@ class Captured:
     graph: Any
     copy_in: tuple[int, ...]
     copy_out: tuple[int, ...] | None
+    copy_bytes: int = 0
+    """What a replay copies in and out, in bytes."""
 
 
 class GraphRunner:
@@ -163,6 +165,11 @@ class GraphRunner:
                 entry = self._miss(key)
             except Exception as err:
                 return self._give_up(err, inputs)
+        counts = self.executor.counts
+        counts.replays += 1
+        if entry.copy_bytes:
+            counts.copying_replays += 1
+            counts.copied_bytes += entry.copy_bytes
         memcpy = self._memcpy
         for i in entry.copy_in:
             memcpy(self.static_in_ptrs[i], fed[i][0], self.nbytes_in[i], _MEMCPY_DEFAULT, sptr)
@@ -230,7 +237,10 @@ class GraphRunner:
         copy_in = tuple(i for i, p in enumerate(ins) if p is None)
         copy_out = None if outs is not None else tuple(
             int(r.__cuda_array_interface__["data"][0]) for r in results)
-        return Captured(graph, copy_in, copy_out)
+        self.executor.counts.captures += 1
+        copy_bytes = sum(self.nbytes_in[i] for i in copy_in) + (
+            0 if copy_out is None else sum(self.nbytes_out))
+        return Captured(graph, copy_in, copy_out, copy_bytes)
 
     def _record(self, calls: list[Any]) -> Any:
         """Capture `calls` on the runner's own stream; the graph instantiated

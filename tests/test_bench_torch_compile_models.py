@@ -151,14 +151,31 @@ def test_the_timed_table() -> None:
                           partitions=2, graphs=1, fused=400, left=3, glue=1,
                           fallbacks=[("aten.cumsum.default", 2, "no | cumsum")],
                           times={"eager": 3.0, "inductor": 2.0, "fusec": 1.6},
-                          seconds={"fusec": 12.34, "inductor": 30.0})
+                          seconds={"fusec": 12.34, "inductor": 30.0},
+                          calls="2 / 40 (1 copying, 3.0 MB each)")
     lines = bench.report([result], [], timed=True)
-    assert ("| gpt2 | bf16 | 3.000 | 2.000 | 1.600 | 1.25x | 60 | 2 (1) | 400 | 3 (1) | "
-            "ok (3.0e-03 <= 0.02) | 12.3, 30.0 |") in lines
+    assert ("| gpt2 | bf16 | 3.000 | 2.000 | 1.600 | 1.25x | 2 / 40 (1 copying, 3.0 MB each) | "
+            "60 | 2 (1) | 400 | 3 (1) | ok (3.0e-03 <= 0.02) | 12.3, 30.0 |") in lines
     assert "| gpt2 | bf16 | aten.cumsum.default | 2 | no \\| cumsum |" in lines
     header = next(line for line in lines if line.startswith("| model |"))
     rule = lines[lines.index(header) + 1]
     assert header.count("|") == rule.count("|")
+
+
+def test_call_summary_sums_the_partitions_call_counts() -> None:
+    from types import SimpleNamespace
+
+    from fusec.runtime.graph_cache import CallCounts
+
+    def part(counts: CallCounts) -> SimpleNamespace:
+        return SimpleNamespace(model=SimpleNamespace(call_counts=lambda: counts))
+
+    graph = SimpleNamespace(fusec_partitions=[
+        part(CallCounts(one_by_one=1, replays=9)),
+        part(CallCounts(one_by_one=1, replays=9, copying_replays=2, copied_bytes=6 << 20))])
+    assert bench.call_summary([graph]) == "2 / 18 (2 copying, 3.0 MB each)"
+    assert bench.call_summary([SimpleNamespace(fusec_partitions=[
+        part(CallCounts(one_by_one=3))])]) == "3 / 0"
 
 
 def _imports(name: str) -> bool:

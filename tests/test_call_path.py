@@ -14,6 +14,7 @@ from fusec.analysis.diagnostics import FusecError
 from fusec.runtime import executor as executor_module
 from fusec.runtime.arrays import array_kind, result_kind
 from fusec.runtime.executor import graph_choice
+from fusec.runtime.graph_cache import CallCounts
 from fusec.runtime.progress import progress_bar, set_quiet
 
 MODEL = """func.func @f(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) -> tensor<2x4xf32> {
@@ -120,6 +121,18 @@ def test_graphs_option_reaches_the_executor(model: Any) -> None:
     x, y = _inputs()
     np.testing.assert_allclose(off(x, y), model(x, y))
     assert off.executor.graphs is False and off.executor.graph is None
+
+
+def test_call_counts_say_how_calls_ran() -> None:
+    model = fusec.compile(MODEL, graphs=False)
+    assert model.call_counts() == CallCounts()  # nothing ran yet
+    x, y = _inputs()
+    model(x, y)
+    model(x, y)
+    counts = model.call_counts()
+    assert counts == CallCounts(one_by_one=2)  # the simulator never replays graphs
+    model(x, y)
+    assert counts.one_by_one == 2  # a copy, not the live record
 
 
 def test_progress_bar_names_each_kernel_when_asked(monkeypatch, capsys) -> None:

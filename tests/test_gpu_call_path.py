@@ -110,6 +110,15 @@ def test_every_kind_in_and_out_with_graphs(capfd: pytest.CaptureFixture[str]) ->
             # floor for results near 0
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
     assert model.executor.graph is not None
+    # the first call launched one by one; every later one replayed a graph
+    counts = model.call_counts()
+    assert counts.one_by_one == 1 and counts.replays == 14 and counts.copying_replays >= 3
+    fresh = fusec.compile(CHAIN, device="gpu")
+    x_dev, y_dev = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+    for _ in range(4):  # device arrays at the same addresses: nothing copied
+        fresh(x_dev, y_dev)
+    counts = fresh.call_counts()
+    assert (counts.one_by_one, counts.replays, counts.copying_replays) == (1, 3, 0)
     assert "fusec: warning" not in capfd.readouterr().err  # kernels loaded, none JIT-compiled
     with pytest.raises(FusecError, match="expected dtype float32"):
         model(torch.zeros(4096, dtype=torch.float64, device="cuda"), torch.zeros(4096))

@@ -14,7 +14,7 @@ import pytest
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.memory_plan import storage_classes, view_roots
 from fusec.analysis.program import FunctionProgram, TensorSpec, View
-from fusec.runtime.graph_cache import GraphCache, GraphCachePolicy, static_key
+from fusec.runtime.graph_cache import CallCounts, GraphCache, GraphCachePolicy, static_key
 from fusec.runtime.graphs import GraphRunner
 
 GPU, OTHER_GPU = 0, 1
@@ -123,6 +123,7 @@ class FakeExecutor:
         self.graph: Any = None
         self.graphs = True
         self.plain_calls = 0
+        self.counts = CallCounts()
 
     def _bind(self, storage: dict[str, Any], keep: bool = True) -> tuple[list[Any], list[Any]]:
         assert keep is False
@@ -201,6 +202,8 @@ def test_a_replayed_key_does_not_capture_again() -> None:
         assert out is block
     assert fake.captures == 2 and ex.plain_calls == 0
     assert len(_graphs(fake)) == 6
+    # every call replayed a graph that reads and writes in place
+    assert ex.counts == CallCounts(replays=6, captures=2)
 
 
 def test_host_inputs_are_copied_into_static_buffers_and_mixing_works() -> None:
@@ -270,6 +273,9 @@ def test_addresses_that_never_repeat_fall_back_to_the_static_graph() -> None:
     # 4 captures from the budget, then the static graph (one more capture)
     assert fake.captures == 5 and runner.cache.static is not None
     assert ex.plain_calls == 0
+    # the static graph copies both inputs in and the output out (32 bytes each)
+    assert ex.counts == CallCounts(replays=20, copying_replays=16, copied_bytes=16 * 96,
+                                   captures=5)
     last = _graphs(fake)[-1]
     assert last["v0"] in runner.static_in_ptrs and last["v1"] in runner.static_in_ptrs
 
