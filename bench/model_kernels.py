@@ -1,7 +1,7 @@
 """Where a compiled model's time goes on the GPU: its kernels, fusec's and inductor's side by side.
 
     python3 bench/model_kernels.py MODEL [--dtype f32|f16|bf16] [--backends fusec,inductor]
-        [--top 25] [--iters 5] [--out FILE.md]
+        [--top 25] [--iters 5] [--host-profile K] [--out FILE.md]
 
 MODEL is one of bench/real_models.py's (gpt2, llama, vit, resnet50, gpt2_layer,
 mobilenet_v2), built at full size, converted to the dtype and compiled with each
@@ -17,14 +17,24 @@ of all kernels' times per call; the wall time per call is measured apart
 (CUDA events, the same calls without the profiler) so launch gaps show as
 wall minus busy.
 
+Each section also gives the host's milliseconds per call: the time to *issue*
+`--iters` calls without waiting for the GPU (a backend whose issue time passes its
+GPU busy time is host-bound: its wall time is its host time). For fusec, the line
+below says how the calls ran (`CompiledModel.call_counts`: launched one by one, or
+CUDA-graph replays and those that copied), and `--host-profile K` adds the K Python
+functions of most own time over those calls (cProfile), where the host's time goes.
+
 Needs torch and a CUDA GPU; writes markdown to stdout and, with --out, to a file.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import re
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -105,6 +115,55 @@ def wall_ms(fn: Any, inputs: tuple[Any, ...], iters: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def host_ms(fn: Any, inputs: tuple[Any, ...], iters: int) -> float:
+    """Host milliseconds per call to issue `iters` calls, not waiting for the GPU."""
+    import torch
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn(*inputs)
+    seconds = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return seconds / iters * 1e3
+
+
+def host_profile(fn: Any, inputs: tuple[Any, ...], iters: int, top: int,
+                 sync: Any = None) -> list[str]:
+    """The `top` Python functions of most own time over `iters` calls
+    (cProfile); `sync` waits for the device (default: CUDA's)."""
+    if sync is None:
+        import torch
+
+        sync = torch.cuda.synchronize
+    sync()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(iters):
+        fn(*inputs)
+    profiler.disable()
+    sync()
+    stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    lines = ["", f"Host profile over {iters} calls, by own time:", "",
+             "| function | calls per call | own us per call | cumulative us per call |",
+             "|---|---:|---:|---:|"]
+    for (file, line, func), (_, ncalls, own, cumulative, _) in rows:
+        where = f"{Path(file).name}:{line}({func})" if line else func
+        lines.append(f"| `{where}` | {ncalls / iters:g} | {own / iters * 1e6:.1f} | "
+                     f"{cumulative / iters * 1e6:.1f} |")
+    return lines
+
+
+def call_line() -> str:
+    """How fusec's partitions ran the calls so far (`call_summary`)."""
+    from torch_compile_models import call_summary
+
+    from fusec.importers.torch.backend import reports
+
+    return f"fusec calls so far, one by one / graph replays: {call_summary(reports())}."
+
+
 def kernel_times(fn: Any, inputs: tuple[Any, ...], iters: int,
                  fusec_kernels: dict[str, str]) -> dict[str, tuple[float, int]]:
     """Per kernel family: GPU microseconds and launches, summed over `iters` calls."""
@@ -125,7 +184,8 @@ def kernel_times(fn: Any, inputs: tuple[Any, ...], iters: int,
     return {k: (v[0], int(v[1])) for k, v in found.items()}
 
 
-def report(model_name: str, dtype: str, backend: str, iters: int, top: int) -> str:
+def report(model_name: str, dtype: str, backend: str, iters: int, top: int,
+           profile_top: int = 0) -> str:
     """The markdown section of one backend."""
     import torch
 
@@ -135,18 +195,21 @@ def report(model_name: str, dtype: str, backend: str, iters: int, top: int) -> s
             fn(*inputs)
         torch.cuda.synchronize()
         wall = wall_ms(fn, inputs, max(iters, 5))
+        host = host_ms(fn, inputs, max(iters, 5))
         names = fusec_kernel_names() if backend == "fusec" else {}
         times = kernel_times(fn, inputs, iters, names)
+        profiled = host_profile(fn, inputs, max(iters, 5), profile_top) if profile_top else []
     busy_us = sum(t for t, _ in times.values()) / iters
     launches = sum(n for _, n in times.values()) / iters
     lines = [f"### {backend}: wall {wall:.3f} ms per call, GPU busy {busy_us / 1000:.3f} ms, "
-             f"{launches:.0f} kernels per call", "",
+             f"host {host:.3f} ms per call issued, {launches:.0f} kernels per call", "",
+             *([call_line(), ""] if backend == "fusec" else []),
              "| kernel family | us per call | launches per call | share |",
              "|---|---:|---:|---:|"]
     for name, (us, n) in sorted(times.items(), key=lambda kv: -kv[1][0])[:top]:
         lines.append(f"| `{name}` | {us / iters:.1f} | {n / iters:.0f} | "
                      f"{us / iters / max(busy_us, 1e-9):.0%} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *profiled]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,10 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backends", default="fusec,inductor")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--host-profile", type=int, default=0, metavar="K",
+                    help="for fusec, the K Python functions of most own time per call")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    if args.iters < 1 or args.top < 1:
-        print("error: --iters and --top must be >= 1", file=sys.stderr)
+    if args.iters < 1 or args.top < 1 or args.host_profile < 0:
+        print("error: --iters and --top must be >= 1, --host-profile >= 0", file=sys.stderr)
         return 2
     import torch
 
@@ -168,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         print("error: needs a CUDA GPU", file=sys.stderr)
         return 2
     text = (f"## {args.model} {args.dtype} on {torch.cuda.get_device_name()}\n\n"
-            + "\n".join(report(args.model, args.dtype, b.strip(), args.iters, args.top)
+            + "\n".join(report(args.model, args.dtype, b.strip(), args.iters, args.top,
+                               args.host_profile if b.strip() == "fusec" else 0)
                         for b in args.backends.split(",") if b.strip()))
     print(text)
     if args.out:

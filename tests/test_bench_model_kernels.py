@@ -36,3 +36,19 @@ def test_bad_arguments_are_errors() -> None:
     out = subprocess.run([sys.executable, str(BENCH / "model_kernels.py"), "gpt2", "--iters", "0"],
                          capture_output=True, text=True, check=False)
     assert out.returncode == 2 and "error: --iters" in out.stderr
+
+
+def test_host_profile_lists_the_functions_of_most_own_time_per_call() -> None:
+    def busy(n: int) -> int:
+        return sum(i * i for i in range(n))
+
+    def call(n: int) -> int:
+        return busy(n) + len(str(n))
+
+    lines = model_kernels.host_profile(call, (20000,), iters=4, top=3, sync=lambda: None)
+    assert lines[1] == "Host profile over 4 calls, by own time:"
+    rows = [line for line in lines if line.startswith("| `")]
+    assert len(rows) == 3
+    assert any("(busy)" in row or "(<genexpr>)" in row for row in rows[:2]), rows
+    calls_per_call = {row.split("|")[1].strip(): row.split("|")[2].strip() for row in rows}
+    assert all(float(v) >= 1 for v in calls_per_call.values())
