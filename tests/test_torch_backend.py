@@ -519,3 +519,52 @@ def test_new_shapes_compile_a_graph_per_shape() -> None:
         x = torch.randn(3, n, 5)
         np.testing.assert_allclose(compiled(x).numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-7)
     assert backend.reports[-1].fallback_nodes == []
+
+
+def test_dynamic_shapes_keep_at_most_a_few_compiled_sets(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Ever new lengths do not pile up compiled programs: the least recently
+    used set of shapes is dropped (and compiled again when it comes back)."""
+    from fusec.importers.torch import backend as backend_module
+
+    monkeypatch.setattr(backend_module._PerShape, "KEPT", 2)
+    kept: list[backend_module._PerShape] = []
+    real = backend_module._PerShape.__init__
+
+    def spy(self: backend_module._PerShape, *args: object) -> None:
+        real(self, *args)  # type: ignore[arg-type]
+        kept.append(self)
+
+    monkeypatch.setattr(backend_module._PerShape, "__init__", spy)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(t) * 2.0
+
+    torch._dynamo.reset()
+    backend = Backend()
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    for n in (3, 4, 5, 3, 6, 4):
+        x = torch.randn(2, n)
+        np.testing.assert_allclose(compiled(x).numpy(), fn(x).numpy(), rtol=1e-6)
+    (per_shape,) = kept
+    shapes_kept = [next(k[0] for k in key if isinstance(k, tuple)) for key in per_shape.compiled]
+    assert shapes_kept == [(2, 6), (2, 4)]
+    # 3, 4, 5 compiled; 3 again evicted by then (kept: 4, 5); 3, 6 and 4 again
+    assert len(backend.reports) == 6
+
+
+def test_training_runs_the_forward_in_fusec_and_the_backward_in_pytorch(
+        recwarn: pytest.WarningsRecorder) -> None:
+    """Both compilers hand aot_autograd boxed functions (no warning), and the
+    gradients are eager's."""
+    torch.manual_seed(11)
+    lin = nn.Linear(8, 4)
+    x = torch.randn(3, 8, requires_grad=True)
+    torch._dynamo.reset()
+    out = torch.compile(lambda t: torch.tanh(lin(t)).sum(), backend=Backend())(x)
+    out.backward()
+    got = x.grad.clone()
+    x.grad = None
+    torch.tanh(lin(x)).sum().backward()
+    np.testing.assert_allclose(got.numpy(), x.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert not [w for w in recwarn if "boxed" in str(w.message)]

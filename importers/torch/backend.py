@@ -36,11 +36,13 @@ import copy
 import inspect
 import logging
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import fx
+from torch._functorch.aot_autograd import make_boxed_func
 
 from fusec.analysis.diagnostics import FusecError, escape_controls, warn
 from fusec.analysis.remarks import remarks_to_stderr
@@ -226,7 +228,7 @@ def _cudnn_tf32() -> bool:
 
 
 def _eager(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    return gm.forward
+    return make_boxed_func(gm.forward)
 
 
 class _ForwardCompiler:
@@ -243,7 +245,7 @@ class _ForwardCompiler:
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         if _symbolic(gm):
-            return _PerShape(self.options, self.reports, gm)
+            return make_boxed_func(_PerShape(self.options, self.reports, gm))
         calls = [n for n in gm.graph.nodes if n.op == "call_function"]
         original = {n.name for n in calls}
         glue = {n.name for n in calls if is_glue(n)}
@@ -270,7 +272,8 @@ class _ForwardCompiler:
         if self.keep is not None:
             self._keep(fused, example_inputs, report, *self.keep)
         fused.recompile()
-        return fused.forward
+        # boxed (aot_autograd hands the arguments as one list it may clear)
+        return make_boxed_func(fused.forward)
 
     def _compile_parts(self, gm: fx.GraphModule, most: int
                        ) -> tuple[SupportScan, fx.GraphModule, GraphReport]:
@@ -378,12 +381,17 @@ class _PerShape:
     shapes it is called with: fusec's kernels are specialised to static
     shapes. The first call with new shapes traces the graph again with
     those (`make_fx`, which also runs it once) and compiles that graph; later
-    calls with the same shapes reuse it."""
+    calls with the same shapes reuse it. At most `KEPT` sets of shapes are
+    kept, the least recently used dropped first (with its executor's device
+    buffers): a model fed ever new lengths would otherwise hold one compiled
+    program per length."""
+
+    KEPT = 8
 
     def __init__(self, options: dict[str, Any], reports: list[GraphReport],
                  gm: fx.GraphModule) -> None:
         self.options, self.reports, self.gm = options, reports, gm
-        self.compiled: dict[tuple[object, ...], Callable[..., Any]] = {}
+        self.compiled: OrderedDict[tuple[object, ...], Callable[..., Any]] = OrderedDict()
 
     def __call__(self, *args: Any) -> Any:
         key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else a
@@ -398,7 +406,11 @@ class _PerShape:
             static.recompile()
             call = _ForwardCompiler(self.options, self.reports)(static, args)
             self.compiled[key] = call
-        return call(*args)
+            while len(self.compiled) > self.KEPT:
+                self.compiled.popitem(last=False)
+        else:
+            self.compiled.move_to_end(key)
+        return call(list(args))  # boxed, as aot_autograd's compilers return it
 
 
 class _RejectedNode(Exception):
