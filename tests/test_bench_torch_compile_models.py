@@ -75,8 +75,8 @@ def test_convert_makes_floats_the_dtype_and_keeps_token_ids() -> None:
         assert torch.allclose(x2.float(), x, rtol=1e-2, atol=1e-2)
 
 
-def _cumsum_model(torch: Any, small: bool) -> Case:
-    """A linear layer, two cumsums and a sort: fusec has no cumsum or sort."""
+def _cumprod_model(torch: Any, small: bool) -> Case:
+    """A linear layer, two cumprods and a sort: fusec has no cumprod or sort."""
     nn = torch.nn
 
     class Model(nn.Module):
@@ -87,10 +87,10 @@ def _cumsum_model(torch: Any, small: bool) -> Case:
         def forward(self, x: Any) -> Any:
             h = self.linear(x)
             values, _ = torch.sort(h, -1)
-            return torch.cumsum(torch.cumsum(h, -1) * 2, 0) + values
+            return torch.cumprod(torch.cumprod(h, -1) * 2, 0) + values
 
     torch.manual_seed(0)
-    return Case("cumsum_model", Model().eval(), (torch.randn(3, 8),), "3x8")
+    return Case("cumprod_model", Model().eval(), (torch.randn(3, 8),), "3x8")
 
 
 def _missing(torch: Any, small: bool) -> Case:
@@ -108,9 +108,9 @@ def _broken(torch: Any, small: bool) -> Case:
 def test_nodes_left_to_pytorch_by_op_with_the_reason(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     _torch()
-    monkeypatch.setitem(bench.BUILDERS, "cumsum_model", _cumsum_model)
+    monkeypatch.setitem(bench.BUILDERS, "cumprod_model", _cumprod_model)
     monkeypatch.setitem(bench.BUILDERS, "missing", _missing)
-    code = bench.main(["--device", "cpu", "--small", "--models", "cumsum_model,missing",
+    code = bench.main(["--device", "cpu", "--small", "--models", "cumprod_model,missing",
                        "--dtypes", "bf16,f32"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -119,16 +119,16 @@ def test_nodes_left_to_pytorch_by_op_with_the_reason(
     assert "Skipped (package missing): missing (No module named 'nosuchpackage')." in out
     for dtype, tol in [("bf16", "0.04"), ("f32", "0.002")]:
         row = next(line for line in out.splitlines()
-                   if line.startswith(f"| cumsum_model | {dtype} | "))
+                   if line.startswith(f"| cumprod_model | {dtype} | "))
         cells = [c.strip() for c in row.strip("|").split("|")]
         # launches, partitions (graphs), fused, left (glue), agreement, compile seconds
         assert int(cells[2]) >= 1 and cells[3].endswith("(1)")
-        assert cells[5] == "4 (1)"  # cumsum, cumsum, sort and the sort's getitem
+        assert cells[5] == "4 (1)"  # cumprod, cumprod, sort and the sort's getitem
         assert cells[6].startswith("ok (") and cells[6].endswith(f"<= {tol})")
-        reason = "fusec has no translation for aten.cumsum.default"
-        assert f"| cumsum_model | {dtype} | aten.cumsum.default | 2 | {reason} |" in out
-        assert f"| cumsum_model | {dtype} | aten.sort.default | 1 |" in out
-        assert (f"| cumsum_model | {dtype} | getitem | 1 | glue (a view or an output "
+        reason = "fusec has no translation for aten.cumprod.default"
+        assert f"| cumprod_model | {dtype} | aten.cumprod.default | 2 | {reason} |" in out
+        assert f"| cumprod_model | {dtype} | aten.sort.default | 1 |" in out
+        assert (f"| cumprod_model | {dtype} | getitem | 1 | glue (a view or an output "
                 "pick), outside every fusec partition |") in out
 
 
@@ -136,27 +136,27 @@ def test_a_model_that_fails_is_a_row_and_a_nonzero_exit(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     _torch()
     monkeypatch.setitem(bench.BUILDERS, "broken", _broken)
-    monkeypatch.setitem(bench.BUILDERS, "cumsum_model", _cumsum_model)
-    code = bench.main(["--device", "cpu", "--small", "--models", "broken,cumsum_model",
+    monkeypatch.setitem(bench.BUILDERS, "cumprod_model", _cumprod_model)
+    code = bench.main(["--device", "cpu", "--small", "--models", "broken,cumprod_model",
                        "--dtypes", "f16"])
     out = capsys.readouterr().out
     assert code == 1
     assert "| broken | f16 | 0 | 0 (0) | 0 | 0 (0) | FAILED: RuntimeError: this model " \
            "does not run | - |" in out
-    assert "| cumsum_model | f16 | " in out  # the next model still ran
+    assert "| cumprod_model | f16 | " in out  # the next model still ran
 
 
 def test_the_timed_table() -> None:
     result = bench.Result("gpt2", "bf16", "B4 S256", "ok (3.0e-03 <= 0.02)", launches=60,
                           partitions=2, graphs=1, fused=400, left=3, glue=1,
-                          fallbacks=[("aten.cumsum.default", 2, "no | cumsum")],
+                          fallbacks=[("aten.cumprod.default", 2, "no | cumprod")],
                           times={"eager": 3.0, "inductor": 2.0, "fusec": 1.6},
                           seconds={"fusec": 12.34, "inductor": 30.0},
                           calls="2 / 40 (1 copying, 3.0 MB each)")
     lines = bench.report([result], [], timed=True)
     assert ("| gpt2 | bf16 | 3.000 | 2.000 | 1.600 | 1.25x | 2 / 40 (1 copying, 3.0 MB each) | "
             "60 | 2 (1) | 400 | 3 (1) | ok (3.0e-03 <= 0.02) | 12.3, 30.0 |") in lines
-    assert "| gpt2 | bf16 | aten.cumsum.default | 2 | no \\| cumsum |" in lines
+    assert "| gpt2 | bf16 | aten.cumprod.default | 2 | no \\| cumprod |" in lines
     header = next(line for line in lines if line.startswith("| model |"))
     rule = lines[lines.index(header) + 1]
     assert header.count("|") == rule.count("|")

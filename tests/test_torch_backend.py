@@ -53,14 +53,14 @@ class Attention(nn.Module):
 
 
 class Cumulative(nn.Module):
-    """A Linear, `cumsum` (which fusec lacks), then more fusec ops."""
+    """A Linear, `cumprod` (which fusec lacks), then more fusec ops."""
 
     def __init__(self) -> None:
         super().__init__()
         self.proj = nn.Linear(8, 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(torch.cumsum(torch.relu(self.proj(x)), dim=-1)) * 2.0
+        return torch.tanh(torch.cumprod(torch.relu(self.proj(x)), dim=-1)) * 2.0
 
 
 def _mlp() -> nn.Module:
@@ -165,14 +165,14 @@ def test_unsupported_op_falls_back_to_pytorch(caplog: pytest.LogCaptureFixture) 
     with caplog.at_level(logging.INFO, logger="fusec.torch"):
         out, backend = _run(module, (x,))
     (report,) = backend.reports
-    assert report.fallback_nodes == ["cumsum"]
-    assert len(report.fusec_partitions) == 2  # before and after the cumsum
+    assert report.fallback_nodes == ["cumprod"]
+    assert len(report.fusec_partitions) == 2  # before and after the cumprod
     # The report itself says what PyTorch runs and why, beside the remarks.
-    assert report.fallbacks == {"cumsum": Fallback(
-        "aten.cumsum.default", "fusec has no translation for aten.cumsum.default")}
+    assert report.fallbacks == {"cumprod": Fallback(
+        "aten.cumprod.default", "fusec has no translation for aten.cumprod.default")}
     assert report.fallbacks_by_op() == [
-        ("aten.cumsum.default", 1, "fusec has no translation for aten.cumsum.default")]
-    assert any("fallback: node 'cumsum' (aten.cumsum.default)" in r.message
+        ("aten.cumprod.default", 1, "fusec has no translation for aten.cumprod.default")]
+    assert any("fallback: node 'cumprod' (aten.cumprod.default)" in r.message
                for r in caplog.records)
     with torch.no_grad():
         np.testing.assert_allclose(out.numpy(), module(x).numpy(), rtol=1e-4, atol=1e-5)
@@ -568,3 +568,39 @@ def test_training_runs_the_forward_in_fusec_and_the_backward_in_pytorch(
     torch.tanh(lin(x)).sum().backward()
     np.testing.assert_allclose(got.numpy(), x.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert not [w for w in recwarn if "boxed" in str(w.message)]
+
+
+CUMSUMS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "last_dim": lambda x, ids: torch.cumsum(torch.relu(x), -1) * 0.5,
+    "middle_dim": lambda x, ids: torch.tanh(torch.cumsum(x, 1)),
+    # RoBERTa's position ids: a mask's running count, as integers
+    "position_ids": lambda x, ids: x[..., 0] + (
+        torch.cumsum(ids.ne(1).int(), dim=1).type_as(ids) * ids.ne(1).int() + 1).float(),
+    "bool_mask": lambda x, ids: torch.cumsum(x > 0, dim=-1).float() * x,
+}
+
+
+@pytest.mark.parametrize("name", list(CUMSUMS))
+def test_cumsum_is_a_product_with_a_triangle_of_ones(name: str) -> None:
+    torch.manual_seed(sum(map(ord, name)))
+    x = torch.randn(3, 7, 5)
+    ids = torch.randint(0, 4, (3, 7))
+    out, backend = _run(CUMSUMS[name], (x, ids))
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    expected = CUMSUMS[name](x, ids)
+    assert out.dtype == expected.dtype
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_cumsum_of_other_integers_or_too_long_stays_in_pytorch() -> None:
+    def counts(ids: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(ids, -1) * 2  # any integers: float32 sums could round
+
+    ids = torch.randint(-5, 5, (2, 6))
+    out, backend = _run(counts, (ids,))
+    assert backend.reports[0].fallbacks["cumsum"].reason == \
+        "cumsum of integers is supported for 0/1 values (a mask) only"
+    np.testing.assert_array_equal(out.numpy(), counts(ids).numpy())
+    x = torch.randn(2, 1025)
+    out, backend = _run(lambda t: torch.cumsum(t, -1) + 1.0, (x,))
+    assert "more than 1024 elements" in backend.reports[0].fallbacks["cumsum"].reason

@@ -38,7 +38,7 @@ class Block(nn.Module):
 
 class Cumulative(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cumsum(x, dim=0)
+        return torch.cumprod(x, dim=0)
 
 
 def _block() -> tuple[nn.Module, torch.Tensor]:
@@ -83,7 +83,7 @@ def test_fusec_import_pt2_round_trips(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_unsupported_node_is_named() -> None:
-    with pytest.raises(TorchImportError, match=r"node 'cumsum' \(aten.cumsum.default\)"):
+    with pytest.raises(TorchImportError, match=r"node 'cumprod' \(aten.cumprod.default\)"):
         from_torch(Cumulative(), (torch.randn(3, 2),))
 
 

@@ -161,10 +161,10 @@ def test_half_module_runs_in_fusec(case: str, dtype: str) -> None:
 
 
 class RunningSum(nn.Module):
-    """A `cumsum` (fusec has no scan) between bf16 ops."""
+    """A `cumprod` (fusec has no scan) between bf16 ops."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cumsum(x * 2.0, dim=-1).to(x.dtype) * x + 1.0
+        return torch.cumprod(x * 2.0, dim=-1).to(x.dtype) * x + 1.0
 
 
 def test_a_missing_op_is_named_with_its_reason_and_in_the_summary(
@@ -176,12 +176,12 @@ def test_a_missing_op_is_named_with_its_reason_and_in_the_summary(
     with torch.no_grad():
         out = torch.compile(RunningSum(), backend=backend)(x)
     (report,) = backend.reports
-    assert report.compute_fallbacks == ["cumsum"]
+    assert report.compute_fallbacks == ["cumprod"]
     summary = report.summary()
-    assert summary.endswith("1 left to PyTorch (0 glue): cumsum")
+    assert summary.endswith("1 left to PyTorch (0 glue): cumprod")
     err = capfd.readouterr().err
-    assert "fallback: node 'cumsum' (aten.cumsum.default)" in err
-    assert "fusec has no translation for aten.cumsum.default" in err
+    assert "fallback: node 'cumprod' (aten.cumprod.default)" in err
+    assert "fusec has no translation for aten.cumprod.default" in err
     assert f"fusec: {summary}\n" in err
     _assert_close(out, RunningSum()(x), "bf16")
 

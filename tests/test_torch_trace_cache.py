@@ -25,7 +25,7 @@ from fusec.importers.torch.backend import Backend, fusec_backend  # noqa: E402
 
 
 class Block(nn.Module):
-    """Linear, layer norm, a causal softmax, a cumsum fusec leaves to PyTorch
+    """Linear, layer norm, a causal softmax, a cumprod fusec leaves to PyTorch
     (glue between two partitions) and a tensor constant."""
 
     def __init__(self) -> None:
@@ -38,7 +38,7 @@ class Block(nn.Module):
         scores = h @ h.transpose(-1, -2)
         mask = torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool).tril()
         attn = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        return torch.tanh(torch.cumsum(attn @ h, dim=-1)) * torch.tensor(0.5)
+        return torch.tanh(torch.cumprod(attn @ h, dim=-1)) * torch.tensor(0.5)
 
 
 class Broken(nn.Module):
@@ -99,7 +99,7 @@ def test_a_second_compile_is_rebuilt_without_tracing(events: list[tuple[str, str
     out = _compile_and_call(module, x)
     assert _kinds(events) == ["hit"]  # no trace
     assert backend.reports()[-1].summary() == summary
-    assert "1 left to PyTorch" in summary  # the cumsum, run by the rebuilt glue
+    assert "1 left to PyTorch" in summary  # the cumprod, run by the rebuilt glue
     with torch.no_grad():
         expected = module(x)
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)

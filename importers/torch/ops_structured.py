@@ -290,6 +290,56 @@ def _gather_along(ctx: OpCtx) -> Value:
     return ctx.em.reshape(picked, ctx.out_shape, ctx.hint)
 
 
+CUMSUM_MOST = 1024
+"""The longest dimension a cumulative sum runs along: it is a product with a
+constant triangle of ones of that size squared (4 MiB at 1024)."""
+
+_CASTS = (aten._to_copy.default, torch.ops.prims.convert_element_type.default)
+
+
+def _zero_or_one(ctx: OpCtx, arg: Any) -> bool:
+    """Whether `arg` holds only 0s and 1s: a Boolean tensor, one cast from a
+    Boolean tensor (`mask.int()`), or a known constant of 0s and 1s."""
+    known = ctx.known(arg)
+    if known is not None:
+        return bool(np.isin(known, (0, 1)).all())
+    if not isinstance(arg, torch.fx.Node):
+        return False
+    if getattr(arg.meta.get("val"), "dtype", None) is torch.bool:
+        return True
+    source = arg.args[0] if arg.target in _CASTS and arg.args else None
+    return isinstance(source, torch.fx.Node) and \
+        getattr(source.meta.get("val"), "dtype", None) is torch.bool
+
+
+def _cumsum(ctx: OpCtx) -> Value:
+    """`torch.cumsum` along a dimension of at most `CUMSUM_MOST` elements:
+    a float32 product with the upper triangle of ones (x @ T, T[i, j] = 1
+    for i <= j), the dimension moved last and back. Integers only where they
+    are 0s and 1s (a mask's `cumsum`, as position ids are counted): their
+    partial sums are then exact in float32; other integers stay in PyTorch."""
+    x = ctx.tensor("self")
+    dim = shapes.normalize_axis(int(ctx.arg("dim")), max(x.rank, 1))
+    if x.rank == 0:
+        return ctx.em.cast(x, ctx.out_dtype, ctx.hint)
+    n = x.shape[dim]
+    if n > CUMSUM_MOST:
+        raise ctx.fail(f"cumsum along more than {CUMSUM_MOST} elements is not supported")
+    if x.dtype.name not in FLOAT_DTYPES and not _zero_or_one(ctx, ctx.arg("self")):
+        raise ctx.fail("cumsum of integers is supported for 0/1 values (a mask) only")
+    perm = [d for d in range(x.rank) if d != dim] + [dim]
+    moved = x if dim == x.rank - 1 else ctx.em.transpose(x, perm, ctx.hint)
+    rows = ctx.em.reshape(ctx.em.cast(moved, np.dtype("float32"), ctx.hint),
+                          (int(np.prod(moved.shape[:-1])), n), ctx.hint)
+    triangle = ctx.constant(np.triu(np.ones((n, n), np.float32)), "triangle")
+    summed = ctx.em.op("matmul", [rows, triangle], (rows.shape[0], n), np.dtype("float32"),
+                       hint=ctx.hint)
+    summed = ctx.em.reshape(summed, moved.shape, ctx.hint)
+    if dim != x.rank - 1:
+        summed = ctx.em.transpose(summed, list(np.argsort(perm)), ctx.hint)
+    return ctx.em.cast(summed, ctx.out_dtype, ctx.hint)
+
+
 def _index_select(ctx: OpCtx) -> Value:
     x = ctx.tensor("self")
     return _take(ctx, x, shapes.normalize_axis(int(ctx.arg("dim")), x.rank), ctx.arg("index"))
@@ -319,6 +369,7 @@ TRANSLATORS: dict[Any, Translator] = {
     aten._unsafe_index.Tensor: _index,
     aten.index_select.default: _index_select,
     aten.gather.default: _gather_along,
+    aten.cumsum.default: _cumsum,
 }
 """ATen overload -> its translator (structured part of the table)."""
 
