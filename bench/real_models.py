@@ -17,6 +17,15 @@ simulator on the CPU).
 - `mobilenet_v2`: torchvision's `mobilenet_v2(weights=None)`, N32 224x224;
 - `bert`: Hugging Face BERT (`BertModel`, BERT-base: 12 layers, D768, 12
   heads), B8 S256 with a padding mask: batch entry i holds 256 - 24 i tokens.
+- `roberta`: Hugging Face RoBERTa (`RobertaModel`, base: 12 layers, D768),
+  B8 S256, its padding read from the token ids (position ids counted with a
+  cumulative sum over the mask) and an attention mask;
+- `t5_encoder`: Hugging Face T5's encoder (`T5EncoderModel`, t5-small: 6
+  layers, D512, 8 heads), B8 S256: bucketed relative position biases, RMS norms;
+- `convnext`: timm's `convnext_tiny`, B32 224x224: 7x7 depthwise convolutions,
+  layer norms over channels in channels-last order;
+- `swin`: timm's `swin_tiny_patch4_window7_224`, B16 224x224: shifted windows
+  (rolls, window partitions and their reverse, masks).
 
 The Hugging Face models are built with `use_cache=False`: one forward pass
 over the whole sequence, no key/value cache built or returned. A builder
@@ -170,9 +179,80 @@ def bert(torch: Any, small: bool) -> Case:
                 f"H{config.num_attention_heads}, B{b} S{s}, padding mask")
 
 
+def roberta(torch: Any, small: bool) -> Case:
+    """RobertaModel: base at B8 S256 (2 layers, D32, 2 heads, vocabulary 128 at
+    B2 S8); batch entry i ends in padding tokens (id 1) as BERT's mask does,
+    and the same mask is passed."""
+    from transformers import RobertaConfig, RobertaModel
+
+    b, s = (2, 8) if small else (8, 256)
+    shape = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                 intermediate_size=64, vocab_size=128, max_position_embeddings=64) if small \
+        else dict(num_hidden_layers=12)
+    config = RobertaConfig(**shape)
+    torch.manual_seed(0)
+    model = RobertaModel(config, add_pooling_layer=False).eval()
+    ids = torch.randint(3, config.vocab_size, (b, s))
+    mask = torch.ones(b, s, dtype=torch.long)
+    for i in range(b):
+        keep = max(1, s - i * max(1, 3 * s // 32))
+        ids[i, keep:] = config.pad_token_id
+        mask[i, keep:] = 0
+    return Case("roberta", model, (ids, mask),
+                f"RobertaModel {config.num_hidden_layers} layers, D{config.hidden_size}, "
+                f"B{b} S{s}, padding")
+
+
+def t5_encoder(torch: Any, small: bool) -> Case:
+    """T5EncoderModel: t5-small's shape at B8 S256 (2 layers, D32, 2 heads at B2 S8)."""
+    from transformers import T5Config, T5EncoderModel
+
+    b, s = (2, 8) if small else (8, 256)
+    shape = dict(num_layers=2, d_model=32, d_kv=16, num_heads=2, d_ff=64, vocab_size=128) \
+        if small else dict(num_layers=6, d_model=512, d_kv=64, num_heads=8, d_ff=2048)
+    config = T5Config(**shape, use_cache=False)
+    torch.manual_seed(0)
+    model = T5EncoderModel(config).eval()
+    ids = torch.randint(0, config.vocab_size, (b, s))
+    return Case("t5_encoder", model, (ids,),
+                f"T5EncoderModel {config.num_layers} layers, D{config.d_model} "
+                f"H{config.num_heads}, B{b} S{s}")
+
+
+def _timm(torch: Any, name: str, small_args: dict[str, Any], small: bool) -> Any:
+    """timm's model `name` with random weights (`small_args` for the tiny one)."""
+    try:
+        import timm
+    except ImportError as err:
+        raise ImportError(f"{name} needs timm ({err})") from err
+    torch.manual_seed(0)
+    return timm.create_model(name, pretrained=False, **(small_args if small else {})).eval()
+
+
+def convnext(torch: Any, small: bool) -> Case:
+    """timm's ConvNeXt-T at B32 224x224 (4 stages of one block, 8 to 32 channels, B1 32x32)."""
+    n, hw = (1, 32) if small else (32, 224)
+    model = _timm(torch, "convnext_tiny",
+                  dict(depths=(1, 1, 1, 1), dims=(8, 16, 24, 32), num_classes=10), small)
+    return Case("convnext", model, (torch.randn(n, 3, hw, hw),),
+                f"timm convnext_tiny{' (4 stages of 1 block)' if small else ''}, B{n} {hw}x{hw}")
+
+
+def swin(torch: Any, small: bool) -> Case:
+    """timm's Swin-T (window 7) at B16 224x224 (2 stages of 2 blocks, D16, 56x56, B1)."""
+    n, hw = (1, 56) if small else (16, 224)
+    model = _timm(torch, "swin_tiny_patch4_window7_224",
+                  dict(img_size=hw, depths=(2, 2), num_heads=(1, 2), embed_dim=16,
+                       num_classes=10), small)
+    return Case("swin", model, (torch.randn(n, 3, hw, hw),),
+                f"timm swin_tiny_patch4_window7_224{' (2 stages, D16)' if small else ''}, "
+                f"B{n} {hw}x{hw}")
+
+
 BUILDERS: dict[str, Callable[[Any, bool], Case]] = {
     "gpt2": gpt2, "llama": llama, "vit": vit, "resnet50": resnet50,
-    "gpt2_layer": gpt2_layer, "mobilenet_v2": mobilenet_v2, "bert": bert}
+    "gpt2_layer": gpt2_layer, "mobilenet_v2": mobilenet_v2, "bert": bert,
+    "roberta": roberta, "t5_encoder": t5_encoder, "convnext": convnext, "swin": swin}
 
 
 def build(name: str, small: bool = False) -> Case:

@@ -1,7 +1,7 @@
 """Real PyTorch models through `torch.compile(backend=fusec_backend)` in fp32, f16 and
 bf16, timed against torch eager and `torch.compile` (inductor).
 
-    python3 bench/torch_compile_models.py [--models gpt2,llama,vit,bert,gpt2_layer,mobilenet_v2]
+    python3 bench/torch_compile_models.py [--models gpt2,llama,vit,bert,gpt2_layer,...]
         [--dtypes f32,f16,bf16] [--iters 20] [--repeat 5] [--out bench/results]
         [--device cuda|cpu] [--small]
 
@@ -11,7 +11,10 @@ Models (bench/real_models.py: random weights, seeded, eval mode): `gpt2`
 `vit_base_patch16_224` at B16, torchvision's `vit_b_16` where timm is
 missing: the table says which), `bert` (Hugging Face BERT-base, B8 S256 with
 a padding mask), `gpt2_layer` (one GPT2Block, B8 S512),
-`mobilenet_v2` (N32 224x224); `resnet50` (B32 224x224) on request. Each
+`mobilenet_v2` (N32 224x224), `roberta` (RoBERTa-base, B8 S256, padded),
+`t5_encoder` (T5-small's encoder, B8 S256), `convnext` (timm's ConvNeXt-T,
+B32 224x224), `swin` (timm's Swin-T, B16 224x224); `resnet50` (B32 224x224)
+on request. Each
 `--dtypes` entry converts the model and its floating-point inputs
 (`model.to(dtype)`; token ids stay integers).
 
@@ -30,8 +33,9 @@ OUT/DATE-DEVICE.md, the file run_gpu.py writes.
 
 `--device cpu --small` runs the same compile and check at a tiny size of each
 model on the CPU with fusec's kernels in numba's CUDA simulator, untimed.
-Needs torch; transformers (gpt2, llama, bert, gpt2_layer), timm or torchvision
-(vit), torchvision (mobilenet_v2, resnet50): a model whose package is missing
+Needs torch; transformers (gpt2, llama, bert, gpt2_layer, roberta, t5_encoder),
+timm or torchvision (vit), timm (convnext, swin), torchvision (mobilenet_v2,
+resnet50): a model whose package is missing
 is reported and skipped.
 """
 
@@ -52,7 +56,8 @@ sys.path.insert(0, str(HERE))  # run_gpu and half_precision live beside this fil
 
 from real_models import BUILDERS, Case  # noqa: E402  (beside this script)
 
-MODELS = ["gpt2", "llama", "vit", "bert", "gpt2_layer", "mobilenet_v2"]
+MODELS = ["gpt2", "llama", "vit", "bert", "gpt2_layer", "mobilenet_v2", "roberta", "t5_encoder",
+          "convnext", "swin"]
 DTYPES = ("f32", "f16", "bf16")
 
 

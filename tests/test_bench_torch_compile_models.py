@@ -191,13 +191,17 @@ def _real_model_packages(model: str) -> None:
     if model == "vit":
         if not any(_imports(p) for p in ("timm", "torchvision")):
             pytest.skip("vit needs timm or torchvision (timm imports torchvision)")
+    elif model in ("convnext", "swin"):
+        if not _imports("timm"):
+            pytest.skip(f"{model} needs timm (which imports torchvision)")
     else:
         pytest.importorskip("transformers")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
-@pytest.mark.parametrize("model", ["gpt2", "llama", "vit", "bert"])
+@pytest.mark.parametrize("model", ["gpt2", "llama", "vit", "bert", "roberta", "t5_encoder",
+                                   "convnext", "swin"])
 def test_a_small_real_model_in_half_precision(
         model: str, dtype: str, capsys: pytest.CaptureFixture[str]) -> None:
     _torch()
