@@ -422,7 +422,7 @@ def test_torch_gather_is_one_gather_from_the_flattened_input(name: str) -> None:
     np.testing.assert_allclose(out.numpy(), fn(x, i).numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_max_and_min_values_run_in_fusec_and_their_indices_in_pytorch() -> None:
+def test_max_and_min_values_and_indices_run_in_fusec() -> None:
     x = torch.randn(4, 9)
 
     def values(t: torch.Tensor) -> torch.Tensor:
@@ -431,12 +431,39 @@ def test_max_and_min_values_run_in_fusec_and_their_indices_in_pytorch() -> None:
     def indices(t: torch.Tensor) -> torch.Tensor:
         return t.max(dim=1).indices.float() + torch.tanh(t).sum(1)
 
-    out, backend = _run(values, (x,))
+    for fn in (values, indices):
+        out, backend = _run(fn, (x,))
+        assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+        np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+ARG_REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "argmax_last": lambda t: torch.argmax(t * 2.0, dim=-1),
+    "argmin_first_keepdim": lambda t: torch.argmin(torch.relu(t), dim=0, keepdim=True),
+    "argmax_whole": lambda t: torch.argmax(t),
+    "argmax_whole_keepdim": lambda t: torch.argmax(t, keepdim=True),
+    "max_dim_pair": lambda t: torch.stack([t.max(dim=1).values, t.max(dim=1).indices.float()]),
+    "min_dim_keepdim": lambda t: t.min(dim=2, keepdim=True).indices,
+    "argmax_bool": lambda t: torch.argmax((t > 0.5).int(), dim=1),
+    "max_bool_dim": lambda t: (t > 0).max(dim=2).values,
+}
+
+
+@pytest.mark.parametrize("name", list(ARG_REDUCTIONS))
+def test_argmax_and_argmin_pick_the_first_extreme_nan_included(name: str) -> None:
+    """The first index that reaches the extreme, as PyTorch's: ties (the
+    ReLU's zeros, rounded halves) and NaN, which counts as the extreme."""
+    fn = ARG_REDUCTIONS[name]
+    torch.manual_seed(sum(map(ord, name)))
+    x = torch.round(torch.randn(3, 6, 5) * 2) / 2  # many ties
+    x[1, 2, 3] = float("nan")
+    x[2, 4, 0] = float("nan")
+    x[2, 1, 0] = float("nan")
+    out, backend = _run(fn, (x,))
     assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
-    np.testing.assert_allclose(out.numpy(), values(x).numpy(), rtol=1e-6, atol=1e-6)
-    out, backend = _run(indices, (x,))
-    assert backend.reports[0].compute_fallbacks == ["max_1"]
-    np.testing.assert_allclose(out.numpy(), indices(x).numpy(), rtol=1e-6, atol=1e-6)
+    expected = fn(x)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
 
 
 def test_nearest_upsampling_is_two_gathers() -> None:

@@ -58,13 +58,62 @@ def _reduce_all(name: str) -> Translator:
     return translate
 
 
-def _reduce_values(name: str) -> Translator:
-    """`x.max(dim)` and `x.min(dim)`: the values (output 0) as `nn.reduce_*`;
-    a graph that uses the indices leaves the node to PyTorch."""
-    reduce = _reduce(name)
+def _first_index(ctx: OpCtx, x: Val, dim: int, extreme: Val, keepdim: bool) -> Val:
+    """The int64 index along `dim` of the first element of `x` equal to
+    `extreme` (its reduction along `dim`, kept as a size-1 dim), a NaN
+    counting as equal when `extreme` is NaN (PyTorch's argmax and argmin
+    pick the first NaN): the least index among the hits."""
+    em, h = ctx.em, ctx.hint
+    eq = em.op("cmp", [x, extreme], x.shape, np.dtype(bool), {"predicate": "eq"}, h)
+    if x.dtype.kind == "f":  # NaN == NaN is false: a NaN extreme hits the NaNs
+        nan = em.op("cmp", [x, x], x.shape, np.dtype(bool), {"predicate": "ne"}, h)
+        true = em.broadcast_to(ctx.scalar(True, np.dtype(bool)), x.shape, h)
+        eq = em.op("select", [eq, true, nan], x.shape, np.dtype(bool), hint=h)
+    n = x.shape[dim]
+    positions = ctx.constant(np.arange(n, dtype=np.int64).reshape(
+        [n if d == dim else 1 for d in range(x.rank)]), "positions")
+    past = em.broadcast_to(ctx.scalar(n, np.dtype("int64")), x.shape, h)
+    index = em.op("select", [eq, em.broadcast_to(positions, x.shape, h), past], x.shape,
+                  np.dtype("int64"), hint=h)
+    return em.reduce("min", index, [dim], keepdim, h)
+
+
+def _arg_reduce(name: str) -> Translator:
+    """`argmax`/`argmin` (over one dim, or the whole tensor flattened):
+    the reduction, then the first index that reaches it (`_first_index`)."""
 
     def translate(ctx: OpCtx) -> Value:
-        return (reduce(ctx), None)
+        x = ctx.tensor("self")
+        dim, keepdim = ctx.arg("dim"), bool(ctx.arg("keepdim"))
+        if x.dtype.kind == "b":
+            x = ctx.em.cast(x, np.dtype("int64"), ctx.hint)
+        if dim is None:
+            flat = ctx.em.reshape(x, (int(np.prod(x.shape)),), ctx.hint)
+            extreme = ctx.em.reduce(name, flat, [0], True, ctx.hint)
+            index = _first_index(ctx, flat, 0, extreme, False)
+            return ctx.em.reshape(index, ctx.out_shape, ctx.hint) if keepdim else index
+        dim = shapes.normalize_axis(int(dim), max(x.rank, 1))
+        extreme = ctx.em.reduce(name, x, [dim], True, ctx.hint)
+        return _first_index(ctx, x, dim, extreme, keepdim)
+
+    return translate
+
+
+def _reduce_values(name: str) -> Translator:
+    """`x.max(dim)` and `x.min(dim)`: the values as `nn.reduce_*`, the
+    indices as argmax/argmin's first index that reaches them."""
+
+    def translate(ctx: OpCtx) -> Value:
+        x = ctx.tensor("self")
+        dim = shapes.normalize_axis(int(ctx.arg("dim")), max(x.rank, 1))
+        keepdim = bool(ctx.arg("keepdim"))
+        dtype = x.dtype
+        if dtype.kind == "b":  # reduced as 0s and 1s
+            x = ctx.em.cast(x, np.dtype("int64"), ctx.hint)
+        extreme = ctx.em.reduce(name, x, [dim], True, ctx.hint)
+        values = extreme if keepdim else ctx.em.reshape(
+            extreme, shapes.reduced_shape(x.shape, [dim], False), ctx.hint)
+        return (ctx.em.cast(values, dtype, ctx.hint), _first_index(ctx, x, dim, extreme, keepdim))
 
     return translate
 
@@ -356,6 +405,8 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.min.default: _reduce_all("min"),
     aten.max.dim: _reduce_values("max"),
     aten.min.dim: _reduce_values("min"),
+    aten.argmax.default: _arg_reduce("max"),
+    aten.argmin.default: _arg_reduce("min"),
     aten.mm.default: _matmul,
     aten.bmm.default: _matmul,
     aten.addmm.default: _addmm,
@@ -377,8 +428,8 @@ MULTI_OUTPUT_USED: dict[Any, frozenset[int]] = {
     aten.native_layer_norm.default: frozenset({0}),
     aten._native_batch_norm_legit_no_training.default: frozenset({0}),
     aten.max_pool2d_with_indices.default: frozenset({0}),
-    aten.max.dim: frozenset({0}),
-    aten.min.dim: frozenset({0}),
+    aten.max.dim: frozenset({0, 1}),
+    aten.min.dim: frozenset({0, 1}),
 }
 """Multi-output ops and the outputs that are translated: the node falls back
 to PyTorch when any other output is used."""
