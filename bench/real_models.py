@@ -50,6 +50,14 @@ class Case:
     size: str
 
 
+def _with_ids(torch: Any, model_class: Any, config: Any, b: int, s: int) -> tuple[Any, Any]:
+    """A Hugging Face model of `config` (seeded random weights, eval mode) and
+    B x S random token ids."""
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    return model, torch.randint(0, config.vocab_size, (b, s))
+
+
 def gpt2(torch: Any, small: bool) -> Case:
     """GPT2Model: 6 layers at B4 S256 (2 layers, D32, 2 heads, vocabulary 128 at B1 S8)."""
     from transformers import GPT2Config, GPT2Model
@@ -78,9 +86,7 @@ def llama(torch: Any, small: bool) -> Case:
                   num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
                   max_position_embeddings=1024)
     config = LlamaConfig(use_cache=False, **shape)
-    torch.manual_seed(0)
-    model = LlamaModel(config).eval()
-    ids = torch.randint(0, config.vocab_size, (b, s))
+    model, ids = _with_ids(torch, LlamaModel, config, b, s)
     return Case("llama", model, (ids,),
                 f"LlamaModel {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
                 f"{config.num_attention_heads}/{config.num_key_value_heads} heads, B{b} S{s}")
@@ -157,50 +163,47 @@ def mobilenet_v2(torch: Any, small: bool) -> Case:
     return Case("mobilenet_v2", module, (torch.randn(n, 3, hw, hw),), f"N{n} {hw}x{hw}")
 
 
-def bert(torch: Any, small: bool) -> Case:
-    """BertModel: BERT-base at B8 S256 (2 layers, D32, 2 heads, vocabulary 128 at B2 S8)
-    with an attention mask that pads the later batch entries (each entry
-    keeps at least one token, so no query row is masked whole)."""
-    from transformers import BertConfig, BertModel
-
+def _padded_encoder(torch: Any, small: bool, config_class: Any, model_class: Any,
+                    pad_ids: bool) -> tuple[Any, Any, Any, str]:
+    """A BERT-family encoder (base, 12 layers, at B8 S256; 2 layers, D32, 2
+    heads, vocabulary 128 at B2 S8) with random weights, its token ids and an
+    attention mask that pads the later batch entries: entry i keeps
+    256 - 24 i tokens (at least one, so that no query row is masked whole);
+    `pad_ids` also makes the padded ids the pad token. Returns the model, the
+    ids, the mask and the size in words."""
     b, s = (2, 8) if small else (8, 256)
     shape = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
                  intermediate_size=64, vocab_size=128, max_position_embeddings=64) if small \
         else dict(num_hidden_layers=12)
-    config = BertConfig(**shape)
+    config = config_class(**shape)
     torch.manual_seed(0)
-    model = BertModel(config, add_pooling_layer=False).eval()
-    ids = torch.randint(0, config.vocab_size, (b, s))
-    mask = torch.ones(b, s, dtype=torch.long)
-    for i in range(b):
-        mask[i, max(1, s - i * max(1, 3 * s // 32)):] = 0
-    return Case("bert", model, (ids, mask),
-                f"BertModel {config.num_hidden_layers} layers, D{config.hidden_size} "
-                f"H{config.num_attention_heads}, B{b} S{s}, padding mask")
-
-
-def roberta(torch: Any, small: bool) -> Case:
-    """RobertaModel: base at B8 S256 (2 layers, D32, 2 heads, vocabulary 128 at
-    B2 S8); batch entry i ends in padding tokens (id 1) as BERT's mask does,
-    and the same mask is passed."""
-    from transformers import RobertaConfig, RobertaModel
-
-    b, s = (2, 8) if small else (8, 256)
-    shape = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                 intermediate_size=64, vocab_size=128, max_position_embeddings=64) if small \
-        else dict(num_hidden_layers=12)
-    config = RobertaConfig(**shape)
-    torch.manual_seed(0)
-    model = RobertaModel(config, add_pooling_layer=False).eval()
-    ids = torch.randint(3, config.vocab_size, (b, s))
+    model = model_class(config, add_pooling_layer=False).eval()
+    ids = torch.randint(3 if pad_ids else 0, config.vocab_size, (b, s))
     mask = torch.ones(b, s, dtype=torch.long)
     for i in range(b):
         keep = max(1, s - i * max(1, 3 * s // 32))
-        ids[i, keep:] = config.pad_token_id
         mask[i, keep:] = 0
-    return Case("roberta", model, (ids, mask),
-                f"RobertaModel {config.num_hidden_layers} layers, D{config.hidden_size}, "
-                f"B{b} S{s}, padding")
+        if pad_ids:
+            ids[i, keep:] = config.pad_token_id
+    return model, ids, mask, (f"{config.num_hidden_layers} layers, D{config.hidden_size} "
+                              f"H{config.num_attention_heads}, B{b} S{s}")
+
+
+def bert(torch: Any, small: bool) -> Case:
+    """BertModel with a padding mask (`_padded_encoder`)."""
+    from transformers import BertConfig, BertModel
+
+    model, ids, mask, size = _padded_encoder(torch, small, BertConfig, BertModel, False)
+    return Case("bert", model, (ids, mask), f"BertModel {size}, padding mask")
+
+
+def roberta(torch: Any, small: bool) -> Case:
+    """RobertaModel whose padded entries end in pad tokens (id 1), which its
+    position ids skip, and the same mask (`_padded_encoder`)."""
+    from transformers import RobertaConfig, RobertaModel
+
+    model, ids, mask, size = _padded_encoder(torch, small, RobertaConfig, RobertaModel, True)
+    return Case("roberta", model, (ids, mask), f"RobertaModel {size}, padding")
 
 
 def t5_encoder(torch: Any, small: bool) -> Case:
@@ -211,9 +214,7 @@ def t5_encoder(torch: Any, small: bool) -> Case:
     shape = dict(num_layers=2, d_model=32, d_kv=16, num_heads=2, d_ff=64, vocab_size=128) \
         if small else dict(num_layers=6, d_model=512, d_kv=64, num_heads=8, d_ff=2048)
     config = T5Config(**shape, use_cache=False)
-    torch.manual_seed(0)
-    model = T5EncoderModel(config).eval()
-    ids = torch.randint(0, config.vocab_size, (b, s))
+    model, ids = _with_ids(torch, T5EncoderModel, config, b, s)
     return Case("t5_encoder", model, (ids,),
                 f"T5EncoderModel {config.num_layers} layers, D{config.d_model} "
                 f"H{config.num_heads}, B{b} S{s}")
