@@ -121,6 +121,7 @@ OTHER_MEANINGS: dict[tuple[str, object], str] = {
     ("importers/torch/context.py", 65536): "fold_max_elements",
     ("importers/torch/translate.py", 65536): "fold_max_elements",
     ("analysis/remarks.py", 1024): "a KiB, in printed sizes",
+    ("importers/torch/ops_structured.py", 1024): "CUMSUM_MOST: a constant triangle's size bound",
     ("scheduling/attention_mma_schedule.py", 2048): "PRODUCT_FLOPS: one mma's flops",
     ("codegen/wide_access.py", "sm_80"): "a comment in generated source: the hardware rounds",
 }

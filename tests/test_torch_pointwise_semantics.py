@@ -216,3 +216,42 @@ def test_integer_and_mask_reductions_and_a_number_to_a_power_run_in_fusec(name: 
     want = fn(x, i)
     assert out.dtype == want.dtype
     np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-6)
+
+
+ROUNDINGS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc,
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", list(ROUNDINGS))
+def test_floor_ceil_and_trunc_match_pytorch_at_the_edges(name: str, dtype: torch.dtype) -> None:
+    fn = ROUNDINGS[name]
+    x = torch.tensor([-2.5, -1.0, -0.7, -0.0, 0.0, 0.3, 0.5, 1.0, 1.5, 2.999, 7.25, -7.25,
+                      8388607.5, -8388607.5, 1e9, -3e12, float("inf"), float("-inf"),
+                      float("nan")], dtype=torch.float32).to(dtype)
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        return fn(t * 1.0) * 2.0
+
+    out, backend = _run(f, x)
+    assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+    np.testing.assert_array_equal(out.float().numpy(), f(x).float().numpy())
+
+
+def test_integer_clamp_with_number_bounds() -> None:
+    """Relative-position buckets clamp int64 tensors (DeBERTa); a float bound
+    makes the result float, as in PyTorch."""
+    ids = torch.arange(-6, 7).reshape(1, -1) * torch.tensor([[1], [3]])
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(t, -4, 5) * 2 + torch.clamp(t, min=0) - torch.clamp(t, max=-1)
+
+    def g(t: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(t, 0.5, 3.5)
+
+    for fn in (f, g):
+        out, backend = _run(fn, ids)
+        assert backend.reports[0].fallback_nodes == [], backend.reports[0].remarks
+        assert out.dtype == fn(ids).dtype
+        np.testing.assert_array_equal(out.numpy(), fn(ids).numpy())

@@ -153,12 +153,52 @@ def _clamp(low_name: str, high_name: str) -> Translator:
         if not all(v is None or isinstance(v, int | float) for v in (low, high)):
             raise ctx.fail("tensor bounds are not supported")
         x = ctx.tensor("self")
-        if x.dtype.name not in FLOAT_DTYPES:
-            raise ctx.fail(f"element type {x.dtype} is not supported")
         if low is not None and high is not None and low > high:
             low = high  # PyTorch's result is then `max` everywhere
+        if x.dtype.name not in FLOAT_DTYPES:
+            # integers (relative-position buckets): max, then min, in the
+            # result's type (a float bound makes it float, as in PyTorch)
+            dtype = ctx.out_dtype
+            if dtype.kind not in "iuf":
+                raise ctx.fail(f"element type {x.dtype} is not supported")
+            x = ctx.em.cast(x, dtype, ctx.hint)
+            for bound, op in ((low, "max"), (high, "min")):
+                if bound is not None:
+                    x = ctx.em.binary(op, x, ctx.scalar(bound, dtype), ctx.hint)
+            return x
         bounds = {k: float(v) for k, v in (("min", low), ("max", high)) if v is not None}
         return ctx.em.unary("clamp", x, ctx.hint, **bounds)
+
+    return translate
+
+
+_EXACT_BELOW = 2.0**23
+"""Every float32 of at least this magnitude is an integer."""
+
+
+def _rounding(direction: str) -> Translator:
+    """`trunc`, `floor` and `ceil` of floats (no `nn` op): in float32, the
+    value through int64 and back truncates it, then one step down (`floor`,
+    where that passed above it) or up (`ceil`, where below it). A value of
+    at least 2**23 in magnitude (and inf, NaN) is kept as it is: it is an
+    integer already, and the int64 round trip would overflow. Integers are
+    their own rounding."""
+
+    def translate(ctx: OpCtx) -> Value:
+        x = ctx.tensor("self")
+        if x.dtype.name not in FLOAT_DTYPES:
+            return x
+        em, h, f32 = ctx.em, ctx.hint, np.dtype("float32")
+        v = em.cast(x, f32, h)
+        t = em.cast(em.cast(v, np.dtype("int64"), h), f32, h)
+        if direction != "trunc":
+            one, zero = ctx.scalar(1.0, f32), ctx.scalar(0.0, f32)
+            passed = _compare(ctx, "gt" if direction == "floor" else "lt", t, v)
+            step = em.op("select", [passed, em.broadcast_to(one, v.shape, h),
+                                    em.broadcast_to(zero, v.shape, h)], v.shape, f32, hint=h)
+            t = em.binary("sub" if direction == "floor" else "add", t, step, h)
+        small = _compare(ctx, "lt", em.unary("abs", v, h), ctx.scalar(_EXACT_BELOW, f32))
+        return em.cast(em.op("select", [small, t, v], v.shape, f32, hint=h), x.dtype, h)
 
     return translate
 
@@ -321,6 +361,9 @@ TRANSLATORS: dict[Any, Translator] = {
     aten.expm1.default: _expm1,
     aten.log1p.default: _log1p,
     aten.sign.default: _sign,
+    aten.trunc.default: _rounding("trunc"),
+    aten.floor.default: _rounding("floor"),
+    aten.ceil.default: _rounding("ceil"),
     aten.hardtanh.default: _clamp("min_val", "max_val"),
     aten.clamp.default: _clamp("min", "max"),
     aten.clamp.Tensor: _clamp_tensors,
