@@ -263,6 +263,8 @@ def call_summary(graph_reports: Sequence[Any]) -> str:
     total = CallCounts()
     for graph in graph_reports:
         for part in graph.fusec_partitions:
+            if part.model is None:  # a report without its compiled model
+                continue
             c = part.model.call_counts()
             total.one_by_one += c.one_by_one
             total.replays += c.replays
