@@ -214,3 +214,38 @@ def test_candidates_with_differently_sized_workspaces_get_their_own(no_ptxas_pro
     art = _compile(timer, COLUMN_SUM)
     assert timer.calls > 1
     _check_numbers(art, COLUMN_SUM)
+
+
+GATHER = """
+func.func @f(%table: tensor<50x8xf32>, %ids: tensor<64xi64>) -> tensor<64x8xf32> {
+  %g = nn.gather %table, %ids {axis = 0} : (tensor<50x8xf32>, tensor<64xi64>) -> tensor<64x8xf32>
+  %y = nn.tanh %g : tensor<64x8xf32>
+  func.return %y : tensor<64x8xf32>
+}
+"""
+
+
+class RecordingTimer(FakeTimer):
+    """Keeps the integer arrays each timed launch was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.integers: list[np.ndarray] = []
+
+    def time_group(self, kernel_source: str, launch: KernelLaunch,
+                   arrays: Mapping[str, np.ndarray]) -> float:
+        self.integers += [arrays[a.value] for a in launch.args
+                          if arrays[a.value].dtype.kind in "iu"]
+        return super().time_group(kernel_source, launch, arrays)
+
+
+def test_gather_indices_are_timed_scattered_over_the_table() -> None:
+    """The indices a gather is timed on are random below the table's size,
+    not all 0 (one cache-hot row that no real input reads)."""
+    timer = RecordingTimer()
+    art = _compile(timer, GATHER)
+    assert timer.integers
+    for ids in timer.integers:
+        assert ids.min() >= 0 and ids.max() < 50
+        assert len(np.unique(ids)) > 20  # 64 draws below 50: many distinct rows
+    _check_numbers(art, GATHER)
