@@ -156,16 +156,11 @@ def _clamp(low_name: str, high_name: str) -> Translator:
         if low is not None and high is not None and low > high:
             low = high  # PyTorch's result is then `max` everywhere
         if x.dtype.name not in FLOAT_DTYPES:
-            # integers (relative-position buckets): max, then min, in the
-            # result's type (a float bound makes it float, as in PyTorch)
-            dtype = ctx.out_dtype
-            if dtype.kind not in "iuf":
+            # integers (relative-position buckets), in the result's type (a
+            # float bound makes it float, as in PyTorch)
+            if ctx.out_dtype.kind not in "iuf":
                 raise ctx.fail(f"element type {x.dtype} is not supported")
-            x = ctx.em.cast(x, dtype, ctx.hint)
-            for bound, op in ((low, "max"), (high, "min")):
-                if bound is not None:
-                    x = ctx.em.binary(op, x, ctx.scalar(bound, dtype), ctx.hint)
-            return x
+            return _max_then_min(ctx, low, high)
         bounds = {k: float(v) for k, v in (("min", low), ("max", high)) if v is not None}
         return ctx.em.unary("clamp", x, ctx.hint, **bounds)
 
@@ -191,28 +186,29 @@ def _rounding(direction: str) -> Translator:
         em, h, f32 = ctx.em, ctx.hint, np.dtype("float32")
         v = em.cast(x, f32, h)
         t = em.cast(em.cast(v, np.dtype("int64"), h), f32, h)
-        if direction != "trunc":
-            one, zero = ctx.scalar(1.0, f32), ctx.scalar(0.0, f32)
+        if direction != "trunc":  # one step where the truncation passed the value
             passed = _compare(ctx, "gt" if direction == "floor" else "lt", t, v)
-            step = em.op("select", [passed, em.broadcast_to(one, v.shape, h),
-                                    em.broadcast_to(zero, v.shape, h)], v.shape, f32, hint=h)
-            t = em.binary("sub" if direction == "floor" else "add", t, step, h)
+            t = em.binary("sub" if direction == "floor" else "add", t, em.cast(passed, f32, h), h)
         small = _compare(ctx, "lt", em.unary("abs", v, h), ctx.scalar(_EXACT_BELOW, f32))
         return em.cast(em.op("select", [small, t, v], v.shape, f32, hint=h), x.dtype, h)
 
     return translate
 
 
-def _clamp_tensors(ctx: OpCtx) -> Value:
-    """`clamp(x, min=t, max=u)` with tensor bounds: `min(max(x, t), u)`,
-    broadcast, in the result's type (max wins where the bounds cross)."""
+def _max_then_min(ctx: OpCtx, low: Any, high: Any) -> Val:
+    """`min(max(x, low), high)` (either bound a tensor, a number or None),
+    broadcast, in the result's type: max wins where the bounds cross."""
     dtype = ctx.out_dtype
     x = _operand(ctx, ctx.arg("self"), dtype)
-    for name, op in (("min", "max"), ("max", "min")):
-        bound = ctx.arg(name)
+    for bound, op in ((low, "max"), (high, "min")):
         if bound is not None:
             x = ctx.em.binary(op, x, _operand(ctx, bound, dtype), ctx.hint)
     return ctx.em.broadcast_to(x, ctx.out_shape, ctx.hint)
+
+
+def _clamp_tensors(ctx: OpCtx) -> Value:
+    """`clamp(x, min=t, max=u)` with tensor bounds: `_max_then_min`."""
+    return _max_then_min(ctx, ctx.arg("min"), ctx.arg("max"))
 
 
 def _cmp(predicate: str) -> Translator:
