@@ -337,6 +337,7 @@ class ConvChoice:
     t_library: float  # seconds: the convolution, plus the epilogue kernel re-reading y
     t_own: float  # seconds: fusec's window kernel, epilogue included
     reason: str
+    t_call: float = 0.0  # seconds of `t_library` that are the library call itself
 
     def summary(self) -> str:
         """`library conv + epilogue 41.2 us vs own kernel 230.9 us: library (faster)`."""
@@ -372,7 +373,8 @@ def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
     its own before the library call (`prologue_bytes`: what it moves).
     `auto` takes the library only when it is available and faster."""
     rate = library_conv_rate(target, element, tf32, group_outputs)
-    t_lib = max(io_bytes / target.memory_bandwidth, flops / rate) + target.launch_overhead
+    t_call = max(io_bytes / target.memory_bandwidth, flops / rate) + target.launch_overhead
+    t_lib = t_call
     if epilogue_bytes:
         t_lib += target.kernel_time(epilogue_bytes + 2 * result_bytes, 0.0)
     if prologue_bytes:
@@ -382,4 +384,4 @@ def conv_choice(target: Target, flops: float, io_bytes: int, result_bytes: int,
                 flops / (target.fp32_flops * own_flops_fraction)) + target.launch_overhead
     library, reason = library_mode(mode, "--conv", library_available, "cuDNN is not installed",
                                    t_lib < t_own, "the own kernel is faster")
-    return ConvChoice(library, t_lib, t_own, reason)
+    return ConvChoice(library, t_lib, t_own, reason, t_call)

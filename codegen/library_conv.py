@@ -36,6 +36,7 @@ from fusec.dialects import nn
 from fusec.dialects.element_types import of_device_dtype
 from fusec.dialects.fusion import YieldOp
 from fusec.dialects.nn_base import tensor_shape
+from fusec.scheduling.conv_choice import conv_call
 
 CONV_KEYS = ("library", "x", "w", "y", "strides", "pads", "dilations", "groups", "tf32",
              "layout")
@@ -65,13 +66,9 @@ def library_conv_launch(task: WriteTask) -> KernelLaunch:
     outer = [group.inputs[v.index] for v in conv.operands if isinstance(v, BlockArgument)]
     x, w = (task.value_id(v, group) for v in outer)
     y = task.value_id(group.outputs[0], group)
-    spec: dict[str, Any] = {
-        "library": name, "x": x, "w": w, "y": y, "strides": conv.strides, "pads": conv.pads,
-        "dilations": conv.dilations, "groups": conv.groups,
-        "tf32": group.attributes.get(TF32_ATTR) == StringAttr("true"),
-    }
-    if conv.channels_last:
-        spec["layout"] = conv.layout
+    tf32 = group.attributes.get(TF32_ATTR) == StringAttr("true")
+    spec: dict[str, Any] = {"library": name, "x": x, "w": w, "y": y,
+                            **conv_call(conv, tf32).spec()}
     args = [ArgSpec(x, tensor_shape(outer[0]), False), ArgSpec(w, tensor_shape(outer[1]), False),
             ArgSpec(y, tensor_shape(conv.result), True)]
     return KernelLaunch(kernel=name, grid=(0, 0, 0), block=(0, 0, 0), shared_bytes=0,

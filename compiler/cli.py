@@ -153,6 +153,10 @@ def build_parser(subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> argpars
     p.add_argument("--conv-tf32", action="store_true",
                    help="default pipeline: f32 library convolutions may run on TF32 tensor "
                    "cores (10-bit mantissa products, f32 sums)")
+    p.add_argument("--no-library-timing", action="store_true",
+                   help="compile job: decide cuDNN or fusec's own kernel per convolution by "
+                   "the cost model alone, without timing cuDNN's call on the GPU present "
+                   "(done where it is the GPU compiled for; docs/scheduling.md)")
     p.add_argument("--no-library-epilogue", action="store_true",
                    help="default pipeline: keep a library GEMM's bias, residual and "
                    "activation out of its cuBLASLt call (they run in an epilogue kernel)")

@@ -108,6 +108,7 @@ def cli_key(args: argparse.Namespace, text: str, name: str) -> str:
         "conv_tf32": args.conv_tf32,
         "attention": args.attention or "auto",
         "library_epilogue": not args.no_library_epilogue,
+        "library_timing": not args.no_library_timing,
         "remarks_in_ir": args.remarks_in_ir,
         # What the library choices of `auto` see of this machine.
         "cudnn": find_cudnn(),

@@ -43,7 +43,7 @@ _DEFAULT_PIPELINE_FLAGS: dict[str, str] = {
     "conv_tf32": "write tile-and-promote{conv-tf32=true} in -p",
 }
 _COMPILE_ONLY_FLAGS = ("ptx_info", "register_source", "save_kernels", "autotune",
-                       "autotune_top_k", "no_tuning_cache")
+                       "autotune_top_k", "no_tuning_cache", "no_library_timing")
 
 
 def _flag(dest: str) -> str:
@@ -98,6 +98,7 @@ def pipeline_options(args: argparse.Namespace) -> PipelineOptions:
                                  library_epilogue=not args.no_library_epilogue,
                                  conv=args.conv or "auto", conv_tf32=args.conv_tf32,
                                  attention=args.attention or "auto",
+                                 library_timing=not args.no_library_timing,
                                  ptxas_wait=None if builds_kernels(args) else 0.0),
     )
 

@@ -218,7 +218,13 @@ def compile_model(
                               options.quiet)
     from fusec.scheduling.library_tuning import tuning_library_choices
 
-    with tuning_library_choices(choices):
+    tuner = choices
+    if tuner is None and (schedule or ScheduleOptions()).library_timing:
+        from fusec.compiler.library_clock import measured_library_calls
+        from fusec.runtime.tuning_cache import TuningCache
+
+        tuner = measured_library_calls(profile, TuningCache.user())
+    with tuning_library_choices(tuner):
         PipelineRunner(ctx, passes, instrument=instrument).run(module)
     tuning = None
     model_module = module.clone() if autotune else None  # the model-only program, untuned

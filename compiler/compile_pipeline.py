@@ -57,7 +57,7 @@ LAYOUT_PASS = "channels-last"
 class ScheduleOptions:
     """The scheduling knobs of the compile job (CLI: `--max-registers`,
     `--shared-memory-limit`, `--gemm`, `--no-library-epilogue`, `--conv`,
-    `--conv-tf32`, `--attention`); 0 means the
+    `--conv-tf32`, `--attention`, `--no-library-timing`); 0 means the
     target's limit."""
 
     max_registers: int = 0
@@ -67,6 +67,9 @@ class ScheduleOptions:
     conv: str = "auto"  # `--conv`: cuDNN or fusec's kernel per convolution
     conv_tf32: bool = False  # `--conv-tf32`: f32 library convolutions on TF32 tensor cores
     attention: str = "auto"  # `--attention`: cuDNN's fused attention or fusec's kernel
+    # time each cuDNN convolution a choice weighs on the GPU compiled for
+    # (`compiler/library_clock.py`); False: `--no-library-timing`
+    library_timing: bool = True
     # seconds register-budget may wait for ptxas counts (None: its default;
     # 0: counts of kernels built before only, for a compile that builds none)
     ptxas_wait: float | None = None

@@ -11,11 +11,13 @@ y = model(x)
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from fusec.analysis.cudnn_library import sdpa_available
 from fusec.analysis.targets import get_target
 from fusec.compiler.compile import ScheduleOptions, compile_model, source_text
+from fusec.compiler.instrument import Instrumentation, PassTimer
 from fusec.compiler.program_cache import ProgramStore, program_key
 from fusec.runtime.compiled_model import CompiledModel
 from fusec.runtime.device import select_device
@@ -35,6 +37,8 @@ def compile(
     conv: str = "auto",
     conv_tf32: bool = False,
     attention: str = "auto",
+    library_timing: bool = True,
+    timing: bool = False,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
@@ -50,46 +54,63 @@ def compile(
     convolution), "library" or "fused", as `fusec --conv`; `conv_tf32=True`
     lets f32 library convolutions use TF32 tensor cores (`--conv-tf32`);
     `attention` is "auto" (cuDNN's fused attention where the cost model
-    says it is faster), "library" or "fused", as `fusec --attention`.
+    says it is faster), "library" or "fused", as `fusec --attention`;
+    `library_timing=False` decides cuDNN or own per convolution by the cost
+    model alone, without timing cuDNN's call on the GPU compiled for
+    (`fusec --no-library-timing`; `compiler/library_clock.py`);
+    `timing=True` prints where the compile's time went on stderr, as
+    `fusec --mlir-timing` does (a pass per row, the program cache's lookup
+    and store, starting the kernel builds).
 
     A model compiled before, with the same options, target and fusec, is read
     back from the per-user cache instead of compiled again
     (`compiler/program_cache.py`; docs/running.md); `cache=False` (and
     `autotune=True`) always compiles."""
     kind = select_device(device)
-    text, _ = source_text(source)
-    store = ProgramStore.user() if cache and not autotune else None
-    key = ""
-    if store is not None:
-        options = {"fusion": fusion, "gemm": gemm, "fold_constants": fold_constants,
-                   "library_epilogue": library_epilogue, "conv": conv, "conv_tf32": conv_tf32,
-                   "attention": attention,
-                   # a plan calling cuDNN's attention needs its package where it runs
-                   "cudnn_attention": sdpa_available()}
-        key = program_key(text, options, get_target(target), kind)
-        hit = store.load(key)
-        if hit is not None:
-            program, memory, plan, kernels_path = hit
-            return CompiledModel(program, memory, plan, device, kernels_path=kernels_path,
-                                 graphs=graphs)
-    if kind == "gpu":  # a compile: before anything could import numba.cuda
-        # they import numba while the front end runs, and serve every model; a
-        # program from the cache starts none (a kernel its cache lacks starts them)
-        from fusec.codegen.build_pool import start_workers
+    text, name = source_text(source)
+    timer = PassTimer(enabled=timing)
+    try:
+        store = ProgramStore.user() if cache and not autotune else None
+        key = ""
+        if store is not None:
+            options = {"fusion": fusion, "gemm": gemm, "fold_constants": fold_constants,
+                       "library_epilogue": library_epilogue, "conv": conv, "conv_tf32": conv_tf32,
+                       "attention": attention, "library_timing": library_timing,
+                       # a plan calling cuDNN's attention needs its package where it runs
+                       "cudnn_attention": sdpa_available()}
+            with timer.timed("(program cache lookup)"):
+                key = program_key(text, options, get_target(target), kind)
+                hit = store.load(key)
+            if hit is not None:
+                program, memory, plan, kernels_path = hit
+                return CompiledModel(program, memory, plan, device, kernels_path=kernels_path,
+                                     graphs=graphs)
+        if kind == "gpu":  # a compile: before anything could import numba.cuda
+            # they import numba while the front end runs, and serve every model; a
+            # program from the cache starts none (a kernel its cache lacks starts them)
+            from fusec.codegen.build_pool import start_workers
 
-        start_workers()
-    artifacts = compile_model(source, fusion=fusion, target=target,
-                              schedule=ScheduleOptions(gemm=gemm,
-                                                       library_epilogue=library_epilogue,
-                                                       conv=conv, conv_tf32=conv_tf32,
-                                                       attention=attention),
-                              fold_constants=fold_constants, autotune=autotune or None)
-    if store is not None:
-        store.store(key, artifacts)
-    model = CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
-                          graphs=graphs)
-    model.start_kernel_builds()  # they compile while the caller goes on to its first call
-    return model
+            with timer.timed("(starting kernel builders)"):
+                start_workers()
+        artifacts = compile_model(text, fusion=fusion, target=target,
+                                  schedule=ScheduleOptions(gemm=gemm,
+                                                           library_epilogue=library_epilogue,
+                                                           conv=conv, conv_tf32=conv_tf32,
+                                                           attention=attention,
+                                                           library_timing=library_timing),
+                                  fold_constants=fold_constants, autotune=autotune or None,
+                                  instrument=Instrumentation(timer=timer), source_name=name)
+        if store is not None:
+            with timer.timed("(program cache store)"):
+                store.store(key, artifacts)
+        with timer.timed("(starting kernel builds)"):
+            model = CompiledModel(artifacts.program, artifacts.memory, artifacts.plan, device,
+                                  graphs=graphs)
+            model.start_kernel_builds()  # they compile while the caller goes on to its first call
+        return model
+    finally:
+        if timing:
+            sys.stderr.write(f"fusec: compile of {name}:\n{timer.report()}")
 
 
 def start_kernel_builders(device: str = "auto") -> bool:

@@ -47,7 +47,7 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.shapes import numel
 from fusec.scheduling.gemm_choice import GroupSplitter, split_head
 from fusec.scheduling.kinds.common import group_name
-from fusec.scheduling.library_tuning import ChoicePoint, LibraryTuner, tuned_choice
+from fusec.scheduling.library_tuning import ChoicePoint, LibraryCall, LibraryTuner, tuned_choice
 
 CONV_MODES = ("auto", "library", "fused")
 
@@ -86,6 +86,20 @@ def library_conv(group: GroupOp) -> tuple[nn.Conv2dOp | None, str]:
         return None, "no convolution"
     why = refusal(conv)
     return (None, why) if why else (conv, "")
+
+
+def conv_call(conv: nn.Conv2dOp, tf32: bool) -> LibraryCall:
+    """`conv` as the cuDNN launch that computes it (`codegen/library_conv.py`),
+    without value names; `tf32` lets an f32 convolution use TF32."""
+    row = of_device_dtype(value_dtype(conv.result))
+    keys: list[tuple[str, object]] = [
+        ("library", row.library_conv), ("strides", list(conv.strides)),
+        ("pads", list(conv.pads)), ("dilations", list(conv.dilations)),
+        ("groups", conv.groups), ("tf32", tf32 and row.name == "f32")]
+    if conv.channels_last:
+        keys.append(("layout", conv.layout))
+    shapes = tuple(tuple(tensor_shape(v)) for v in (conv.x, conv.weight, conv.result))
+    return LibraryCall(tuple(keys), shapes)
 
 
 def _only_library(conv: nn.Conv2dOp, why: str) -> FusecError:
@@ -197,7 +211,8 @@ class ConvChooser:
             self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
             tuned = tuned_choice(self.tuner, self.mode, lambda: ChoicePoint(
                 "conv", group, choice.library, choice.t_library * 1e6, choice.t_own * 1e6,
-                self.available, f"tf32={self.tf32}", self.schedule_alone),
+                self.available, f"tf32={self.tf32}", self.schedule_alone,
+                conv_call(conv, self.tf32), choice.t_call * 1e6),
                 lambda note: self.remarks.add("remark", f"group {group_name(group)}: {note}"))
             if not (choice.library if tuned is None else tuned):
                 return group

@@ -29,6 +29,21 @@ from fusec.dialects.fusion import GroupOp
 
 
 @dataclass(frozen=True)
+class LibraryCall:
+    """A choice's library call alone, as the plan will launch it: the
+    launch's keys without value names (`codegen/library_conv.py`: library,
+    strides, pads, ...) and its operands' shapes in launch order (x, w, y),
+    enough to time the call on random data (`compiler/library_clock.py`)."""
+
+    keys: tuple[tuple[str, object], ...]
+    shapes: tuple[tuple[int, ...], ...]
+
+    def spec(self) -> dict[str, object]:
+        """The keys as the launch's dictionary."""
+        return dict(self.keys)
+
+
+@dataclass(frozen=True)
 class ChoicePoint:
     """One library-or-own decision the cost model made."""
 
@@ -42,6 +57,10 @@ class ChoicePoint:
     # Schedule a scratch module holding a copy of `group` as `tile-and-promote`
     # would with the family's mode set to "library" or "fused".
     schedule_alone: Callable[[ModuleOp, str], None]
+    # The library call alone and the part of `est_library_us` it is (the rest:
+    # the epilogue's and prologue's kernels); None where it cannot be timed alone.
+    call: LibraryCall | None = None
+    est_call_us: float = 0.0
 
 
 class LibraryTuner(Protocol):

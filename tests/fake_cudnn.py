@@ -24,6 +24,8 @@ def install_fake_cudnn(monkeypatch: pytest.MonkeyPatch) -> None:
         op = types.SimpleNamespace(strides=spec["strides"], pads=spec["pads"],
                                    dilations=spec["dilations"], groups=spec["groups"],
                                    channels_last=spec.get("layout") == "nhwc")
+        if x.dtype == np.float16:  # cuDNN's half convolutions accumulate in f32
+            x, w = x.astype(np.float32), w.astype(np.float32)
         y[...] = _conv2d(op, x, w)  # type: ignore[arg-type]
 
     monkeypatch.setattr(cudnn_conv, "check_conv", lambda spec: None)

@@ -192,3 +192,19 @@ def test_a_program_from_the_cache_starts_no_build_workers(
     fusec.compile(PROGRAM)
     assert made == ["compiled", "cached"] and len(compiles) == 1
     assert started == [1]
+
+
+def test_timing_says_where_a_compile_went_and_a_cache_hit_compiles_nothing(
+        tmp_path: Path, compiles: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    _check(lambda: fusec.compile(PROGRAM, device="sim", timing=True), seed=11)
+    err = capsys.readouterr().err
+    assert "fusec: compile of <model>:" in err and "Execution time report" in err
+    for row in ("(program cache lookup)", "form-fusion-groups", "tile-and-promote",
+                "(code generation)", "(program cache store)", "(starting kernel builds)"):
+        assert row in err, row
+    _check(lambda: fusec.compile(PROGRAM, device="sim", timing=True), seed=12)
+    err = capsys.readouterr().err
+    assert "(program cache lookup)" in err and "form-fusion-groups" not in err
+    assert len(compiles) == 1
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=13)
+    assert "Execution time report" not in capsys.readouterr().err

@@ -1,0 +1,127 @@
+"""Timing one library call alone on the GPU present: the measured side of
+a library-or-own choice made while compiling (`compiler/library_clock.py`).
+
+```python
+us = time_call(call, l2_bytes=target.l2_bytes)    # a `LibraryCall` of a choice
+us = conv_call_us({"library": "cudnn_conv_bf16", "strides": [2, 2], ...},
+                  [(32, 3, 224, 224), (64, 3, 7, 7), (32, 64, 112, 112)], l2_bytes=50 << 20)
+```
+
+The call runs on fresh random operands (normal values; bf16 as its bits) at
+their real shapes, on a stream of its own, through the same path a plan's
+launch takes (`runtime/cudnn_conv.py`: the plan it makes is the one the
+compiled model's calls reuse). Operands smaller than `ROTATE_FACTOR` times
+the L2 are rotated over copies, so that each call reads DRAM as in a large
+model, not what the previous call left in L2. After `WARMUP` calls, batches
+of calls long enough against the events' resolution are timed with CUDA
+events; the result is the median of `REPEATS` batches, in microseconds per
+call. CuPy carries the arrays, the stream and the events: without it (or
+without a GPU) nothing is timed (`ClockUnavailable`), as for a call cuDNN
+refuses (`CudnnError`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fusec.analysis.diagnostics import FusecError
+from fusec.scheduling.library_tuning import LibraryCall
+
+WARMUP = 3
+REPEATS = 7
+BATCH_S = 5e-4  # a batch long against the events' resolution (~0.5 us)
+MAX_BATCH = 64
+ROTATE_FACTOR = 2
+MAX_COPIES = 8
+SEED = 0
+
+
+class ClockUnavailable(FusecError):
+    """No GPU or no CuPy to time a library call with."""
+
+
+def _cupy() -> Any:
+    try:
+        import cupy
+    except ImportError as err:
+        raise ClockUnavailable("CuPy is not installed") from err
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise ClockUnavailable("no CUDA GPU")
+    except cupy.cuda.runtime.CUDARuntimeError as err:
+        raise ClockUnavailable("no CUDA GPU") from err
+    return cupy
+
+
+def device_name() -> str:
+    """`NVIDIA H100 80GB HBM3 (cc 9.0)`: the GPU calls are timed on."""
+    cupy = _cupy()
+    dev = cupy.cuda.Device()
+    name = cupy.cuda.runtime.getDeviceProperties(dev.id)["name"]
+    major, minor = dev.compute_capability[0], dev.compute_capability[1:]
+    return f"{name.decode() if isinstance(name, bytes) else name} (cc {major}.{minor})"
+
+
+def time_call(call: LibraryCall, l2_bytes: int) -> float:
+    """Microseconds per call of `call` (module docstring)."""
+    spec = call.spec()
+    if not str(spec.get("library", "")).startswith("cudnn_conv_"):
+        raise ClockUnavailable(f"no clock for {spec.get('library')!r} calls")
+    return conv_call_us(spec, call.shapes, l2_bytes)
+
+
+def _random(cupy: Any, shape: Sequence[int], library: str, rng: np.random.Generator) -> Any:
+    values = rng.standard_normal(tuple(shape), dtype=np.float32)
+    if library.endswith("bf16"):  # bf16 tensors are their uint16 bits (rounded down)
+        return cupy.asarray((values.view(np.uint32) >> 16).astype(np.uint16))
+    dtype = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[library.rsplit("_", 1)[1]]
+    return cupy.asarray(values.astype(dtype))
+
+
+def _copies(shapes: Sequence[Sequence[int]], width: int, l2_bytes: int) -> int:
+    total = sum(math.prod(s) for s in shapes) * width
+    if total <= 0:
+        return 1
+    return max(1, min(MAX_COPIES, math.ceil(ROTATE_FACTOR * l2_bytes / total)))
+
+
+def conv_call_us(spec: dict[str, Any], shapes: Sequence[Sequence[int]],
+                 l2_bytes: int) -> float:
+    """Microseconds per call of the cuDNN convolution `spec` (a launch's
+    keys, `codegen/library_conv.py`) on operands of `shapes` (x, w, y)."""
+    from fusec.runtime.cudnn_conv import prepare_conv, run_conv
+
+    cupy = _cupy()
+    library = str(spec["library"])
+    rng = np.random.default_rng(SEED)
+    width = 8 if library.endswith("f64") else 4 if library.endswith("f32") else 2
+    copies = [[_random(cupy, s, library, rng) for s in shapes]
+              for _ in range(_copies(shapes, width, l2_bytes))]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    prepare_conv(spec, copies[0])
+    turn = 0
+
+    def run(n: int) -> None:
+        nonlocal turn
+        for _ in range(n):
+            run_conv(spec, copies[turn % len(copies)], stream.ptr)
+            turn += 1
+
+    def seconds(n: int) -> float:
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        run(n)
+        end.record(stream)
+        end.synchronize()
+        return float(cupy.cuda.get_elapsed_time(start, end)) / 1e3
+
+    run(WARMUP)
+    stream.synchronize()
+    one = max(seconds(1), 1e-7)
+    batch = max(1, min(MAX_BATCH, math.ceil(BATCH_S / one)))
+    return statistics.median(seconds(batch) / batch for _ in range(REPEATS)) * 1e6

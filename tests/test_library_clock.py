@@ -1,0 +1,167 @@
+"""A compile on the GPU it targets times each convolution's cuDNN call and
+weighs the measurement, not the model's estimate, against the own kernel
+(`compiler/library_clock.py`). Here the clock is a fake (the CPU has no GPU):
+the plan follows it, the numbers match the reference in the simulator
+(cuDNN replaced by a NumPy stand-in), a second compile times nothing, a
+broken cache entry is timed again, and without a usable GPU (or with
+`--no-library-timing`) nothing is timed. The real clock is tested on the GPU
+(tests/test_gpu_library_conv.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fusec.analysis.targets import TARGETS, Target
+from fusec.compiler import library_clock
+from fusec.compiler.cli import main
+from fusec.compiler.library_clock import MeasuredLibraryCalls, call_fingerprint
+from fusec.passes import tile_and_promote
+from fusec.runtime.tuning_cache import TuningCache
+from fusec.scheduling.library_tuning import LibraryCall
+from tests.fake_cudnn import install_fake_cudnn
+from tests.test_autotune_library import check_numbers, plan_of
+from tests.test_library_conv import conv_text
+
+# A dense f16 convolution the model gives to cuDNN (its call estimated near 1 us).
+BIG = conv_text("f16", n=4, c=64, hw=16, o=64)
+
+
+class FakeClock:
+    """Microseconds per call, the same for every call; counts the calls timed."""
+
+    def __init__(self, us: float) -> None:
+        self.us = us
+        self.timed: list[LibraryCall] = []
+
+    def __call__(self, call: LibraryCall) -> float:
+        self.timed.append(call)
+        return self.us
+
+
+@pytest.fixture
+def clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """cuDNN counted as installed and computed by NumPy; the compile's
+    library clock a `FakeClock` (1000 us unless a test changes it) with a
+    tuning cache of the test's own."""
+    monkeypatch.setattr(tile_and_promote, "cudnn_available", lambda: True)
+    install_fake_cudnn(monkeypatch)
+    fake = FakeClock(1000.0)
+    monkeypatch.setenv("FUSEC_TUNING_CACHE", str(tmp_path / "tuning"))
+
+    def tuner(target: Target, cache: TuningCache | None) -> MeasuredLibraryCalls:
+        return MeasuredLibraryCalls(fake, "fake GPU (cc 9.0)", target, cache)
+
+    monkeypatch.setattr(library_clock, "measured_library_calls", tuner)
+    return fake
+
+
+def compile_out(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str], *flags: str,
+                name: str = "out") -> tuple[Path, str]:
+    model = tmp_path / "m.mlir"
+    model.write_text(text, encoding="utf-8")
+    out = tmp_path / name
+    code = main([str(model), "-o", str(out), "--target", "h200", "--remarks", "--no-cache",
+                 *flags])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "Traceback" not in err, err
+    return out, err
+
+
+def library_launches(out: Path) -> list[dict[str, object]]:
+    return [la for la in plan_of(out)["functions"]["f"]["launches"] if "library" in la]
+
+
+def test_a_call_measured_slower_than_the_own_kernel_keeps_the_own_kernel(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock) -> None:
+    out, err = compile_out(tmp_path, BIG, capsys)
+    launches = plan_of(out)["functions"]["f"]["launches"]
+    assert len(launches) == 1 and not library_launches(out)  # one fused kernel, no cuDNN
+    assert len(clock.timed) == 1
+    call = clock.timed[0]
+    assert call.spec()["library"] == "cudnn_conv_f16"
+    assert call.shapes == ((4, 64, 16, 16), (64, 64, 3, 3), (4, 64, 16, 16))
+    assert "cuDNN's call measured 1000.0 us" in err
+    assert "own (the model's choice overruled)" in err
+    check_numbers(out, BIG, rtol=2e-2, atol=2e-2)
+
+
+def test_a_call_measured_fast_takes_the_library_and_its_epilogue(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock) -> None:
+    clock.us = 0.5
+    out, err = compile_out(tmp_path, BIG, capsys)
+    launches = plan_of(out)["functions"]["f"]["launches"]
+    assert len(launches) == 2 and len(library_launches(out)) == 1  # cuDNN, then the epilogue
+    assert "library (the model's choice)" in err
+    check_numbers(out, BIG, rtol=2e-2, atol=2e-2)
+
+
+def test_a_second_compile_reads_the_measurement_from_the_tuning_cache(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock) -> None:
+    compile_out(tmp_path, BIG, capsys)
+    assert len(clock.timed) == 1
+    out, err = compile_out(tmp_path, BIG, capsys, name="again")
+    assert len(clock.timed) == 1, "timed again despite the cache"
+    assert "measured 1000.0 us (from the tuning cache)" in err
+    assert not library_launches(out)
+
+
+def test_a_broken_cache_entry_is_timed_again_and_replaced(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock) -> None:
+    compile_out(tmp_path, BIG, capsys)
+    (entry,) = (tmp_path / "tuning").rglob("*.json")
+    data = json.loads(entry.read_text(encoding="utf-8"))
+    data["result"] = {"library_call_us": "fast"}
+    entry.write_text(json.dumps(data), encoding="utf-8")
+    _, err = compile_out(tmp_path, BIG, capsys, name="again")
+    assert len(clock.timed) == 2
+    assert "ignoring the tuning cache entry" in err and "library_call_us" in err
+    assert json.loads(entry.read_text(encoding="utf-8"))["result"] == {"library_call_us": 1000.0}
+
+
+def test_no_library_timing_leaves_the_choice_to_the_model(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock) -> None:
+    out, err = compile_out(tmp_path, BIG, capsys, "--no-library-timing")
+    assert not clock.timed and "measured" not in err
+    assert len(library_launches(out)) == 1  # the model's choice
+
+
+def test_explicit_conv_modes_are_never_overruled(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock) -> None:
+    out, _ = compile_out(tmp_path, BIG, capsys, "--conv", "library")
+    assert not clock.timed and len(library_launches(out)) == 1
+
+
+def test_a_call_that_cannot_be_timed_keeps_the_model_s_choice() -> None:
+    from fusec.analysis.diagnostics import FusecError
+    from fusec.scheduling.library_tuning import ChoicePoint
+
+    def refuse(call: LibraryCall) -> float:
+        raise FusecError("cuDNN has no algorithm")
+
+    call = LibraryCall((("library", "cudnn_conv_f16"),), ((1, 8, 4, 4), (8, 8, 1, 1),
+                                                           (1, 8, 4, 4)))
+    tuner = MeasuredLibraryCalls(refuse, "fake GPU", TARGETS["h200"])
+    point = ChoicePoint("conv", None, True, 5.0, 9.0, True, "", lambda m, mode: None,  # type: ignore[arg-type]
+                        call, 3.0)
+    assert tuner.choose(point) == (True, "cuDNN's call could not be timed (cuDNN has no "
+                                         "algorithm); the model's choice kept")
+    # GEMMs, and choices without a call to time, are the model's
+    gemm = ChoicePoint("gemm", None, False, 5.0, 9.0, True, "", lambda m, mode: None)  # type: ignore[arg-type]
+    assert tuner.choose(gemm) == (False, "")
+
+
+def test_calls_differing_in_any_key_or_shape_are_measured_apart() -> None:
+    a = LibraryCall((("library", "cudnn_conv_f16"), ("strides", [1, 1])),
+                    ((1, 8, 4, 4), (8, 8, 1, 1), (1, 8, 4, 4)))
+    b = LibraryCall((("library", "cudnn_conv_f16"), ("strides", [2, 2])), a.shapes)
+    c = LibraryCall(a.keys, ((2, 8, 4, 4), (8, 8, 1, 1), (2, 8, 4, 4)))
+    assert len({call_fingerprint(x) for x in (a, b, c)}) == 3
+
+
+def test_without_a_gpu_nothing_is_timed() -> None:
+    # the test machine has none (or runs the simulator)
+    assert library_clock.measured_library_calls(TARGETS["h200"], None) is None
