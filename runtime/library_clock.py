@@ -12,12 +12,15 @@ their real shapes, on a stream of its own, through the same path a plan's
 launch takes (`runtime/cudnn_conv.py`: the plan it makes is the one the
 compiled model's calls reuse). Operands smaller than `ROTATE_FACTOR` times
 the L2 are rotated over copies, so that each call reads DRAM as in a large
-model, not what the previous call left in L2. After `WARMUP` calls, batches
-of calls long enough against the events' resolution are timed with CUDA
-events; the result is the median of `REPEATS` batches, in microseconds per
-call. CuPy carries the arrays, the stream and the events: without it (or
-without a GPU) nothing is timed (`ClockUnavailable`), as for a call cuDNN
-refuses (`CudnnError`).
+model, not what the previous call left in L2. After `WARMUP` calls, a batch
+of calls long enough against the events' resolution is captured as one CUDA
+graph and its replays timed with CUDA events (calls enqueued one by one
+would measure the host: cuDNN's legacy API spends tens of microseconds of
+CPU per call, more than a small convolution's GPU time); the result is the
+median of `REPEATS` replays, in microseconds per call. CuPy carries the
+arrays, the stream, the graphs and the events: without it (or without a
+GPU) nothing is timed (`ClockUnavailable`), as for a call cuDNN refuses
+(`CudnnError`).
 """
 
 from __future__ import annotations
@@ -112,16 +115,32 @@ def conv_call_us(spec: dict[str, Any], shapes: Sequence[Sequence[int]],
             run_conv(spec, copies[turn % len(copies)], stream.ptr)
             turn += 1
 
-    def seconds(n: int) -> float:
+    def graph_of(n: int) -> Any:
+        """n calls captured as one CUDA graph: replayed, they run back to back,
+        as in a compiled model's replay, whatever the host's cost per call."""
+        with stream:
+            stream.begin_capture()
+            try:
+                run(n)
+            finally:
+                graph = stream.end_capture()
+        graph.upload(stream)
+        return graph
+
+    def seconds(graph: Any) -> float:
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         start.record(stream)
-        run(n)
+        graph.launch(stream)
         end.record(stream)
         end.synchronize()
         return float(cupy.cuda.get_elapsed_time(start, end)) / 1e3
 
     run(WARMUP)
     stream.synchronize()
-    one = max(seconds(1), 1e-7)
+    single = graph_of(1)
+    seconds(single)
+    one = max(seconds(single), 1e-7)
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_S / one)))
-    return statistics.median(seconds(batch) / batch for _ in range(REPEATS)) * 1e6
+    graph = graph_of(batch)
+    seconds(graph)
+    return statistics.median(seconds(graph) / batch for _ in range(REPEATS)) * 1e6
