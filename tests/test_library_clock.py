@@ -165,3 +165,34 @@ def test_calls_differing_in_any_key_or_shape_are_measured_apart() -> None:
 def test_without_a_gpu_nothing_is_timed() -> None:
     # the test machine has none (or runs the simulator)
     assert library_clock.measured_library_calls(TARGETS["h200"], None) is None
+
+
+class BothTimed:
+    """Stands in for the autotuner's `ChoiceTuner`: says own, and what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[bool] = []
+
+    def choose(self, point: object) -> tuple[bool, str]:
+        self.asked.append(point.model_library)  # type: ignore[attr-defined]
+        return False, "timed both: own"
+
+
+@pytest.mark.parametrize(("call_us", "close"), [(45.0, True), (5.0, False), (200.0, False)])
+def test_a_close_call_is_decided_by_timing_both_sides(call_us: float, close: bool) -> None:
+    from fusec.scheduling.library_tuning import ChoicePoint
+
+    both = BothTimed()
+    call = LibraryCall((("library", "cudnn_conv_f16"),), ((1, 8, 4, 4), (8, 8, 1, 1),
+                                                           (1, 8, 4, 4)))
+    tuner = MeasuredLibraryCalls(lambda c: call_us, "fake GPU", TARGETS["h200"], None,
+                                 lambda: both)
+    # estimates: the call 40 of the library's 50 us (10 us of epilogue), own 60 us
+    point = ChoicePoint("conv", None, True, 50.0, 60.0, True, "", lambda m, mode: None,  # type: ignore[arg-type]
+                        call, 40.0)
+    library, note = tuner.choose(point)
+    if close:  # 45 + 10 = 55 us against 60: timed whole, the measured call's choice first
+        assert both.asked == [True] and (library, note.endswith("a close call: timed both: own")) \
+            == (False, True)
+    else:
+        assert both.asked == [] and library == (call_us + 10.0 < 60.0)
