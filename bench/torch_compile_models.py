@@ -260,16 +260,10 @@ def call_summary(graph_reports: Sequence[Any]) -> str:
     or whose calls launch one by one, measures more than the kernels."""
     from fusec.runtime.graph_cache import CallCounts
 
-    total = CallCounts()
-    for graph in graph_reports:
-        for part in graph.fusec_partitions:
-            if part.model is None:  # a report without its compiled model
-                continue
-            c = part.model.call_counts()
-            total.one_by_one += c.one_by_one
-            total.replays += c.replays
-            total.copying_replays += c.copying_replays
-            total.copied_bytes += c.copied_bytes
+    total = sum((part.model.call_counts() for graph in graph_reports
+                 for part in graph.fusec_partitions
+                 if part.model is not None),  # a report without its compiled model
+                CallCounts())
     text = f"{total.one_by_one} / {total.replays}"
     if total.copying_replays:
         text += (f" ({total.copying_replays} copying, "

@@ -49,7 +49,7 @@ array on another would replay the earlier decision.)
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Generic, TypeVar
 
 Key = tuple[tuple[int | None, ...], tuple[int, ...] | None]
@@ -81,6 +81,10 @@ class CallCounts:
     copying_replays: int = 0
     copied_bytes: int = 0
     captures: int = 0
+
+    def __add__(self, other: CallCounts) -> CallCounts:
+        """Both counts together (the partitions of one model)."""
+        return CallCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
 
 def static_key(n_inputs: int) -> Key:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from fusec.analysis.diagnostics import FusecError
+from fusec.dialects.element_types import ELEMENT_TYPES, ElementType, bf16_bits
 from fusec.scheduling.library_tuning import LibraryCall
 
 WARMUP = 3
@@ -78,12 +79,19 @@ def time_call(call: LibraryCall, l2_bytes: int) -> float:
     return conv_call_us(spec, call.shapes, l2_bytes)
 
 
-def _random(cupy: Any, shape: Sequence[int], library: str, rng: np.random.Generator) -> Any:
+def _row(library: str) -> ElementType:
+    """The element type of a library call's operands (`cudnn_conv_bf16`: bf16)."""
+    row = next((e for e in ELEMENT_TYPES if e.library_conv == library), None)
+    if row is None:
+        raise ClockUnavailable(f"no element type calls {library!r}")
+    return row
+
+
+def _random(cupy: Any, shape: Sequence[int], row: ElementType, rng: np.random.Generator) -> Any:
     values = rng.standard_normal(tuple(shape), dtype=np.float32)
-    if library.endswith("bf16"):  # bf16 tensors are their uint16 bits (rounded down)
-        return cupy.asarray((values.view(np.uint32) >> 16).astype(np.uint16))
-    dtype = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[library.rsplit("_", 1)[1]]
-    return cupy.asarray(values.astype(dtype))
+    if row.name == "bf16":  # device buffers hold the bits
+        return cupy.asarray(bf16_bits(values))
+    return cupy.asarray(values.astype(row.device_dtype))
 
 
 def _copies(shapes: Sequence[Sequence[int]], width: int, l2_bytes: int) -> int:
@@ -100,11 +108,10 @@ def conv_call_us(spec: dict[str, Any], shapes: Sequence[Sequence[int]],
     from fusec.runtime.cudnn_conv import prepare_conv, run_conv
 
     cupy = _cupy()
-    library = str(spec["library"])
+    row = _row(str(spec["library"]))
     rng = np.random.default_rng(SEED)
-    width = 8 if library.endswith("f64") else 4 if library.endswith("f32") else 2
-    copies = [[_random(cupy, s, library, rng) for s in shapes]
-              for _ in range(_copies(shapes, width, l2_bytes))]
+    copies = [[_random(cupy, s, row, rng) for s in shapes]
+              for _ in range(_copies(shapes, row.width, l2_bytes))]
     stream = cupy.cuda.Stream(non_blocking=True)
     prepare_conv(spec, copies[0])
     turn = 0

@@ -350,3 +350,10 @@ def test_cache_budget_refills_on_hits_and_caps() -> None:
     cache.put(static_key(1), "static")
     assert cache.budget == 2.0 and cache.get(static_key(1)) == "static"
     assert cache.get(((3,), None)) is None
+
+
+def test_call_counts_add_field_by_field() -> None:
+    a = CallCounts(one_by_one=1, replays=9, copying_replays=2, copied_bytes=64, captures=1)
+    b = CallCounts(one_by_one=3, replays=1, copying_replays=0, copied_bytes=0, captures=2)
+    assert a + b == CallCounts(4, 10, 2, 64, 3)
+    assert sum((a, b), CallCounts()) == a + b
