@@ -127,11 +127,16 @@ def stand_ins(monkeypatch: pytest.MonkeyPatch) -> None:
 def fusec_autotune(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str],
                    *flags: str, name: str = "out") -> tuple[Path, str]:
     """`fusec m.mlir -o OUT --autotune --target h200 FLAGS`; (OUT, stderr)."""
+    return fusec_out(tmp_path, text, capsys, "--autotune", "--quiet", *flags, name=name)
+
+
+def fusec_out(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str],
+              *flags: str, name: str = "out") -> tuple[Path, str]:
+    """`fusec m.mlir -o OUT --target h200 FLAGS`, which must succeed; (OUT, stderr)."""
     model = tmp_path / "m.mlir"
     model.write_text(text, encoding="utf-8")
     out = tmp_path / name
-    code = main([str(model), "-o", str(out), "--autotune", "--target", "h200", "--quiet",
-                 *flags])
+    code = main([str(model), "-o", str(out), "--target", "h200", *flags])
     err = capsys.readouterr().err
     assert code == 0, err
     assert "Traceback" not in err and "internal error" not in err, err

@@ -16,13 +16,12 @@ import pytest
 
 from fusec.analysis.targets import TARGETS, Target
 from fusec.compiler import library_clock
-from fusec.compiler.cli import main
 from fusec.compiler.library_clock import MeasuredLibraryCalls, call_fingerprint
 from fusec.passes import tile_and_promote
 from fusec.runtime.tuning_cache import TuningCache
 from fusec.scheduling.library_tuning import LibraryCall
 from tests.fake_cudnn import install_fake_cudnn
-from tests.test_autotune_library import check_numbers, plan_of
+from tests.test_autotune_library import check_numbers, fusec_out, plan_of
 from tests.test_library_conv import conv_text
 
 # A dense f16 convolution the model gives to cuDNN (its call estimated near 1 us).
@@ -60,15 +59,7 @@ def clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 def compile_out(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str], *flags: str,
                 name: str = "out") -> tuple[Path, str]:
-    model = tmp_path / "m.mlir"
-    model.write_text(text, encoding="utf-8")
-    out = tmp_path / name
-    code = main([str(model), "-o", str(out), "--target", "h200", "--remarks", "--no-cache",
-                 *flags])
-    err = capsys.readouterr().err
-    assert code == 0, err
-    assert "Traceback" not in err, err
-    return out, err
+    return fusec_out(tmp_path, text, capsys, "--remarks", "--no-cache", *flags, name=name)
 
 
 def library_launches(out: Path) -> list[dict[str, object]]:
