@@ -93,6 +93,11 @@ class FunctionProgram:
     launches: list[KernelLaunch]
     views: list[View] = field(default_factory=list[View])
     constants: dict[str, np.ndarray] = field(default_factory=dict[str, np.ndarray])
+    # Per integer input (value id): the exclusive bound its random values are
+    # drawn below when kernels are timed (`reference.interpreter.index_bounds`:
+    # the smallest table a gather it indexes reads), so a timed gather reads
+    # scattered rows, as real indices make it. Not in plan.json.
+    index_bounds: dict[str, int] = field(default_factory=dict[str, int])
 
 
 @dataclass

@@ -65,6 +65,7 @@ from fusec.dialects import nn
 from fusec.dialects.element_types import bf16_bits, of_device_dtype
 from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import dense_to_numpy, int_list, tensor_shape
+from fusec.reference.interpreter import index_bounds
 from fusec.scheduling.group_plan import group_plan
 from fusec.scheduling.split_plan import split_launches
 from fusec.scheduling.transposed_plan import TransposedPlan
@@ -153,6 +154,9 @@ class _FunctionBuilder:
         block = self.func.body.block
         self.program.inputs = [self.value_id(a) for a in block.args]
         self.program.input_names = [a.name_hint or f"arg{i}" for i, a in enumerate(block.args)]
+        self.program.index_bounds = {
+            vid: bound for vid, bound in zip(self.program.inputs, index_bounds(self.func),
+                                             strict=True) if bound is not None}
         for group in [g for g in block.ops if isinstance(g, GroupOp)]:
             inline_splat_inputs(group)  # a pipeline without group-each-op may leave them
         for members in split_launches(list(block.ops)):

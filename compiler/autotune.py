@@ -38,7 +38,6 @@ The results go to plan.json and to report.md's "Autotuning" section
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,7 +65,6 @@ from fusec.compiler.tuning_trials import (
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY, ScheduleAttr
-from fusec.reference.interpreter import index_bounds
 from fusec.runtime.progress import progress_bar
 from fusec.runtime.tuning_cache import TuningCache, tuning_key
 from fusec.runtime.tuning_timer import GroupTimer, Interleaving, Preparing
@@ -273,10 +271,7 @@ def _time_jobs(jobs: list[_Job], target: Target, timer: GroupTimer,
             tuned: list[Tuned] = []
             for _, schedules in job.variants:
                 fps = [program.functions[f"t{i}"] for i in range(n, n + len(schedules))]
-                # the trial functions' arguments are the programs' inputs, in order
-                bounds = index_bounds(funcs[n])
-                tuned.append(_time_variant(timer, program.kernels_source, fps, n, schedules,
-                                           bounds))
+                tuned.append(_time_variant(timer, program.kernels_source, fps, n, schedules))
                 n += len(schedules)
             out.append(tuned)
             bar.advance(group_name(job.group))
@@ -284,16 +279,14 @@ def _time_jobs(jobs: list[_Job], target: Target, timer: GroupTimer,
 
 
 def _time_variant(timer: GroupTimer, source: str, fps: list[FunctionProgram], seed: int,
-                  schedules: list[ScheduleAttr | None],
-                  bounds: Sequence[int | None] = ()) -> Tuned:
+                  schedules: list[ScheduleAttr | None]) -> Tuned:
     """The candidates of one variant, on the same fresh random inputs (each
-    with its own workspaces and outputs), interleaved where the timer can;
-    `bounds`: per input, the exclusive bound of its random integers."""
+    with its own workspaces and outputs), interleaved where the timer can."""
     shared: dict[str, np.ndarray] = {}
     arrays: list[dict[str, np.ndarray]] = []
     for i, fp in enumerate(fps):
         own = dict(shared)
-        _fill_arrays(own, fp, seed + i, bounds)
+        _fill_arrays(own, fp, seed + i)
         for value, array in own.items():
             shared.setdefault(value, array)
         arrays.append(own)
@@ -315,15 +308,14 @@ def _time_variant(timer: GroupTimer, source: str, fps: list[FunctionProgram], se
     return Tuned(list(schedules), times, est, [list(s) for s in samples])
 
 
-def _fill_arrays(arrays: dict[str, np.ndarray], fp: FunctionProgram, seed: int,
-                 bounds: Sequence[int | None] = ()) -> None:
-    """Fresh random inputs, the constants and workspaces, and output buffers
-    for every argument of `fp`'s launches not in `arrays` yet. An integer
-    input with a bound in `bounds` (per input: `index_bounds` of the trial
-    function, the smallest table a gather it indexes reads) is drawn
-    uniformly below it, so a gather is timed on scattered reads, not on
-    index 0 again and again (a cache-hot read that no real input gives)."""
-    from fusec.runtime.bf16_io import host_bits
+def _fill_arrays(arrays: dict[str, np.ndarray], fp: FunctionProgram, seed: int) -> None:
+    """Fresh random inputs (`call_timer.random_input`: an integer input
+    that indexes a gather drawn below its table, `fp.index_bounds`, so a
+    gather is timed on scattered reads, not on index 0 again and again, a
+    cache-hot read that no real input gives), the constants and workspaces,
+    and output buffers for every argument of `fp`'s launches not in
+    `arrays` yet."""
+    from fusec.runtime.call_timer import random_input
 
     args = [a for la in fp.launches for a in la.args]
     # A value another candidate sized differently (a split reduction's
@@ -337,19 +329,10 @@ def _fill_arrays(arrays: dict[str, np.ndarray], fp: FunctionProgram, seed: int,
         spec = fp.values[v]
         if v in fp.constants:
             arrays[v] = np.ascontiguousarray(fp.constants[v])
-        elif v in fp.inputs and spec.dtype == "uint16":  # bf16 bits
-            arrays[v] = host_bits(rng.standard_normal(spec.shape).astype(np.float32))
-        elif v in fp.inputs and np.dtype(spec.dtype).kind == "f":
-            arrays[v] = rng.standard_normal(spec.shape).astype(spec.dtype)
-        elif v in fp.inputs and np.dtype(spec.dtype).kind in "iu" and \
-                (bound := _bound(bounds, fp.inputs.index(v))) is not None:
-            arrays[v] = rng.integers(0, bound, spec.shape).astype(spec.dtype)
-        else:  # masks, outputs (and integers without a bound: 0, always in range)
+        elif v in fp.inputs:
+            arrays[v] = random_input(rng, spec, fp.index_bounds.get(v))
+        else:  # outputs and workspaces
             arrays[v] = np.zeros(spec.shape, spec.dtype)
-
-
-def _bound(bounds: Sequence[int | None], position: int) -> int | None:
-    return bounds[position] if position < len(bounds) else None
 
 
 def _from_cache(cache: TuningCache | None, key: str, group: GroupOp, target: Target,

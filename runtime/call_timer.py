@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from fusec.analysis.program import FunctionProgram, Program
+from fusec.analysis.program import FunctionProgram, Program, TensorSpec
 from fusec.runtime.tuning_timer import MAX_QUEUED, BatchClock, interleaved_samples, rotation_copies
 
 INPUT_SEED = 0
@@ -30,22 +30,28 @@ class StreamClock(BatchClock, Protocol):
     stream: Any
 
 
-def random_inputs(fp: FunctionProgram, seed: int = INPUT_SEED) -> list[np.ndarray]:
-    """Fresh random host inputs of `fp` in their device dtypes (bf16 as its
-    bits, integers zero: always valid indices)."""
+def random_input(rng: np.random.Generator, spec: TensorSpec, bound: int | None) -> np.ndarray:
+    """A fresh random host input of `spec`: floats from N(0, 1) in their
+    device dtype (bf16 as its bits), integers uniform below `bound` (a
+    `FunctionProgram.index_bounds` entry), else zeros: an index always in
+    range, and a Boolean mask."""
     from fusec.runtime.bf16_io import host_bits, is_bf16
 
+    if is_bf16(spec.dtype):
+        return host_bits(rng.standard_normal(spec.shape).astype(np.float32))
+    kind = np.dtype(spec.dtype).kind
+    if kind == "f":
+        return rng.standard_normal(spec.shape).astype(spec.dtype)
+    if kind in "iu" and bound is not None:
+        return rng.integers(0, bound, spec.shape).astype(spec.dtype)
+    return np.zeros(spec.shape, spec.dtype)
+
+
+def random_inputs(fp: FunctionProgram, seed: int = INPUT_SEED) -> list[np.ndarray]:
+    """Fresh random host inputs of `fp` (`random_input`: gather indices drawn
+    below the table they index)."""
     rng = np.random.default_rng(seed)
-    out = []
-    for v in fp.inputs:
-        spec = fp.values[v]
-        if is_bf16(spec.dtype):
-            out.append(host_bits(rng.standard_normal(spec.shape).astype(np.float32)))
-        elif np.dtype(spec.dtype).kind == "f":
-            out.append(rng.standard_normal(spec.shape).astype(spec.dtype))
-        else:
-            out.append(np.zeros(spec.shape, spec.dtype))
-    return out
+    return [random_input(rng, fp.values[v], fp.index_bounds.get(v)) for v in fp.inputs]
 
 
 def time_programs(cuda: Any, clock: StreamClock, programs: Sequence[Program], l2_bytes: int,

@@ -249,3 +249,18 @@ def test_gather_indices_are_timed_scattered_over_the_table() -> None:
         assert ids.min() >= 0 and ids.max() < 50
         assert len(np.unique(ids)) > 20  # 64 draws below 50: many distinct rows
     _check_numbers(art, GATHER)
+
+
+def test_whole_calls_are_timed_on_gather_indices_below_the_table() -> None:
+    """The program carries each index input's bound (codegen, from the
+    gathers it feeds): the whole-call timer's inputs (library-or-own
+    choices, the autotuner's last check) are scattered rows, not index 0."""
+    from fusec.runtime.call_timer import random_inputs as timing_inputs
+
+    fp = compile_model(GATHER, target="h200").program.functions["f"]
+    table, ids = fp.inputs
+    assert fp.index_bounds == {ids: 50}
+    host = timing_inputs(fp, seed=3)
+    assert host[0].dtype == np.float32 and host[0].std() > 0.5  # N(0, 1), never zeros
+    assert host[1].dtype == np.int64 and host[1].min() >= 0 and host[1].max() < 50
+    assert len(np.unique(host[1])) > 20
