@@ -10,8 +10,9 @@ needed). The builds of a cold first call run in parallel in the build workers
 
 Each kernel is compiled as the build worker compiles it (its unit,
 `codegen/kernel_unit.py`, through `cuda.compile_ptx` for the OUT's target,
-then `ptxas -v`), in one child process without the simulator, after a warm-up
-compile. Printed per kernel: the seconds of each stage, the unit's source
+then `ptxas -v`, with numba's lowering and typing patched as in a worker:
+`codegen/numba_lowering.py`, `codegen/numba_typing.py`), in one child process
+without the simulator, after a warm-up compile. Printed per kernel: the seconds of each stage, the unit's source
 bytes, the PTX's `mma.sync` count, its local-memory instructions
 (`ld.local`/`st.local`: anything numba or NVVM left in local memory) and
 ptxas's registers and spill bytes. `--json FILE` writes the rows with two
@@ -62,6 +63,12 @@ def timed(*args, **kwargs):
 
 
 nvvm.compile_ir = timed
+
+# what a build worker does to numba before it compiles (codegen/build_worker.py)
+from fusec.codegen import numba_lowering, numba_typing
+
+numba_lowering.install()
+numba_typing.install()
 
 
 def unnumbered(ptx):

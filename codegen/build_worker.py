@@ -4,8 +4,9 @@ Started by `codegen/build_pool.py` as a plain subprocess, so it never runs
 the caller's `__main__` (multiprocessing's "spawn" re-imports a script's
 main module in each worker: a script that imports torch costs seconds per
 worker) and imports only the standard library, numba,
-`codegen/compile_errors.py` and `codegen/numba_lowering.py` (one step of
-numba's lowering made linear in a block's length). It imports numba's CUDA
+`codegen/compile_errors.py`, `codegen/numba_lowering.py` (one step of
+numba's lowering made linear in a block's length) and
+`codegen/numba_typing.py` (each distinct call typed once). It imports numba's CUDA
 target at once, and compiles a small kernel, before the first request, so
 that it is warm by the time the front end has a kernel to compile. It
 never runs with `NUMBA_ENABLE_CUDASIM` (the simulator compiles nothing; the
@@ -93,10 +94,11 @@ def compile_request(request: dict[str, Any]) -> dict[str, Any]:
     from numba import cuda
     from numba.cuda import types as nt
 
+    from fusec.codegen import numba_lowering, numba_typing
     from fusec.codegen.compile_errors import environmental
-    from fusec.codegen.numba_lowering import install
 
-    install()  # numba's lowering in linear time (idempotent)
+    numba_lowering.install()  # numba's lowering in linear time (idempotent)
+    numba_typing.install()  # each distinct call typed once
     try:
         module = types.ModuleType(UNIT_MODULE)
         exec(compile(request["source"], "<fusec kernel>", "exec"), module.__dict__)
@@ -164,9 +166,10 @@ def main() -> int:
     import numba.cuda  # noqa: F401  (warm: the first request should not pay for it)
     from numba.cuda import compiler  # noqa: F401
 
-    from fusec.codegen.numba_lowering import install
+    from fusec.codegen import numba_lowering, numba_typing
 
-    install()
+    numba_lowering.install()
+    numba_typing.install()
     warm_up()
 
     for line in sys.stdin:
