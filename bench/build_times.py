@@ -12,16 +12,16 @@ Each kernel is compiled as the build worker compiles it (its unit,
 `codegen/kernel_unit.py`, through `cuda.compile_ptx` for the OUT's target,
 then `ptxas -v`, with numba's lowering and typing patched as in a worker:
 `codegen/numba_lowering.py`, `codegen/numba_typing.py`), in one child process
-without the simulator, after a warm-up compile. Printed per kernel: the seconds of each stage, the unit's source
-bytes, the PTX's `mma.sync` count, its local-memory instructions
-(`ld.local`/`st.local`: anything numba or NVVM left in local memory) and
-ptxas's registers and spill bytes. `--json FILE` writes the rows with two
-more facts: the CPU seconds of the front end and NVVM together (`cpu_s`,
-less disturbed than wall seconds by other processes on a shared machine)
-and the SHA-256 of the cubin (`cubin_sha256`) built from the PTX with
-numba's per-process numbering taken out of its names, so that a change of
-the code generator meant to leave the machine code as it was can be checked
-kernel by kernel.
+without the simulator, after a warm-up compile. Printed per kernel: the
+seconds of each stage, the unit's source bytes, the PTX's `mma.sync` count,
+its local-memory instructions (`ld.local`/`st.local`: anything numba or NVVM
+left in local memory) and ptxas's registers and spill bytes. `--json FILE`
+writes the rows with two more facts: the CPU seconds of the front end and NVVM
+together (`cpu_s`, less disturbed than wall seconds by other processes on a
+shared machine) and the SHA-256 of the cubin (`cubin_sha256`) built from the
+PTX with numba's per-process numbering taken out of its names, so that a
+change of the code generator meant to leave the machine code as it was can be
+checked kernel by kernel.
 
     python -m fusec.bench.build_times OUT --json before.json
 """

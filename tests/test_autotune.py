@@ -258,7 +258,7 @@ def test_whole_calls_are_timed_on_gather_indices_below_the_table() -> None:
     from fusec.runtime.call_timer import random_inputs as timing_inputs
 
     fp = compile_model(GATHER, target="h200").program.functions["f"]
-    table, ids = fp.inputs
+    _, ids = fp.inputs
     assert fp.index_bounds == {ids: 50}
     host = timing_inputs(fp, seed=3)
     assert host[0].dtype == np.float32 and host[0].std() > 0.5  # N(0, 1), never zeros
