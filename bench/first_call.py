@@ -30,6 +30,10 @@ kernel), until the last build was done, the longest build and its kernel,
 and the seconds after it (the rest of the front end, loading the kernels,
 the call itself).
 
+`--fusec-options JSON` hands fusec's children the backend's options (a JSON
+object, e.g. `'{"ptxas_wait": 0}'`; named in the table's header), so that
+two settings can be compared on the same machine.
+
 `--profile DIR` runs each fusec child under cProfile and writes the 40 calls
 of largest cumulative time to `DIR/MODEL-fusec-PHASE.txt` (where a first call's
 seconds go: Dynamo, aot_autograd, fusec's partitioner and compile, kernel
@@ -44,6 +48,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import datetime
+import functools
 import io
 import json
 import os
@@ -65,6 +70,8 @@ PHASES = ("cold", "warm")
 RESULT_TAG = "FIRST_CALL_RESULT "
 PROFILE_ENV = "FUSEC_FIRST_CALL_PROFILE"
 """Set by the parent for a child to profile: the text file to write."""
+OPTIONS_ENV = "FUSEC_FIRST_CALL_OPTIONS"
+"""Set by the parent for a fusec child: the backend's options, as JSON."""
 PROFILE_LINES = 40
 
 
@@ -108,14 +115,15 @@ def build_model(name: str) -> tuple[Any, tuple[Any, ...]]:
     return case.module.cuda(), tuple(t.cuda() for t in case.inputs)
 
 
-def compile_backend(backend: str) -> Any:
+def compile_backend(backend: str, options: dict[str, Any] | None = None) -> Any:
     """What `torch.compile` is handed for `backend`: fusec's backend as the
     callable itself (its entry point exists only where fusec is installed,
-    not where the checkout is merely importable), inductor by name."""
+    not where the checkout is merely importable), with `options` if any,
+    inductor by name."""
     if backend == "fusec":
         from fusec.importers.torch.backend import fusec_backend
 
-        return fusec_backend
+        return functools.partial(fusec_backend, options=options) if options else fusec_backend
     return backend
 
 
@@ -132,7 +140,8 @@ def first_call(model_name: str, backend: str) -> dict[str, Any]:
         add_listener(lambda event, _key, _label: counts.__setitem__(event, counts[event] + 1))
     marks = _mark_stages(STAGES) if backend == "fusec" else {}
     model, inputs = build_model(model_name)
-    compiled = torch.compile(model, backend=compile_backend(backend))
+    options = json.loads(os.environ.get(OPTIONS_ENV) or "{}") if backend == "fusec" else {}
+    compiled = torch.compile(model, backend=compile_backend(backend, options))
     torch.cuda.synchronize()
     profile_to = os.environ.get(PROFILE_ENV) if backend == "fusec" else None
     profiler = cProfile.Profile() if profile_to else None
@@ -241,9 +250,13 @@ def _write_profile(profiler: cProfile.Profile, path: Path, seconds: float) -> No
 # --- the parent -----------------------------------------------------------------------------
 
 
-def run_child(run: Run, timeout_s: float, profile_dir: Path | None = None) -> dict[str, Any]:
-    """The child's result, or {"error": ...}; profiled into `profile_dir` if given."""
+def run_child(run: Run, timeout_s: float, profile_dir: Path | None = None,
+              options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The child's result, or {"error": ...}; profiled into `profile_dir` if
+    given; a fusec child gets the backend's `options`."""
     env = {**os.environ, **run.env()}
+    if options and run.backend == "fusec":
+        env[OPTIONS_ENV] = json.dumps(options)
     if profile_dir is not None:
         env[PROFILE_ENV] = str(profile_dir / f"{run.model}-{run.backend}-{run.phase}.txt")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
@@ -320,6 +333,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
     ap.add_argument("--profile", metavar="DIR", type=Path,
                     help="profile each fusec child; text summaries go to DIR")
+    ap.add_argument("--fusec-options", metavar="JSON", default="",
+                    help='the fusec backend\'s options, a JSON object (e.g. \'{"ptxas_wait": 0}\')')
     ap.add_argument("--dry-run", action="store_true", help="print the runs, run nothing")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "BACKEND"), help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -351,6 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout <= 0:
         print("error: --timeout must be > 0", file=sys.stderr)
         return 2
+    try:
+        options = json.loads(args.fusec_options) if args.fusec_options else {}
+    except ValueError as err:
+        print(f"error: --fusec-options is not JSON: {err}", file=sys.stderr)
+        return 2
+    if not isinstance(options, dict):
+        print("error: --fusec-options must be a JSON object", file=sys.stderr)
+        return 2
     output = Path(args.output)
     if not output.parent.is_dir():
         print(f"error: cannot write '{output}': no folder '{output.parent}'", file=sys.stderr)
@@ -360,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for run in runs:
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env().items())
+            if options and run.backend == "fusec":
+                env += f" {OPTIONS_ENV}={shlex.quote(json.dumps(options))}"
             print(f"{run.model} {run.backend} {run.phase}: {env} "
                   f"{shlex.join(run.command())}")
         print(f"would write the table to {output}")
@@ -367,12 +392,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results: dict[tuple[str, str, str], dict[str, Any]] = {}
     for run in runs:
-        results[(run.model, run.backend, run.phase)] = run_child(run, args.timeout, args.profile)
+        results[(run.model, run.backend, run.phase)] = run_child(run, args.timeout, args.profile,
+                                                                 options)
         print(f"{run.model} {run.backend} {run.phase}: "
               f"{results[(run.model, run.backend, run.phase)]}", flush=True)
     when = datetime.date.today().isoformat()
-    text = (f"# First call, cold and warm ({when}, {_device()}, commit {commit()})\n\n"
-            f"{table(results, models)}")
+    text = f"# First call, cold and warm ({when}, {_device()}, commit {commit()})\n\n"
+    if options:
+        text += f"fusec backend options: `{json.dumps(options)}`\n\n"
+    text += table(results, models)
     if steps := timeline_table(results, models):
         text += f"\nWhere fusec's cold first call went (seconds from the call's start):\n\n{steps}"
     output.write_text(text, encoding="utf-8")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from fusec.analysis.cudnn_library import sdpa_available
+from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.targets import get_target
 from fusec.compiler.compile import ScheduleOptions, compile_model, source_text
 from fusec.compiler.instrument import Instrumentation, PassTimer
@@ -39,6 +40,7 @@ def compile(
     attention: str = "auto",
     library_timing: bool = True,
     timing: bool = False,
+    ptxas_wait: float | None = None,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
@@ -60,12 +62,20 @@ def compile(
     (`fusec --no-library-timing`; `compiler/library_clock.py`);
     `timing=True` prints where the compile's time went on stderr, as
     `fusec --mlir-timing` does (a pass per row, the program cache's lookup
-    and store, starting the kernel builds).
+    and store, starting the kernel builds); `ptxas_wait` is the most seconds
+    `register-budget` waits for ptxas register counts of kernels being
+    built (None: its default, 3 s; 0: estimates and counts kept from earlier
+    builds only, as the command line does; docs/scheduling.md, "When ptxas
+    decides").
 
     A model compiled before, with the same options, target and fusec, is read
     back from the per-user cache instead of compiled again
     (`compiler/program_cache.py`; docs/running.md); `cache=False` (and
     `autotune=True`) always compiles."""
+    if ptxas_wait is not None:
+        if not ptxas_wait >= 0:
+            raise FusecError(f"ptxas_wait must be None or >= 0 seconds, not {ptxas_wait!r}")
+        ptxas_wait = float(ptxas_wait)  # 0 and 0.0: one option, one program key
     kind = select_device(device)
     text, name = source_text(source)
     timer = PassTimer(enabled=timing)
@@ -76,6 +86,7 @@ def compile(
             options = {"fusion": fusion, "gemm": gemm, "fold_constants": fold_constants,
                        "library_epilogue": library_epilogue, "conv": conv, "conv_tf32": conv_tf32,
                        "attention": attention, "library_timing": library_timing,
+                       "ptxas_wait": ptxas_wait,
                        # a plan calling cuDNN's attention needs its package where it runs
                        "cudnn_attention": sdpa_available()}
             with timer.timed("(program cache lookup)"):
@@ -97,7 +108,8 @@ def compile(
                                                            library_epilogue=library_epilogue,
                                                            conv=conv, conv_tf32=conv_tf32,
                                                            attention=attention,
-                                                           library_timing=library_timing),
+                                                           library_timing=library_timing,
+                                                           ptxas_wait=ptxas_wait),
                                   fold_constants=fold_constants, autotune=autotune or None,
                                   instrument=Instrumentation(timer=timer), source_name=name)
         if store is not None:

@@ -136,3 +136,39 @@ def test_profile_names_one_file_per_child(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert first_call.run_child(run, 10.0, tmp_path / "prof") == {"seconds": 1.0}
     assert first_call.run_child(run, 10.0) == {"seconds": 1.0}
     assert seen == [str(tmp_path / "prof" / "gpt2-fusec-warm.txt"), None]
+
+
+def test_fusec_options_reach_only_fusec_children(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    args = [str(tmp_path / "t.md"), "--models", "gpt2", "--phases", "cold", "--dry-run",
+            "--fusec-options", '{"ptxas_wait": 0}']
+    assert first_call.main(args) == 0
+    runs = [line for line in capsys.readouterr().out.splitlines() if " --child " in line]
+    fusec_run = next(r for r in runs if r.startswith("gpt2 fusec cold:"))
+    inductor_run = next(r for r in runs if r.startswith("gpt2 inductor cold:"))
+    assert first_call.OPTIONS_ENV + "='{\"ptxas_wait\": 0}'" in fusec_run
+    assert first_call.OPTIONS_ENV not in inductor_run
+    seen: list[str | None] = []
+
+    def fake_run(cmd: list[str], env: dict[str, str], **_: object) -> object:
+        seen.append(env.get(first_call.OPTIONS_ENV))
+        return subprocess.CompletedProcess(cmd, 0, first_call.RESULT_TAG + '{"seconds": 1.0}\n', "")
+
+    monkeypatch.setattr(first_call.subprocess, "run", fake_run)
+    fusec_cold, inductor_cold = (r for r in first_call.plan(["gpt2"], tmp_path)
+                                 if r.phase == "cold")
+    for run in (fusec_cold, inductor_cold):
+        first_call.run_child(run, 10.0, None, {"ptxas_wait": 0})
+    assert seen == ['{"ptxas_wait": 0}', None]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ("{ptxas_wait: 0}", "--fusec-options is not JSON"),
+    ("[0]", "--fusec-options must be a JSON object"),
+])
+def test_bad_fusec_options_are_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      options: str, message: str) -> None:
+    assert first_call.main([str(tmp_path / "t.md"), "--fusec-options", options,
+                            "--dry-run"]) == 2
+    assert message in capsys.readouterr().err

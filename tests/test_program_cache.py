@@ -208,3 +208,23 @@ def test_timing_says_where_a_compile_went_and_a_cache_hit_compiles_nothing(
     assert len(compiles) == 1
     _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=13)
     assert "Execution time report" not in capsys.readouterr().err
+
+
+def test_ptxas_wait_reaches_register_budget_and_the_key(
+        tmp_path: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from fusec.analysis.diagnostics import FusecError
+
+    seen: list[object] = []
+    counted = python_api.compile_model
+
+    def capture(source: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["schedule"].ptxas_wait)
+        return counted(source, **kwargs)
+
+    monkeypatch.setattr(python_api, "compile_model", capture)
+    _check(lambda: fusec.compile(PROGRAM, device="sim", ptxas_wait=0), seed=14)
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=15)  # another key: compiled
+    assert seen == [0.0, None] and len(compiles) == 2
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(FusecError, match="ptxas_wait must be None or >= 0 seconds"):
+            fusec.compile(PROGRAM, device="sim", ptxas_wait=bad)
