@@ -38,6 +38,10 @@ ORIGINAL_SHA256 = "9244e2e6ce2d86eb"
 
 _installed = False
 _MEMO_ATTR = "_fusec_call_types"
+MEMO_LIMIT = 50_000
+"""Entries kept before the memo starts again: each unit a worker compiles
+defines its own helpers (new function types), so a long-lived worker (an
+autotuning sweep) would otherwise keep every kernel's pairs."""
 
 
 def memoised(resolve: Callable[..., Any]) -> Callable[..., Any]:
@@ -58,6 +62,8 @@ def memoised(resolve: Callable[..., Any]) -> Callable[..., Any]:
             return known
         signature = resolve(self, func, args, kws)
         if signature is not None:
+            if len(memo) >= MEMO_LIMIT:
+                memo.clear()
             memo[key] = signature
         return signature
 

@@ -110,3 +110,16 @@ def test_calls_that_do_not_type_or_take_keywords_are_asked_every_time() -> None:
     assert memo(ctx, "list", [["unhashable"]], {}) == "sig of list"
     assert memo(ctx, "list", [["unhashable"]], {}) == "sig of list"
     assert [a[0] for a in asked] == ["mul", "nope", "nope", "kw", "kw", "list", "list"]
+
+
+def test_the_memo_starts_again_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(numba_typing, "MEMO_LIMIT", 3)
+
+    class Context:
+        pass
+
+    memo = numba_typing.memoised(lambda self, func, args, kws: f"sig of {func}")
+    ctx = Context()
+    for name in ("a", "b", "c", "d"):
+        memo(ctx, name, [], {})
+    assert list(ctx.__dict__[numba_typing._MEMO_ATTR]) == [("d", ())]
