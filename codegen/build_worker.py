@@ -6,7 +6,8 @@ main module in each worker: a script that imports torch costs seconds per
 worker) and imports only the standard library, numba,
 `codegen/compile_errors.py`, `codegen/numba_lowering.py` (one step of
 numba's lowering made linear in a block's length) and
-`codegen/numba_typing.py` (each distinct call typed once). It imports numba's CUDA
+`codegen/numba_typing.py` (each distinct call typed once; both through
+`codegen/numba_patch.py`). It imports numba's CUDA
 target at once, and compiles a small kernel, before the first request, so
 that it is warm by the time the front end has a kernel to compile. It
 never runs with `NUMBA_ENABLE_CUDASIM` (the simulator compiles nothing; the

@@ -17,10 +17,10 @@ version keeps its own method, untouched.
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 from collections import Counter, defaultdict
 from typing import Any
+
+from fusec.codegen.numba_patch import replace_known
 
 ORIGINAL_SHA256 = "c3b499f765172885"
 """The first 16 hex digits of the sha256 of numba-cuda 0.30.4's
@@ -66,17 +66,8 @@ def install() -> bool:
     """Replace the method where it is the known one; whether the linear one
     is in place now."""
     global _installed
-    if _installed:
-        return True
-    try:
-        from numba.cuda import lowering
-
-        method = lowering.Lower._find_singly_assigned_variable
-        digest = hashlib.sha256(inspect.getsource(method).encode()).hexdigest()
-    except (ImportError, AttributeError, OSError, TypeError):
-        return False
-    if digest[:len(ORIGINAL_SHA256)] != ORIGINAL_SHA256:
-        return False
-    lowering.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
-    _installed = True
-    return True
+    if not _installed:
+        _installed = replace_known("numba.cuda.lowering", "Lower",
+                                   "_find_singly_assigned_variable", ORIGINAL_SHA256,
+                                   lambda _original: _find_singly_assigned_variable)
+    return _installed

@@ -27,10 +27,10 @@ replacement, it is installed only over the method it was written against
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 from collections.abc import Callable
 from typing import Any
+
+from fusec.codegen.numba_patch import replace_known
 
 ORIGINAL_SHA256 = "9244e2e6ce2d86eb"
 """The first 16 hex digits of the sha256 of numba-cuda 0.30.4's
@@ -75,17 +75,7 @@ def install() -> bool:
     """Wrap the method where it is the known one; whether the memo is in
     place now."""
     global _installed
-    if _installed:
-        return True
-    try:
-        from numba.cuda.typing import context
-
-        method = context.BaseContext.resolve_function_type
-        digest = hashlib.sha256(inspect.getsource(method).encode()).hexdigest()
-    except (ImportError, AttributeError, OSError, TypeError):
-        return False
-    if digest[:len(ORIGINAL_SHA256)] != ORIGINAL_SHA256:
-        return False
-    context.BaseContext.resolve_function_type = memoised(method)
-    _installed = True
-    return True
+    if not _installed:
+        _installed = replace_known("numba.cuda.typing.context", "BaseContext",
+                                   "resolve_function_type", ORIGINAL_SHA256, memoised)
+    return _installed

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from fusec.codegen import numba_lowering
-
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # In a process of its own: numba's real CUDA target (the tests run the simulator).
@@ -65,15 +63,3 @@ def test_the_linear_method_finds_what_the_original_finds() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     functions, variables = map(int, proc.stdout.split()[1:3])
     assert functions >= 3 and variables > 100
-
-
-def test_it_is_installed_only_over_the_known_method(monkeypatch: pytest.MonkeyPatch) -> None:
-    from numba.cuda import lowering
-
-    monkeypatch.setattr(numba_lowering, "_installed", False)
-    monkeypatch.setattr(lowering.Lower, "_find_singly_assigned_variable",
-                        lowering.Lower._find_singly_assigned_variable)
-    monkeypatch.setattr(numba_lowering, "ORIGINAL_SHA256", "0" * 16)
-    assert numba_lowering.install() is False
-    assert lowering.Lower._find_singly_assigned_variable is not \
-        numba_lowering._find_singly_assigned_variable

@@ -78,17 +78,6 @@ def test_memoised_typing_compiles_the_same_ptx() -> None:
     assert 0 < 2 * memo["stored"] < memo["asked"], memo  # type: ignore[operator]
 
 
-def test_it_is_installed_only_over_the_known_method(monkeypatch: pytest.MonkeyPatch) -> None:
-    from numba.cuda.typing import context
-
-    monkeypatch.setattr(numba_typing, "_installed", False)
-    monkeypatch.setattr(context.BaseContext, "resolve_function_type",
-                        context.BaseContext.resolve_function_type)
-    monkeypatch.setattr(numba_typing, "ORIGINAL_SHA256", "0" * 16)
-    assert numba_typing.install() is False
-    assert not hasattr(context.BaseContext.resolve_function_type, "__wrapped__")
-
-
 def test_calls_that_do_not_type_or_take_keywords_are_asked_every_time() -> None:
     asked: list[tuple[object, ...]] = []
 
