@@ -34,6 +34,7 @@ seconds of kernel builds, once).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -108,11 +109,13 @@ class MeasuredLibraryCalls:
         key = tuning_key(self.device, self.target.name, text)
         entry = self.cache.load(key) if self.cache is not None else None
         value = entry.get(ENTRY_KEY) if entry is not None else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                math.isfinite(value) and value > 0:
             self.measured[text] = float(value)
             return float(value), " (from the tuning cache)"
         if entry is not None and self.cache is not None:
-            self.cache.warn_ignored(key, f"no positive '{ENTRY_KEY}'", "timing the call again")
+            self.cache.warn_ignored(key, f"no finite positive '{ENTRY_KEY}'",
+                                    "timing the call again")
         try:
             us = float(self.clock(call))
         except FusecError as err:

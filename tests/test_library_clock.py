@@ -100,12 +100,14 @@ def test_a_second_compile_reads_the_measurement_from_the_tuning_cache(
     assert not library_launches(out)
 
 
+@pytest.mark.parametrize("poison", ["fast", float("inf"), -3.0, True])
 def test_a_broken_cache_entry_is_timed_again_and_replaced(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock,
+        poison: object) -> None:
     compile_out(tmp_path, BIG, capsys)
     (entry,) = (tmp_path / "tuning").rglob("*.json")
     data = json.loads(entry.read_text(encoding="utf-8"))
-    data["result"] = {"library_call_us": "fast"}
+    data["result"] = {"library_call_us": poison}
     entry.write_text(json.dumps(data), encoding="utf-8")
     _, err = compile_out(tmp_path, BIG, capsys, name="again")
     assert len(clock.timed) == 2
