@@ -72,11 +72,23 @@ def device_name() -> str:
 
 
 def time_call(call: LibraryCall, l2_bytes: int) -> float:
-    """Microseconds per call of `call` (module docstring)."""
+    """Microseconds per call of `call` (module docstring). Any failure on
+    the GPU (no memory left for the operands, a capture the driver refuses)
+    is a `ClockUnavailable` saying so: the choice is then the model's. The
+    operands' memory goes back to the device afterwards (CuPy's pool would
+    keep it from PyTorch's allocator and the model's own buffers)."""
     spec = call.spec()
     if not str(spec.get("library", "")).startswith("cudnn_conv_"):
         raise ClockUnavailable(f"no clock for {spec.get('library')!r} calls")
-    return conv_call_us(spec, call.shapes, l2_bytes)
+    cupy = _cupy()
+    try:
+        return conv_call_us(spec, call.shapes, l2_bytes)
+    except FusecError:
+        raise
+    except Exception as err:  # CuPy's and the driver's errors
+        raise ClockUnavailable(f"{type(err).__name__}: {err}") from err
+    finally:
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def _row(library: str) -> ElementType:
