@@ -189,3 +189,31 @@ def test_a_close_call_is_decided_by_timing_both_sides(call_us: float, close: boo
             == (False, True)
     else:
         assert both.asked == [] and library == (call_us + 10.0 < 60.0)
+
+
+def test_a_gpu_failure_while_timing_is_a_call_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fusec.runtime import library_clock as clock
+
+    freed: list[bool] = []
+
+    class Pool:
+        def free_all_blocks(self) -> None:
+            freed.append(True)
+
+    class FakeCupy:
+        @staticmethod
+        def get_default_memory_pool() -> Pool:
+            return Pool()
+
+    def out_of_memory(*_: object) -> float:
+        raise MemoryError("Out of memory allocating 1,048,576 bytes")
+
+    monkeypatch.setattr(clock, "_cupy", lambda: FakeCupy)
+    monkeypatch.setattr(clock, "conv_call_us", out_of_memory)
+    call = LibraryCall((("library", "cudnn_conv_f16"),), ((1, 8, 4, 4), (8, 8, 1, 1),
+                                                           (1, 8, 4, 4)))
+    with pytest.raises(clock.ClockUnavailable, match="MemoryError: Out of memory"):
+        clock.time_call(call, 50 << 20)
+    assert freed == [True]
+    with pytest.raises(clock.ClockUnavailable, match="no clock for 'cublas_gemm' calls"):
+        clock.time_call(LibraryCall((("library", "cublas_gemm"),), ()), 50 << 20)
