@@ -67,7 +67,8 @@ def install() -> bool:
     is in place now."""
     global _installed
     if not _installed:
-        _installed = replace_known("numba.cuda.lowering", "Lower",
-                                   "_find_singly_assigned_variable", ORIGINAL_SHA256,
-                                   lambda _original: _find_singly_assigned_variable)
+        from numba.cuda import lowering
+
+        _installed = replace_known(lowering.Lower, "_find_singly_assigned_variable",
+                                   ORIGINAL_SHA256, lambda _: _find_singly_assigned_variable)
     return _installed

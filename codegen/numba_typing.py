@@ -76,6 +76,8 @@ def install() -> bool:
     place now."""
     global _installed
     if not _installed:
-        _installed = replace_known("numba.cuda.typing.context", "BaseContext",
-                                   "resolve_function_type", ORIGINAL_SHA256, memoised)
+        from numba.cuda.typing import context
+
+        _installed = replace_known(context.BaseContext, "resolve_function_type",
+                                   ORIGINAL_SHA256, memoised)
     return _installed

@@ -4,25 +4,25 @@ each patch's digest is that of the pinned numba-cuda's method."""
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
+from typing import Any
 
 import pytest
+from numba.cuda import lowering
+from numba.cuda.typing import context
 
 from fusec.codegen import numba_lowering, numba_patch, numba_typing
 
 PATCHES = [
-    (numba_lowering, "numba.cuda.lowering", "Lower", "_find_singly_assigned_variable"),
-    (numba_typing, "numba.cuda.typing.context", "BaseContext", "resolve_function_type"),
+    (numba_lowering, lowering.Lower, "_find_singly_assigned_variable"),
+    (numba_typing, context.BaseContext, "resolve_function_type"),
 ]
 
 
-@pytest.mark.parametrize(("patch", "module", "cls", "name"), PATCHES,
+@pytest.mark.parametrize(("patch", "owner", "name"), PATCHES,
                          ids=[p[0].__name__.rsplit(".", 1)[1] for p in PATCHES])
 def test_a_patch_is_installed_only_over_the_known_method(
-        monkeypatch: pytest.MonkeyPatch, patch: ModuleType, module: str, cls: str,
-        name: str) -> None:
-    owner = getattr(importlib.import_module(module), cls)
+        monkeypatch: pytest.MonkeyPatch, patch: ModuleType, owner: Any, name: str) -> None:
     original = getattr(owner, name)
     monkeypatch.setattr(owner, name, original)  # restored after the test
     monkeypatch.setattr(patch, "_installed", False)
@@ -40,22 +40,11 @@ def test_replace_known_replaces_a_matching_method_and_nothing_else() -> None:
         def method(self) -> int:
             return 1
 
-    module = ModuleType("fusec_test_owner")
-    module.Owner = Owner  # type: ignore[attr-defined]
-    import sys
-
-    sys.modules[module.__name__] = module
-    try:
-        digest = numba_patch.source_digest(Owner.method)
-        assert numba_patch.replace_known(module.__name__, "Owner", "method", "f" * 16,
-                                         lambda old: lambda self: 2) is False
-        assert Owner().method() == 1
-        assert numba_patch.replace_known(module.__name__, "Owner", "method", digest,
-                                         lambda old: lambda self: old(self) + 1) is True
-        assert Owner().method() == 2
-        assert numba_patch.replace_known(module.__name__, "Owner", "missing", digest,
-                                         lambda old: old) is False
-        assert numba_patch.replace_known("fusec_no_such_module", "Owner", "method", digest,
-                                         lambda old: old) is False
-    finally:
-        del sys.modules[module.__name__]
+    digest = numba_patch.source_digest(Owner.method)
+    assert numba_patch.replace_known(Owner, "method", "f" * 16,
+                                     lambda old: lambda self: 2) is False
+    assert Owner().method() == 1
+    assert numba_patch.replace_known(Owner, "method", digest,
+                                     lambda old: lambda self: old(self) + 1) is True
+    assert Owner().method() == 2
+    assert numba_patch.replace_known(Owner, "missing", digest, lambda old: old) is False
