@@ -33,6 +33,8 @@ seconds of kernel builds, once).
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import math
 from collections.abc import Callable
@@ -68,10 +70,11 @@ def call_fingerprint(call: LibraryCall) -> str:
 @dataclass
 class MeasuredLibraryCalls:
     """The `LibraryTuner` of a compile on its target's GPU (module docstring).
-    `clock` times a call; `device` names the GPU in cache keys."""
+    `clock` times a call; `device` names the GPU in cache keys (asked at the
+    first call to time: a compile without one never loads CuPy for it)."""
 
     clock: CallClock
-    device: str
+    device: Callable[[], str]
     target: Target
     cache: TuningCache | None = None
     # what times both sides whole (the autotuner's `ChoiceTuner`), made on
@@ -106,7 +109,10 @@ class MeasuredLibraryCalls:
         text = call_fingerprint(call)
         if text in self.measured:
             return self.measured[text], ""
-        key = tuning_key(self.device, self.target.name, text)
+        try:
+            key = tuning_key(self.device(), self.target.name, text)
+        except FusecError as err:
+            return None, err.message
         entry = self.cache.load(key) if self.cache is not None else None
         value = entry.get(ENTRY_KEY) if entry is not None else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and \
@@ -136,25 +142,18 @@ def measured_library_calls(target: Target,
         return None
     from fusec.analysis.targets import get_target
 
-    if get_target("auto").name != target.name:
-        return None  # the GPU present is not the one compiled for
-    from fusec.runtime.library_clock import ClockUnavailable, device_name, time_call
+    if get_target("auto").name != target.name or importlib.util.find_spec("cupy") is None:
+        return None  # the GPU present is not the one compiled for, or no clock
+    from fusec.runtime.library_clock import device_name, time_call
 
-    try:
-        device = device_name()
-    except ClockUnavailable:
-        return None
-    made: list[LibraryTuner] = []
-
+    @functools.cache
     def both() -> LibraryTuner:
-        if not made:
-            from fusec.compiler.autotune import AutotuneOptions, make_timer
-            from fusec.compiler.library_tuning import ChoiceTuner
+        from fusec.compiler.autotune import AutotuneOptions, make_timer
+        from fusec.compiler.library_tuning import ChoiceTuner
 
-            options = AutotuneOptions(quiet=True)
-            made.append(ChoiceTuner(make_timer(options, target), target, cache,
-                                    options.noise_margin, quiet=True))
-        return made[0]
+        options = AutotuneOptions(quiet=True)
+        return ChoiceTuner(make_timer(options, target), target, cache, options.noise_margin,
+                           quiet=True)
 
-    return MeasuredLibraryCalls(lambda call: time_call(call, target.l2_bytes), device, target,
-                                cache, both)
+    return MeasuredLibraryCalls(lambda call: time_call(call, target.l2_bytes),
+                                functools.cache(device_name), target, cache, both)

@@ -11,6 +11,7 @@ y = model(x)
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -78,15 +79,16 @@ def compile(
         ptxas_wait = float(ptxas_wait)  # 0 and 0.0: one option, one program key
     kind = select_device(device)
     text, name = source_text(source)
+    schedule = ScheduleOptions(gemm=gemm, library_epilogue=library_epilogue, conv=conv,
+                               conv_tf32=conv_tf32, attention=attention,
+                               library_timing=library_timing, ptxas_wait=ptxas_wait)
     timer = PassTimer(enabled=timing)
     try:
         store = ProgramStore.user() if cache and not autotune else None
         key = ""
         if store is not None:
-            options = {"fusion": fusion, "gemm": gemm, "fold_constants": fold_constants,
-                       "library_epilogue": library_epilogue, "conv": conv, "conv_tf32": conv_tf32,
-                       "attention": attention, "library_timing": library_timing,
-                       "ptxas_wait": ptxas_wait,
+            options = {"fusion": fusion, "fold_constants": fold_constants,
+                       **dataclasses.asdict(schedule),
                        # a plan calling cuDNN's attention needs its package where it runs
                        "cudnn_attention": sdpa_available()}
             with timer.timed("(program cache lookup)"):
@@ -103,13 +105,7 @@ def compile(
 
             with timer.timed("(starting kernel builders)"):
                 start_workers()
-        artifacts = compile_model(text, fusion=fusion, target=target,
-                                  schedule=ScheduleOptions(gemm=gemm,
-                                                           library_epilogue=library_epilogue,
-                                                           conv=conv, conv_tf32=conv_tf32,
-                                                           attention=attention,
-                                                           library_timing=library_timing,
-                                                           ptxas_wait=ptxas_wait),
+        artifacts = compile_model(text, fusion=fusion, target=target, schedule=schedule,
                                   fold_constants=fold_constants, autotune=autotune or None,
                                   instrument=Instrumentation(timer=timer), source_name=name)
         if store is not None:

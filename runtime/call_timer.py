@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from fusec.analysis.program import FunctionProgram, Program, TensorSpec
+from fusec.runtime.bf16_io import host_bits, is_bf16
 from fusec.runtime.tuning_timer import MAX_QUEUED, BatchClock, interleaved_samples, rotation_copies
 
 INPUT_SEED = 0
@@ -35,8 +36,6 @@ def random_input(rng: np.random.Generator, spec: TensorSpec, bound: int | None) 
     device dtype (bf16 as its bits), integers uniform below `bound` (a
     `FunctionProgram.index_bounds` entry), else zeros: an index always in
     range, and a Boolean mask."""
-    from fusec.runtime.bf16_io import host_bits, is_bf16
-
     if is_bf16(spec.dtype):
         return host_bits(rng.standard_normal(spec.shape).astype(np.float32))
     kind = np.dtype(spec.dtype).kind

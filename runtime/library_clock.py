@@ -10,17 +10,17 @@ us = conv_call_us({"library": "cudnn_conv_bf16", "strides": [2, 2], ...},
 The call runs on fresh random operands (normal values; bf16 as its bits) at
 their real shapes, on a stream of its own, through the same path a plan's
 launch takes (`runtime/cudnn_conv.py`: the plan it makes is the one the
-compiled model's calls reuse). Operands smaller than `ROTATE_FACTOR` times
-the L2 are rotated over copies, so that each call reads DRAM as in a large
-model, not what the previous call left in L2. After `WARMUP` calls, a batch
-of calls long enough against the events' resolution is captured as one CUDA
-graph and its replays timed with CUDA events (calls enqueued one by one
-would measure the host: cuDNN's legacy API spends tens of microseconds of
-CPU per call, more than a small convolution's GPU time); the result is the
-median of `REPEATS` replays, in microseconds per call. CuPy carries the
-arrays, the stream, the graphs and the events: without it (or without a
-GPU) nothing is timed (`ClockUnavailable`), as for a call cuDNN refuses
-(`CudnnError`).
+compiled model's calls reuse). Operands smaller than twice the L2 are
+rotated over copies (`tuning_timer.rotation_copies`, as the autotuner's), so
+that each call reads DRAM as in a large model, not what the previous call
+left in L2. After `WARMUP` calls, a batch of calls long enough against the
+events' resolution is captured as one CUDA graph and its replays timed with
+CUDA events (calls enqueued one by one would measure the host: cuDNN's
+legacy API spends tens of microseconds of CPU per call, more than a small
+convolution's GPU time); the result is the median of `REPEATS` replays, in
+microseconds per call. CuPy carries the arrays, the stream, the graphs and
+the events: without it (or without a GPU) nothing is timed
+(`ClockUnavailable`), as for a call cuDNN refuses (`CudnnError`).
 """
 
 from __future__ import annotations
@@ -33,15 +33,16 @@ from typing import Any
 import numpy as np
 
 from fusec.analysis.diagnostics import FusecError
-from fusec.dialects.element_types import ELEMENT_TYPES, ElementType, bf16_bits
+from fusec.analysis.program import TensorSpec
+from fusec.dialects.element_types import ELEMENT_TYPES, ElementType
+from fusec.runtime.call_timer import random_input
+from fusec.runtime.tuning_timer import rotation_copies
 from fusec.scheduling.library_tuning import LibraryCall
 
 WARMUP = 3
 REPEATS = 7
 BATCH_S = 5e-4  # a batch long against the events' resolution (~0.5 us)
 MAX_BATCH = 64
-ROTATE_FACTOR = 2
-MAX_COPIES = 8
 SEED = 0
 
 
@@ -99,20 +100,6 @@ def _row(library: str) -> ElementType:
     return row
 
 
-def _random(cupy: Any, shape: Sequence[int], row: ElementType, rng: np.random.Generator) -> Any:
-    values = rng.standard_normal(tuple(shape), dtype=np.float32)
-    if row.name == "bf16":  # device buffers hold the bits
-        return cupy.asarray(bf16_bits(values))
-    return cupy.asarray(values.astype(row.device_dtype))
-
-
-def _copies(shapes: Sequence[Sequence[int]], width: int, l2_bytes: int) -> int:
-    total = sum(math.prod(s) for s in shapes) * width
-    if total <= 0:
-        return 1
-    return max(1, min(MAX_COPIES, math.ceil(ROTATE_FACTOR * l2_bytes / total)))
-
-
 def conv_call_us(spec: dict[str, Any], shapes: Sequence[Sequence[int]],
                  l2_bytes: int) -> float:
     """Microseconds per call of the cuDNN convolution `spec` (a launch's
@@ -122,8 +109,10 @@ def conv_call_us(spec: dict[str, Any], shapes: Sequence[Sequence[int]],
     cupy = _cupy()
     row = _row(str(spec["library"]))
     rng = np.random.default_rng(SEED)
-    copies = [[_random(cupy, s, row, rng) for s in shapes]
-              for _ in range(_copies(shapes, row.width, l2_bytes))]
+    copies = [[cupy.asarray(random_input(rng, TensorSpec(tuple(s), row.device_dtype), None))
+               for s in shapes]
+              for _ in range(rotation_copies(sum(map(math.prod, shapes)) * row.width,
+                                             l2_bytes))]
     stream = cupy.cuda.Stream(non_blocking=True)
     prepare_conv(spec, copies[0])
     turn = 0

@@ -51,7 +51,7 @@ def clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     monkeypatch.setenv("FUSEC_TUNING_CACHE", str(tmp_path / "tuning"))
 
     def tuner(target: Target, cache: TuningCache | None) -> MeasuredLibraryCalls:
-        return MeasuredLibraryCalls(fake, "fake GPU (cc 9.0)", target, cache)
+        return MeasuredLibraryCalls(fake, lambda: "fake GPU (cc 9.0)", target, cache)
 
     monkeypatch.setattr(library_clock, "measured_library_calls", tuner)
     return fake
@@ -137,7 +137,7 @@ def test_a_call_that_cannot_be_timed_keeps_the_model_s_choice() -> None:
 
     call = LibraryCall((("library", "cudnn_conv_f16"),), ((1, 8, 4, 4), (8, 8, 1, 1),
                                                            (1, 8, 4, 4)))
-    tuner = MeasuredLibraryCalls(refuse, "fake GPU", TARGETS["h200"])
+    tuner = MeasuredLibraryCalls(refuse, lambda: "fake GPU", TARGETS["h200"])
     point = ChoicePoint("conv", None, True, 5.0, 9.0, True, "", lambda m, mode: None,  # type: ignore[arg-type]
                         call, 3.0)
     assert tuner.choose(point) == (True, "cuDNN's call could not be timed (cuDNN has no "
@@ -178,7 +178,7 @@ def test_a_close_call_is_decided_by_timing_both_sides(call_us: float, close: boo
     both = BothTimed()
     call = LibraryCall((("library", "cudnn_conv_f16"),), ((1, 8, 4, 4), (8, 8, 1, 1),
                                                            (1, 8, 4, 4)))
-    tuner = MeasuredLibraryCalls(lambda c: call_us, "fake GPU", TARGETS["h200"], None,
+    tuner = MeasuredLibraryCalls(lambda c: call_us, lambda: "fake GPU", TARGETS["h200"], None,
                                  lambda: both)
     # estimates: the call 40 of the library's 50 us (10 us of epilogue), own 60 us
     point = ChoicePoint("conv", None, True, 50.0, 60.0, True, "", lambda m, mode: None,  # type: ignore[arg-type]

@@ -78,23 +78,29 @@ def _first_index(ctx: OpCtx, x: Val, dim: int, extreme: Val, keepdim: bool) -> V
     return em.reduce("min", index, [dim], keepdim, h)
 
 
+def _extreme_and_index(ctx: OpCtx, name: str, x: Val, dim: int,
+                       keepdim: bool) -> tuple[Val, Val]:
+    """`x`'s reduction `name` along `dim` (kept as a size-1 dim; Booleans
+    reduced as 0s and 1s) and the first index that reaches it (`_first_index`)."""
+    if x.dtype.kind == "b":
+        x = ctx.em.cast(x, np.dtype("int64"), ctx.hint)
+    extreme = ctx.em.reduce(name, x, [dim], True, ctx.hint)
+    return extreme, _first_index(ctx, x, dim, extreme, keepdim)
+
+
 def _arg_reduce(name: str) -> Translator:
     """`argmax`/`argmin` (over one dim, or the whole tensor flattened):
-    the reduction, then the first index that reaches it (`_first_index`)."""
+    `_extreme_and_index`'s index."""
 
     def translate(ctx: OpCtx) -> Value:
         x = ctx.tensor("self")
         dim, keepdim = ctx.arg("dim"), bool(ctx.arg("keepdim"))
-        if x.dtype.kind == "b":
-            x = ctx.em.cast(x, np.dtype("int64"), ctx.hint)
         if dim is None:
             flat = ctx.em.reshape(x, (int(np.prod(x.shape)),), ctx.hint)
-            extreme = ctx.em.reduce(name, flat, [0], True, ctx.hint)
-            index = _first_index(ctx, flat, 0, extreme, False)
+            index = _extreme_and_index(ctx, name, flat, 0, False)[1]
             return ctx.em.reshape(index, ctx.out_shape, ctx.hint) if keepdim else index
         dim = shapes.normalize_axis(int(dim), max(x.rank, 1))
-        extreme = ctx.em.reduce(name, x, [dim], True, ctx.hint)
-        return _first_index(ctx, x, dim, extreme, keepdim)
+        return _extreme_and_index(ctx, name, x, dim, keepdim)[1]
 
     return translate
 
@@ -107,13 +113,10 @@ def _reduce_values(name: str) -> Translator:
         x = ctx.tensor("self")
         dim = shapes.normalize_axis(int(ctx.arg("dim")), max(x.rank, 1))
         keepdim = bool(ctx.arg("keepdim"))
-        dtype = x.dtype
-        if dtype.kind == "b":  # reduced as 0s and 1s
-            x = ctx.em.cast(x, np.dtype("int64"), ctx.hint)
-        extreme = ctx.em.reduce(name, x, [dim], True, ctx.hint)
+        extreme, index = _extreme_and_index(ctx, name, x, dim, keepdim)
         values = extreme if keepdim else ctx.em.reshape(
             extreme, shapes.reduced_shape(x.shape, [dim], False), ctx.hint)
-        return (ctx.em.cast(values, dtype, ctx.hint), _first_index(ctx, x, dim, extreme, keepdim))
+        return (ctx.em.cast(values, x.dtype, ctx.hint), index)
 
     return translate
 
