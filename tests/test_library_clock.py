@@ -217,3 +217,17 @@ def test_a_gpu_failure_while_timing_is_a_call_not_timed(monkeypatch: pytest.Monk
     assert freed == [True]
     with pytest.raises(clock.ClockUnavailable, match="no clock for 'cublas_gemm' calls"):
         clock.time_call(LibraryCall((("library", "cublas_gemm"),), ()), 50 << 20)
+
+
+def test_another_clock_method_or_fusec_version_times_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A measurement taken another way (the first clock timed calls one by
+    one and measured cuDNN's host time) is never read back as this one's."""
+    compile_out(tmp_path, BIG, capsys)
+    monkeypatch.setattr(library_clock, "CLOCK_METHOD", "calls enqueued one by one")
+    compile_out(tmp_path, BIG, capsys, name="method")
+    monkeypatch.setattr(library_clock, "__version__", "0.0.0-other")
+    compile_out(tmp_path, BIG, capsys, name="version")
+    assert len(clock.timed) == 3
+    assert len(list((tmp_path / "tuning").rglob("*.json"))) == 3
