@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fusec.bench.backend_options import parse_options
 from fusec.bench.commit_id import commit
 
 MODELS = ("gpt2", "resnet50", "llama")
@@ -367,12 +368,9 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --timeout must be > 0", file=sys.stderr)
         return 2
     try:
-        options = json.loads(args.fusec_options) if args.fusec_options else {}
+        options = parse_options(args.fusec_options)
     except ValueError as err:
-        print(f"error: --fusec-options is not JSON: {err}", file=sys.stderr)
-        return 2
-    if not isinstance(options, dict):
-        print("error: --fusec-options must be a JSON object", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)
         return 2
     output = Path(args.output)
     if not output.parent.is_dir():

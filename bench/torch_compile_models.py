@@ -3,7 +3,7 @@ bf16, timed against torch eager and `torch.compile` (inductor).
 
     python3 bench/torch_compile_models.py [--models gpt2,llama,vit,bert,gpt2_layer,...]
         [--dtypes f32,f16,bf16] [--iters 20] [--repeat 5] [--out bench/results]
-        [--device cuda|cpu] [--small]
+        [--device cuda|cpu] [--small] [--fusec-options JSON]
 
 Models (bench/real_models.py: random weights, seeded, eval mode): `gpt2`
 (Hugging Face GPT-2, 6 layers, B4 S256), `llama` (a Llama-style decoder:
@@ -31,6 +31,10 @@ PyTorch by op with the reason (the backend's `fallback:` remarks). Both are
 printed and appended, with date, device and commit ($FUSEC_COMMIT), to
 OUT/DATE-DEVICE.md, the file run_gpu.py writes.
 
+`--fusec-options JSON` hands fusec's backend these options (a JSON object,
+e.g. `'{"ptxas_wait": 0}'`; the table's header names them), to compare two
+settings on one machine.
+
 `--device cpu --small` runs the same compile and check at a tiny size of each
 model on the CPU with fusec's kernels in numba's CUDA simulator, untimed.
 Needs torch; transformers (gpt2, llama, bert, gpt2_layer, roberta, t5_encoder),
@@ -54,6 +58,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # run_gpu and half_precision live beside this file
 
+from backend_options import parse_options  # noqa: E402  (beside this script)
 from real_models import BUILDERS, Case  # noqa: E402  (beside this script)
 
 MODELS = ["gpt2", "llama", "vit", "bert", "gpt2_layer", "mobilenet_v2", "roberta", "t5_encoder",
@@ -95,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         from run_gpu import _ceilings, _header
 
         copy_bw, gemm_rate = _ceilings(torch)
-        lines += _header(torch, copy_bw, gemm_rate, "torch.compile(backend=fusec_backend)")
+        title = "torch.compile(backend=fusec_backend)"
+        if args.fusec_options:
+            title = f"torch.compile(backend=fusec_backend, options={args.fusec_options})"
+        lines += _header(torch, copy_bw, gemm_rate, title)
     results: list[Result] = []
     skipped: list[str] = []
     for name in args.models:
@@ -133,7 +141,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=str(HERE / "results"))
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--small", action="store_true", help="tiny shapes (needed with cpu)")
+    p.add_argument("--fusec-options", metavar="JSON", default="",
+                   help='the fusec backend\'s options, a JSON object (e.g. \'{"ptxas_wait": 0}\')')
     args = p.parse_args(argv)
+    try:
+        args.fusec_options = parse_options(args.fusec_options)
+    except ValueError as err:
+        p.error(str(err))
     args.models = _names(p, "--models", args.models, list(BUILDERS))
     args.dtypes = _names(p, "--dtypes", args.dtypes, list(DTYPES))
     if args.device == "cpu" and not args.small:
@@ -197,7 +211,8 @@ def run_case(torch: Any, case: Case, dtype: str, args: argparse.Namespace) -> Re
     before = reports()
     with torch.no_grad():
         ref = module(*inputs)
-        fusec_fn = torch.compile(module, backend=fusec_backend)
+        fusec_fn = torch.compile(module, backend=fusec_backend,
+                                 options=args.fusec_options or None)
         t0 = time.perf_counter()
         out = fusec_fn(*inputs)
         _sync(torch, device)

@@ -37,6 +37,8 @@ def _torch() -> ModuleType:
     (["--models", ","], "error: --models: unknown (none given)"),
     (["--dtypes", "f32,f8"], "error: --dtypes: unknown f8; expected some of: f32, f16, bf16"),
     (["--iters", "0"], "error: --iters and --repeat must be at least 1"),
+    (["--fusec-options", "{ptxas_wait: 0}"], "error: --fusec-options is not JSON"),
+    (["--fusec-options", "[0]"], "error: --fusec-options must be a JSON object"),
 ])
 def test_bad_arguments_are_errors_not_tracebacks(args: list[str], message: str) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--small", *args],
@@ -57,6 +59,11 @@ def test_the_dtypes_are_parsed_in_order_once_each() -> None:
     assert args.dtypes == ["bf16", "f32"]
     assert args.models == ["llama", "gpt2"]
     assert bench._parse([]).dtypes == ["f32", "f16", "bf16"]
+
+
+def test_fusec_options_are_parsed_into_a_dict() -> None:
+    assert bench._parse(["--fusec-options", '{"ptxas_wait": 0}']).fusec_options == {"ptxas_wait": 0}
+    assert bench._parse([]).fusec_options == {}
 
 
 def test_convert_makes_floats_the_dtype_and_keeps_token_ids() -> None:
