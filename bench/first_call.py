@@ -31,7 +31,7 @@ and the seconds after it (the rest of the front end, loading the kernels,
 the call itself).
 
 `--fusec-options JSON` hands fusec's children the backend's options (a JSON
-object, e.g. `'{"ptxas_wait": 0}'`; named in the table's header), so that
+object, e.g. `'{"ptxas_wait": 3}'`; named in the table's header), so that
 two settings can be compared on the same machine.
 
 `--profile DIR` runs each fusec child under cProfile and writes the 40 calls
@@ -335,7 +335,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--profile", metavar="DIR", type=Path,
                     help="profile each fusec child; text summaries go to DIR")
     ap.add_argument("--fusec-options", metavar="JSON", default="",
-                    help='the fusec backend\'s options, a JSON object (e.g. \'{"ptxas_wait": 0}\')')
+                    help='the fusec backend\'s options, a JSON object (e.g. \'{"ptxas_wait": 3}\')')
     ap.add_argument("--dry-run", action="store_true", help="print the runs, run nothing")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "BACKEND"), help=argparse.SUPPRESS)
     return ap.parse_args(argv)

@@ -32,7 +32,7 @@ printed and appended, with date, device and commit ($FUSEC_COMMIT), to
 OUT/DATE-DEVICE.md, the file run_gpu.py writes.
 
 `--fusec-options JSON` hands fusec's backend these options (a JSON object,
-e.g. `'{"ptxas_wait": 0}'`; the table's header names them), to compare two
+e.g. `'{"ptxas_wait": 3}'`; the table's header names them), to compare two
 settings on one machine.
 
 `--device cpu --small` runs the same compile and check at a tiny size of each
@@ -142,7 +142,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--small", action="store_true", help="tiny shapes (needed with cpu)")
     p.add_argument("--fusec-options", metavar="JSON", default="",
-                   help='the fusec backend\'s options, a JSON object (e.g. \'{"ptxas_wait": 0}\')')
+                   help='the fusec backend\'s options, a JSON object (e.g. \'{"ptxas_wait": 3}\')')
     args = p.parse_args(argv)
     try:
         args.fusec_options = parse_options(args.fusec_options)

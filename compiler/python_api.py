@@ -41,7 +41,7 @@ def compile(
     attention: str = "auto",
     library_timing: bool = True,
     timing: bool = False,
-    ptxas_wait: float | None = None,
+    ptxas_wait: float | None = 0.0,
 ) -> CompiledModel:
     """Compile a model (a path or its text) and return it ready to call.
 
@@ -65,8 +65,10 @@ def compile(
     `fusec --mlir-timing` does (a pass per row, the program cache's lookup
     and store, starting the kernel builds); `ptxas_wait` is the most seconds
     `register-budget` waits for ptxas register counts of kernels being
-    built (None: its default, 3 s; 0: estimates and counts kept from earlier
-    builds only, as the command line does; docs/scheduling.md, "When ptxas
+    built (0, the default: estimates and counts kept from earlier builds
+    only, as the command line does, so that the kernels start building when
+    the front end ends instead of the front end waiting for them; None:
+    register-budget's own default, 3 s; docs/scheduling.md, "When ptxas
     decides").
 
     A model compiled before, with the same options, target and fusec, is read

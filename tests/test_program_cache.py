@@ -222,9 +222,11 @@ def test_ptxas_wait_reaches_register_budget_and_the_key(
         return counted(source, **kwargs)
 
     monkeypatch.setattr(python_api, "compile_model", capture)
-    _check(lambda: fusec.compile(PROGRAM, device="sim", ptxas_wait=0), seed=14)
-    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=15)  # another key: compiled
-    assert seen == [0.0, None] and len(compiles) == 2
+    _check(lambda: fusec.compile(PROGRAM, device="sim", ptxas_wait=None), seed=14)
+    # waiting for no build is the default: the same options, the same key
+    _check(lambda: fusec.compile(PROGRAM, device="sim"), seed=15)
+    _check(lambda: fusec.compile(PROGRAM, device="sim", ptxas_wait=0), seed=16)
+    assert seen == [None, 0.0] and len(compiles) == 2
     for bad in (-1.0, float("nan")):
         with pytest.raises(FusecError, match="ptxas_wait must be None or >= 0 seconds"):
             fusec.compile(PROGRAM, device="sim", ptxas_wait=bad)
