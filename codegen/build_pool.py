@@ -279,6 +279,24 @@ class BuildPool:
 
 # --- the process-wide pool and builds ------------------------------------------------------------
 
+class _Build(Future[Built]):
+    """A kernel's future code, shared by every caller (`_memo`). A caller
+    that no longer needs it may cancel it only while no worker has begun
+    its request (the request is cancelled with it): once a worker compiles
+    it, the build goes on for whoever asks next, so a cancelled count never
+    makes the next caller build the same kernel a second time beside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reply: Future[dict[str, Any]] | None = None
+
+    def cancel(self) -> bool:
+        reply = self.reply
+        if reply is not None and not reply.cancel():
+            return False  # a worker is compiling it, or it is done
+        return super().cancel()
+
+
 _lock = threading.RLock()
 _pool: BuildPool | None = None
 _pool_problem: str | None = None  # why no pool could be started (then: in this process)
@@ -375,7 +393,7 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
         if known is not None and not known.cancelled() and \
                 not (known.done() and known.exception() is not None):
             return known
-        future: Future[Built] = Future()
+        future = _Build()
         _memo[key] = future
     if _from_cache(future, cache, key, label or unit.name, label, asked):
         return future
@@ -390,8 +408,9 @@ def kernel_code(unit: KernelUnit, signature: Signature, cc: Sequence[int], label
         _finish(future, _compile_here(request), key, label, asked)
         return future
     reply = pool.submit(request)
+    future.reply = reply  # cancelling the build now cancels the request not begun
     reply.add_done_callback(lambda done: _finish(future, done, key, label, asked))
-    # a caller that gives up (`cancel`) frees the worker if it has not begun
+    # a caller that gave up (`cancel`) before the request was attached frees the worker
     future.add_done_callback(lambda done: reply.cancel() if done.cancelled() else None)
     return future
 

@@ -14,14 +14,17 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from fusec.codegen import build_pool
 from fusec.codegen.build_worker import linkable
-from fusec.codegen.kernel_unit import UNIT_NAME, units_of_source
+from fusec.codegen.kernel_cache import KernelStore
+from fusec.codegen.kernel_unit import UNIT_NAME, KernelUnit, units_of_source
 from fusec.codegen.ptx import program_signatures
 
 # Two functions of the same body: kernels f_g0_exp and g_g0_exp differ only
@@ -311,3 +314,39 @@ def test_integer_literal_casts_are_bound_once_per_function() -> None:
         "    _u64_5 = numba.uint64(5)",
         "    x = _u64_5 + _u64_5 * _u64_17 + my_uint64(5)",
         "    b[0] = float32(2)"]
+
+
+class _QueuedPool:
+    """A pool whose requests wait until the test lets a worker begin one."""
+
+    def __init__(self) -> None:
+        self.replies: list[Future[dict[str, Any]]] = []
+
+    def submit(self, request: dict[str, Any]) -> Future[dict[str, Any]]:
+        reply: Future[dict[str, Any]] = Future()
+        self.replies.append(reply)
+        return reply
+
+
+def test_a_build_a_worker_has_begun_is_not_cancelled_nor_built_twice(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The register probe cancels the builds it stops waiting for; one a
+    worker was compiling went on, but the cancelled future made the runtime
+    start the same kernel again beside it (`fusec --save-kernels` on a
+    two-layer GPT-2: one GEMM kernel built twice, 2 s of a 4-core build)."""
+    pool = _QueuedPool()
+    monkeypatch.setattr(build_pool, "start_workers", lambda: pool)
+    build_pool.forget_builds()
+    store = KernelStore(tmp_path / "kernels")
+    sig = [(1, "float32[::1]")]
+    began = build_pool.kernel_code(KernelUnit("began"), sig, (9, 0), "began", store)
+    waiting = build_pool.kernel_code(KernelUnit("waiting"), sig, (9, 0), "waiting", store)
+    assert len(pool.replies) == 2
+    assert pool.replies[0].set_running_or_notify_cancel()  # a worker begins the first
+    assert not began.cancel() and not began.cancelled()
+    assert waiting.cancel() and pool.replies[1].cancelled()  # never begun: both go
+    # asked again: the build under way is shared, the cancelled one starts anew
+    assert build_pool.kernel_code(KernelUnit("began"), sig, (9, 0), "began", store) is began
+    again = build_pool.kernel_code(KernelUnit("waiting"), sig, (9, 0), "waiting", store)
+    assert again is not waiting and len(pool.replies) == 3
+    build_pool.forget_builds()
