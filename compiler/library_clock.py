@@ -82,10 +82,14 @@ class MeasuredLibraryCalls:
     both: Callable[[], LibraryTuner] | None = None
     measured: dict[str, float] = field(default_factory=dict)  # by fingerprint, this compile
 
+    def overrules(self, family: str) -> bool:
+        """Only convolutions are timed: GEMM and attention choices stay the model's."""
+        return family == "conv"
+
     def choose(self, point: ChoicePoint) -> tuple[bool, str]:
         """Whether `point`'s group takes the library call, and a remark."""
         model = point.model_library
-        if point.family != "conv" or not point.available or point.call is None \
+        if not self.overrules(point.family) or not point.available or point.call is None \
                 or point.est_call_us <= 0.0:
             return model, ""
         us, source = self._call_us(point.call)

@@ -121,6 +121,10 @@ class ChoiceTuner:
         self.quiet = quiet
         self.results: list[ChoiceTuning] = []
 
+    def overrules(self, family: str) -> bool:
+        """Every family's choices are timed."""
+        return True
+
     def choose(self, point: ChoicePoint) -> tuple[bool, str]:
         """Whether `point`'s group takes the library call, and a remark."""
         model = point.model_library

@@ -64,10 +64,17 @@ class ChoicePoint:
 
 
 class LibraryTuner(Protocol):
-    """What decides a `ChoicePoint` under `--autotune`."""
+    """What decides a `ChoicePoint` by measurement (`--autotune`, or the
+    timed library calls of a compile on its GPU)."""
 
     def choose(self, point: ChoicePoint) -> tuple[bool, str]:
         """Whether to take the library call, and a remark ("" for none)."""
+        ...
+
+    def overrules(self, family: str) -> bool:
+        """Whether a measurement may overrule the cost model's choices of
+        `family` ("conv", "gemm", "attention"): where not, the passes before
+        the choice may plan on the model's (`scheduling/library_plan.py`)."""
         ...
 
 

@@ -170,6 +170,9 @@ class BothTimed:
         self.asked.append(point.model_library)  # type: ignore[attr-defined]
         return False, "timed both: own"
 
+    def overrules(self, family: str) -> bool:
+        return True
+
 
 @pytest.mark.parametrize(("call_us", "close"), [(45.0, True), (5.0, False), (200.0, False)])
 def test_a_close_call_is_decided_by_timing_both_sides(call_us: float, close: bool) -> None:

@@ -126,6 +126,40 @@ def test_gemms_a_library_will_compute_are_neither_counted_nor_built(
     assert library_asked <= library_kernels
 
 
+class _TimesConvolutions:
+    """The timed library calls of a compile on its GPU: convolutions only."""
+
+    def __init__(self, families: tuple[str, ...]) -> None:
+        self.families = families
+
+    def choose(self, point: Any) -> tuple[bool, str]:
+        return point.model_library, ""
+
+    def overrules(self, family: str) -> bool:
+        return family in self.families
+
+
+@pytest.mark.parametrize(("families", "planned"), [(("conv",), True),
+                                                   (("conv", "gemm", "attention"), False)])
+def test_gemms_stay_planned_where_only_convolutions_are_timed(
+        asked: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch,
+        families: tuple[str, ...], planned: bool) -> None:
+    """A compile on its GPU times cuDNN's convolution calls and leaves GEMMs
+    to the model: its GEMMs for cuBLAS are still not built ahead (they all
+    were once any timing was on: a cold GPT-2 first call built 11 kernels
+    for the 7 it ran). Under a tuner that may overrule GEMM choices (the
+    autotuner) they are."""
+    from fusec.compiler import library_clock
+
+    monkeypatch.setattr(library_clock, "measured_library_calls",
+                        lambda *a, **k: _TimesConvolutions(families))
+    source = (EXAMPLES / "gpt2_block.mlir").read_text()
+    program = compile_model(source, target="h100",
+                            schedule=ScheduleOptions(gemm="library")).program
+    extra = {label for _, label in asked} - set(program_signatures(program))
+    assert (not extra) == planned
+
+
 def test_attention_kernels_are_asked_for_before_grouping(
         asked: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     """No later pass changes an attention group, and its kernel is the
