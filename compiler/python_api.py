@@ -12,11 +12,13 @@ y = model(x)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
-from fusec.analysis.cudnn_library import sdpa_available
+from fusec.analysis.cudnn_library import FRONTEND_MISSING, sdpa_available
 from fusec.analysis.diagnostics import FusecError
+from fusec.analysis.remarks import collect_remarks
 from fusec.analysis.targets import get_target
 from fusec.compiler.compile import ScheduleOptions, compile_model, source_text
 from fusec.compiler.instrument import Instrumentation, PassTimer
@@ -110,6 +112,8 @@ def compile(
         artifacts = compile_model(text, fusion=fusion, target=target, schedule=schedule,
                                   fold_constants=fold_constants, autotune=autotune or None,
                                   instrument=Instrumentation(timer=timer), source_name=name)
+        if any(FRONTEND_MISSING in line for line in collect_remarks(artifacts.module)):
+            _note_frontend_missing()
         if store is not None:
             with timer.timed("(program cache store)"):
                 store.store(key, artifacts)
@@ -121,6 +125,14 @@ def compile(
     finally:
         if timing:
             sys.stderr.write(f"fusec: compile of {name}:\n{timer.report()}")
+
+
+@functools.cache
+def _note_frontend_missing() -> None:
+    """Say once per process that cuDNN's attention is a package away (the
+    remark says it per attention, but only to a caller that asks for remarks)."""
+    print(f"fusec: note: f16/bf16 attentions run as fusec's own kernels here: "
+          f"{FRONTEND_MISSING}", file=sys.stderr)
 
 
 def start_kernel_builders(device: str = "auto") -> bool:

@@ -47,7 +47,7 @@ from fusec.analysis.attention_pattern import (
     Refusal,
     match_attention,
 )
-from fusec.analysis.cudnn_library import sdpa_available
+from fusec.analysis.cudnn_library import FRONTEND_MISSING, frontend_missing, sdpa_available
 from fusec.analysis.dependency_graph import value_names
 from fusec.analysis.group_kind import BACKEND_ATTR, LIBRARY_BACKEND
 from fusec.analysis.remarks import RemarkCollector, format_bytes
@@ -313,9 +313,12 @@ class _Fuser:
     def _library(self, p: AttentionPattern, shape: AttentionShape,
                  forced: bool) -> LibraryOffer | str | None:
         """cuDNN's call for `p` (its estimated time and mask) where it can
-        take the attention; else why not (None: not asked, or not installed)."""
-        if self.backend == "fused" or forced or not sdpa_available():
+        take the attention; else why not (None: not asked, or no cuDNN)."""
+        if self.backend == "fused" or forced:
             return None
+        if not sdpa_available():  # cuDNN alone: say what its package would give
+            known = frontend_missing() and not isinstance(library_attention(p, {}), str)
+            return FRONTEND_MISSING if known else None
         found = library_attention(p, {})
         if isinstance(found, str):
             return found
