@@ -28,7 +28,10 @@ was ready): the seconds before the first kernel was asked for (Dynamo,
 aot_autograd, the partitioner and fusec's front end up to its first
 kernel), until the last build was done, the longest build and its kernel,
 and the seconds after it (the rest of the front end, loading the kernels,
-the call itself).
+the call itself); a third table says when each of fusec's stages ran (the
+backend called by Dynamo, its forward compiler called by aot_autograd,
+`fusec.compile`, its `register-budget` pass, the kernels loaded) and lists
+every kernel built, with when it was asked for and ready.
 
 `--fusec-options JSON` hands fusec's children the backend's options (a JSON
 object, e.g. `'{"ptxas_wait": 3}'`; named in the table's header), so that
@@ -311,6 +314,33 @@ def timeline_table(results: dict[tuple[str, str, str], dict[str, Any]],
     return "\n".join(lines) + "\n"
 
 
+def _span(spans: list[float]) -> str:
+    """A stage's calls (flat start, end pairs): from the first start to the
+    last end, with the count where it ran more than once; "-" if never."""
+    if len(spans) < 2:
+        return "-"
+    calls = len(spans) // 2
+    return f"{spans[0]:.1f}-{max(spans[1::2]):.1f} s" + (f" ({calls} calls)" if calls > 1 else "")
+
+
+def stages_table(results: dict[tuple[str, str, str], dict[str, Any]],
+                 models: list[str]) -> str:
+    """When each of fusec's stages ran in each cold call, and every kernel
+    built with when it was asked for and ready ("" when no row has stages):
+    what to read when a first call is late, before profiling it."""
+    rows = [(m, r) for m in models
+            if (r := results.get((m, "fusec", "cold"))) and r.get("stages")]
+    if not rows:
+        return ""
+    lines = ["| model (fusec cold) | " + " | ".join(STAGES) + " | builds (asked-ready) |",
+             "|---|" + "---:|" * len(STAGES) + "---|"]
+    for m, r in rows:
+        stages = [_span(r["stages"].get(name, [])) for name in STAGES]
+        builds = ", ".join(f"{k} {a:.1f}-{d:.1f}" for k, a, d in r.get("builds", [])) or "-"
+        lines.append(f"| {m} | " + " | ".join(stages) + f" | {builds} |")
+    return "\n".join(lines) + "\n"
+
+
 def _device() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
@@ -401,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     text += table(results, models)
     if steps := timeline_table(results, models):
         text += f"\nWhere fusec's cold first call went (seconds from the call's start):\n\n{steps}"
+    if stages := stages_table(results, models):
+        text += f"\nfusec's stages in each cold first call (seconds from its start):\n\n{stages}"
     output.write_text(text, encoding="utf-8")
     print(text)
     return 0

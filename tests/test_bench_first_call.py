@@ -83,6 +83,17 @@ def test_the_timeline_of_a_cold_call_comes_from_the_build_log(tmp_path: Path) ->
     assert first_call.timeline_table({}, ["gpt2"]) == ""
 
 
+def test_the_stages_of_a_cold_call_and_its_builds_are_a_table() -> None:
+    cold = {"seconds": 7.0, "builds": [["fused_1", 1.0, 3.5], ["attention_2", 1.2, 6.0]],
+            "stages": {"backend": [0.5, 6.9], "forward": [0.9, 6.8],
+                       "compile": [1.0, 2.0, 2.5, 4.0], "register-budget": [], "load": [4.1, 6.2]}}
+    text = first_call.stages_table({("gpt2", "fusec", "cold"): cold}, ["gpt2"])
+    assert "| model (fusec cold) | backend | forward | compile | register-budget | load |" in text
+    assert ("| gpt2 | 0.5-6.9 s | 0.9-6.8 s | 1.0-4.0 s (2 calls) | - | 4.1-6.2 s | "
+            "fused_1 1.0-3.5, attention_2 1.2-6.0 |") in text
+    assert first_call.stages_table({("gpt2", "fusec", "cold"): {"seconds": 1.0}}, ["gpt2"]) == ""
+
+
 def test_stages_are_timed_by_wrapping_their_functions(monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
