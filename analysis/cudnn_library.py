@@ -95,7 +95,7 @@ def sdpa_available() -> bool:
 
 
 FRONTEND_MISSING = ("cuDNN's fused attention would compute it, but its Python package is not "
-                    "installed: pip install fusec[cudnn-cu13] (nvidia-cudnn-frontend)")
+                    "installed: pip install nvidia-cudnn-frontend==1.14.1")
 """Why an attention cuDNN could take stays fusec's own kernel where cuDNN is
 installed without `nvidia-cudnn-frontend` (as with PyTorch alone): fusec's
 kernel was 5x slower than cuDNN's on ViT-B/16's S = 197 in bf16 (H100)."""
