@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, Operation
@@ -140,6 +141,7 @@ def conv_alone(target: Target, conv: nn.Conv2dOp, mode: str, available: bool,
 class ConvChooser:
     """Decides per convolution group and rewrites the library choice."""
 
+    family: ClassVar[str] = "conv"  # its `ChoicePoint.family`
     target: Target
     mode: str
     available: bool
@@ -210,7 +212,7 @@ class ConvChooser:
             choice = self.price(group, conv)
             self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
             tuned = tuned_choice(self.tuner, self.mode, lambda: ChoicePoint(
-                "conv", group, choice.library, choice.t_library * 1e6, choice.t_own * 1e6,
+                self.family, group, choice.library, choice.t_library * 1e6, choice.t_own * 1e6,
                 self.available, f"tf32={self.tf32}", self.schedule_alone,
                 conv_call(conv, self.tf32), choice.t_call * 1e6),
                 lambda note: self.remarks.add("remark", f"group {group_name(group)}: {note}"))

@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
@@ -99,6 +99,7 @@ class GroupSplitter(Protocol):
 class GemmChooser:
     """Decides per contraction group and rewrites the library choice."""
 
+    family: ClassVar[str] = "gemm"  # its `ChoicePoint.family`
     target: Target
     mode: str
     available: bool
@@ -165,7 +166,7 @@ class GemmChooser:
         choice = self.price(group, mm, fold)
         self.remarks.add("remark", f"group {group_name(group)}: {choice.summary()}")
         tuned = tuned_choice(self.tuner, self.mode, lambda: ChoicePoint(
-            "gemm", group, choice.library, choice.t_library * 1e6, choice.t_fused * 1e6,
+            self.family, group, choice.library, choice.t_library * 1e6, choice.t_fused * 1e6,
             self.available, f"epilogue={self.epilogue}; tf32={cupy_tf32()}", self.schedule_alone),
             lambda note: self.remarks.add("remark", f"group {group_name(group)}: {note}"))
         if not (choice.library if tuned is None else tuned):

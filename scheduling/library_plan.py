@@ -29,9 +29,6 @@ from fusec.scheduling.conv_choice import ConvChooser
 from fusec.scheduling.gemm_choice import GemmChooser
 from fusec.scheduling.library_tuning import active_tuner
 
-_FAMILY = {"contraction": "gemm", "window": "conv"}
-"""The library family (`ChoicePoint.family`) of each group kind a library computes."""
-
 
 @dataclass(frozen=True)
 class LibraryPlan:
@@ -48,15 +45,16 @@ class LibraryPlan:
         convolution to a library (False where a measurement may overrule
         the model's choice, or for a group without one)."""
         kind = getattr(group.attributes.get("kind"), "data", "")
-        family = _FAMILY.get(kind)
-        tuner = active_tuner()
-        if family is None or (tuner is not None and tuner.overrules(family)):
-            return False
         quiet = RemarkCollector()
+        chooser: GemmChooser | ConvChooser
         if kind == "contraction":
-            return GemmChooser(target, self.gemm, gemm_choice.library_available(), quiet,
-                               self.library_epilogue).planned(group)
-        if kind == "window":
-            return ConvChooser(target, self.conv, cudnn_available(), quiet,
-                               self.conv_tf32).planned(group)
-        return False
+            chooser = GemmChooser(target, self.gemm, gemm_choice.library_available(), quiet,
+                                  self.library_epilogue)
+        elif kind == "window":
+            chooser = ConvChooser(target, self.conv, cudnn_available(), quiet, self.conv_tf32)
+        else:
+            return False
+        tuner = active_tuner()
+        if tuner is not None and tuner.overrules(chooser.family):
+            return False
+        return chooser.planned(group)
