@@ -221,6 +221,49 @@ def test_attention_reads_a_fused_qkv_in_place(pipeline: str) -> None:
     check_program(fused_qkv_attention_text(2, 2, 16, 8), 1, pipeline)
 
 
+def scaled_qkv_bmm_text(b: int, h: int, s: int, d: int) -> str:
+    """A window attention as timm's Swin writes it through `torch.compile`: Q,
+    K and V unbound from a fused projection by slices and squeezes
+    (`[1, B, H, S, D]` to `[B, H, S, D]`), Q scaled before `Q Kᵀ`, both
+    matmuls in the `bmm` form (`bmm_attention_text`), a bias on the scores."""
+    t = lambda *shape: tensor(shape, "f32")  # noqa: E731
+    q, kt, sc = t(b, h, s, d), t(b, h, d, s), t(b, h, s, s)
+    five, perm, one = t(b, s, 3, h, d), t(3, b, h, s, d), t(1, b, h, s, d)
+    m = lambda *shape: t(b * h, *shape)  # noqa: E731
+    lines = [f"func.func @f(%qkv: {t(b, s, 3 * h * d)}, %bias: {t(1, h, s, s)}) -> {q} {{",
+             f"  %r = nn.reshape %qkv : ({t(b, s, 3 * h * d)}) -> {five}",
+             f"  %p = nn.transpose %r {{perm = [2, 0, 3, 1, 4]}} : ({five}) -> {perm}"]
+    for i, name in enumerate("qkv"):
+        lines += [f"  %{name}1 = nn.slice %p {{starts = [{i}, 0, 0, 0, 0], "
+                  f"limits = [{i + 1}, {b}, {h}, {s}, {d}]}} : ({perm}) -> {one}",
+                  f"  %{name}4 = nn.reshape %{name}1 : ({one}) -> {q}"]
+    lines += [f"  %c = nn.constant dense<0.35> : {t()}",
+              f"  %qs = nn.mul %q4, %c : ({q}, {t()}) -> {q}",
+              f"  %kt = nn.transpose %k4 {{perm = [0, 1, 3, 2]}} : ({q}) -> {kt}",
+              f"  %q3 = nn.reshape %qs : ({q}) -> {m(s, d)}",
+              f"  %k3 = nn.reshape %kt : ({kt}) -> {m(d, s)}",
+              f"  %s3 = nn.matmul %q3, %k3 : ({m(s, d)}, {m(d, s)}) -> {m(s, s)}",
+              f"  %s4 = nn.reshape %s3 : ({m(s, s)}) -> {sc}",
+              f"  %x = nn.add %s4, %bias : ({sc}, {t(1, h, s, s)}) -> {sc}",
+              f"  %pr = nn.softmax %x {{axis = -1}} : {sc}",
+              f"  %p3 = nn.reshape %pr : ({sc}) -> {m(s, s)}",
+              f"  %v3 = nn.reshape %v4 : ({q}) -> {m(s, d)}",
+              f"  %o3 = nn.matmul %p3, %v3 : ({m(s, s)}, {m(s, d)}) -> {m(s, d)}",
+              f"  %o = nn.reshape %o3 : ({m(s, d)}) -> {q}",
+              f"  func.return %o : {q}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
+                         ids=["simt", "mma"])
+def test_squeezed_operands_of_the_bmm_form_stay_unsplit(pipeline: str) -> None:
+    # V's squeeze `[1, B, H, S, D]` to `[B, H, S, D]` merges no two axes of
+    # extent > 1: were it taken unmerged, `P V` would run on `[1, B, H, ...]`
+    # behind a reshape of the probabilities and the attention would not fuse
+    # (5 kernels); the scaled Q is the one kernel before the attention's
+    check_program(scaled_qkv_bmm_text(2, 3, 16, 8), 2, pipeline)
+
+
 def gqa_bmm_text(b: int, hkv: int, g: int, s: int, d: int) -> str:
     """Grouped-query attention as a `torch.compile` graph of a Llama block
     writes it: K and V repeated over the `g` query heads of each K/V head,
