@@ -43,10 +43,10 @@ decompositions write every 4-D matmul (attention's `Q Kᵀ` and `P V` in a
 that splits a merged value back into the shape of its split form
 (`[B*H, S, S]` to `[B, H, S, S]`) is that split value, so the whole attention
 reaches `fuse-attention` on `[B, H, ...]` with no layout op in its way. A
-reshape that merges an axis only with axes of extent 1 (the squeeze of a
-sliced Q, K or V, `[1, B, H, S, D]` to `[B, H, S, D]`) is no such seed: it
-merges nothing, and unmerged it would give one matmul a unit axis the other
-lacks, with a reshape between them.
+matmul with one operand that such a reshape merged only with axes of extent 1
+(the squeeze of a sliced V, `[1, B, H, S, D]` to `[B, H, S, D]`, read beside
+probabilities that no reshape merged) stays as it is: unmerged, it would give
+the probabilities a unit axis and a reshape between the two matmuls.
 
 Each walk over a function rewrites the readers it meets after a seed. Where
 both seeds meet (Llama's grouped-query attention in a `torch.compile` graph:
@@ -333,6 +333,12 @@ class _Unmerger:
         if common is None:
             return None
         groups, batch = common
+        if not any(sum(batch[a] > 1 for a in g) > 1 for g in groups) and not all(
+                v in self.splits for v in op.operands):
+            # Split only by axes of extent 1 (a squeeze, `[1, B, H, S, D]` to
+            # `[B, H, S, D]`): it merges nothing, and the other operand would
+            # gain a unit axis and a reshape in front of it.
+            return None
         rows = len(batch)
         operands: list[SSAValue] = []
         for v in op.operands:
@@ -408,11 +414,8 @@ def _batch_seed(op: nn.ReshapeOp) -> Split | None:
         return None
     extents = tensor_shape(op.operands[0])
     groups = merge_groups(extents, tensor_shape(op.results[0]))
-    # A batch axis merged from one of extent > 1 and axes of extent 1 (a
-    # squeeze) merges nothing: taking it unmerged would only give the matmul
-    # a unit axis its other operand lacks.
     if groups is None or len(groups) < 3 or any(len(g) > 1 for g in groups[-2:]) \
-            or not any(sum(extents[a] > 1 for a in g) > 1 for g in groups[:-2]):
+            or not any(len(g) > 1 for g in groups[:-2]):
         return None
     return Split(op.operands[0], extents, groups)
 

@@ -189,20 +189,30 @@ def test_bmm_form_attention_without_the_pass() -> None:
     assert len(program.functions["f"].launches) > 1
 
 
+def _unbind_qkv(b: int, h: int, s: int, d: int, dtype: str) -> list[str]:
+    """Lines unbinding `%qkv` (`[B, S, 3*H*D]`) into `%q4`, `%k4`, `%v4` of
+    `[B, H, S, D]`, as a fused QKV projection's readers do: reshaped to
+    `[B, S, 3, H, D]`, permuted to `[3, B, H, S, D]`, three slices, each
+    squeezed."""
+    t = lambda *shape: tensor(shape, dtype)  # noqa: E731
+    five, perm, one = t(b, s, 3, h, d), t(3, b, h, s, d), t(1, b, h, s, d)
+    lines = [f"  %r = nn.reshape %qkv : ({t(b, s, 3 * h * d)}) -> {five}",
+             f"  %p = nn.transpose %r {{perm = [2, 0, 3, 1, 4]}} : ({five}) -> {perm}"]
+    for i, name in enumerate("qkv"):
+        lines += [f"  %{name}1 = nn.slice %p {{starts = [{i}, 0, 0, 0, 0], "
+                  f"limits = [{i + 1}, {b}, {h}, {s}, {d}]}} : ({perm}) -> {one}",
+                  f"  %{name}4 = nn.reshape %{name}1 : ({one}) -> {t(b, h, s, d)}"]
+    return lines
+
+
 def fused_qkv_attention_text(b: int, h: int, s: int, d: int, dtype: str = "f32") -> str:
     """Attention over a fused QKV projection's output, as a ViT or BERT block
     writes it: `[B, S, 3*H*D]` reshaped to `[B, S, 3, H, D]`, permuted to
     `[3, B, H, S, D]` and unbound by three slices, which all read the permute."""
     t = lambda *shape: tensor(shape, dtype)  # noqa: E731
     q, kt, sc = t(b, h, s, d), t(b, h, d, s), t(b, h, s, s)
-    five, perm, one = t(b, s, 3, h, d), t(3, b, h, s, d), t(1, b, h, s, d)
     lines = [f"func.func @f(%qkv: {t(b, s, 3 * h * d)}) -> {q} {{",
-             f"  %r = nn.reshape %qkv : ({t(b, s, 3 * h * d)}) -> {five}",
-             f"  %p = nn.transpose %r {{perm = [2, 0, 3, 1, 4]}} : ({five}) -> {perm}"]
-    for i, name in enumerate("qkv"):
-        lines += [f"  %{name}1 = nn.slice %p {{starts = [{i}, 0, 0, 0, 0], "
-                  f"limits = [{i + 1}, {b}, {h}, {s}, {d}]}} : ({perm}) -> {one}",
-                  f"  %{name}4 = nn.reshape %{name}1 : ({one}) -> {q}"]
+             *_unbind_qkv(b, h, s, d, dtype)]
     lines += [f"  %kt = nn.transpose %k4 {{perm = [0, 1, 3, 2]}} : ({q}) -> {kt}",
               f"  %s = nn.matmul %q4, %kt : ({q}, {kt}) -> {sc}",
               f"  %c = nn.constant dense<0.5> : {t()}",
@@ -228,15 +238,9 @@ def scaled_qkv_bmm_text(b: int, h: int, s: int, d: int) -> str:
     matmuls in the `bmm` form (`bmm_attention_text`), a bias on the scores."""
     t = lambda *shape: tensor(shape, "f32")  # noqa: E731
     q, kt, sc = t(b, h, s, d), t(b, h, d, s), t(b, h, s, s)
-    five, perm, one = t(b, s, 3, h, d), t(3, b, h, s, d), t(1, b, h, s, d)
     m = lambda *shape: t(b * h, *shape)  # noqa: E731
     lines = [f"func.func @f(%qkv: {t(b, s, 3 * h * d)}, %bias: {t(1, h, s, s)}) -> {q} {{",
-             f"  %r = nn.reshape %qkv : ({t(b, s, 3 * h * d)}) -> {five}",
-             f"  %p = nn.transpose %r {{perm = [2, 0, 3, 1, 4]}} : ({five}) -> {perm}"]
-    for i, name in enumerate("qkv"):
-        lines += [f"  %{name}1 = nn.slice %p {{starts = [{i}, 0, 0, 0, 0], "
-                  f"limits = [{i + 1}, {b}, {h}, {s}, {d}]}} : ({perm}) -> {one}",
-                  f"  %{name}4 = nn.reshape %{name}1 : ({one}) -> {q}"]
+             *_unbind_qkv(b, h, s, d, "f32")]
     lines += [f"  %c = nn.constant dense<0.35> : {t()}",
               f"  %qs = nn.mul %q4, %c : ({q}, {t()}) -> {q}",
               f"  %kt = nn.transpose %k4 {{perm = [0, 1, 3, 2]}} : ({q}) -> {kt}",
@@ -257,10 +261,11 @@ def scaled_qkv_bmm_text(b: int, h: int, s: int, d: int) -> str:
 @pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
                          ids=["simt", "mma"])
 def test_squeezed_operands_of_the_bmm_form_stay_unsplit(pipeline: str) -> None:
-    # V's squeeze `[1, B, H, S, D]` to `[B, H, S, D]` merges no two axes of
-    # extent > 1: were it taken unmerged, `P V` would run on `[1, B, H, ...]`
-    # behind a reshape of the probabilities and the attention would not fuse
-    # (5 kernels); the scaled Q is the one kernel before the attention's
+    # once `P V` reads V's squeeze (`[1, B, H, S, D]` to `[B, H, S, D]`)
+    # directly, that squeeze merges no two axes of extent > 1: were it taken
+    # unmerged, `P V` would run on `[1, B, H, ...]` behind a reshape of the
+    # probabilities and the attention would not fuse (5 kernels); the scaled
+    # Q is the one kernel before the attention's
     check_program(scaled_qkv_bmm_text(2, 3, 16, 8), 2, pipeline)
 
 
