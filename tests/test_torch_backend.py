@@ -297,6 +297,45 @@ def test_a_row_the_mask_takes_out_entirely_gives_zeros(kind: str) -> None:
     np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5)
 
 
+class HandWrittenAttention(nn.Module):
+    """timm's attention block without `fused_attn`: a fused QKV projection
+    unbound into Q, K and V, Q scaled, `q @ k.transpose(-2, -1)` on 4-D
+    tensors (PyTorch's `bmm` form in the graph), optionally a learned bias
+    on the scores, softmax, `@ v`, the output projection."""
+
+    def __init__(self, dim: int, heads: int, bias_keys: int = 0) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.bias = nn.Parameter(0.1 * torch.randn(1, heads, bias_keys, bias_keys)) \
+            if bias_keys else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        scores = (q * self.head_dim ** -0.5) @ k.transpose(-2, -1)
+        if self.bias is not None:
+            scores = scores + self.bias
+        out = scores.softmax(dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, n, c))
+
+
+@pytest.mark.parametrize(("batch", "bias"), [(2, False), (1, False), (3, True)])
+def test_a_hand_written_attention_over_an_unbound_qkv_is_one_kernel(batch: int,
+                                                                    bias: bool) -> None:
+    """Projection, scaled Q, one attention kernel, projection: V's squeeze
+    (`[1, B, H, S, D]` to `[B, H, S, D]`) once made `P V` a matmul of its
+    own and the attention three kernels (7 launches)."""
+    torch.manual_seed(10 + batch)
+    module, x = HandWrittenAttention(32, 4, 12 if bias else 0).eval(), torch.randn(batch, 12, 32)
+    out, backend = _run(module, (x,))
+    assert backend.reports[0].launches == 4, backend.reports[0].remarks
+    with torch.no_grad():
+        np.testing.assert_allclose(out.numpy(), module(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_a_constant_causal_mask_leaves_one_attention_kernel() -> None:
     """A boolean causal mask built in the graph folds to a constant: the
     guard for fully masked rows is decided at compile time and goes away."""
