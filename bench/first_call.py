@@ -2,7 +2,7 @@
 
     python -m fusec.bench.first_call bench/results/DATE-DEVICE-first-call.md
         [--models gpt2,resnet50,llama] [--backends fusec,inductor]
-        [--phases cold,warm] [--timeout 1800] [--dry-run]
+        [--phases cold,warm] [--warm-runs 1] [--timeout 1800] [--dry-run]
 
 For each model (bench/real_models.py: random weights, seeded, eval mode,
 fp32, CUDA; no key/value cache):
@@ -28,10 +28,15 @@ was ready): the seconds before the first kernel was asked for (Dynamo,
 aot_autograd, the partitioner and fusec's front end up to its first
 kernel), until the last build was done, the longest build and its kernel,
 and the seconds after it (the rest of the front end, loading the kernels,
-the call itself); a third table says when each of fusec's stages ran (the
-backend called by Dynamo, its forward compiler called by aot_autograd,
-`fusec.compile`, its `register-budget` pass, the kernels loaded) and lists
-every kernel built, with when it was asked for and ready.
+the call itself); a third table says when each of fusec's stages ran in
+each cold and warm call (the backend called by Dynamo, its forward compiler
+called by aot_autograd, `fusec.compile`, its `register-budget` pass, the
+kernels loaded) and lists every kernel built, with when it was asked for and
+ready.
+
+`--warm-runs N` measures each warm call N times, each in a new process on
+the same filled folders: the table gives the median and every sample (a
+warm call is a few seconds, and one sample on a busy machine says little).
 
 `--fusec-options JSON` hands fusec's children the backend's options (a JSON
 object, e.g. `'{"ptxas_wait": 3}'`; named in the table's header), so that
@@ -87,6 +92,13 @@ class Run:
     backend: str
     phase: str
     cache_root: Path
+    sample: int = 0
+    """Which of the phase's runs this is (several warm runs share the folders)."""
+
+    @property
+    def label(self) -> str:
+        """`phase`, numbered from the second sample on (`warm`, `warm2`, ...)."""
+        return self.phase if self.sample == 0 else f"{self.phase}{self.sample + 1}"
 
     def env(self) -> dict[str, str]:
         """The cache folders of this run (the same for cold and warm)."""
@@ -102,10 +114,25 @@ class Run:
 
 
 def plan(models: list[str], root: Path, backends: tuple[str, ...] = BACKENDS,
-         phases: tuple[str, ...] = PHASES) -> list[Run]:
-    """Every run, cold before warm, each (model, backend) with its own folders."""
-    return [Run(m, b, phase, root / f"{m}-{b}")
-            for m in models for b in backends for phase in phases]
+         phases: tuple[str, ...] = PHASES, warm_runs: int = 1) -> list[Run]:
+    """Every run, cold before warm (`warm_runs` of those), each (model,
+    backend) with its own folders."""
+    return [Run(m, b, phase, root / f"{m}-{b}", k)
+            for m in models for b in backends for phase in phases
+            for k in range(warm_runs if phase == "warm" else 1)]
+
+
+def combine(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """One phase's result from its runs: the run of median time (the lower
+    middle of an even count), with every run's seconds as `samples` when
+    there were several; a run that failed is the result if any did."""
+    if failed := [r for r in samples if "seconds" not in r]:
+        return failed[0]
+    ordered = sorted(samples, key=lambda r: r["seconds"])
+    out = dict(ordered[(len(ordered) - 1) // 2])
+    if len(samples) > 1:
+        out["samples"] = [r["seconds"] for r in samples]
+    return out
 
 
 # --- the child: one first call ---------------------------------------------------------------
@@ -262,7 +289,7 @@ def run_child(run: Run, timeout_s: float, profile_dir: Path | None = None,
     if options and run.backend == "fusec":
         env[OPTIONS_ENV] = json.dumps(options)
     if profile_dir is not None:
-        env[PROFILE_ENV] = str(profile_dir / f"{run.model}-{run.backend}-{run.phase}.txt")
+        env[PROFILE_ENV] = str(profile_dir / f"{run.model}-{run.backend}-{run.label}.txt")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     try:
         proc = subprocess.run(run.command(), env=env, capture_output=True, text=True,
@@ -281,7 +308,11 @@ def table(results: dict[tuple[str, str, str], dict[str, Any]], models: list[str]
     def sec(r: dict[str, Any] | None) -> str:
         if r is None:
             return "-"
-        return f"{r['seconds']:.1f} s" if "seconds" in r else f"error: {r.get('error')}"
+        if "seconds" not in r:
+            return f"error: {r.get('error')}"
+        every = r.get("samples", [])
+        return f"{r['seconds']:.1f} s" + (
+            f" ({', '.join(f'{t:.1f}' for t in every)})" if every else "")
 
     def num(r: dict[str, Any] | None, key: str) -> str:
         return str(r[key]) if r and key in r else "-"
@@ -325,19 +356,20 @@ def _span(spans: list[float]) -> str:
 
 def stages_table(results: dict[tuple[str, str, str], dict[str, Any]],
                  models: list[str]) -> str:
-    """When each of fusec's stages ran in each cold call, and every kernel
-    built with when it was asked for and ready ("" when no row has stages):
-    what to read when a first call is late, before profiling it."""
-    rows = [(m, r) for m in models
-            if (r := results.get((m, "fusec", "cold"))) and r.get("stages")]
+    """When each of fusec's stages ran in each cold and warm call (a warm
+    phase's median run), and every kernel built with when it was asked for
+    and ready ("" when no row has stages): what to read when a first call is
+    late, before profiling it."""
+    rows = [(m, phase, r) for m in models for phase in PHASES
+            if (r := results.get((m, "fusec", phase))) and r.get("stages")]
     if not rows:
         return ""
-    lines = ["| model (fusec cold) | " + " | ".join(STAGES) + " | builds (asked-ready) |",
-             "|---|" + "---:|" * len(STAGES) + "---|"]
-    for m, r in rows:
+    lines = ["| model | call | " + " | ".join(STAGES) + " | builds (asked-ready) |",
+             "|---|---|" + "---:|" * len(STAGES) + "---|"]
+    for m, phase, r in rows:
         stages = [_span(r["stages"].get(name, [])) for name in STAGES]
         builds = ", ".join(f"{k} {a:.1f}-{d:.1f}" for k, a, d in r.get("builds", [])) or "-"
-        lines.append(f"| {m} | " + " | ".join(stages) + f" | {builds} |")
+        lines.append(f"| {m} | {phase} | " + " | ".join(stages) + f" | {builds} |")
     return "\n".join(lines) + "\n"
 
 
@@ -361,6 +393,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help=f"comma-separated, of {', '.join(BACKENDS)}")
     ap.add_argument("--phases", default=",".join(PHASES),
                     help="comma-separated, of cold, warm (warm reuses what cold filled)")
+    ap.add_argument("--warm-runs", type=int, default=1, metavar="N",
+                    help="warm calls per model and backend, each in a new process (median "
+                    "and every sample in the table)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
     ap.add_argument("--profile", metavar="DIR", type=Path,
                     help="profile each fusec child; text summaries go to DIR")
@@ -397,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout <= 0:
         print("error: --timeout must be > 0", file=sys.stderr)
         return 2
+    if args.warm_runs < 1:
+        print("error: --warm-runs must be >= 1", file=sys.stderr)
+        return 2
     try:
         options = parse_options(args.fusec_options)
     except ValueError as err:
@@ -407,23 +445,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot write '{output}': no folder '{output.parent}'", file=sys.stderr)
         return 2
     root = Path(tempfile.mkdtemp(prefix="fusec-first-call-"))
-    runs = plan(models, root, backends, phases)
+    runs = plan(models, root, backends, phases, args.warm_runs)
     if args.dry_run:
         for run in runs:
             env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.env().items())
             if options and run.backend == "fusec":
                 env += f" {OPTIONS_ENV}={shlex.quote(json.dumps(options))}"
-            print(f"{run.model} {run.backend} {run.phase}: {env} "
+            print(f"{run.model} {run.backend} {run.label}: {env} "
                   f"{shlex.join(run.command())}")
         print(f"would write the table to {output}")
         os.rmdir(root)
         return 0
-    results: dict[tuple[str, str, str], dict[str, Any]] = {}
+    samples: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for run in runs:
-        results[(run.model, run.backend, run.phase)] = run_child(run, args.timeout, args.profile,
-                                                                 options)
-        print(f"{run.model} {run.backend} {run.phase}: "
-              f"{results[(run.model, run.backend, run.phase)]}", flush=True)
+        got = run_child(run, args.timeout, args.profile, options)
+        samples.setdefault((run.model, run.backend, run.phase), []).append(got)
+        print(f"{run.model} {run.backend} {run.label}: {got}", flush=True)
+    results = {key: combine(runs_of) for key, runs_of in samples.items()}
     when = datetime.date.today().isoformat()
     text = f"# First call, cold and warm ({when}, {_device()}, commit {commit()})\n\n"
     if options:
@@ -432,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     if steps := timeline_table(results, models):
         text += f"\nWhere fusec's cold first call went (seconds from the call's start):\n\n{steps}"
     if stages := stages_table(results, models):
-        text += f"\nfusec's stages in each cold first call (seconds from its start):\n\n{stages}"
+        text += f"\nfusec's stages in each first call (seconds from its start):\n\n{stages}"
     output.write_text(text, encoding="utf-8")
     print(text)
     return 0

@@ -47,6 +47,7 @@ def test_backends_and_phases_narrow_the_runs(
     (["--timeout", "0"], "--timeout must be > 0"),
     (["--backends", "xla"], "unknown backend or phase xla"),
     (["--phases", "hot"], "unknown backend or phase hot"),
+    (["--warm-runs", "0"], "--warm-runs must be >= 1"),
 ])
 def test_bad_arguments_are_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   args: list[str], message: str) -> None:
@@ -83,15 +84,43 @@ def test_the_timeline_of_a_cold_call_comes_from_the_build_log(tmp_path: Path) ->
     assert first_call.timeline_table({}, ["gpt2"]) == ""
 
 
-def test_the_stages_of_a_cold_call_and_its_builds_are_a_table() -> None:
+def test_the_stages_of_cold_and_warm_calls_and_their_builds_are_a_table() -> None:
     cold = {"seconds": 7.0, "builds": [["fused_1", 1.0, 3.5], ["attention_2", 1.2, 6.0]],
             "stages": {"backend": [0.5, 6.9], "forward": [0.9, 6.8],
                        "compile": [1.0, 2.0, 2.5, 4.0], "register-budget": [], "load": [4.1, 6.2]}}
-    text = first_call.stages_table({("gpt2", "fusec", "cold"): cold}, ["gpt2"])
-    assert "| model (fusec cold) | backend | forward | compile | register-budget | load |" in text
-    assert ("| gpt2 | 0.5-6.9 s | 0.9-6.8 s | 1.0-4.0 s (2 calls) | - | 4.1-6.2 s | "
+    warm = {"seconds": 2.0, "stages": {"backend": [0.4, 1.9], "compile": [0.8, 1.1],
+                                       "load": [1.2, 1.8]}}
+    text = first_call.stages_table({("gpt2", "fusec", "cold"): cold,
+                                    ("gpt2", "fusec", "warm"): warm}, ["gpt2"])
+    assert "| model | call | backend | forward | compile | register-budget | load |" in text
+    assert ("| gpt2 | cold | 0.5-6.9 s | 0.9-6.8 s | 1.0-4.0 s (2 calls) | - | 4.1-6.2 s | "
             "fused_1 1.0-3.5, attention_2 1.2-6.0 |") in text
+    assert "| gpt2 | warm | 0.4-1.9 s | - | 0.8-1.1 s | - | 1.2-1.8 s | - |" in text
     assert first_call.stages_table({("gpt2", "fusec", "cold"): {"seconds": 1.0}}, ["gpt2"]) == ""
+
+
+def test_several_warm_runs_each_in_a_process_of_their_own(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [str(tmp_path / "t.md"), "--models", "resnet50", "--backends", "fusec",
+            "--warm-runs", "3", "--dry-run"]
+    assert first_call.main(args) == 0
+    runs = [line for line in capsys.readouterr().out.splitlines() if " --child " in line]
+    assert [r.split(":")[0] for r in runs] == ["resnet50 fusec cold", "resnet50 fusec warm",
+                                               "resnet50 fusec warm2", "resnet50 fusec warm3"]
+    assert len({r.split(": ", 1)[1] for r in runs}) == 1  # the folders the cold run filled
+
+
+def test_warm_samples_combine_into_their_median_with_every_sample() -> None:
+    runs = [{"seconds": 3.4, "cached": 9}, {"seconds": 2.9, "cached": 9},
+            {"seconds": 3.0, "cached": 9}]
+    got = first_call.combine(runs)
+    assert got == {"seconds": 3.0, "cached": 9, "samples": [3.4, 2.9, 3.0]}
+    assert first_call.combine([{"seconds": 2.0}, {"seconds": 1.0}])["seconds"] == 1.0
+    assert first_call.combine([{"seconds": 2.0}]) == {"seconds": 2.0}
+    assert first_call.combine([{"seconds": 2.0}, {"error": "over 5 s"}]) == {"error": "over 5 s"}
+    results = {("gpt2", "fusec", "warm"): got}
+    assert "| gpt2 | - | 3.0 s (3.4, 2.9, 3.0) | - | - | - | - | 9 |" in \
+        first_call.table(results, ["gpt2"])
 
 
 def test_stages_are_timed_by_wrapping_their_functions(monkeypatch: pytest.MonkeyPatch) -> None:
