@@ -60,6 +60,7 @@ from fusec.analysis.view_operands import (
     read_directly,
 )
 from fusec.codegen.computed_root import Load, root_load
+from fusec.codegen.gather_rows import staging_lines, table_load
 from fusec.codegen.indexed_read import Ints, read_element, read_operand
 from fusec.codegen.kernel_source import (
     KernelSource,
@@ -160,9 +161,11 @@ def _element_values(plan: TransposedPlan, coords: list[str], suffix: str, ints: 
                                        ints, name, load_at)
             loads += [*lines, f"{name} = {expr}"]
         elif isinstance(op, INDEXED_READS):
+            staged = plan.staged is not None and op is plan.staged.op
             lines, expr = read_element(body, op.results[0],
                                        _own_coords(tensor_shape(op.results[0]), coords, lit),
-                                       ints, name, load_at)
+                                       ints, name, table_load(plan.staged, load_at)
+                                       if staged and plan.staged else load_at)
             loads += [*lines, f"{name} = {expr}"]
         else:
             lines, expr = _view_load(body, op, coords, ints, name, load_at)
@@ -262,35 +265,84 @@ def _lane_lines(plan: TransposedPlan, block: str, wide: bool) -> list[str]:
     """The accesses of `_vector_lines`, wide or one element per lane. The
     lanes step the innermost axis longer than 1, which `lanes` divides: lane
     0's coordinate is a multiple of it and no lane passes the row."""
-    vec, lanes, n = plan.vector, plan.vector.lanes, numel(plan.shape)
+    lanes, n = plan.vector.lanes, numel(plan.shape)
     words, per = n // lanes, plan.unroll // lanes
     itype = flat_index_type(plan)
-    axis = innermost_axis(plan.shape)
-    assert axis is not None
     tail = words % (plan.threads * per) != 0
     lines = [f"base = {block} * {int_literal(plan.threads * per)} + cuda.threadIdx.x"]
     parts = []
     for a in range(per):
-        at = ElementIndex(f"i{a}", plan.shape, itype, str(a))
         raw = f"base + {int_literal(a * plan.threads)}"
         lines += _indexed(f"w{a}", raw, itype, words - 1,
                           [f"w{a}_raw < {int_literal(words)}"] if tail else [], f"ok{a}")
-        lines.append(f"i{a} = {itype}(w{a} * {at.lit(lanes)})")
-        coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
-                  for d, size in enumerate(plan.shape)]
-        lines += at.coord_lines
-        lane_points = []
-        for j in range(lanes):
-            at_lane = list(coords)
-            more = []
-            if j:
-                at_lane[axis] = f"l{a}_{j}"
-                more.append(f"l{a}_{j} = {itype}({coords[axis]} + {at.lit(j)})")
-            lane_points.append(_Lane(more, at_lane))
-        index, loads, arith, stores = _access(plan, vec, wide, f"_{a}", lane_points, itype)
-        lines += index
-        parts.append((loads, arith, _guarded(stores, f"ok{a}" if tail else None)))
+        more, part = _word_access(plan, wide, a, itype, f"ok{a}" if tail else None)
+        lines += more
+        parts.append(part)
     return lines + _in_order(parts)
+
+
+def _word_access(plan: TransposedPlan, wide: bool, a: int, itype: str,
+                 ok: str | None) -> tuple[list[str], Part]:
+    """The index lines and the part of access `a` of `plan.vector.lanes`
+    consecutive elements from word `w{a}` (lane 0 at element `w{a} * lanes`),
+    its stores under `ok` when given."""
+    vec, lanes = plan.vector, plan.vector.lanes
+    axis = innermost_axis(plan.shape)
+    at = ElementIndex(f"i{a}", plan.shape, itype, str(a))
+    lines = [f"i{a} = {itype}(w{a} * {at.lit(lanes)})"]
+    coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
+              for d, size in enumerate(plan.shape)]
+    lines += at.coord_lines
+    lane_points = []
+    for j in range(lanes):
+        at_lane = list(coords)
+        more = []
+        if j:
+            assert axis is not None
+            at_lane[axis] = f"l{a}_{j}"
+            more.append(f"l{a}_{j} = {itype}({coords[axis]} + {at.lit(j)})")
+        lane_points.append(_Lane(more, at_lane))
+    index, loads, arith, stores = _access(plan, vec, wide, f"_{a}", lane_points, itype)
+    return lines + index, (loads, arith, _guarded(stores, ok))
+
+
+def _staged_gather_lines(plan: TransposedPlan) -> list[str]:
+    """The kernel of a gather staged by rows (`codegen/gather_rows.py`):
+    block `(r, part)` stages table row `r`, then loops over its part of the
+    row's outputs in words of `lanes` elements, `unroll / lanes` accesses
+    per thread and round, `threads` apart (each access as the flat
+    schedule's, the table read from `srow`)."""
+    staged = plan.staged
+    assert staged is not None
+    lanes, threads = plan.vector.lanes, plan.threads
+    per = max(1, plan.unroll // lanes)
+    itype = flat_index_type(plan)
+    row_words = staged.per_row // lanes
+    part_words = -(-row_words // plan.gather_parts)
+    rounds = -(-part_words // (threads * per))
+    lit = int_literal
+    head = [*staging_lines(plan.body, staged, threads, itype, "cuda.blockIdx.x"),
+            f"first = {itype}(cuda.blockIdx.y) * {itype}({lit(part_words)})",
+            f"end = min(first + {itype}({lit(part_words)}), {itype}({lit(row_words)}))",
+            f"row_base = {itype}(cuda.blockIdx.x) * {itype}({lit(row_words)})"]
+
+    def body(wide: bool) -> list[str]:
+        lines = [f"base = first + {itype}(c) * {itype}({lit(threads * per)}) + "
+                 f"{itype}(cuda.threadIdx.x)"]
+        parts = []
+        for a in range(per):
+            lines += [f"w{a}_raw = base + {itype}({lit(a * threads)})",
+                      f"ok{a} = w{a}_raw < end",
+                      f"w{a} = row_base + min(w{a}_raw, end - {itype}(1))"]
+            more, part = _word_access(plan, wide, a, itype, f"ok{a}")
+            lines += more
+            parts.append(part)
+        return [f"for c in range({lit(rounds)}):",
+                *(_INDENT + line for line in lines + _in_order(parts))]
+
+    if lanes == 1:
+        return head + body(False)
+    return head + _aligned_or_not(plan.body, plan.vector, body)
 
 
 @dataclass(frozen=True)
@@ -524,6 +576,13 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
         if plan.tile_vector.wide:  # `scheduling/tile_vector.py`
             per_thread += (f"; staging loads of {plan.tile_vector.load} consecutive elements, "
                            f"stores of {plan.tile_vector.store} (aligned arrays)")
+    elif (staged := plan.staged) is not None:
+        body = _staged_gather_lines(plan)
+        grid, block = (staged.rows, plan.gather_parts, 1), (plan.threads, 1, 1)
+        per_thread = (f"one table row of {staged.row} elements staged in shared memory per "
+                      f"block, its {staged.per_row} gathered outputs split over "
+                      f"{plan.gather_parts} block(s), accesses of {plan.vector.lanes} "
+                      f"element(s), {plan.threads} apart")
     elif (concat := plan.concat) is not None:
         body, blocks = _segmented_lines(plan, concat)
         grid, block = (blocks, 1, 1), (plan.threads, 1, 1)
@@ -550,8 +609,9 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
                       *(_INDENT + line for line in body)])
     return KernelSource(kernel_name, text + "\n", grid, block, body_params(plan.body),
                         # the tiles are static arrays (`shared_bytes_est` records their
-                        # size): the launch asks for no dynamic shared memory on top
-                        shared_bytes=0, notes=[f"pointwise, {per_thread}"],
-                        grid_loops=looped)
+                        # size): the launch asks for no dynamic shared memory on top; a
+                        # staged row is the dynamic array
+                        shared_bytes=plan.staged.shared_bytes if plan.staged else 0,
+                        notes=[f"pointwise, {per_thread}"], grid_loops=looped)
 
 

@@ -134,13 +134,17 @@ class PointwiseSchedule(ScheduleAttr):
     block, one block per chunk of `block * elements_per_thread` elements.
     `tile` 0 is that flat schedule; `tile = T` stages the transposed
     operands through `T x T` shared-memory tiles, one tile of outputs per
-    block (`codegen/pointwise_transpose.py`)."""
+    block (`codegen/pointwise_transpose.py`). `gather_parts = P` (flat
+    only) stages the table row of the group's gather along its innermost
+    axis in shared memory, each row's outputs written by `P` blocks
+    (`scheduling/staged_gather.py`); 0 reads the table in place."""
 
     name = "fusion.pointwise"
-    DEFAULTS: ClassVar[dict[str, int | str]] = {"tile": 0}
+    DEFAULTS: ClassVar[dict[str, int | str]] = {"tile": 0, "gather_parts": 0}
     elements_per_thread: IntAttr
     block: IntAttr
     tile: IntAttr
+    gather_parts: IntAttr
 
 
 @irdl_attr_definition

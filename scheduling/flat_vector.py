@@ -26,7 +26,9 @@ allocates 256-byte aligned buffers, arrays passed by a caller may not be.
 
 Odd and prime innermost extents (37, 499, 5089), a crop whose start is not
 a multiple of V, a stride-2 slice of the innermost axis and a gather along
-it keep one element per access. A concat's segments choose their own
+it keep one element per access, except a gather whose table rows are staged
+in shared memory (`scheduling/staged_gather.py`): its reads are not
+memory's, and the results may still be stored wide. A concat's segments choose their own
 width (`scheduling/segment_vector.py`).
 """
 
@@ -224,6 +226,10 @@ def point_reads(plan: TransposedPlan, axis: int, lanes: int, pinned: nn.ConcatOp
     body, shape = plan.body, plan.shape
     inside = set(body.ops)
     skip = concat_pieces(body.ops) | ({pinned} if pinned is not None else set())
+    if plan.staged is not None:
+        # its table is read from shared memory, its ids one load per lane
+        # (consecutive: a warp's lanes cover whole sectors between them)
+        skip.add(plan.staged.op)
     reads: list[tuple[BlockArgument, LaneRead]] = []
     for op in body.ops:
         if not isinstance(op, READ_IN_PLACE) or not read_directly(body, op) or op in skip:

@@ -14,6 +14,10 @@ of outputs per block, the operand staged through shared memory so that both
 its load and the store are coalesced (`block / tile` rows of threads, each
 thread `tile * tile / block` elements).
 
+A group whose gather reads most elements of a wide table's rows at random
+gets `gather_parts`: each table row staged in shared memory, its outputs
+gathered from there (`scheduling/staged_gather.py`), 512 threads per block.
+
 A group that moves f16/bf16 gets 8 elements per thread: the emitter reads
 its half arrays 4 consecutive elements (8 bytes) per access, so a thread
 has two accesses in flight, 16 bytes per array as with 4 f32 elements.
@@ -34,12 +38,14 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
+from fusec.analysis.group_body import dtype_name
 from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import tile_axes
-from fusec.dialects.element_types import HALF_NAMES
-from fusec.dialects.fusion import GroupOp
-from fusec.dialects.nn_base import element_type_name
+from fusec.dialects.element_types import HALF_NAMES, of_device_dtype
+from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.nn_base import element_type_name, tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
+from fusec.scheduling import staged_gather
 
 ELEMENTS_PER_THREAD = 4
 """Elements each thread loads (all before any arithmetic) per chunk."""
@@ -73,9 +79,35 @@ def pointwise_schedule(target: Target, tile: int = 0,
                          -(-tile * tile // block))
         return PointwiseSchedule.make(elements_per_thread=per_thread,
                                       block=tile * tile // per_thread, tile=tile)
-    return PointwiseSchedule.make(
-        elements_per_thread=HALF_ELEMENTS_PER_THREAD if half else ELEMENTS_PER_THREAD,
-        block=block)
+    per_thread = HALF_ELEMENTS_PER_THREAD if half else ELEMENTS_PER_THREAD
+    if group is not None and (parts := gather_parts(group, target)):
+        return PointwiseSchedule.make(elements_per_thread=per_thread,
+                                      block=min(STAGED_GATHER_THREADS,
+                                                target.max_threads_per_block),
+                                      gather_parts=parts)
+    return PointwiseSchedule.make(elements_per_thread=per_thread, block=block)
+
+
+STAGED_GATHER_THREADS = 512
+"""Threads per block of a gather staged by rows: a block stages a whole row
+before it writes anything, and few blocks fit an SM beside a row of tens of
+KiB, so each keeps more staging loads in flight than 256 threads would."""
+
+
+def gather_parts(group: GroupOp, target: Target) -> int:
+    """Blocks per table row when `group`'s gather along a table's innermost
+    axis is staged by rows on `target` (`scheduling/staged_gather.py`), else 0."""
+    body = [op for op in group.block.ops if not isinstance(op, YieldOp)]
+    last = group.block.last_op
+    assert isinstance(last, YieldOp)
+    shapes = [tensor_shape(v) for v in last.values]
+    if len(set(shapes)) != 1:
+        return 0
+    found = staged_gather.find(body, list(group.block.args), shapes[0])
+    if found is None:
+        return 0
+    out_item = max(of_device_dtype(dtype_name(v)).width for v in last.values)
+    return staged_gather.parts(found, out_item, target)
 
 
 def transpose_tile(ops: Sequence[Operation], shape: Sequence[int]) -> int:

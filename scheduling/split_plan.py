@@ -35,7 +35,7 @@ def _flat_plan(group: GroupOp) -> TransposedPlan | None:
     plan = planned_group(group, group_schedule(group, PointwiseSchedule))
     if plan.axes is not None or not numel(plan.shape):
         return None
-    if plan.concat is not None:
+    if plan.concat is not None or plan.staged is not None:
         return None
     return plan
 

@@ -40,9 +40,11 @@ from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
+from fusec.scheduling import staged_gather
 from fusec.scheduling.concat_segments import segmented_concat
 from fusec.scheduling.flat_vector import SCALAR_ACCESS, FlatVector, flat_vector
 from fusec.scheduling.segment_vector import segment_vectors
+from fusec.scheduling.staged_gather import StagedGather
 from fusec.scheduling.tile_vector import SCALAR_TILE, TileVector, tile_vector
 
 TRANSPOSE_BASE = 13  # thread index, chunk loop, bounds, 64-bit flat indices
@@ -109,6 +111,11 @@ class TransposedPlan:
     swapped_outer: int | None = None
     """Tiled, the merged axis group (of `side_groups`) the swapped side also
     spans (`swapped_side`), else None."""
+    staged: StagedGather | None = None
+    """Untiled, the gather whose table rows are staged in shared memory
+    (`scheduling/staged_gather.py`), else None."""
+    gather_parts: int = 0
+    """With `staged`, the blocks that write each table row's outputs."""
 
     def access(self, view: StridedView | ViewMap) -> LinearAccess:
         """`view` (right-aligned, broadcast) as an access of the iteration."""
@@ -148,6 +155,8 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
         raise op_error(group, f"pointwise group results do not share one shape: {err}") from None
     _check(body, shape)
     tile, threads = schedule.int_field("tile"), schedule.int_field("block")
+    if tile and schedule.int_field("gather_parts"):
+        raise op_error(group, "schedule gather_parts applies to the flat schedule (tile = 0) only")
     axes = tile_axes(body.ops, shape) if tile and numel(shape) else None
     if tile and numel(shape) and axes is None:
         raise op_error(group, f"schedule tile = {tile}, but no transposed operand of "
@@ -170,6 +179,16 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
         results = [acc for _, _, acc in result_accesses(plan)]
         plan.swapped_outer = swapped_side(plan, groups, a, (i, j), results)
         plan.tile_vector = tile_vector(plan, groups, a, i, staged, results)
+    elif parts := schedule.int_field("gather_parts"):
+        plan.staged = staged_gather.find(body.ops, body.args, shape)
+        if plan.staged is None:
+            raise op_error(group, f"schedule gather_parts = {parts}, but the group has no "
+                           "gather along the innermost axis of a table only it reads, "
+                           "whose result is the group's shape")
+        plan.gather_parts = parts
+        plan.vector = flat_vector(plan)
+        if plan.staged.per_row % plan.vector.lanes:
+            plan.vector = SCALAR_ACCESS  # a row's accesses may not pass into the next row
     else:
         plan.vector = flat_vector(plan)
         plan.concat = segmented_concat(body, plan.shape)
@@ -242,7 +261,10 @@ def tile_type(arg: BlockArgument) -> str:
 
 
 def tile_shared_bytes(plan: TransposedPlan) -> int:
-    """Shared memory of the tiled kernel: one padded tile per tiled operand."""
+    """Shared memory of the kernel: one padded tile per tiled operand, or
+    the staged table row (dynamic shared memory)."""
+    if plan.staged is not None:
+        return plan.staged.shared_bytes
     return sum(plan.tile * (plan.tile + 1) * numba_width(tile_type(key[0]))
                for key in plan.tiled)
 

@@ -87,6 +87,11 @@ class PointwiseKind(SplitOverBudget):
         moves the innermost axis (`scheduling/pointwise.transpose_tile`)."""
         shape = broadcast_shapes(*(tensor_shape(v) for v in body_results(group)))
         attr = pointwise_schedule(ctx.target, transpose_tile(body_ops(group), shape), group)
+        if parts := attr.int_field("gather_parts"):
+            used = tile_shared_bytes(plan_transposed(group, attr))
+            return attr, (f"pointwise: the gather's table rows staged in shared memory "
+                          f"({used} bytes), {parts} block(s) per row, "
+                          f"{attr.int_field('block')} threads per block"), used
         if not attr.int_field("tile"):
             return attr, (f"pointwise: {attr.int_field('elements_per_thread')} elements per "
                           f"thread, {attr.int_field('block')} threads per block"), 0
@@ -108,15 +113,19 @@ class PointwiseKind(SplitOverBudget):
     def candidates(self, group: GroupOp, first: ScheduleAttr, target: Target,
                    limit: int) -> list[ScheduleAttr]:
         """`POINTWISE_ELEMENTS` x `POINTWISE_BLOCKS` (a block no larger than
-        the target launches); a transposed tile (`tile` > 0): the sides of
+        the target launches; a staged gather both staged and read in place);
+        a transposed tile (`tile` > 0): the sides of
         `TILE_SIDES` x `TILE_ELEMENTS` per thread whose block is whole rows
         of the tile, one to a few warps and within the target's block, and
         whose tiles fit `limit`."""
         if not isinstance(first, PointwiseSchedule):
             return []
         if first.int_field("tile") == 0:
-            return [PointwiseSchedule.make(elements_per_thread=e, block=b)
-                    for e in POINTWISE_ELEMENTS for b in POINTWISE_BLOCKS
+            # a staged gather is also timed read in place (the rule that
+            # chose staging counts sectors, not time)
+            parts = sorted({0, first.int_field("gather_parts")})
+            return [PointwiseSchedule.make(elements_per_thread=e, block=b, gather_parts=p)
+                    for p in parts for e in POINTWISE_ELEMENTS for b in POINTWISE_BLOCKS
                     if b <= target.max_threads_per_block]
         out: list[ScheduleAttr] = []
         for side in TILE_SIDES:
