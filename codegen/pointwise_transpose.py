@@ -579,10 +579,12 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
     elif (staged := plan.staged) is not None:
         body = _staged_gather_lines(plan)
         grid, block = (staged.rows, plan.gather_parts, 1), (plan.threads, 1, 1)
+        lanes = plan.vector.lanes
         per_thread = (f"one table row of {staged.row} elements staged in shared memory per "
                       f"block, its {staged.per_row} gathered outputs split over "
-                      f"{plan.gather_parts} block(s), accesses of {plan.vector.lanes} "
-                      f"element(s), {plan.threads} apart")
+                      f"{plan.gather_parts} block(s), "
+                      + (f"in accesses of {lanes} consecutive ones" if lanes > 1 else
+                         "one element per access") + f", {plan.threads} apart")
     elif (concat := plan.concat) is not None:
         body, blocks = _segmented_lines(plan, concat)
         grid, block = (blocks, 1, 1), (plan.threads, 1, 1)
