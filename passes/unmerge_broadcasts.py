@@ -48,6 +48,20 @@ matmul with one operand that such a reshape merged only with axes of extent 1
 probabilities that no reshape merged) stays as it is: unmerged, it would give
 the probabilities a unit axis and a reshape between the two matmuls.
 
+Scores that go through a split reshape, an add that broadcasts and a merge
+back before the softmax (the shifted windows of timm's Swin: `[B*nW, H, S,
+S]` to `[B, nW, H, S, S]`, plus a mask `[1, nW, 1, S, S]` per window, back
+to `[B*nW, H, S, S]`) reach `fuse-attention` split throughout. After each
+walk, a reshape that splits batch axes of a matmul's result (directly or
+through elementwise ops that nothing else reads) moves above the matmul,
+which computes on split operands (Q and Kᵀ reshaped to `[B, nW, H, ...]`,
+the bias to `[1, 1, H, S, S]`: views). A reshape that merges batch axes of
+a matmul's result (through elementwise ops: the merge back) seeds the next
+walk, so the softmax and `P V` run split too, V reshaped to the same split.
+Two operands split differently along one merged axis (`[B, nW]` and a
+squeeze's `[1, B*nW]`, or `[B*nW, H]` and `[B, nW, H]`) are read in their
+common refinement (`analysis/axis_splits.refine`).
+
 Each walk over a function rewrites the readers it meets after a seed. Where
 both seeds meet (Llama's grouped-query attention in a `torch.compile` graph:
 repeat_kv, then the `bmm` form), the matmul that unmerging the `bmm` form
@@ -59,7 +73,6 @@ V over the query heads and the transposes before them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -69,51 +82,19 @@ from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from fusec.analysis.axis_splits import (
+    Groups,
+    Split,
+    merge_groups,
+    refine,
+    same_split,
+    split_shape,
+)
 from fusec.analysis.op_kinds import OpKind, op_kind
 from fusec.analysis.rewriting import copy_location
 from fusec.dialects import nn
 from fusec.dialects.nn_base import int_list, tensor_shape
-from fusec.dialects.shapes import Shape
-
-Groups = tuple[tuple[int, ...], ...]
-
-
-@dataclass(frozen=True)
-class Split:
-    """A merged value's split form: `value` (broadcasting, by NumPy rules, to
-    `extents`) reshaped to the merged shape is the merged value; merged axis
-    `i` is the split axes `groups[i]`."""
-
-    value: SSAValue
-    extents: Shape
-    groups: Groups
-
-    def merged(self) -> bool:
-        """Whether some merged axis covers more than one split axis."""
-        return any(len(g) > 1 for g in self.groups)
-
-
-def merge_groups(split: Shape, merged: Shape) -> Groups | None:
-    """For a reshape of `split` to `merged` that only merges runs of adjacent
-    axes, the run of split axes each merged axis covers (None otherwise)."""
-    groups: list[tuple[int, ...]] = []
-    i = 0
-    for m in merged:
-        if i == len(split):
-            return None
-        run, prod = [i], split[i]
-        i += 1
-        while prod < m and i < len(split):
-            run.append(i)
-            prod *= split[i]
-            i += 1
-        if prod != m:
-            return None
-        groups.append(tuple(run))
-    if not groups or any(split[k] != 1 for k in range(i, len(split))):
-        return None
-    groups[-1] += tuple(range(i, len(split)))
-    return tuple(groups)
+from fusec.dialects.shapes import Shape, broadcast_shapes, numel
 
 
 def _tensor(like: SSAValue, shape: Shape) -> TensorType[Attribute]:
@@ -122,14 +103,11 @@ def _tensor(like: SSAValue, shape: Shape) -> TensorType[Attribute]:
     return TensorType(t.element_type, shape)
 
 
-def _lift(groups: Groups, rank: int) -> Groups:
-    """`groups` of a value aligned (leading ones) to `rank` merged axes."""
-    lead = rank - len(groups)
-    return (*((k,) for k in range(lead)), *(tuple(a + lead for a in g) for g in groups))
-
-
 MAX_WALKS = 4
 """Walks over a function at most (a repeat_kv behind a `bmm` form takes two)."""
+MAX_CHAIN = 8
+"""Elementwise ops at most between a matmul and a reshape of its result that
+merges or splits its batch axes (`_matmul_chain`)."""
 
 
 @dataclass
@@ -164,6 +142,43 @@ class _Unmerger:
             _erase_dead(merge)
         return changed
 
+    def hoist(self, block: Block) -> bool:
+        """Move each reshape of `block` that splits batch axes of a matmul's
+        result (`_hoistable`) above the matmul: the matmul and the
+        elementwise ops after it compute split, on split operands; whether
+        one moved."""
+        moved = False
+        for op in list(block.ops):
+            if isinstance(op, nn.ReshapeOp) and (chain := _hoistable(op)) is not None:
+                self._hoist(op, chain)
+                moved = True
+        return moved
+
+    def _hoist(self, split: nn.ReshapeOp, chain: list[Operation]) -> None:
+        extents = tensor_shape(split.results[0])
+        groups = merge_groups(extents, tensor_shape(split.operands[0]))
+        assert groups is not None  # as _hoistable found
+        merged: SSAValue | None = None  # the chain's last value, and its split form
+        value: SSAValue | None = None
+        for op in chain:
+            operands: list[SSAValue] = []
+            for v in op.operands:
+                got = value if v is merged else \
+                    self._operand(v, groups, _operand_extents(op, v, extents), op)
+                assert got is not None  # as _hoistable found
+                operands.append(got)
+            new = self._create(op, operands, extents)
+            hint = op.results[0].name_hint
+            new.results[0].name_hint = f"{hint}_s" if hint else None
+            copy_location(op, new)
+            self.rewriter.insert_op(new, InsertPoint.before(op))
+            merged, value = op.results[0], new.results[0]
+        assert value is not None
+        split.results[0].replace_all_uses_with(value)
+        self.rewriter.erase_op(split)
+        for op in reversed(chain):
+            self.rewriter.erase_op(op)
+
     def _rewrite(self, op: Operation) -> bool:
         """Replace reader `op` by its split form; whether it could."""
         made = self._split_form(op)
@@ -197,8 +212,7 @@ class _Unmerger:
             return self._matmul(op)
         if isinstance(op, nn.ReduceOp | nn.SoftmaxOp | nn.LogSoftmaxOp):
             return self._along_axes(op)
-        if op_kind(op) is OpKind.ELEMENTWISE and not isinstance(op, nn.BatchNormOp) \
-                and len(op.results) == 1:
+        if _elementwise(op):
             return self._elementwise(op)
         return None
 
@@ -220,31 +234,20 @@ class _Unmerger:
                  at: Operation) -> SSAValue | None:
         """`v` (aligned to the merged axes of `groups`) in the split form of
         `extents`, or None when it differs along a merged axis."""
-        rank = len(groups)
         s = self.splits.get(v)
-        if s is not None and _same_split(s, groups, extents):
+        if s is not None and same_split(s, groups, extents):
             return s.value
-        shape = tensor_shape(v)
-        if len(shape) > rank:
-            return None
-        aligned = (1,) * (rank - len(shape)) + shape
-        split: list[int] = []
-        for g, n in zip(groups, aligned, strict=True):
-            whole = [extents[a] for a in g]
-            if len(g) > 1 and n not in (1, _prod(whole)):
-                return None
-            split += [1] * len(g) if n == 1 else whole
-        if all(len(g) == 1 for g in groups[rank - len(shape):]):
-            return v  # broadcasting aligns it as it is
-        return self._reshape(v, tuple(split), at)
+        shape = split_shape(tensor_shape(v), groups, extents)
+        return None if shape is None else self._reshape(v, shape, at)
 
     def _common(self, values: list[SSAValue], out: Shape,
                 drop: int = 0) -> tuple[Groups, Shape] | None:
         """The split axes of a result of shape `out` (all but its last `drop`
-        axes) from its operands' splits (None when two disagree or none is
-        split)."""
-        found: tuple[Groups, Shape] | None = None
+        axes) from its operands' splits: along each merged axis, the split
+        they share or their common refinement (`refine`), None when there is
+        none or no operand is split."""
         rank = len(out) - drop
+        parts: list[list[int] | None] = [None] * rank
         for v in values:
             s = self.splits.get(v)
             if s is None or not s.merged():
@@ -252,17 +255,21 @@ class _Unmerger:
             own = s.groups[:len(s.groups) - drop]
             if len(own) > rank or any(len(g) > 1 for g in s.groups[len(own):]):
                 return None
-            groups = _lift(own, rank)
-            # a merged axis splits as in `s`; the others have the result's extent
-            extents = tuple(e for i, g in enumerate(groups) for e in (
-                [s.extents[a - groups[rank - len(own)][0]] for a in g] if len(g) > 1
-                else [out[i]]))
-            if found is not None and found != (groups, extents):
-                return None
-            found = (groups, extents)
-        if found is None or _merge(found[1], found[0]) != out[:rank]:
+            for i, g in zip(range(rank - len(own), rank), own, strict=True):
+                whole = [s.extents[a] for a in g]
+                if len(g) == 1:
+                    continue  # an axis of the result's extent (or broadcast)
+                if numel(whole) != out[i] or (got := refine(parts[i], whole)) is None:
+                    return None
+                parts[i] = got
+        if all(p is None for p in parts):
             return None
-        return found
+        axes = [p or [n] for p, n in zip(parts, out, strict=False)]
+        groups: list[tuple[int, ...]] = []
+        for p in axes:
+            start = sum(len(g) for g in groups)
+            groups.append(tuple(range(start, start + len(p))))
+        return tuple(groups), tuple(n for p in axes for n in p)
 
     def _create(self, op: Operation, operands: list[SSAValue], shape: Shape,
                 attrs: dict[str, Attribute] | None = None) -> Operation:
@@ -280,7 +287,7 @@ class _Unmerger:
         operands = [v for v in got if v is not None]
         if len(operands) != len(got):
             return None
-        shape = _broadcast([tensor_shape(v) for v in operands])
+        shape = broadcast_shapes(*[tensor_shape(v) for v in operands])
         return self._create(op, operands, shape), extents, groups
 
     def _along_axes(self, op: Operation) -> tuple[Operation, Shape, Groups] | None:
@@ -348,43 +355,9 @@ class _Unmerger:
             if got is None:
                 return None
             operands.append(got)
-        shape = (*_broadcast([tensor_shape(v)[:-2] for v in operands]), *out[-2:])
+        shape = (*broadcast_shapes(*[tensor_shape(v)[:-2] for v in operands]), *out[-2:])
         return (self._create(op, operands, shape), (*batch, *out[-2:]),
                 (*groups, (rows,), (rows + 1,)))
-
-
-def _same_split(s: Split, groups: Groups, extents: Shape) -> bool:
-    """Whether `s` is split as the trailing axes of `groups`/`extents` are
-    (its unmerged axes broadcast as the merged value's do)."""
-    own = len(s.groups)
-    if own > len(groups):
-        return False
-    tail = groups[len(groups) - own:]
-    first = tail[0][0]
-    shifted = tuple(tuple(a - first for a in g) for g in tail)
-    return shifted == s.groups and all(
-        extents[a] == s.extents[a - first] for g in tail if len(g) > 1 for a in g)
-
-
-def _merge(extents: Shape, groups: Groups) -> Shape:
-    return tuple(_prod([extents[a] for a in g]) for g in groups)
-
-
-def _broadcast(shapes: list[Shape]) -> Shape:
-    rank = max(len(s) for s in shapes)
-    out = [1] * rank
-    for s in shapes:
-        for k, n in enumerate(s):
-            at = rank - len(s) + k
-            out[at] = max(out[at], n)
-    return tuple(out)
-
-
-def _prod(values: Sequence[int]) -> int:
-    n = 1
-    for v in values:
-        n *= v
-    return n
 
 
 def _seed(op: nn.ReshapeOp) -> Split | None:
@@ -409,13 +382,17 @@ def _seed(op: nn.ReshapeOp) -> Split | None:
 def _batch_seed(op: nn.ReshapeOp) -> Split | None:
     """The split form of a reshape that merges batch axes of a matmul operand
     (`[B, H, M, K]` to `[B*H, M, K]`, PyTorch's `bmm` form of a 4-D matmul):
-    the matmul broadcasts batch axes, so it can take them unmerged."""
-    if not any(isinstance(u.operation, nn.MatmulOp) for u in op.results[0].uses):
-        return None
+    the matmul broadcasts batch axes, so it can take them unmerged. Or a
+    reshape that merges batch axes of a matmul's result (through elementwise
+    ops: the merge back of scores computed split, `[B, nW, H, S, S]` to
+    `[B*nW, H, S, S]`): its readers can work split as the matmul did."""
     extents = tensor_shape(op.operands[0])
     groups = merge_groups(extents, tensor_shape(op.results[0]))
     if groups is None or len(groups) < 3 or any(len(g) > 1 for g in groups[-2:]) \
             or not any(len(g) > 1 for g in groups[:-2]):
+        return None
+    if not any(isinstance(u.operation, nn.MatmulOp) for u in op.results[0].uses) \
+            and _matmul_chain(op.operands[0], single_use=False) is None:
         return None
     return Split(op.operands[0], extents, groups)
 
@@ -434,8 +411,62 @@ def _splittable(reader: Operation, s: Split) -> bool:
         axes = reader.axes if isinstance(reader, nn.ReduceOp) else (reader.axis,)
         return (not isinstance(reader, nn.ReduceOp) or reader.keepdims) and \
             all(len(s.groups[a]) == 1 for a in axes)
-    return op_kind(reader) is OpKind.ELEMENTWISE and not isinstance(reader, nn.BatchNormOp) \
-        and len(reader.results) == 1
+    return _elementwise(reader)
+
+
+def _elementwise(op: Operation) -> bool:
+    """Whether `op` is one elementwise result, which broadcasts its operands."""
+    return op_kind(op) is OpKind.ELEMENTWISE and not isinstance(op, nn.BatchNormOp) \
+        and len(op.results) == 1
+
+
+def _matmul_chain(v: SSAValue, single_use: bool, depth: int = 0) -> list[Operation] | None:
+    """The ops computing `v` from a matmul's result of its shape, in order:
+    the matmul, then elementwise ops that each read the one before (a bias,
+    a mask added to scores); None when `v` is not so computed (with
+    `single_use`: or some value on the way has another use)."""
+    owner = v.op if isinstance(v, OpResult) else None
+    if owner is None or (single_use and len(list(v.uses)) != 1):
+        return None
+    if isinstance(owner, nn.MatmulOp):
+        return [owner]
+    if depth >= MAX_CHAIN or not _elementwise(owner):
+        return None
+    for o in owner.operands:
+        if tensor_shape(o) == tensor_shape(v) and \
+                (chain := _matmul_chain(o, single_use, depth + 1)) is not None:
+            return [*chain, owner]
+    return None
+
+
+def _hoistable(split: nn.ReshapeOp) -> list[Operation] | None:
+    """The matmul and elementwise ops (`_matmul_chain`) computing the value
+    that reshape `split` splits, when they can compute it split instead:
+    `split` splits batch axes only, not the matrix axes (`[1, nW]` of one
+    image's windows too: the mask indexes the window axis all the same),
+    nothing else reads a value on the way, and every other operand takes the
+    split form as a view (whole or broadcast along each axis split)."""
+    extents = tensor_shape(split.results[0])
+    groups = merge_groups(extents, tensor_shape(split.operands[0]))
+    if groups is None or len(groups) < 3 or any(len(g) > 1 for g in groups[-2:]) \
+            or not any(len(g) > 1 for g in groups):
+        return None
+    chain = _matmul_chain(split.operands[0], single_use=True)
+    if chain is None:
+        return None
+    for op in chain:
+        for v in op.operands:
+            if split_shape(tensor_shape(v), groups, _operand_extents(op, v, extents)) is None:
+                return None
+    return chain
+
+
+def _operand_extents(op: Operation, v: SSAValue, extents: Shape) -> Shape:
+    """The split extents of operand `v` of `op`, whose result splits to
+    `extents`: a matmul operand has its own matrix axes."""
+    if isinstance(op, nn.MatmulOp):
+        return (*extents[:-2], *tensor_shape(v)[-2:])
+    return extents
 
 
 def _erase_dead(op: Operation) -> None:
@@ -466,5 +497,8 @@ class UnmergeBroadcastsPass(ModulePass):
             # next walk takes. Each walk that changes something merges fewer
             # axes, so this ends.
             for _ in range(MAX_WALKS):
-                if not func.body.blocks or not _Unmerger().run(func.body.block):
+                if not func.body.blocks:
+                    break
+                changed = _Unmerger().run(func.body.block)
+                if not _Unmerger().hoist(func.body.block) and not changed:
                     break

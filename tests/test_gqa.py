@@ -269,6 +269,39 @@ def test_squeezed_operands_of_the_bmm_form_stay_unsplit(pipeline: str) -> None:
     check_program(scaled_qkv_bmm_text(2, 3, 16, 8), 2, pipeline)
 
 
+def shifted_window_text(b: int, nw: int, h: int, s: int, d: int, dtype: str = "f32") -> str:
+    """A shifted-window attention as timm's Swin writes it through
+    `torch.compile`: `scaled_qkv_bmm_text` over `b * nw` windows, a relative
+    position bias `[1, H, S, S]`, then the scores split to `[B, nW, H, S, S]`
+    for the shift mask of each window (`[1, nW, 1, S, S]`) and merged back
+    before the softmax."""
+    t = lambda *shape: tensor(shape, dtype)  # noqa: E731
+    bw = b * nw
+    text = scaled_qkv_bmm_text(bw, h, s, d).replace("f32", dtype)
+    sc, five, mask = t(bw, h, s, s), t(b, nw, h, s, s), t(1, nw, 1, s, s)
+    text = text.replace(f"%bias: {t(1, h, s, s)})", f"%bias: {t(h, s, s)}, %mask: {t(nw, s, s)})")
+    return text.replace(f"  %x = nn.add %s4, %bias : ({sc}, {t(1, h, s, s)})", "\n".join([
+        f"  %b4 = nn.reshape %bias : ({t(h, s, s)}) -> {t(1, h, s, s)}",
+        f"  %x4 = nn.add %s4, %b4 : ({sc}, {t(1, h, s, s)}) -> {sc}",
+        f"  %x5 = nn.reshape %x4 : ({sc}) -> {five}",
+        f"  %m3 = nn.reshape %mask : ({t(nw, s, s)}) -> {t(nw, 1, s, s)}",
+        f"  %m5 = nn.reshape %m3 : ({t(nw, 1, s, s)}) -> {mask}",
+        f"  %y5 = nn.add %x5, %m5 : ({five}, {mask}) -> {five}",
+        f"  %x = nn.reshape %y5 : ({five})"]))
+
+
+@pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
+                         ids=["simt", "mma"])
+@pytest.mark.parametrize("b", [2, 1])
+def test_shifted_window_attention_is_one_kernel(pipeline: str, b: int) -> None:
+    # the split of the scores to [B, nW, H, S, S] moves above Q Kᵀ (Q and
+    # Kᵀ reshaped), the merge back seeds the softmax and P V: the attention
+    # runs on [B, nW, H, ...], the mask read per window; the scaled Q is the
+    # other kernel (before: 6, a copy of the permuted projection, the scaled
+    # Q, Q Kᵀ with the bias, the mask's add, the softmax and P V)
+    check_program(shifted_window_text(b, 4, 3, 9, 8), 2, pipeline, seed=b)
+
+
 def gqa_bmm_text(b: int, hkv: int, g: int, s: int, d: int) -> str:
     """Grouped-query attention as a `torch.compile` graph of a Llama block
     writes it: K and V repeated over the `g` query heads of each K/V head,

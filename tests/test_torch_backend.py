@@ -336,6 +336,46 @@ def test_a_hand_written_attention_over_an_unbound_qkv_is_one_kernel(batch: int,
         np.testing.assert_allclose(out.numpy(), module(x).numpy(), rtol=1e-4, atol=1e-5)
 
 
+class ShiftedWindowAttention(HandWrittenAttention):
+    """timm's Swin window attention without `fused_attn` on shifted windows:
+    `HandWrittenAttention` over `B * nW` windows, a relative position bias,
+    then the shift mask added per window through a split of the windows'
+    batch axis (`view(B, nW, H, N, N) + mask.unsqueeze(1).unsqueeze(0)`) and
+    merged back (`view(-1, H, N, N)`) before the softmax."""
+
+    def __init__(self, dim: int, heads: int, windows: int, tokens: int) -> None:
+        super().__init__(dim, heads, tokens)
+        # 0 or -100 per (window, query, key), as Swin's shift mask
+        self.register_buffer("mask", -100.0 * (torch.rand(windows, tokens, tokens) < 0.3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bw, n, c = x.shape
+        qkv = self.qkv(x).reshape(bw, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        scores = (q * self.head_dim ** -0.5) @ k.transpose(-2, -1) + self.bias
+        mask = self.mask
+        assert isinstance(mask, torch.Tensor)
+        windows = mask.shape[0]
+        scores = scores.view(bw // windows, windows, self.heads, n, n) + \
+            mask.unsqueeze(1).unsqueeze(0)
+        out = scores.view(-1, self.heads, n, n).softmax(dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(bw, n, c))
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_shifted_window_attention_is_one_kernel(batch: int) -> None:
+    """Projection, scaled Q, one attention kernel, projection: the scores,
+    split to `[B, nW, H, N, N]` for the mask and merged back, once made the
+    attention three kernels and a copy (Swin's shifted windows)."""
+    torch.manual_seed(20 + batch)
+    module = ShiftedWindowAttention(32, 4, 4, 9).eval()
+    x = torch.randn(batch * 4, 9, 32)
+    out, backend = _run(module, (x,))
+    assert backend.reports[0].launches == 4, backend.reports[0].remarks
+    with torch.no_grad():
+        np.testing.assert_allclose(out.numpy(), module(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_a_constant_causal_mask_leaves_one_attention_kernel() -> None:
     """A boolean causal mask built in the graph folds to a constant: the
     guard for fully masked rows is decided at compile time and goes away."""

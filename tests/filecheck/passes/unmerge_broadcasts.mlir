@@ -86,3 +86,51 @@ func.func @one_group(%k: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
   %k3 = nn.reshape %k2 : (tensor<2x1x8x4xf32>) -> tensor<2x8x4xf32>
   func.return %k3 : tensor<2x8x4xf32>
 }
+
+// -----
+
+// Shifted windows (timm's Swin): the scores of B*nW = 4 windows are split to
+// [B, nW] = [2, 2] for a mask per window and merged back before the softmax.
+// The split moves above Q Kᵀ (Q, Kᵀ and the bias reshaped), the merge back
+// seeds the softmax and P V (V reshaped): the attention runs on
+// [2, 2, 3, ...] with no reshape between its matmuls, one group.
+// CHECK-LABEL: func.func @shifted_windows
+// CHECK-DAG: %[[Q:.*]] = nn.reshape %q : (tensor<4x3x4x8xf32>) -> tensor<2x2x3x4x8xf32>
+// CHECK-DAG: %[[KT:.*]] = nn.reshape %kt : (tensor<4x3x8x4xf32>) -> tensor<2x2x3x8x4xf32>
+// CHECK: %[[S:.*]] = nn.matmul %[[Q]], %[[KT]] : (tensor<2x2x3x4x8xf32>, tensor<2x2x3x8x4xf32>) -> tensor<2x2x3x4x4xf32>
+// CHECK: %[[B:.*]] = nn.reshape %bias : (tensor<1x3x4x4xf32>) -> tensor<1x1x3x4x4xf32>
+// CHECK: %[[X:.*]] = nn.add %[[S]], %[[B]] : (tensor<2x2x3x4x4xf32>, tensor<1x1x3x4x4xf32>) -> tensor<2x2x3x4x4xf32>
+// CHECK: %[[Y:.*]] = nn.add %[[X]], %mask : (tensor<2x2x3x4x4xf32>, tensor<1x2x1x4x4xf32>) -> tensor<2x2x3x4x4xf32>
+// CHECK: %[[P:.*]] = nn.softmax %[[Y]] {axis = 4} : tensor<2x2x3x4x4xf32>
+// CHECK: %[[V:.*]] = nn.reshape %v : (tensor<4x3x4x8xf32>) -> tensor<2x2x3x4x8xf32>
+// CHECK: %[[O:.*]] = nn.matmul %[[P]], %[[V]] : (tensor<2x2x3x4x4xf32>, tensor<2x2x3x4x8xf32>) -> tensor<2x2x3x4x8xf32>
+// CHECK: %[[R:.*]] = nn.reshape %[[O]] : (tensor<2x2x3x4x8xf32>) -> tensor<4x3x4x8xf32>
+// CHECK-NEXT: func.return %[[R]]
+// GROUP-LABEL: func.func @shifted_windows
+// GROUP: fusion.group (%q, %kt, %{{.*}}, %mask, %v) {name = "attn0", kind = "attention"
+// GROUP-NOT: fusion.group
+func.func @shifted_windows(%q: tensor<4x3x4x8xf32>, %kt: tensor<4x3x8x4xf32>, %v: tensor<4x3x4x8xf32>, %bias: tensor<1x3x4x4xf32>, %mask: tensor<1x2x1x4x4xf32>) -> tensor<4x3x4x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<4x3x4x8xf32>, tensor<4x3x8x4xf32>) -> tensor<4x3x4x4xf32>
+  %x = nn.add %s, %bias : (tensor<4x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<4x3x4x4xf32>
+  %x5 = nn.reshape %x : (tensor<4x3x4x4xf32>) -> tensor<2x2x3x4x4xf32>
+  %y5 = nn.add %x5, %mask : (tensor<2x2x3x4x4xf32>, tensor<1x2x1x4x4xf32>) -> tensor<2x2x3x4x4xf32>
+  %y = nn.reshape %y5 : (tensor<2x2x3x4x4xf32>) -> tensor<4x3x4x4xf32>
+  %p = nn.softmax %y {axis = -1} : tensor<4x3x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<4x3x4x4xf32>, tensor<4x3x4x8xf32>) -> tensor<4x3x4x8xf32>
+  func.return %o : tensor<4x3x4x8xf32>
+}
+
+// -----
+
+// Scores that another op reads too stay where they are: moving the split
+// above Q Kᵀ would compute the product twice.
+// CHECK-LABEL: func.func @scores_read_twice
+// GROUP-LABEL: func.func @scores_read_twice
+// CHECK: %[[S:.*]] = nn.matmul %q, %kt : (tensor<4x3x4x8xf32>, tensor<4x3x8x4xf32>) -> tensor<4x3x4x4xf32>
+// CHECK: nn.reshape %[[S]] : (tensor<4x3x4x4xf32>) -> tensor<2x2x3x4x4xf32>
+func.func @scores_read_twice(%q: tensor<4x3x4x8xf32>, %kt: tensor<4x3x8x4xf32>, %mask: tensor<1x2x1x4x4xf32>) -> (tensor<2x2x3x4x4xf32>, tensor<4x3x4x4xf32>) {
+  %s = nn.matmul %q, %kt : (tensor<4x3x4x8xf32>, tensor<4x3x8x4xf32>) -> tensor<4x3x4x4xf32>
+  %x5 = nn.reshape %s : (tensor<4x3x4x4xf32>) -> tensor<2x2x3x4x4xf32>
+  %y5 = nn.add %x5, %mask : (tensor<2x2x3x4x4xf32>, tensor<1x2x1x4x4xf32>) -> tensor<2x2x3x4x4xf32>
+  func.return %y5, %s : tensor<2x2x3x4x4xf32>, tensor<4x3x4x4xf32>
+}
