@@ -160,6 +160,9 @@ def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_kn
                 return MASK_REFUSAL
             else:
                 causal = True
+        elif isinstance(op, nn.AddOp) and v in op.operands:
+            # a relative position bias and a shifted window's mask (Swin)
+            return "the scores are masked twice (cuDNN adds one mask)"
         else:
             return f"the scores go through {op.name}"
         v = op.results[0]

@@ -13,10 +13,20 @@ from pathlib import Path
 
 import pytest
 from codegen_harness import compile_text, tensor
-from test_gqa import bmm_attention_text, fused_qkv_attention_text, gqa_bmm_text, gqa_text
+from test_gqa import (
+    bmm_attention_text,
+    fused_qkv_attention_text,
+    gqa_bmm_text,
+    gqa_text,
+    shifted_window_text,
+)
 
 from fusec.analysis.diagnostics import FusecError
 from fusec.analysis.program import Program
+from fusec.analysis.remarks import collect_remarks
+from fusec.compiler.driver import make_registry
+from fusec.compiler.parsing import make_context, parse_module
+from fusec.compiler.pipeline import PipelineRunner, parse_pipeline_spec
 
 PASSES = "decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants"
 TAIL = "form-fusion-groups,group-each-op"
@@ -203,6 +213,20 @@ def test_a_mask_tensor_is_cudnns_bias(mask: tuple[int, ...], strides: list[int])
 ], ids=["per-query-only", "scaled-after"])
 def test_masks_cudnn_cannot_add_stay_fusecs(text: str) -> None:
     assert not _sdpa(compile_text(text, pipeline("library")))
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+def test_a_shifted_windows_bias_and_mask_stay_fusecs() -> None:
+    """Swin's shifted windows add a position bias and a mask per window to
+    the scores; cuDNN adds one bias, so fusec's kernel takes the attention
+    (one launch beside the scaled Q's) and the remark says why."""
+    text = shifted_window_text(2, 4, 2, 16, 8, "bf16")
+    program = compile_text(text, pipeline("library"))
+    assert not _sdpa(program) and len(program.functions["f"].launches) == 2
+    ctx = make_context()
+    module = parse_module(ctx, text, "t.mlir")
+    PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), pipeline("library"))).run(module)
+    assert any("masked twice (cuDNN adds one mask)" in r for r in collect_remarks(module))
 
 
 @pytest.mark.usefixtures("cudnn_attention")
