@@ -15,10 +15,12 @@ each gathered from shared memory (`codegen/gather_rows.py`). That pays when
 the row's bytes are fewer than the sectors the random reads would move
 (`PAYS_SECTOR_BYTES` per id), and fits when the row fits a block's shared
 memory (dynamic, past 48 KiB with the runtime's opt-in). Where the table
-has few rows, each row's outputs are split over `parts` blocks (each stages
-the whole row again, mostly from L2) until the grid fills the GPU
-(`FILL_WAVES` blocks per SM), as long as a block still writes at least
-the bytes it stages.
+has fewer rows than the GPU holds blocks at once (as many as fit an SM's
+shared memory, `MAX_RESIDENT` at most, per SM), each row's outputs are
+split over `parts` blocks (each stages the whole row again, mostly from L2):
+at least one full wave, at most twice that, the count whose last wave is
+fullest (the fewest among equals), and never so many that a block writes
+fewer bytes than it stages.
 
 The schedule records the choice: `#fusion.pointwise<..., gather_parts = P>`
 (0: not staged).
@@ -42,8 +44,6 @@ PAYS_SECTOR_BYTES = 16
 """Bytes an in-place read of one random element is counted to move: half a
 32-byte sector (neighbouring ids of a row sometimes share one). Staging
 pays when a row has fewer bytes than its ids times this."""
-FILL_WAVES = 2
-"""Blocks per SM the split of few rows aims at."""
 WORD_BYTES = 16
 """Bytes per staging load."""
 WORD_DTYPES = ("float32", "uint16")
@@ -109,6 +109,20 @@ def parts(staged: StagedGather, out_item: int, target: Target) -> int:
         return 0
     if staged.shared_bytes > staged.per_row * PAYS_SECTOR_BYTES:
         return 0
-    fill = -(-FILL_WAVES * target.sms // staged.rows)
-    most = max(1, staged.per_row * out_item // staged.shared_bytes)
-    return max(1, min(fill, most, target.max_grid_yz))
+    resident = target.sms * max(1, min(MAX_RESIDENT, target.shared_memory_per_sm
+                                       // max(1, staged.shared_bytes)))
+    if staged.rows >= resident:
+        return 1
+    most = max(1, min(staged.per_row * out_item // staged.shared_bytes, target.max_grid_yz))
+    least = min(most, -(-resident // staged.rows))  # one full wave
+    return max(range(least, min(most, 2 * least) + 1),
+               key=lambda p: (round(_wave_use(staged.rows * p, resident), 1), -p))
+
+
+MAX_RESIDENT = 4
+"""Blocks per SM counted at most when a small row leaves room for more."""
+
+
+def _wave_use(blocks: int, resident: int) -> float:
+    """The share of the waves' block slots that `blocks` fill."""
+    return blocks / (-(-blocks // resident) * resident)
