@@ -27,6 +27,12 @@ read elsewhere, softmax not over the keys, a mask that broadcasts the scores,
 a type other than f32, a head dim too large for the tile's registers and
 shared memory); a refused one stays with `form-fusion-groups` (three
 kernels, the scores through memory).
+
+A scale of Q or K by a constant before `Q @ Kᵀ` (`q * self.scale`) moves
+onto the scores first, so the group takes it in instead of a kernel of its
+own scaling Q (`passes/fuse_attention_scale.py`; `remark: Q's scale ...
+moved onto the scores ...`); it goes back on Q where the attention is then
+not fused.
 """
 
 from __future__ import annotations
@@ -59,6 +65,15 @@ from fusec.dialects.fusion import GroupOp, YieldOp
 from fusec.dialects.nn_base import element_type, tensor_shape
 from fusec.dialects.schedule import SCHEDULE_KEY
 from fusec.dialects.shapes import fmt, numel
+from fusec.passes.fuse_attention_scale import (
+    OPERANDS,
+    MovedScale,
+    OperandScale,
+    operand_scale,
+    restore_scale,
+    room,
+    scale_scores,
+)
 from fusec.passes.register_budget import inline_group
 from fusec.scheduling import gemm_choice
 from fusec.scheduling.attention import (
@@ -194,6 +209,12 @@ class _Fuser:
             if op.parent_block() is not block:  # already moved into a group
                 continue
             found = match_attention(op, describe)
+            moved: list[tuple[MovedScale, str]] = []
+            if isinstance(found, AttentionPattern):
+                moved = self._scales_to_scores(found, describe)
+                again = match_attention(op, describe) if moved else found
+                assert isinstance(again, AttentionPattern), "a moved scale lost the attention"
+                found = again
             if isinstance(found, AttentionPattern) and _own_operand_views(found):
                 found = match_attention(op, describe)
             if isinstance(found, Refusal):
@@ -203,7 +224,35 @@ class _Fuser:
                 if self._mask_as_bias(found):
                     again = match_attention(op, describe)
                     found = again if isinstance(again, AttentionPattern) else found
-                self._fuse(found, describe)
+                if self._fuse(found, describe):
+                    for _, remark in moved:
+                        self.remarks.add("remark", remark)
+                else:  # the three-kernel path scales the operand as written
+                    for scale, _ in reversed(moved):
+                        restore_scale(scale)
+
+    def _scales_to_scores(self, p: AttentionPattern, describe: Callable[[Operation], str]
+                          ) -> list[tuple[MovedScale, str]]:
+        """Move a scale of Q or K by a constant onto the scores of `p`
+        (`passes/fuse_attention_scale.py`), where the attention kernel
+        applies it instead of a kernel of its own that reads and writes
+        all of Q; each with its remark, for when the attention is fused."""
+        moved: list[tuple[MovedScale, str]] = []
+        ops = len(p.score_ops)
+        where = f"the attention at {describe(p.pv)}"
+        for index, which in OPERANDS.items():
+            found = operand_scale(p.qk, index, describe)
+            if isinstance(found, OperandScale):
+                found = room(ops, found) or found
+            if isinstance(found, Refusal):
+                self.remarks.add("missed", f"{which}'s scale {describe(found.op)} stays outside "
+                                 f"{where}: {found.reason}")
+            elif found is not None:
+                remark = (f"{which}'s scale {describe(found.scale)} moved onto the scores of "
+                          f"{where}: no kernel of its own")
+                moved.append((scale_scores(found, p.qk), remark))
+                ops += len(found.ops)
+        return moved
 
     def _mask_as_bias(self, p: AttentionPattern) -> bool:
         """Where cuDNN's attention would take `p` but for a boolean mask of
@@ -235,7 +284,9 @@ class _Fuser:
         Rewriter.erase_op(sel)
         return True
 
-    def _fuse(self, p: AttentionPattern, describe: Callable[[Operation], str]) -> None:
+    def _fuse(self, p: AttentionPattern, describe: Callable[[Operation], str]) -> bool:
+        """Group `p` as one attention (fusec's kernel or cuDNN's call), or
+        say why not (a `missed:` remark); whether it did."""
         ops = set(p.ops())
         inputs = {v for op in ops for v in op.operands
                   if not (isinstance(v, OpResult) and v.op in ops)}
@@ -247,11 +298,11 @@ class _Fuser:
         where = f"attention at {describe(p.pv)} not fused into one kernel"
         if isinstance(tile, str):
             self.remarks.add("missed", f"{where}: {tile}")
-            return
+            return False
         tile = normalized_splits(tile, shape)
         if (problem := tile.problem(self.target)) is not None:
             self.remarks.add("missed", f"{where}: tile {tile.text()} is invalid: {problem}")
-            return
+            return False
         fused = fused_time(tile, shape, self.target)
         parts = unfused_time(shape, self.target, self.gemm, gemm_choice.library_available(),
                              cupy_tf32())
@@ -274,7 +325,7 @@ class _Fuser:
         if not library and not forced and fused > parts and tuner is None:
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
                              f"the three-kernel path: {times} (tile {tile.text()})")
-            return
+            return False
         name = f"attn{self.count}"
         self.count += 1
         scores = tensor_shape(p.qk.result)
@@ -292,13 +343,13 @@ class _Fuser:
             self.remarks.add("remark", f"fused attention {subject} into one cuDNN fused "
                              f"attention call, group {name}: the {fmt(scores)} scores stay on "
                              f"chip (saves {format_bytes(saved)} and 2 launches; {times})")
-            return
+            return True
         if not forced and fused > parts:  # measured own, but the model prefers 3 kernels
             inline_group(group)
             self.count -= 1
             self.remarks.add("missed", f"{where}: the fused kernel is estimated slower than "
                              f"the three-kernel path: {times} (tile {tile.text()})")
-            return
+            return False
         into, launches = "one kernel", 2
         if tile.splits > 1:
             plan = tile.split_plan(shape.skv)
@@ -309,6 +360,7 @@ class _Fuser:
                          f"the {fmt(scores)} scores stay on chip (saves {format_bytes(saved)} "
                          f"and {launches} launch{'es' * (launches > 1)}; {times}); "
                          f"tile {tile.text()}")
+        return True
 
     def _library(self, p: AttentionPattern, shape: AttentionShape,
                  forced: bool) -> LibraryOffer | str | None:

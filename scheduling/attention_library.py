@@ -7,10 +7,13 @@ one it computes exactly (`library_problem` says why not otherwise):
 
 - f16 or bf16 operands, head dims equal, a multiple of 8 and at most 128;
 - scores that are `Q Kᵀ` times a constant (a splat `nn.mul` or `nn.div`, or
-  none), with at most a causal mask (query i sees keys 0..i: a constant
-  `nn.select` of the scores and -inf, or a constant 0 / -inf `nn.add`; what
-  `fold-constants` leaves of PyTorch's `is_causal` and of a causal mask built
-  in the graph); any other mask or score op stays with fusec's kernel;
+  none; a half type's f32 scale with its casts to f32 and back, which round
+  nothing in cuDNN's f32 scores; a scale of Q or K that `fuse-attention`
+  moved onto the scores), with at most a causal mask (query i sees keys
+  0..i: a constant `nn.select` of the scores and -inf, or a constant 0 /
+  -inf `nn.add`; what `fold-constants` leaves of PyTorch's `is_causal` and
+  of a causal mask built in the graph); any other mask or score op stays
+  with fusec's kernel;
 - Q, K, V and the output each a strided view `[batch, heads, tokens, dim]`
   of one buffer with the head dim contiguous, K and V broadcast at most
   over the innermost heads (grouped-query attention: cuDNN reads K/V head
@@ -38,7 +41,7 @@ import numpy as np
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
-from fusec.analysis.attention_pattern import AttentionPattern
+from fusec.analysis.attention_pattern import HALF_OR_F32, AttentionPattern
 from fusec.analysis.computed_values import computed_value
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody
@@ -163,12 +166,21 @@ def _scores(p: AttentionPattern, outer: dict[BlockArgument, SSAValue], causal_kn
         elif isinstance(op, nn.AddOp) and v in op.operands:
             # a relative position bias and a shifted window's mask (Swin)
             return "the scores are masked twice (cuDNN adds one mask)"
+        elif isinstance(op, nn.CastOp) and _float_cast(op):
+            # widened to f32 for a scale and rounded back (`q * 0.17` in bf16,
+            # moved onto the scores): cuDNN, as fusec's kernel, keeps them in f32
+            pass
         else:
             return f"the scores go through {op.name}"
         v = op.results[0]
     if bias is not None and causal:
         return "the scores are masked twice (a causal mask and a mask tensor)"
     return scale, causal, bias
+
+
+def _float_cast(op: nn.CastOp) -> bool:
+    """Whether `op` casts between the attention's float types (f16, bf16, f32)."""
+    return all(element_type_name(element_type(v)) in HALF_OR_F32 for v in (op.x, op.result))
 
 
 def _bias_problem(p: AttentionPattern, value: SSAValue,

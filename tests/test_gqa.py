@@ -264,9 +264,10 @@ def test_squeezed_operands_of_the_bmm_form_stay_unsplit(pipeline: str) -> None:
     # once `P V` reads V's squeeze (`[1, B, H, S, D]` to `[B, H, S, D]`)
     # directly, that squeeze merges no two axes of extent > 1: were it taken
     # unmerged, `P V` would run on `[1, B, H, ...]` behind a reshape of the
-    # probabilities and the attention would not fuse (5 kernels); the scaled
-    # Q is the one kernel before the attention's
-    check_program(scaled_qkv_bmm_text(2, 3, 16, 8), 2, pipeline)
+    # probabilities and the attention would not fuse (5 kernels); the scale
+    # of Q moves onto the scores (`passes/fuse_attention_scale.py`), so the
+    # attention is the one kernel (before that, the scaled Q was a second)
+    check_program(scaled_qkv_bmm_text(2, 3, 16, 8), 1, pipeline)
 
 
 def shifted_window_text(b: int, nw: int, h: int, s: int, d: int, dtype: str = "f32") -> str:
@@ -296,10 +297,11 @@ def shifted_window_text(b: int, nw: int, h: int, s: int, d: int, dtype: str = "f
 def test_shifted_window_attention_is_one_kernel(pipeline: str, b: int) -> None:
     # the split of the scores to [B, nW, H, S, S] moves above Q Kᵀ (Q and
     # Kᵀ reshaped), the merge back seeds the softmax and P V: the attention
-    # runs on [B, nW, H, ...], the mask read per window; the scaled Q is the
-    # other kernel (before: 6, a copy of the permuted projection, the scaled
-    # Q, Q Kᵀ with the bias, the mask's add, the softmax and P V)
-    check_program(shifted_window_text(b, 4, 3, 9, 8), 2, pipeline, seed=b)
+    # runs on [B, nW, H, ...], the mask read per window; Q's scale moves onto
+    # the scores: one kernel (before: 6, a copy of the permuted projection,
+    # the scaled Q, Q Kᵀ with the bias, the mask's add, the softmax and P V;
+    # then 2, the scaled Q and the attention)
+    check_program(shifted_window_text(b, 4, 3, 9, 8), 1, pipeline, seed=b)
 
 
 def gqa_bmm_text(b: int, hkv: int, g: int, s: int, d: int) -> str:

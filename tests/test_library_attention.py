@@ -219,14 +219,41 @@ def test_masks_cudnn_cannot_add_stay_fusecs(text: str) -> None:
 def test_a_shifted_windows_bias_and_mask_stay_fusecs() -> None:
     """Swin's shifted windows add a position bias and a mask per window to
     the scores; cuDNN adds one bias, so fusec's kernel takes the attention
-    (one launch beside the scaled Q's) and the remark says why."""
+    (one launch: Q's scale moved onto its scores) and the remark says why."""
     text = shifted_window_text(2, 4, 2, 16, 8, "bf16")
     program = compile_text(text, pipeline("library"))
-    assert not _sdpa(program) and len(program.functions["f"].launches) == 2
+    assert not _sdpa(program) and len(program.functions["f"].launches) == 1
     ctx = make_context()
     module = parse_module(ctx, text, "t.mlir")
     PipelineRunner(ctx, parse_pipeline_spec(make_registry([]), pipeline("library"))).run(module)
     assert any("masked twice (cuDNN adds one mask)" in r for r in collect_remarks(module))
+
+
+def scaled_q_text(b: int, h: int, s: int, d: int, dtype: str = "bf16") -> str:
+    """`vit_attention_text` with Q scaled before `Q Kᵀ` as PyTorch writes
+    `q * 0.17677669` in a half type: widened to f32, scaled, rounded back."""
+    q, wide = tensor((b, h, s, d), dtype), tensor((b, h, s, d))
+    return vit_attention_text(b, h, s, d, dtype).replace(
+        "  %s = nn.matmul %q4,",
+        f"  %qw = nn.cast %q4 : ({q}) -> {wide}\n"
+        "  %qc = nn.constant dense<0.17677669> : tensor<f32>\n"
+        f"  %qm = nn.mul %qw, %qc : ({wide}, tensor<f32>) -> {wide}\n"
+        f"  %qs = nn.cast %qm : ({wide}) -> {q}\n"
+        "  %s = nn.matmul %qs,")
+
+
+@pytest.mark.usefixtures("cudnn_attention")
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_a_scale_of_q_joins_cudnns_scale(dtype: str) -> None:
+    # Q's f32 scale moves onto the scores (`passes/fuse_attention_scale.py`):
+    # cuDNN scales them by both factors and reads Q in place from the
+    # packed projection; no kernel scales Q
+    b, h, s, d = 2, 3, 16, 8
+    program = compile_text(scaled_q_text(b, h, s, d, dtype), pipeline("library"))
+    (spec,) = _sdpa(program)
+    assert len(program.functions["f"].launches) == 1
+    assert spec["scale"] == pytest.approx(0.5 * 0.17677669, rel=1e-7)
+    assert spec["q"]["offset"] == 0 and spec["q"]["strides"] == spec["k"]["strides"]  # type: ignore[index]
 
 
 @pytest.mark.usefixtures("cudnn_attention")
