@@ -77,6 +77,10 @@ from fusec.dialects.shapes import ShapeError, broadcast_shapes, fmt, numel
 # Group kinds an emitter schedules; the others describe ops that stay alone.
 FUSIBLE_KINDS = ("pointwise", "reduction", "contraction", "window")
 VIEW_OPS = (nn.TransposeOp, nn.SliceOp, nn.ReshapeOp)
+MOVING_OPS = (*VIEW_OPS, nn.GatherOp, nn.ConcatOp)
+"""Ops whose result is elements of their operands, moved: kept in registers,
+such a result skips no rounding (its operands' own roundings are counted
+where they are kept)."""
 
 # Registers per thread: a base per group kind (index math, the 4-wide vector
 # of a pointwise thread, a GEMM's 8x8 accumulator tile plus fragments, a
@@ -581,10 +585,10 @@ def _with_totals(c: Candidate, kind: str, shape: tuple[int, ...], axes: tuple[in
     a, b = c.a, c.b
     inputs = frozenset(v for v in a.inputs | b.inputs if c.owner(v) not in (a.nid, b.nid))
     outputs = frozenset(c.outputs)
-    # a layout op's result is its operand's elements moved: keeping it in
-    # registers skips no rounding
+    # a layout op's, gather's or concat's result is its operands' elements
+    # moved: keeping it in registers skips no rounding
     internalized = [v for v in a.outputs | b.outputs if v not in outputs
-                    and not (isinstance(v, OpResult) and isinstance(v.op, VIEW_OPS))]
+                    and not (isinstance(v, OpResult) and isinstance(v.op, MOVING_OPS))]
     drift = math.hypot(a.drift, b.drift,
                        *(skipped_rounding(c.dep.dtype(v)) for v in internalized))
     lead = a.lead if c.dep.index[a.lead] <= c.dep.index[b.lead] else b.lead
