@@ -65,7 +65,7 @@ DEFAULT_THREADS = 3 * STAGED_GATHER_THREADS
 """Simulated threads per program in the default run (about 0.5 s a block)."""
 SLOW_THREADS = 8 * STAGED_GATHER_THREADS
 DEFAULT_SEEDS = range(32)
-SLOW_SEEDS = range(1000, 1200)
+SLOW_SEEDS = range(1000, 1060)
 
 
 @dataclass
