@@ -27,7 +27,7 @@ HEAD = "decompose,sink-transposes,unmerge-broadcasts,cse,dce,fold-constants"
 TAIL = "form-fusion-groups,group-each-op"
 SIMT = f"{HEAD},fuse-attention{{block_q=16 block_k=16 rows=2 cols=2}},{TAIL}"
 MMA = f"{HEAD},fuse-attention{{block_q=32 block_k=16 engine=mma}},{TAIL}"
-ENGINES = [SIMT, MMA]
+ENGINES = [SIMT, pytest.param(MMA, marks=pytest.mark.slow)]
 ENGINE_IDS = ["simt", "mma"]
 HALF_TOLERANCE = {"float16": 1e-2, "bfloat16": 4e-2, "float32": 4e-2}  # bf16 comes back widened
 MODELS = Path(__file__).resolve().parent.parent / "bench" / "models"

@@ -71,8 +71,10 @@ def run(text: str, table: tuple[int, ...], ids: tuple[int, ...], itype: str,
 
 @pytest.mark.parametrize(("table", "ids", "dtype", "itype", "tail"), [
     ((3, 37), (100,), "f32", "i64", "add"),  # odd row, ids a multiple of 4: wide stores
-    ((5, 41), (97,), "f32", "i32", "scale"),  # odd everything: one element per access
-    ((2, 3, 29), (9, 12), "f32", "i64", "scale"),  # a 3-D table, 2-D ids
+    pytest.param((5, 41), (97,), "f32", "i32", "scale",  # odd everything: one element
+                 marks=pytest.mark.slow),  # per access
+    pytest.param((2, 3, 29), (9, 12), "f32", "i64", "scale",  # a 3-D table, 2-D ids
+                 marks=pytest.mark.slow),
     ((4, 50), (120,), "bf16", "i32", "gelu"),  # halves in 16-byte words
     pytest.param((6, 23), (71,), "bf16", "i64", "add", marks=pytest.mark.slow),
 ])
