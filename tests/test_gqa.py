@@ -293,7 +293,7 @@ def shifted_window_text(b: int, nw: int, h: int, s: int, d: int, dtype: str = "f
 
 @pytest.mark.parametrize("pipeline", [SIMT, pytest.param(MMA, marks=pytest.mark.slow)],
                          ids=["simt", "mma"])
-@pytest.mark.parametrize("b", [2, 1])
+@pytest.mark.parametrize("b", [pytest.param(2, marks=pytest.mark.slow), 1])
 def test_shifted_window_attention_is_one_kernel(pipeline: str, b: int) -> None:
     # the split of the scores to [B, nW, H, S, S] moves above Q Kᵀ (Q and
     # Kᵀ reshaped), the merge back seeds the softmax and P V: the attention

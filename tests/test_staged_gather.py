@@ -70,7 +70,8 @@ def run(text: str, table: tuple[int, ...], ids: tuple[int, ...], itype: str,
 
 
 @pytest.mark.parametrize(("table", "ids", "dtype", "itype", "tail"), [
-    ((3, 37), (100,), "f32", "i64", "add"),  # odd row, ids a multiple of 4: wide stores
+    pytest.param((3, 37), (100,), "f32", "i64", "add",  # odd row, ids a multiple of 4:
+                 marks=pytest.mark.slow),  # wide stores
     pytest.param((5, 41), (97,), "f32", "i32", "scale",  # odd everything: one element
                  marks=pytest.mark.slow),  # per access
     pytest.param((2, 3, 29), (9, 12), "f32", "i64", "scale",  # a 3-D table, 2-D ids
@@ -86,6 +87,7 @@ def test_a_gather_along_the_innermost_axis_is_staged_and_matches(
     np.testing.assert_allclose(got[0], expected[0], rtol=tol, atol=tol, err_msg=source)
 
 
+@pytest.mark.slow
 def test_few_rows_split_their_outputs_over_blocks() -> None:
     """Three rows cannot fill a GPU: each row's outputs are written by
     several blocks, each staging the whole row."""
