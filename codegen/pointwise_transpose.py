@@ -161,11 +161,11 @@ def _element_values(plan: TransposedPlan, coords: list[str], suffix: str, ints: 
                                        ints, name, load_at)
             loads += [*lines, f"{name} = {expr}"]
         elif isinstance(op, INDEXED_READS):
-            staged = plan.staged is not None and op is plan.staged.op
+            staged = plan.staged if plan.staged and op is plan.staged.op else None
             lines, expr = read_element(body, op.results[0],
                                        _own_coords(tensor_shape(op.results[0]), coords, lit),
-                                       ints, name, table_load(plan.staged, load_at)
-                                       if staged and plan.staged else load_at)
+                                       ints, name,
+                                       table_load(staged, load_at) if staged else load_at)
             loads += [*lines, f"{name} = {expr}"]
         else:
             lines, expr = _view_load(body, op, coords, ints, name, load_at)

@@ -38,11 +38,11 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
-from fusec.analysis.group_body import dtype_name
+from fusec.analysis.group_body import GroupBody, dtype_name
 from fusec.analysis.targets import Target
 from fusec.analysis.transposed_operands import tile_axes
 from fusec.dialects.element_types import HALF_NAMES, of_device_dtype
-from fusec.dialects.fusion import GroupOp, YieldOp
+from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import element_type_name, tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.scheduling import staged_gather
@@ -97,16 +97,14 @@ KiB, so each keeps more staging loads in flight than 256 threads would."""
 def gather_parts(group: GroupOp, target: Target) -> int:
     """Blocks per table row when `group`'s gather along a table's innermost
     axis is staged by rows on `target` (`scheduling/staged_gather.py`), else 0."""
-    body = [op for op in group.block.ops if not isinstance(op, YieldOp)]
-    last = group.block.last_op
-    assert isinstance(last, YieldOp)
-    shapes = [tensor_shape(v) for v in last.values]
-    if len(set(shapes)) != 1:
+    body = GroupBody.of(group)
+    shapes = {tuple(tensor_shape(v)) for v in body.outputs}
+    if len(shapes) != 1:
         return 0
-    found = staged_gather.find(body, list(group.block.args), shapes[0])
+    found = staged_gather.find(body.ops, body.args, next(iter(shapes)))
     if found is None:
         return 0
-    out_item = max(of_device_dtype(dtype_name(v)).width for v in last.values)
+    out_item = max(of_device_dtype(dtype_name(v)).width for v in body.outputs)
     return staged_gather.parts(found, out_item, target)
 
 
