@@ -78,8 +78,8 @@ def wide_store_line(k: int, value: SSAValue, index: str, lanes: Sequence[str]) -
     """The statement storing the lanes' values of result `value` (output
     `k`) as one word at element `index`."""
     dtype = dtype_name(value)
-    if dtype == "float32":
-        return f"st_vec4_f32(out{k}, {index}, {', '.join(lanes)})"
+    if dtype == "float32":  # 4 floats, or a whole row of 2 (`scheduling/concat_rows.py`)
+        return f"st_vec{len(lanes)}_f32(out{k}, {index}, {', '.join(lanes)})"
     word_type = WORD_TYPES[len(lanes)]
     return wide_store(word_type, f"out{k}", index,
                       pack_values(of_device_dtype(dtype).name, word_type, list(lanes)))

@@ -290,9 +290,14 @@ def _word_access(plan: TransposedPlan, wide: bool, a: int, itype: str,
     axis = innermost_axis(plan.shape)
     at = ElementIndex(f"i{a}", plan.shape, itype, str(a))
     lines = [f"i{a} = {itype}(w{a} * {at.lit(lanes)})"]
-    coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
-              for d, size in enumerate(plan.shape)]
+    # a whole row per access (`concat_rows`): lane 0 is at 0 along the axis
+    coords = [at.lit(0) if size == 1 or (plan.concat_rows and d == axis)
+              else at.run_coord(d, d) for d, size in enumerate(plan.shape)]
     lines += at.coord_lines
+    if plan.concat_rows:
+        lane_points = _row_lanes(plan, coords, at)
+        index, loads, arith, stores = _access(plan, vec, wide, f"_{a}", lane_points, itype)
+        return lines + index, (loads, arith, _guarded(stores, ok))
     lane_points = []
     for j in range(lanes):
         at_lane = list(coords)
@@ -304,6 +309,23 @@ def _word_access(plan: TransposedPlan, wide: bool, a: int, itype: str,
         lane_points.append(_Lane(more, at_lane))
     index, loads, arith, stores = _access(plan, vec, wide, f"_{a}", lane_points, itype)
     return lines + index, (loads, arith, _guarded(stores, ok))
+
+
+def _row_lanes(plan: TransposedPlan, coords: list[str], at: ElementIndex) -> list[_Lane]:
+    """The lanes of one whole row of `plan.concat`'s result (`coords`, 0
+    along the concat axis; `scheduling/concat_rows.py`): lane `j` at `j`
+    along the axis, pinned to the operand holding it, read at its own
+    coordinates (`j` less the operand's offset along the axis)."""
+    concat = plan.concat
+    assert concat is not None
+    axis, points, offset = concat.axis, [], 0
+    for k, v in enumerate(concat.inputs):
+        for j in range(tensor_shape(v)[axis]):
+            here, there = list(coords), list(coords)
+            here[axis], there[axis] = at.lit(j), at.lit(offset + j)
+            points.append(_Lane([], there, _Pinned(concat, k, here)))
+        offset += tensor_shape(v)[axis]
+    return points
 
 
 def _staged_gather_lines(plan: TransposedPlan) -> list[str]:
@@ -585,7 +607,14 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
                       f"{plan.gather_parts} block(s), "
                       + (f"in accesses of {lanes} consecutive ones" if lanes > 1 else
                          "one element per access") + f", {plan.threads} apart")
-    elif (concat := plan.concat) is not None:
+    elif (concat := plan.concat) is not None and plan.concat_rows:
+        body = flat_lines(plan)
+        grid = (max(1, -(-numel(plan.shape) // (plan.threads * plan.unroll))), 1, 1)
+        block = (plan.threads, 1, 1)
+        per_thread = (f"{plan.unroll // plan.vector.lanes} rows of the concat along axis "
+                      f"{concat.axis} per thread, {plan.threads} apart, each row's "
+                      f"{plan.vector.lanes} elements stored as one word")
+    elif concat is not None:
         body, blocks = _segmented_lines(plan, concat)
         grid, block = (blocks, 1, 1), (plan.threads, 1, 1)
         rows = rows_per_block(concat, plan.threads * plan.unroll)

@@ -14,6 +14,7 @@ alignment it assumes), so the kernel prelude gets small intrinsics instead:
 | `st_vec4_u32(a, i, w0, w1, w2, w3)` | its store (`st.global.v4.u32`) |
 | `ld_vec4_f32(a, i)` | 4 floats from element `i` of f32 `a`, 16 bytes (`ld.global.v4.f32`) |
 | `st_vec4_f32(a, i, x0, x1, x2, x3)` | its store (`st.global.v4.f32`) |
+| `st_vec2_f32(a, i, x0, x1)` | 2 floats, 8 bytes (`st.global.v2.f32`; `concat_rows.py`) |
 | `is_aligned(a, n)` | whether `a`'s data pointer is a multiple of `n` bytes |
 | `f16_from_bits(b)`, `f16_to_bits(x)` | f16 bits to f32 and back (round to nearest even) |
 | `bf16_lo(w)`, `bf16_hi(w)` | the low or high bf16 of 32-bit `w` as f32 (one shift or mask) |
@@ -72,27 +73,32 @@ if numba.cuda.core.config.ENABLE_CUDASIM:
     ld_wide32, ld_wide64 = _wide_load(np.uint32, 2), _wide_load(np.uint64, 4)
     st_wide32, st_wide64 = _wide_store(np.uint32, 2), _wide_store(np.uint64, 4)
 
-    def _vec4_at(a, i):
+    def _vec_at(a, i, nbytes=16):
         raw, i = _raw(a), int(i)
         # The GPU faults on a misaligned vector access; so does the simulator.
-        if (raw.ctypes.data + raw.itemsize * i) % 16:
-            raise ValueError("16-byte access at an address that is not 16-byte aligned")
+        if (raw.ctypes.data + raw.itemsize * i) % nbytes:
+            raise ValueError(f"{nbytes}-byte access at an address that is not "
+                             f"{nbytes}-byte aligned")
         return raw, i
 
     def ld_vec4_f32(a, i):
-        raw, i = _vec4_at(a, i)
+        raw, i = _vec_at(a, i)
         return tuple(raw[i:i + 4])
 
     def st_vec4_f32(a, i, x0, x1, x2, x3):
-        raw, i = _vec4_at(a, i)
+        raw, i = _vec_at(a, i)
         raw[i:i + 4] = (x0, x1, x2, x3)
 
+    def st_vec2_f32(a, i, x0, x1):
+        raw, i = _vec_at(a, i, 8)
+        raw[i:i + 2] = (x0, x1)
+
     def ld_vec4_u32(a, i):
-        raw, i = _vec4_at(a, i)
+        raw, i = _vec_at(a, i)
         return tuple(raw[i:i + 8].view(np.uint32))
 
     def st_vec4_u32(a, i, w0, w1, w2, w3):
-        raw, i = _vec4_at(a, i)
+        raw, i = _vec_at(a, i)
         raw[i:i + 8].view(np.uint32)[:] = (w0, w1, w2, w3)
 
     def is_aligned(a, n):
@@ -144,11 +150,12 @@ else:
     ld_wide32, ld_wide64 = _wide_load(32, _t.uint32), _wide_load(64, _t.uint64)
     st_wide32, st_wide64 = _wide_store(32, _t.uint32), _wide_store(64, _t.uint64)
 
-    # The 16-byte load and store of 4 lanes of `lane_t` at element `i` of an
-    # array of any element type (halves move as 4 words).
-    def _vec4(lane_ir, lane_t):
-        vector = _ir.VectorType(lane_ir, 4)
-        quad = _t.UniTuple(lane_t, 4)
+    # The load and store of `n` lanes of `lane_t` (16 bytes for n = 4) at
+    # element `i` of an array of any element type (halves move as 4 words).
+    def _vec(lane_ir, lane_t, n=4):
+        vector = _ir.VectorType(lane_ir, n)
+        items_t = _t.UniTuple(lane_t, n)
+        nbytes = n * 4
 
         def pointer(context, builder, arrty, arr, i):
             data = context.make_array(arrty)(context, builder, arr).data
@@ -157,27 +164,34 @@ else:
         @intrinsic
         def load(typingctx, a, i):
             def codegen(context, builder, sig, args):
-                vec = builder.load(pointer(context, builder, sig.args[0], *args), align=16)
+                vec = builder.load(pointer(context, builder, sig.args[0], *args), align=nbytes)
                 items = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), k))
-                         for k in range(4)]
-                return context.make_tuple(builder, quad, items)
-            return quad(a, i), codegen
+                         for k in range(n)]
+                return context.make_tuple(builder, items_t, items)
+            return items_t(a, i), codegen
 
-        @intrinsic
-        def store(typingctx, a, i, x0, x1, x2, x3):
-            def codegen(context, builder, sig, args):
-                vec = _ir.Constant(vector, _ir.Undefined)
-                for k in range(4):
-                    x = context.cast(builder, args[2 + k], sig.args[2 + k], lane_t)
-                    vec = builder.insert_element(vec, x, _ir.Constant(_ir.IntType(32), k))
-                ptr = pointer(context, builder, sig.args[0], args[0], args[1])
-                builder.store(vec, ptr, align=16)
-                return context.get_dummy_value()
-            return _t.void(a, i, x0, x1, x2, x3), codegen
+        def put(context, builder, sig, args):
+            vec = _ir.Constant(vector, _ir.Undefined)
+            for k in range(n):
+                x = context.cast(builder, args[2 + k], sig.args[2 + k], lane_t)
+                vec = builder.insert_element(vec, x, _ir.Constant(_ir.IntType(32), k))
+            ptr = pointer(context, builder, sig.args[0], args[0], args[1])
+            builder.store(vec, ptr, align=nbytes)
+            return context.get_dummy_value()
+
+        if n == 2:
+            @intrinsic
+            def store(typingctx, a, i, x0, x1):
+                return _t.void(a, i, x0, x1), put
+        else:
+            @intrinsic
+            def store(typingctx, a, i, x0, x1, x2, x3):
+                return _t.void(a, i, x0, x1, x2, x3), put
         return load, store
 
-    ld_vec4_f32, st_vec4_f32 = _vec4(_ir.FloatType(), _t.float32)
-    ld_vec4_u32, st_vec4_u32 = _vec4(_ir.IntType(32), _t.uint32)
+    ld_vec4_f32, st_vec4_f32 = _vec(_ir.FloatType(), _t.float32)
+    ld_vec4_u32, st_vec4_u32 = _vec(_ir.IntType(32), _t.uint32)
+    st_vec2_f32 = _vec(_ir.FloatType(), _t.float32, 2)[1]
 
     @intrinsic
     def is_aligned(typingctx, a, n):

@@ -41,6 +41,7 @@ from fusec.dialects.nn_base import tensor_shape
 from fusec.dialects.schedule import PointwiseSchedule
 from fusec.dialects.shapes import Shape, ShapeError, broadcast_shapes, fmt, numel
 from fusec.scheduling import staged_gather
+from fusec.scheduling.concat_rows import row_vector
 from fusec.scheduling.concat_segments import segmented_concat
 from fusec.scheduling.flat_vector import SCALAR_ACCESS, FlatVector, flat_vector
 from fusec.scheduling.segment_vector import segment_vectors
@@ -105,6 +106,9 @@ class TransposedPlan:
     segment_vectors: tuple[FlatVector, ...] = ()
     """With `concat`, each segment's elements per access and the arrays it
     moves wide, by operand number (`scheduling/segment_vector.py`)."""
+    concat_rows: bool = False
+    """With `concat`: no segments; each access of the flat schedule (`vector`)
+    is one whole row of the concat's result (`scheduling/concat_rows.py`)."""
     tile_vector: TileVector = SCALAR_TILE
     """Tiled, the elements per staging load and per store and the inputs
     loaded wide (`scheduling/tile_vector.py`)."""
@@ -192,7 +196,10 @@ def plan_group(group: GroupOp, schedule: PointwiseSchedule) -> TransposedPlan:
     else:
         plan.vector = flat_vector(plan)
         plan.concat = segmented_concat(body, plan.shape)
-        if plan.concat is not None:
+        rows = row_vector(plan, plan.concat) if plan.concat is not None else None
+        if rows is not None:
+            plan.vector, plan.concat_rows = rows, True
+        elif plan.concat is not None:
             plan.segment_vectors = segment_vectors(plan, plan.concat)
     return plan
 
@@ -390,7 +397,7 @@ def access_lanes(plan: TransposedPlan) -> int:
     """Elements per access of the untiled kernel: the flat schedule's, or
     for concat segments the narrowest segment's (its loop sets the kernel's
     registers)."""
-    if plan.concat is not None:
+    if plan.concat is not None and not plan.concat_rows:
         return min((v.lanes for v in plan.segment_vectors), default=1)
     return plan.vector.lanes
 

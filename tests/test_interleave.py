@@ -2,9 +2,11 @@
 merged to `[..., 2n]`) with pointwise ops before and after: `sink-transposes`
 moves the pieces' ops below their unit reshapes and lifts the ops after the
 merge above it (passes/sink_transposes.py), so one kernel computes the concat
-and its neighbours and the merged result is a view of its output. Each
-program runs in numba's CUDA simulator against the reference interpreter,
-with its kernel count asserted, at odd and prime extents, in f32 and bf16.
+and its neighbours and the merged result is a view of its output; each
+access of that kernel is one whole row of the concat, stored as one word
+(`scheduling/concat_rows.py`). Each program runs in numba's CUDA simulator
+against the reference interpreter, with its kernel count asserted, at odd
+and prime extents, in f32 and bf16.
 """
 
 from __future__ import annotations
@@ -51,5 +53,57 @@ def test_interleave_with_neighbours_is_one_kernel(shape: tuple[int, ...], dtype:
     program = harness.check_program(interleave(shape, dtype), 1, PIPELINE,
                                     seed=sum(shape), rtol=tol, atol=tol)
     source = program.kernels_source
-    assert "per block, each operand's part of them in turn" in source
+    assert "rows of the concat along axis" in source and "stored as one word" in source
+    assert ("st_vec2_f32(" if dtype == "f32" else "st_wide32(") in source
     assert "_sel = " not in source
+
+
+def row_concat(lead: tuple[int, ...], widths: tuple[int, ...], dtype: str) -> str:
+    """`concat(tanh(x0), x1 * 2, ...)` along the last axis, operand `k`
+    `widths[k]` wide, plus a bias over the rows."""
+    ts = t((), dtype)
+    ins = [t((*lead, w), dtype) for w in widths]
+    to, tb = t((*lead, sum(widths)), dtype), t((*lead[-1:], 1), dtype)
+    params = ", ".join(f"%x{k}: {ty}" for k, ty in enumerate(ins))
+    lines = [f"func.func @f({params}, %b: {tb}) -> {to} {{",
+             f"  %two = nn.constant dense<2.0> : {ts}"]
+    for k, ty in enumerate(ins):
+        op = f"nn.tanh %x{k} : {ty}" if k % 2 == 0 else (
+            f"nn.mul %x{k}, %two : ({ty}, {ts}) -> {ty}")
+        lines.append(f"  %p{k} = {op}")
+    operands = ", ".join(f"%p{k}" for k in range(len(widths)))
+    lines += [f"  %c = nn.concat {operands} {{axis = {len(lead)}}} : "
+              f"({', '.join(ins)}) -> {to}",
+              f"  %r = nn.add %c, %b : ({to}, {tb}) -> {to}",
+              f"  func.return %r : {to}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("lead", "widths", "dtype", "store"), [
+    ((5, 7), (1, 1, 1, 1), "f32", "st_vec4_f32("),  # 4 floats: one 16-byte store
+    ((9, 3), (2, 2), "f32", "st_vec4_f32("),
+    ((3, 11), (1, 3), "bf16", "st_wide64("),  # 4 halves: 8 bytes
+    ((4, 5), (3, 1, 4), "bf16", "st_vec4_u32("),  # 8 halves: 16 bytes
+    ((13,), (1, 1), "bf16", "st_wide32("),
+])
+def test_a_row_of_one_word_is_one_store(lead: tuple[int, ...], widths: tuple[int, ...],
+                                       dtype: str, store: str) -> None:
+    tol = TOLERANCE["float32"] if dtype == "f32" else HALF_TOLERANCE
+    program = harness.check_program(row_concat(lead, widths, dtype), 1, PIPELINE,
+                                    seed=sum(widths) + len(lead), rtol=tol, atol=tol)
+    source = program.kernels_source
+    assert f"each row's {sum(widths)} elements stored as one word" in source
+    assert store in source
+
+
+@pytest.mark.parametrize(("widths", "dtype"), [((1, 2), "f32"), ((3, 2), "f32"),
+                                               ((8, 8), "bf16")])
+def test_rows_of_other_widths_keep_the_segments(widths: tuple[int, ...], dtype: str) -> None:
+    """3 or 5 floats and 16 halves are no one word: each operand's part of
+    the block's rows in turn, as before."""
+    tol = TOLERANCE["float32"] if dtype == "f32" else HALF_TOLERANCE
+    program = harness.check_program(row_concat((6, 5), widths, dtype), 1, PIPELINE,
+                                    seed=len(widths), rtol=tol, atol=tol)
+    source = program.kernels_source
+    assert "per block, each operand's part of them in turn" in source
+    assert "stored as one word" not in source
