@@ -97,3 +97,10 @@ class ElementIndex:
         conds = [f"{self.run_coord(d0, d1)} == {self.lit(0)}"
                  for d0, d1 in runs(shape, self.iter_shape, full=False)]
         return " and ".join(conds) if conds else "True"
+
+
+def merged_coords(at: ElementIndex, runs: Sequence[tuple[int, int] | None]) -> list[str]:
+    """The coordinates of `at`'s element, one per dimension, where runs of
+    dimensions index as one (`analysis/index_runs.run_coords`): a run's
+    row-major coordinate on its last dimension, 0 on the others."""
+    return [at.lit(0) if r is None else at.run_coord(*r) for r in runs]

@@ -50,6 +50,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody, dtype_name
+from fusec.analysis.index_runs import index_runs, run_coords
 from fusec.analysis.index_types import index_type
 from fusec.analysis.view_map import ViewMap
 from fusec.analysis.view_operands import (
@@ -71,7 +72,7 @@ from fusec.codegen.kernel_source import (
 )
 from fusec.codegen.lane_loads import LaneLoads, wide_store_line
 from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr, store_lines
-from fusec.codegen.pointwise_index import ElementIndex
+from fusec.codegen.pointwise_index import ElementIndex, merged_coords
 from fusec.codegen.pointwise_tile import tiled_lines
 from fusec.codegen.wide_access import alignment_tests
 from fusec.dialects import nn
@@ -199,13 +200,13 @@ def flat_lines(plan: TransposedPlan, block: str = "cuda.blockIdx.x") -> list[str
     tail = n % chunk != 0  # whole chunks: no clamp, no guard
     lines = [f"base = {block} * {int_literal(chunk)} + cuda.threadIdx.x"]
     parts = []
+    runs = run_coords(plan.shape, index_runs(plan.body, plan.shape))
     for e in range(plan.unroll):
         at = ElementIndex(f"i{e}", plan.shape, itype, str(e))
         raw = f"base + {int_literal(e * plan.threads)}"
         lines += _indexed(f"i{e}", raw, itype, n - 1,
                           [f"i{e}_raw < {int_literal(n)}"] if tail else [], f"ok{e}")
-        coords = [at.run_coord(d, d) if size != 1 else at.lit(0)
-                  for d, size in enumerate(plan.shape)]
+        coords = merged_coords(at, runs)
         lines += at.coord_lines
         loads, arith, stores = _element(plan, coords, f"_{e}", Ints(itype))
         parts.append((loads, arith, _guarded(stores, f"ok{e}" if tail else None)))
@@ -290,9 +291,11 @@ def _word_access(plan: TransposedPlan, wide: bool, a: int, itype: str,
     axis = innermost_axis(plan.shape)
     at = ElementIndex(f"i{a}", plan.shape, itype, str(a))
     lines = [f"i{a} = {itype}(w{a} * {at.lit(lanes)})"]
-    # a whole row per access (`concat_rows`): lane 0 is at 0 along the axis
-    coords = [at.lit(0) if size == 1 or (plan.concat_rows and d == axis)
-              else at.run_coord(d, d) for d, size in enumerate(plan.shape)]
+    if plan.concat_rows:  # a whole row per access: lane 0 is at 0 along the axis
+        coords = [at.lit(0) if size == 1 or d == axis else at.run_coord(d, d)
+                  for d, size in enumerate(plan.shape)]
+    else:
+        coords = merged_coords(at, run_coords(plan.shape, index_runs(plan.body, plan.shape)))
     lines += at.coord_lines
     if plan.concat_rows:
         lane_points = _row_lanes(plan, coords, at)
@@ -434,6 +437,7 @@ def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, ityp
     unroll = -(-span.count // threads)
     lines = [f"base{seg.operand} = {span.first} + cuda.threadIdx.x"]
     parts = []
+    runs = run_coords(seg.shape, index_runs(plan.body, seg.shape, (concat, seg.operand)))
     for e in range(unroll):
         x = span.name_from + e
         at = ElementIndex(f"i{x}", seg.shape, itype, str(x))
@@ -442,8 +446,7 @@ def _segment_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment, ityp
         if (e + 1) * threads > span.count:  # past the span for some threads
             guards.append(f"cuda.threadIdx.x < {int_literal(span.count - e * threads)}")
         lines += _indexed(f"i{x}", raw, itype, n - 1, guards, f"ok{x}")
-        local = [at.run_coord(d, d) if size != 1 else at.lit(0)
-                 for d, size in enumerate(seg.shape)]
+        local = merged_coords(at, runs)
         lines += at.coord_lines
         shift, coords = _shifted(plan, concat, seg, local, x, at)
         lines += shift
@@ -478,6 +481,7 @@ def _segment_lane_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment,
     assert axis is not None and span.count % lanes == 0
     lines = [f"base{seg.operand} = {span.block} * {int_literal(count)} + cuda.threadIdx.x"]
     parts = []
+    runs = run_coords(seg.shape, index_runs(plan.body, seg.shape, (concat, seg.operand)))
     for e in range(-(-count // threads)):
         x = span.name_from + e
         at = ElementIndex(f"i{x}", seg.shape, itype, str(x))
@@ -487,8 +491,7 @@ def _segment_lane_lines(plan: TransposedPlan, concat: nn.ConcatOp, seg: Segment,
             guards.append(f"cuda.threadIdx.x < {int_literal(count - e * threads)}")
         lines += _indexed(f"w{x}", raw, itype, words - 1, guards, f"ok{x}")
         lines.append(f"i{x} = {itype}(w{x} * {at.lit(lanes)})")
-        local = [at.run_coord(d, d) if size != 1 else at.lit(0)
-                 for d, size in enumerate(seg.shape)]
+        local = merged_coords(at, runs)
         lines += at.coord_lines
         shift, coords = _shifted(plan, concat, seg, local, x, at)
         lines += shift
