@@ -109,6 +109,30 @@ def index_runs(body: GroupBody, shape: Shape,
     return tuple(tuple(r) for r in runs)
 
 
+def row_runs(body: GroupBody, concat: nn.ConcatOp) -> Runs:
+    """The runs of the dimensions before `concat`'s axis (its innermost) for
+    a kernel that takes one whole row of the result per access and reads
+    every operand in it (`scheduling/concat_rows.py`): those `index_runs`
+    gives the walk over each operand, kept where all agree (else each
+    dimension alone); the axis itself is no run's (its coordinate is the
+    lane's)."""
+    axis, shape = concat.axis, tuple(tensor_shape(concat.results[0]))
+    dims = [d for d in range(axis) if shape[d] != 1]
+    by_operand = [index_runs(body, tuple(tensor_shape(v)), (concat, k))
+                  for k, v in enumerate(concat.inputs)]
+    if any(r is None for r in by_operand):
+        return tuple((d,) for d in dims)
+    owner = [{d: i for i, run in enumerate(r) for d in run} for r in by_operand
+             if r is not None]
+    runs: list[list[int]] = []
+    for d in dims:
+        if runs and all(o.get(runs[-1][-1]) == o.get(d) for o in owner):
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return tuple(tuple(r) for r in runs)
+
+
 def run_coords(shape: Shape, runs: Runs | None) -> list[tuple[int, int] | None]:
     """Per dimension of `shape`, the run `(first, last)` whose coordinate it
     carries (the run's last dimension does), or None (coordinate 0: a size-1

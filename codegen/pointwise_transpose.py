@@ -50,7 +50,7 @@ from xdsl.ir import Operation, SSAValue
 from fusec.analysis.concat_operands import concat_pieces
 from fusec.analysis.diagnostics import op_error
 from fusec.analysis.group_body import GroupBody, dtype_name
-from fusec.analysis.index_runs import index_runs, run_coords
+from fusec.analysis.index_runs import index_runs, row_runs, run_coords
 from fusec.analysis.index_types import index_type
 from fusec.analysis.view_map import ViewMap
 from fusec.analysis.view_operands import (
@@ -291,9 +291,9 @@ def _word_access(plan: TransposedPlan, wide: bool, a: int, itype: str,
     axis = innermost_axis(plan.shape)
     at = ElementIndex(f"i{a}", plan.shape, itype, str(a))
     lines = [f"i{a} = {itype}(w{a} * {at.lit(lanes)})"]
-    if plan.concat_rows:  # a whole row per access: lane 0 is at 0 along the axis
-        coords = [at.lit(0) if size == 1 or d == axis else at.run_coord(d, d)
-                  for d, size in enumerate(plan.shape)]
+    if plan.concat is not None and plan.concat_rows:
+        # a whole row per access: lane 0 is at 0 along the axis (no run's)
+        coords = merged_coords(at, run_coords(plan.shape, row_runs(plan.body, plan.concat)))
     else:
         coords = merged_coords(at, run_coords(plan.shape, index_runs(plan.body, plan.shape)))
     lines += at.coord_lines

@@ -12,6 +12,7 @@ and prime extents, in f32 and bf16.
 from __future__ import annotations
 
 import itertools
+import re
 
 import codegen_harness as harness
 import pytest
@@ -107,3 +108,25 @@ def test_rows_of_other_widths_keep_the_segments(widths: tuple[int, ...], dtype: 
     source = program.kernels_source
     assert "per block, each operand's part of them in turn" in source
     assert "stored as one word" not in source
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_rows_of_a_plain_interleave_need_no_unravel(dtype: str) -> None:
+    """Every access steps across the rows' dimensions alike (no operand
+    broadcast over them): a row's coordinate is its word's, and the kernel
+    divides by no extent of `5 x 7 x 13` (`analysis/index_runs.row_runs`)."""
+    ts, tx, tr = t((), dtype), t((5, 7, 13), dtype), t((5, 7, 13, 1), dtype)
+    tc, to = t((5, 7, 13, 2), dtype), t((5, 7, 26), dtype)
+    text = (f"func.func @f(%x: {tx}, %y: {tx}) -> {to} {{\n"
+            f"  %k = nn.constant dense<1.25> : {ts}\n"
+            f"  %xa = nn.add %x, %k : ({tx}, {ts}) -> {tx}\n"
+            f"  %xr = nn.reshape %xa : ({tx}) -> {tr}\n"
+            f"  %yr = nn.reshape %y : ({tx}) -> {tr}\n"
+            f"  %c = nn.concat %xr, %yr {{axis = 3}} : ({tr}, {tr}) -> {tc}\n"
+            f"  %m = nn.reshape %c : ({tc}) -> {to}\n"
+            f"  func.return %m : {to}\n}}\n")
+    tol = TOLERANCE["float32"] if dtype == "f32" else HALF_TOLERANCE
+    source = harness.check_program(text, 1, PIPELINE, seed=3, rtol=tol, atol=tol).kernels_source
+    assert "stored as one word" in source
+    divisors = set(re.findall(r"// uint32\((\d+)\)", source))
+    assert divisors <= {"2"}, divisors
