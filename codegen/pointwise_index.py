@@ -121,5 +121,8 @@ class ElementIndex:
 def merged_coords(at: ElementIndex, runs: Sequence[tuple[int, int] | None]) -> list[str]:
     """The coordinates of `at`'s element, one per dimension, where runs of
     dimensions index as one (`analysis/index_runs.run_coords`): a run's
-    row-major coordinate on its last dimension, 0 on the others."""
-    return [at.lit(0) if r is None else at.run_coord(*r) for r in runs]
+    row-major coordinate on its last dimension, 0 on the others. Named
+    innermost first, so each quotient divides the one inside it (by a run's
+    extent, often a power of two: a shift) rather than the flat index."""
+    named = {d: at.run_coord(*r) for d, r in reversed(list(enumerate(runs))) if r is not None}
+    return [named.get(d, at.lit(0)) for d in range(len(runs))]
