@@ -59,45 +59,26 @@ class ElementIndex:
     suffix: str
     coord_lines: list[str] = field(default_factory=list)
     _names: dict[tuple[int, int], str] = field(default_factory=dict)
-    _quotients: dict[int, str] = field(default_factory=dict)
 
     def lit(self, value: int) -> str:
         """An integer literal in the index type."""
         return f"{self.itype}({int_literal(value)})"
 
     def run_coord(self, d0: int, d1: int) -> str:
-        """The coordinate of run `d0..d1` (row-major within the run), named:
-        the quotient of the flat index by the run's inner size, less the
-        next quotient out times the run's extent (`quotient`), so the
-        coordinates of one element share their divisions."""
+        """The coordinate of run `d0..d1` (row-major within the run), named."""
         inner = shapes.numel(self.iter_shape[d1 + 1:])
         extent = shapes.numel(self.iter_shape[d0:d1 + 1])
         key = (inner, extent if d0 else 0)
         if key in self._names:
             return self._names[key]
-        q = self.quotient(inner)
-        if not d0:
-            self._names[key] = q
-            return q
-        expr = f"{self.itype}({q} - {self.quotient(inner * extent)} * {self.lit(extent)})"
+        expr = self.flat if inner == 1 else f"{self.itype}({self.flat} // {self.lit(inner)})"
+        if d0:
+            expr = f"{self.itype}({expr} % {self.lit(extent)})"
+        if expr == self.flat:
+            return expr
         name = f"c{self.suffix}_{len(self._names)}"
         self._names[key] = name
         self.coord_lines.append(f"{name} = {expr}")
-        return name
-
-    def quotient(self, size: int) -> str:
-        """The flat index divided by `size`, named: by the largest quotient
-        already named whose divisor divides `size` (a smaller dividend, and
-        a remainder is then one multiply-subtract: `run_coord`)."""
-        if size == 1:
-            return self.flat
-        if size in self._quotients:
-            return self._quotients[size]
-        base = max((k for k in self._quotients if size % k == 0), default=1)
-        src = self.flat if base == 1 else self._quotients[base]
-        name = f"q{self.suffix}_{len(self._quotients)}"
-        self._quotients[size] = name
-        self.coord_lines.append(f"{name} = {self.itype}({src} // {self.lit(size // base)})")
         return name
 
     def operand(self, shape: Sequence[int]) -> str:
@@ -121,8 +102,5 @@ class ElementIndex:
 def merged_coords(at: ElementIndex, runs: Sequence[tuple[int, int] | None]) -> list[str]:
     """The coordinates of `at`'s element, one per dimension, where runs of
     dimensions index as one (`analysis/index_runs.run_coords`): a run's
-    row-major coordinate on its last dimension, 0 on the others. Named
-    innermost first, so each quotient divides the one inside it (by a run's
-    extent, often a power of two: a shift) rather than the flat index."""
-    named = {d: at.run_coord(*r) for d, r in reversed(list(enumerate(runs))) if r is not None}
-    return [named.get(d, at.lit(0)) for d in range(len(runs))]
+    row-major coordinate on its last dimension, 0 on the others."""
+    return [at.lit(0) if r is None else at.run_coord(*r) for r in runs]

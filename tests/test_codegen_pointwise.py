@@ -211,7 +211,7 @@ def test_multi_output_group_with_smaller_result() -> None:
     program = check_program(HORIZONTAL, launches=1, pipeline="group-each-op")
     # The [8] result is written once per element, by the threads of row 0.
     text = program.kernels_source
-    assert "q0_0 = uint32(j0 // uint32(8))" in text and "if q0_0 == uint32(0):" in text
+    assert "c0_1 = uint32(j0 // uint32(8))" in text and "if c0_1 == uint32(0):" in text
 
 
 HALF = """func.func @f(%x: tensor<4x8xf16>, %b: tensor<8xf16>)

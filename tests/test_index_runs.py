@@ -34,10 +34,9 @@ def check(text: str, dtype: str, seed: int) -> str:
 
 
 def divisors(source: str) -> set[int]:
-    """The constants the kernel's flat indices are divided by to unravel
-    its coordinates (`q<element>_<k> = ... // N`; a remainder is then a
-    multiply-subtract)."""
-    return {int(n) for n in re.findall(r"(?m)^\s*q\d+_\d+ = uint32\(\w+ // uint32\((\d+)\)\)",
+    """The constants the kernel's coordinates (`c<element>_<k>`) are
+    unravelled by, divided or taken the remainder of."""
+    return {int(n) for n in re.findall(r"(?m)^\s*c\d+_\d+ = .*?(?://|%) uint32\((\d+)\)",
                                        source)}
 
 
