@@ -14,7 +14,7 @@ Here each access is one row of the result (`W` elements, the concat's
 extent along the axis): lane `j` is pinned to the operand holding element
 `j` of the row (the operand read at its own coordinates, as a segment
 reads it), the epilogue runs per lane, and the row is stored as one word
-(`W x item` bytes: 2 f32, 4 f32, or 2, 4 or 8 halves). Consecutive threads
+(`W x item` bytes, at least 8: 2 or 4 f32, 4 or 8 halves). Consecutive threads
 take consecutive rows, so each operand's loads are consecutive over the
 warp's lanes and each store instruction covers whole sectors.
 
@@ -23,7 +23,7 @@ than 1), its result is the iteration shape (a segmented concat: not under
 another concat's select), every result has the iteration shape and one
 dtype, `W` elements of that dtype are one word (`row_lanes`), and the
 schedule's `elements_per_thread` is a multiple of `W`. Rows of other widths
-(3 floats, 16 halves) keep the segments.
+(3 floats, 2 or 16 halves) keep the segments.
 """
 
 from __future__ import annotations
@@ -40,11 +40,19 @@ F32_PAIR = 2
 """A row of 2 floats is one 8-byte store (`st_vec2_f32`), a width the flat
 schedule's reads do not use (`flat_vector.lane_choices`: 16-byte f32 words
 only)."""
+MIN_ROW_BYTES = 8
+"""Rows narrower keep the segments: a bf16 interleave (`45x6264x89` pairs
+plus a bias, dm47) ran 6% slower one 4-byte row per access than in
+segments, where the f32 one (8-byte rows, dm23) ran 19% faster (H100,
+2026-12-07, one run beside the other)."""
 
 
 def row_lanes(dtype: str) -> tuple[int, ...]:
-    """The row widths stored as one word in device dtype `dtype`."""
-    return (*lane_choices(dtype), F32_PAIR) if dtype == "float32" else lane_choices(dtype)
+    """The row widths stored as one word of at least `MIN_ROW_BYTES` in
+    device dtype `dtype`."""
+    item = 4 if dtype == "float32" else 2
+    widths = (*lane_choices(dtype), F32_PAIR) if dtype == "float32" else lane_choices(dtype)
+    return tuple(w for w in widths if w * item >= MIN_ROW_BYTES)
 
 
 def row_vector(plan: TransposedPlan, concat: nn.ConcatOp) -> FlatVector | None:
