@@ -60,7 +60,7 @@ def concat_rows(a: tuple[int, ...], b: tuple[int, ...], axis: int, dtype: str,
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("dtype", ["f32", pytest.param("bf16", marks=pytest.mark.slow)])  # time
 def test_a_concat_segment_indexes_the_rows_inside_the_axis_as_one(dtype: str) -> None:
     """`[37, 54, 53] + [37, 35, 53]` along axis 1: each segment unravels
     `37 x (54 * 53)` (one division by 2862, and by 1855 in the second),
@@ -77,7 +77,7 @@ def test_a_bias_along_the_axis_keeps_its_dimension_apart() -> None:
     assert 13 in divisors(source)
 
 
-@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("dtype", ["f32", pytest.param("bf16", marks=pytest.mark.slow)])  # time
 def test_a_permutation_indexes_the_axes_it_keeps_together_as_one(dtype: str) -> None:
     """`[29, 19, 11, 5] -> [11, 29, 19, 5]`: 29 and 19 step alike in the
     input and the output (one run of 551), 11 and 5 apart."""
@@ -91,7 +91,7 @@ def test_a_permutation_indexes_the_axes_it_keeps_together_as_one(dtype: str) -> 
     assert 19 * 11 * 5 not in found and 19 not in found, found  # never 29 apart from 19
 
 
-@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("dtype", ["f32", pytest.param("bf16", marks=pytest.mark.slow)])  # time
 def test_a_roll_segment_indexes_two_runs(dtype: str) -> None:
     """A roll of `[3, 7, 23, 9]` along axis 2 by 5: `3 x 7` and `rows x 9`
     are runs in every segment."""
