@@ -19,7 +19,7 @@ import pytest
 from fusec.compiler.parsing import make_context, parse_module
 from fusec.compiler.verify import verify_module
 from fusec.dialects.nn import NN
-from fusec.fuzz.check import check_text, compare
+from fusec.fuzz.check import check_text, compare, match_outputs, within_spread
 from fusec.fuzz.generate import GenConfig, random_graph
 from fusec.fuzz.graph import Arg, Graph, Node, TType
 from fusec.fuzz.minimize import minimize
@@ -106,6 +106,35 @@ def test_compare_requires_nan_and_inf_in_the_same_places() -> None:
     # f32 outputs computed from f16 values are held to f16's tolerance.
     assert compare(np.array([1.001], np.float32), np.array([1.0]))
     assert compare(np.array([1.001], np.float32), np.array([1.0]), min_tolerance=1e-2) == ""
+
+
+def test_an_element_between_references_that_disagree_matches() -> None:
+    """Where the references disagree (an ill-conditioned step), an element
+    matching none of them is accepted within their spread, widened by it;
+    a value past that, or one wrong where they agree, is still a mismatch."""
+    f64 = np.array([1.0, -0.898, 2.0])
+    rounded = np.array([1.0, -0.955, 2.0])
+    refs = [[f64], [rounded]]
+    kernel = np.array([1.0, -0.846, 2.0], np.float16)  # 0.052 from the nearest
+    assert compare(kernel, f64) and compare(kernel, rounded)
+    assert match_outputs([kernel], refs, "", "fused").status == "ok"
+    far = np.array([1.0, -0.70, 2.0], np.float16)
+    assert match_outputs([far], refs, "", "fused").status == "mismatch"
+    wrong = np.array([1.1, -0.9, 2.0], np.float16)
+    assert match_outputs([wrong], refs, "", "fused").status == "mismatch"
+
+
+def test_nan_is_accepted_only_where_a_finite_sum_overflows() -> None:
+    """A NaN where float64 is finite but a reference passes the type's range
+    (inf - inf in another order) matches; a NaN where the answer is an input's
+    inf, or where every reference is finite and in range, does not."""
+    got = np.array([np.nan, 1.0], np.float32)
+    assert within_spread(got, [np.array([-6.5e38, 1.0]), np.array([-np.inf, 1.0])])
+    assert within_spread(got, [np.array([6.8e37, 1.0]), np.array([np.inf, 1.0])])
+    assert not within_spread(got, [np.array([np.inf, 1.0]), np.array([np.inf, 1.0])])
+    assert not within_spread(got, [np.array([6.8e37, 1.0]), np.array([6.8e37, 1.0])])
+    assert not within_spread(np.array([np.inf, 1.0], np.float32),
+                             [np.array([-np.inf, 1.0]), np.array([-np.inf, 1.0])])
 
 
 def test_minimize_keeps_the_failure_and_drops_the_rest() -> None:
