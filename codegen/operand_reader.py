@@ -49,6 +49,9 @@ def read_at(
         if key in memo:
             return memo[key]
         name = body.names[v] + suffix + ("" if not memo else f"_{len(memo)}")
+        if isinstance(v, BlockArgument) and v in body.held:
+            memo[key] = body.held[v]
+            return body.held[v]
         if isinstance(v, BlockArgument):
             given = loader(v, cs) if loader is not None else None
             if given is None:

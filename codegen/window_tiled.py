@@ -45,8 +45,9 @@ are pipelined (the next step loaded into registers during this one's FMAs).
 Padding taps hold zero (conv, avg pool) or -inf (max pool), and channels
 past a group's end zero, so the inner loops have no bounds checks. An
 operand computed by a prologue (a clamp before the conv, a transposed
-weight) is evaluated once per staged element (`operand_reader`); padding is
-applied after it, as `codegen/window.py` does. Average pooling divides by
+weight) is evaluated once per staged element (`operand_reader`), its
+one-element inputs loaded once at the kernel's start; padding is applied
+after it, as `codegen/window.py` does. Average pooling divides by
 the taps inside the input (padding is not counted). The epilogue runs per
 accumulator in registers, values that only depend on the channel (a bias)
 once per channel, then the stores.
@@ -101,7 +102,7 @@ from fusec.codegen.window_staging import (
 from fusec.codegen.window_wide_staging import WideHalo
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.shapes import fmt
+from fusec.dialects.shapes import fmt, numel
 from fusec.scheduling.window_plan import TiledWindow, weight_pad
 from fusec.scheduling.window_shape import WindowShape
 from fusec.scheduling.window_stage_lanes import flat_lanes, out_lanes, stage_lanes
@@ -166,6 +167,7 @@ class _Writer:
         self.stager = Stager(tiled.threads)
         self.grid_loops: frozenset[str] = frozenset()  # set by lines()
         self.out_words = self._words_out()
+        self.held = self._hold_inputs()  # before any line reads them
 
     def lines(self) -> list[str]:
         """The schedule's body for image `o0` (z) and channel block `cy` (y;
@@ -179,6 +181,21 @@ class _Writer:
             body, channel = self._depthwise(), "o1"
         loops = [("o0", "z", self.g.n), (channel, "y", self.t.channel_blocks)]
         lines, self.grid_loops = block_index_lines(loops, body, reuses_shared=True)
+        return self.held + lines
+
+    def _hold_inputs(self) -> list[str]:
+        """Each one-element group input of the staged input's prologue read
+        once at the kernel's start (a scalar added to every staged element:
+        read through `read_at` it was loaded again per element, since the
+        compiler cannot tell it from the arrays the kernel stores to). The
+        epilogue's are read where they are used: held from the start, they
+        would hold a register through the whole kernel."""
+        read = {v for op in prologue_ops(self.w.x) for v in op.operands}
+        lines: list[str] = []
+        for k, arg in enumerate(self.body.args):
+            if numel(tensor_shape(arg)) == 1 and arg in read:
+                self.body.held[arg] = f"held{k}"
+                lines.append(f"held{k} = {load_expr(self.body, arg, '0')}")
         return lines
 
     def _channel_loop(self, tiles: list[Tile], compute: list[str]) -> list[str]:
@@ -341,6 +358,8 @@ class _Writer:
         the pixel's plane offset where the shape allows."""
 
         def load(arg: BlockArgument, shape: tuple[int, ...], coords: Sequence[str]) -> str:
+            if arg in self.body.held:
+                return self.body.held[arg]
             index = self._plane_index(shape, px)
             if index is None:
                 index = broadcast_index(shape, self.w.out, coords)
