@@ -80,8 +80,26 @@ def constant_literal(op: nn.ConstantOp) -> str:
 
 
 def load_expr(body: GroupBody, arg: BlockArgument, index: str) -> str:
-    """`in3[idx]`, widened to the compute type when stored narrower."""
+    """`in3[idx]`, widened to the compute type when stored narrower (the
+    variable holding it where the kernel read it once: `hold_scalars`)."""
+    if arg in body.held:
+        return body.held[arg]
     return kernel_source.widen(dtype_name(arg), f"in{body.arg_index(arg)}[{index}]")
+
+
+def hold_scalars(body: GroupBody, args: Sequence[BlockArgument]) -> list[str]:
+    """Lines reading each one-element input of `args` once, at the kernel's
+    start, into `held<k>`; recorded in `body.held`, so that every later read
+    (`load_expr`, `operand_reader.read_at`) names the variable. Read where
+    it is used instead, a scalar is loaded again for every element: the
+    compiler cannot tell it from the arrays the kernel stores to."""
+    lines: list[str] = []
+    for arg in args:
+        if numel(tensor_shape(arg)) == 1 and arg not in body.held:
+            k = body.arg_index(arg)
+            lines.append(f"held{k} = {load_expr(body, arg, '0')}")
+            body.held[arg] = f"held{k}"
+    return lines
 
 
 def store_expr(value: SSAValue, expr: str) -> str:

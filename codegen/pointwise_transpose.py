@@ -71,7 +71,13 @@ from fusec.codegen.kernel_source import (
     launch_text,
 )
 from fusec.codegen.lane_loads import LaneLoads, wide_store_line
-from fusec.codegen.point_evaluator import PointEvaluator, body_params, load_expr, store_lines
+from fusec.codegen.point_evaluator import (
+    PointEvaluator,
+    body_params,
+    hold_scalars,
+    load_expr,
+    store_lines,
+)
 from fusec.codegen.pointwise_index import ElementIndex, merged_coords
 from fusec.codegen.pointwise_tile import tiled_lines
 from fusec.codegen.wide_access import alignment_tests
@@ -174,7 +180,9 @@ def _element_values(plan: TransposedPlan, coords: list[str], suffix: str, ints: 
         bound[op.results[0]] = name
     inside = set(body.ops)
     for arg in body.args:
-        if any(not isinstance(u.operation, READ_IN_PLACE) and not computed_root(
+        if arg in body.held:
+            bound[arg] = body.held[arg]
+        elif any(not isinstance(u.operation, READ_IN_PLACE) and not computed_root(
                 u.operation, inside) and u.operation not in pieces for u in arg.uses):
             name = f"a{arg.index}{suffix}"
             index = broadcast_index(tensor_shape(arg), plan.shape, coords)
@@ -593,6 +601,7 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
     """Generate the kernel of pointwise `group` (with transposed operands)
     as its plan says."""
     looped: frozenset[str] = frozenset()
+    held = hold_scalars(plan.body, plan.body.args)  # before any line reads them
     if plan.axes is not None:
         body, grid, looped = tiled_lines(plan)
         block = (plan.tile, plan.rows, 1)
@@ -640,7 +649,7 @@ def emit(group: GroupOp, plan: TransposedPlan, kernel_name: str) -> KernelSource
     notes = [f"iteration shape {fmt(plan.shape)}"]
     header = kernel_header(group, plan.body.ops, launch_text(grid, block, per_thread), notes)
     text = "\n".join([*header, "@cuda.jit", f"def {kernel_name}({plan.body.signature()}):",
-                      *(_INDENT + line for line in body)])
+                      *(_INDENT + line for line in [*held, *body])])
     return KernelSource(kernel_name, text + "\n", grid, block, body_params(plan.body),
                         # the tiles are static arrays (`shared_bytes_est` records their
                         # size): the launch asks for no dynamic shared memory on top; a

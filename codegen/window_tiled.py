@@ -81,6 +81,7 @@ from fusec.codegen.point_evaluator import (
     Loader,
     PointEvaluator,
     body_params,
+    hold_scalars,
     indent,
     load_expr,
     store_expr,
@@ -102,7 +103,7 @@ from fusec.codegen.window_staging import (
 from fusec.codegen.window_wide_staging import WideHalo
 from fusec.dialects.fusion import GroupOp
 from fusec.dialects.nn_base import tensor_shape
-from fusec.dialects.shapes import fmt, numel
+from fusec.dialects.shapes import fmt
 from fusec.scheduling.window_plan import TiledWindow, weight_pad
 from fusec.scheduling.window_shape import WindowShape
 from fusec.scheduling.window_stage_lanes import flat_lanes, out_lanes, stage_lanes
@@ -184,19 +185,12 @@ class _Writer:
         return self.held + lines
 
     def _hold_inputs(self) -> list[str]:
-        """Each one-element group input of the staged input's prologue read
-        once at the kernel's start (a scalar added to every staged element:
-        read through `read_at` it was loaded again per element, since the
-        compiler cannot tell it from the arrays the kernel stores to). The
-        epilogue's are read where they are used: held from the start, they
-        would hold a register through the whole kernel."""
+        """The one-element inputs of the staged input's prologue (a scalar
+        added to every staged element) read once at the kernel's start
+        (`hold_scalars`). The epilogue's are read where they are used: held
+        from the start, they would hold a register through the whole kernel."""
         read = {v for op in prologue_ops(self.w.x) for v in op.operands}
-        lines: list[str] = []
-        for k, arg in enumerate(self.body.args):
-            if numel(tensor_shape(arg)) == 1 and arg in read:
-                self.body.held[arg] = f"held{k}"
-                lines.append(f"held{k} = {load_expr(self.body, arg, '0')}")
-        return lines
+        return hold_scalars(self.body, [a for a in self.body.args if a in read])
 
     def _channel_loop(self, tiles: list[Tile], compute: list[str]) -> list[str]:
         """The conv's channel steps around `compute` (run by the threads
@@ -358,8 +352,6 @@ class _Writer:
         the pixel's plane offset where the shape allows."""
 
         def load(arg: BlockArgument, shape: tuple[int, ...], coords: Sequence[str]) -> str:
-            if arg in self.body.held:
-                return self.body.held[arg]
             index = self._plane_index(shape, px)
             if index is None:
                 index = broadcast_index(shape, self.w.out, coords)
