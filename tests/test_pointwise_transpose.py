@@ -189,3 +189,24 @@ def test_static_tiles_ask_no_dynamic_shared_memory() -> None:
     (launch,) = program.functions["f"].launches
     assert "cuda.shared.array(" in program.kernels_source
     assert launch.shared_bytes == 0
+
+
+@pytest.mark.parametrize(("shape", "perm", "tile"), [
+    ((33, 47), [1, 0], 32),  # a staged tile
+    ((3, 5, 7), [1, 0, 2], 0),  # the flat schedule, a strided read
+])
+def test_a_scalar_is_read_once_per_thread(shape: tuple[int, ...], perm: list[int],
+                                          tile: int) -> None:
+    """A one-element input scaling every element is loaded once, at the
+    kernel's start (`hold_scalars`), and the numbers match the reference."""
+    out = permuted(shape, perm)
+    tx, to = t(shape), t(out)
+    text = (f"func.func @f(%x: {tx}, %s: tensor<1xf32>) -> {to} {{\n"
+            f"  %t = nn.transpose %x {{perm = {perm}}} : ({tx}) -> {to}\n"
+            f"  %m = nn.mul %t, %s : ({to}, tensor<1xf32>) -> {to}\n"
+            f"  %r = nn.tanh %m : {to}\n"
+            f"  func.return %r : {to}\n}}\n")
+    assert tile_of(text) == tile
+    source = check(text).kernels_source
+    assert source.count("held1 = in1[0]") == 1, source
+    assert source.count("in1[") == 1, source
