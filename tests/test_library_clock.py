@@ -77,6 +77,13 @@ def test_a_call_measured_slower_than_the_own_kernel_keeps_the_own_kernel(
     assert call.shapes == ((4, 64, 16, 16), (64, 64, 3, 3), (4, 64, 16, 16))
     assert "cuDNN's call measured 1000.0 us" in err
     assert "own (the model's choice overruled)" in err
+
+
+@pytest.mark.slow  # a minute of the simulator: the own kernel of a 64-channel conv
+def test_the_own_kernel_a_measurement_kept_matches_the_reference(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock) -> None:
+    out, _ = compile_out(tmp_path, BIG, capsys)
+    assert not library_launches(out)
     check_numbers(out, BIG, rtol=2e-2, atol=2e-2)
 
 
