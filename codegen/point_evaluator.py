@@ -92,12 +92,14 @@ def hold_scalars(body: GroupBody, args: Sequence[BlockArgument]) -> list[str]:
     start, into `held<k>`; recorded in `body.held`, so that every later read
     (`load_expr`, `operand_reader.read_at`) names the variable. Read where
     it is used instead, a scalar is loaded again for every element: the
-    compiler cannot tell it from the arrays the kernel stores to."""
+    compiler cannot tell it from the arrays the kernel stores to. The lines
+    come again for a body already holding them: a memoised plan's body
+    (`group_memo`) is written into every kernel made from it."""
     lines: list[str] = []
     for arg in args:
-        if numel(tensor_shape(arg)) == 1 and arg not in body.held:
+        if numel(tensor_shape(arg)) == 1:
             k = body.arg_index(arg)
-            lines.append(f"held{k} = {load_expr(body, arg, '0')}")
+            lines.append(f"held{k} = {kernel_source.widen(dtype_name(arg), f'in{k}[0]')}")
             body.held[arg] = f"held{k}"
     return lines
 

@@ -210,3 +210,22 @@ def test_a_scalar_is_read_once_per_thread(shape: tuple[int, ...], perm: list[int
     source = check(text).kernels_source
     assert source.count("held1 = in1[0]") == 1, source
     assert source.count("in1[") == 1, source
+
+
+def test_a_plan_written_twice_holds_its_scalar_in_both_kernels() -> None:
+    """The transposed plan is memoised with its body (`group_memo`): a second
+    kernel written from it (a register probe's, then the program's) still
+    reads the scalar it names."""
+    from fusec.codegen import pointwise_transpose
+    from fusec.scheduling.transposed_plan import planned_group
+
+    text = ("func.func @f(%x: tensor<33x47xf32>, %s: tensor<1xf32>) -> tensor<47x33xf32> {\n"
+            "  %t = nn.transpose %x {perm = [1, 0]} : (tensor<33x47xf32>) -> tensor<47x33xf32>\n"
+            "  %m = nn.mul %t, %s : (tensor<47x33xf32>, tensor<1xf32>) -> tensor<47x33xf32>\n"
+            "  func.return %m : tensor<47x33xf32>\n}\n")
+    group = scheduled_group(text)
+    schedule = group.attributes["schedule"]
+    assert isinstance(schedule, PointwiseSchedule)
+    for name in ("first", "second"):
+        source = pointwise_transpose.emit(group, planned_group(group, schedule), name).text
+        assert source.count("held1 = in1[0]") == 1, source
