@@ -71,8 +71,8 @@ class GroupBody:
     args: list[BlockArgument]
     outputs: list[SSAValue]  # yielded values, output i is outputs[i]
     names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
-    # inputs a kernel reads once at its start and holds in a variable (a
-    # window kernel's one-element inputs), by name: `read_at` uses the name
+    # one-element inputs a kernel reads once at its start into a variable,
+    # by name (`codegen/point_evaluator.hold_scalars`): later reads name it
     held: dict[BlockArgument, str] = field(default_factory=dict[BlockArgument, str])
 
     @staticmethod

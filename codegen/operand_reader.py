@@ -48,10 +48,10 @@ def read_at(
         key = (v, cs)
         if key in memo:
             return memo[key]
-        name = body.names[v] + suffix + ("" if not memo else f"_{len(memo)}")
-        if isinstance(v, BlockArgument) and v in body.held:
+        if isinstance(v, BlockArgument) and v in body.held:  # read once, no line
             memo[key] = body.held[v]
             return body.held[v]
+        name = body.names[v] + suffix + ("" if not memo else f"_{len(memo)}")
         if isinstance(v, BlockArgument):
             given = loader(v, cs) if loader is not None else None
             if given is None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fusec.dialects import nn
+from fusec.dialects.element_types import of_device_dtype
 from fusec.scheduling.flat_vector import FlatVector, innermost_axis, lane_choices, result_dtype
 
 if TYPE_CHECKING:  # the plan holds the access: imported for types only
@@ -50,7 +51,7 @@ segments, where the f32 one (8-byte rows, dm23) ran 19% faster (H100,
 def row_lanes(dtype: str) -> tuple[int, ...]:
     """The row widths stored as one word of at least `MIN_ROW_BYTES` in
     device dtype `dtype`."""
-    item = 4 if dtype == "float32" else 2
+    item = of_device_dtype(dtype).width
     widths = (*lane_choices(dtype), F32_PAIR) if dtype == "float32" else lane_choices(dtype)
     return tuple(w for w in widths if w * item >= MIN_ROW_BYTES)
 
